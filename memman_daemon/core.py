@@ -1,0 +1,96 @@
+"""Core: everything the daemon knows, independent of sockets.
+
+The server (server.py) owns connections and hands each request to a handler with a ``Call``
+whose ``core`` is this object. Components are created here, loaded from SQLite in ``start()``
+in the order listed, and closed in ``stop()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from memman import __version__
+from memman.config import Config
+from memman_daemon.clock import Clock
+from memman_daemon.events import EventBus
+from memman_daemon.sessions import Sessions
+from memman_daemon.store import Store
+from memman_daemon.tokens import TokenCounter, use_cache_dir
+
+log = logging.getLogger(__name__)
+
+
+class Core:
+    def __init__(self, config: Config, clock: Clock | None = None, *, read_only: bool = False) -> None:
+        self.config = config
+        self.clock = clock or Clock()
+        self.read_only = read_only
+        self.started_at = time.time()
+        self.store = Store(config.database_path, config.storage.synchronous,
+                           config.storage.batch_max_rows)
+        self.events = EventBus()
+        self.tokens = TokenCounter()
+        self.sessions = Sessions(self)
+        #: filled by the server: live connection count, requests served, errors
+        self.counters: dict[str, int] = {"requests": 0, "errors": 0}
+        self.connections = 0
+        # Components with `async load()` / `async close()`, loaded after sessions.
+        # Feature modules append themselves here (see _components()).
+        self.components: list[Any] = self._components()
+
+    def _components(self) -> list[Any]:
+        return []
+
+    async def start(self) -> None:
+        use_cache_dir(self.config.data_dir)
+        await self.store.open()
+        await self.sessions.load()
+        for c in self.components:
+            await c.load()
+        self.tokens.encoding("gpt-4o-mini")  # resolve the default encoding before serving
+
+    async def stop(self) -> None:
+        for c in reversed(self.components):
+            close = getattr(c, "close", None)
+            if close is not None:
+                try:
+                    await close()
+                except Exception:  # keep closing the rest; the store must still commit
+                    log.exception("closing %s failed", type(c).__name__)
+        await self.store.close()
+
+    def stats(self) -> dict[str, Any]:
+        db = self.config.database_path
+        size = 0
+        for suffix in ("", "-wal"):
+            p = db.with_name(db.name + suffix)
+            if p.exists():
+                size += p.stat().st_size
+        out: dict[str, Any] = {
+            "version": __version__,
+            "pid": __import__("os").getpid(),
+            "uptime_s": round(time.time() - self.started_at, 3),
+            "socket": str(self.config.socket),
+            "database": str(db),
+            "database_bytes": size,
+            "clients": self.connections,
+            "requests": self.counters["requests"],
+            "errors": self.counters["errors"],
+            "sessions": len(self.sessions.by_id),
+            "entries": sum(len(s.entries) for s in self.sessions.by_id.values()),
+            "events_published": self.events.published,
+            "subscriptions": len(self.events.subscriptions),
+            "store": {"commits": self.store.commits, "rows_written": self.store.rows_written,
+                      "write_errors": self.store.write_errors,
+                      "synchronous": self.store.synchronous},
+            "tokenizer": {"encoding": self.tokens.encoding_name("gpt-4o-mini"),
+                          "default_model": "gpt-4o-mini"},
+            "read_only": self.read_only,
+        }
+        for c in self.components:
+            stats = getattr(c, "stats", None)
+            if stats is not None:
+                out[c.stats_key] = stats()
+        return out

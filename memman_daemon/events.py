@@ -1,0 +1,70 @@
+"""The event bus: every change publishes an event; subscribers get the ones they asked for.
+
+A subscription is a set of topics (empty = all) and a filter (session_id / user_id /
+tenant_id). Each subscription numbers what it delivers (``seq`` 1, 2, 3, ...), so a client that
+sees a jump knows it missed something and resyncs. Delivery is a non-blocking callback: the
+server's connection queues the bytes and drops a subscriber that stops reading.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memman.names import TOPICS
+
+FILTER_KEYS = ("session_id", "user_id", "tenant_id")
+
+
+@dataclass
+class Subscription:
+    id: int
+    topics: frozenset[str]  #: empty = every topic
+    filter: dict[str, str]
+    deliver: Callable[[str, dict[str, Any]], None]  #: (event name, payload) -> None; must not block
+    seq: int = 0
+
+    def wants(self, topic: str, scope: dict[str, Any]) -> bool:
+        if self.topics and topic not in self.topics:
+            return False
+        return all(scope.get(k) in (None, v) for k, v in self.filter.items())
+
+
+@dataclass
+class EventBus:
+    subscriptions: dict[int, Subscription] = field(default_factory=dict)
+    published: int = 0  #: events published since start (all topics)
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    def subscribe(self, topics: list[str], filter: dict[str, str],
+                  deliver: Callable[[str, dict[str, Any]], None]) -> Subscription:
+        unknown = [t for t in topics if t not in TOPICS]
+        if unknown:
+            raise ValueError(f"unknown topic(s) {unknown}; known topics: {', '.join(TOPICS)}")
+        bad = [k for k in filter if k not in FILTER_KEYS]
+        if bad:
+            raise ValueError(f"unknown filter key(s) {bad}; known keys: {', '.join(FILTER_KEYS)}")
+        sub = Subscription(next(self._ids), frozenset(topics), dict(filter), deliver)
+        self.subscriptions[sub.id] = sub
+        return sub
+
+    def unsubscribe(self, sub_id: int) -> bool:
+        return self.subscriptions.pop(sub_id, None) is not None
+
+    def publish(self, topic: str, kind: str, data: dict[str, Any] | None = None, *,
+                session_id: str | None = None, user_id: str | None = None,
+                tenant_id: str | None = None) -> None:
+        """Send ``{kind, seq, time?, scope..., **data}`` to every matching subscription."""
+        self.published += 1
+        if not self.subscriptions:
+            return
+        scope = {"session_id": session_id, "user_id": user_id, "tenant_id": tenant_id}
+        name = TOPICS[topic]
+        for sub in list(self.subscriptions.values()):
+            if sub.wants(topic, scope):
+                sub.seq += 1
+                payload = {"kind": kind, "seq": sub.seq, "subscription": sub.id,
+                           **{k: v for k, v in scope.items() if v is not None}, **(data or {})}
+                sub.deliver(name, payload)

@@ -1,0 +1,46 @@
+"""Daemon entry point: parse flags, load config, run the server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from memman import paths
+from memman.config import Config
+from memman_daemon.server import Server, StartupError
+from memman_daemon.store import StoreError
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = parser or argparse.ArgumentParser(prog="memman daemon", description="Run the memman daemon.")
+    p.add_argument("--socket", help="socket path (env MEMMAN_SOCKET; default "
+                                    "$XDG_RUNTIME_DIR/memman/memman.sock)")
+    p.add_argument("--data-dir", help="data directory (env MEMMAN_DATA_DIR; default "
+                                      "$XDG_DATA_HOME/memman)")
+    p.add_argument("--config", help="config file (env MEMMAN_CONFIG; default "
+                                    "$XDG_CONFIG_HOME/memman/config.toml)")
+    p.add_argument("--read-only", action="store_true", help="refuse every method that changes memory")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _, warning = paths.socket_path(args.socket)
+    if warning and not args.socket:
+        logging.getLogger("memman.daemon").warning(warning)
+    try:
+        config = Config.load(args.config, socket=args.socket, data_dir=args.data_dir)
+        Server(config, read_only=args.read_only).run()
+    except (StartupError, StoreError, ValueError) as exc:
+        print(f"memman daemon: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))

@@ -1,0 +1,124 @@
+"""The method registry: protocol method names -> handlers, with parameter checking.
+
+A handler is an ``async def`` taking a ``Call`` and its declared parameters by name. It never
+touches the socket. Params arrive as a msgpack array (positional, as msgpack-rpc has it);
+trailing optional parameters may be left out. A wrong type is answered with -32602 naming the
+parameter.
+
+    @method("memman_session_get", Param("session_id", str))
+    async def session_get(call: Call, session_id: str) -> dict: ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memman.errors import METHOD_NOT_FOUND, MemmanError, invalid_params
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+
+_MISSING = object()
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
+               dict: "a map", list: "an array", type(None): "nil"}
+
+
+@dataclass
+class Param:
+    name: str
+    types: type | tuple[type, ...] = object
+    default: Any = _MISSING  #: leave out for a required parameter
+    doc: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING
+
+    def check(self, value: Any) -> Any:
+        types = self.types if isinstance(self.types, tuple) else (self.types,)
+        if object in types:
+            return value
+        if isinstance(value, bytes) and str in types:
+            try:
+                return value.decode()
+            except UnicodeDecodeError:
+                raise invalid_params(self.name, "must be valid UTF-8 text") from None
+        if float in types and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, bool) and bool not in types:
+            ok = False
+        else:
+            ok = isinstance(value, types)
+        if not ok:
+            want = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
+            raise invalid_params(self.name, f"expected {want}, got {_TYPE_NAMES.get(type(value), type(value).__name__)}")
+        return value
+
+
+@dataclass
+class Call:
+    """What a handler knows about the request it serves."""
+
+    core: Core
+    client_name: str = ""  #: the connection's self-declared name (for audit), or "conn-<n>"
+    connection: Any = None  #: the server's connection object (subscriptions live there)
+
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+@dataclass
+class Method:
+    name: str
+    handler: Handler
+    params: tuple[Param, ...]
+    doc: str = ""
+    writes: bool = False  #: refused when the daemon runs read-only
+
+    def bind(self, params: Any) -> dict[str, Any]:
+        if not isinstance(params, (list, tuple)):
+            raise MemmanError(-32602, f"invalid params for {self.name}: params must be an array, "
+                                      f"got {type(params).__name__}")
+        if len(params) > len(self.params):
+            raise MemmanError(-32602, f"invalid params for {self.name}: takes at most "
+                                      f"{len(self.params)} parameters, got {len(params)}")
+        kwargs: dict[str, Any] = {}
+        for i, p in enumerate(self.params):
+            if i < len(params):
+                kwargs[p.name] = p.check(params[i])
+            elif p.required:
+                raise invalid_params(p.name, f"missing (required parameter {i + 1} of {self.name})")
+            else:
+                kwargs[p.name] = p.default() if callable(p.default) else p.default
+        return kwargs
+
+
+@dataclass
+class Registry:
+    methods: dict[str, Method] = field(default_factory=dict)
+
+    def method(self, name: str, *params: Param, writes: bool = False) -> Callable[[Handler], Handler]:
+        def register(fn: Handler) -> Handler:
+            if name in self.methods:
+                raise RuntimeError(f"method {name} registered twice")
+            self.methods[name] = Method(name, fn, params, (fn.__doc__ or "").strip(), writes)
+            return fn
+        return register
+
+    def lookup(self, name: str) -> Method:
+        try:
+            return self.methods[name]
+        except KeyError:
+            raise MemmanError(METHOD_NOT_FOUND, f"unknown method '{name}'") from None
+
+    async def dispatch(self, call: Call, name: str, params: Any) -> Any:
+        m = self.lookup(name)
+        kwargs = m.bind(params)
+        return await m.handler(call, **kwargs)
+
+
+#: the one registry; handler modules in memman_daemon.handlers register into it on import
+REGISTRY = Registry()
+method = REGISTRY.method

@@ -1,0 +1,126 @@
+"""SQLite schema and its migrations.
+
+``PRAGMA user_version`` holds the version; MIGRATIONS[i] moves a database from version i to
+i+1. Add a migration at the end; never edit one that has shipped.
+
+Session objects are stored as JSON documents keyed by id (the daemon serves reads from memory,
+so SQLite only has to be a durable, loadable record); tables that are searched (user memory,
+documents) have real columns and FTS5 indexes.
+"""
+
+MIGRATIONS: list[str] = [
+    # v1: sessions, the entry log, compression summaries
+    """
+    CREATE TABLE sessions (
+        id   TEXT PRIMARY KEY,
+        meta TEXT NOT NULL              -- SessionMeta as JSON
+    );
+    CREATE TABLE entries (
+        id         INTEGER PRIMARY KEY, -- Entry.id
+        session_id TEXT NOT NULL,
+        data       TEXT NOT NULL        -- Entry as JSON
+    );
+    CREATE INDEX entries_session ON entries(session_id, id);
+    CREATE TABLE summaries (
+        id         INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        data       TEXT NOT NULL        -- Summary as JSON
+    );
+    CREATE INDEX summaries_session ON summaries(session_id, id);
+    """,
+    # v2: tool cache, scratchpad, audit log, user memory, business documents (issue 4)
+    """
+    CREATE TABLE tool_cache (
+        session_id TEXT NOT NULL,
+        key        TEXT NOT NULL,       -- md5 of "{tool}:{json.dumps(params, sort_keys=True)}"
+        data       TEXT NOT NULL,       -- CacheEntry as JSON
+        PRIMARY KEY (session_id, key)
+    );
+    CREATE TABLE scratchpad (
+        id         INTEGER PRIMARY KEY, -- Snippet.id
+        session_id TEXT NOT NULL,
+        data       TEXT NOT NULL        -- Snippet as JSON
+    );
+    CREATE INDEX scratchpad_session ON scratchpad(session_id);
+    CREATE TABLE audit (
+        id         INTEGER PRIMARY KEY,
+        at         REAL NOT NULL,
+        action     TEXT NOT NULL,       -- promote, evict, expire, replace, ...
+        what       TEXT NOT NULL,
+        source     TEXT NOT NULL,
+        target     TEXT NOT NULL,
+        client     TEXT NOT NULL,
+        session_id TEXT,
+        user_id    TEXT,
+        tenant_id  TEXT,
+        data       TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX audit_session ON audit(session_id, id);
+    CREATE INDEX audit_user ON audit(user_id, id);
+    CREATE TABLE memories (
+        id          INTEGER PRIMARY KEY,
+        user_id     TEXT NOT NULL,
+        type        TEXT NOT NULL,      -- episodic, semantic, procedural
+        kind        TEXT NOT NULL,      -- entry, preference, rule, playbook, summary
+        key         TEXT,               -- preference key, rule condition, playbook flow
+        content     TEXT NOT NULL,
+        metadata    TEXT NOT NULL DEFAULT '{}',
+        created_at  REAL NOT NULL,
+        updated_at  REAL NOT NULL,
+        archived_by INTEGER             -- compacted into this summary (kept, not searched)
+    );
+    CREATE INDEX memories_user ON memories(user_id, type, id);
+    CREATE INDEX memories_key ON memories(user_id, kind, key);
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        key, content, content='memories', content_rowid='id', tokenize='porter unicode61');
+    CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts(rowid, key, content) VALUES (new.id, coalesce(new.key, ''), new.content);
+    END;
+    CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, key, content)
+            VALUES ('delete', old.id, coalesce(old.key, ''), old.content);
+    END;
+    CREATE TRIGGER memories_au AFTER UPDATE OF key, content ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, key, content)
+            VALUES ('delete', old.id, coalesce(old.key, ''), old.content);
+        INSERT INTO memories_fts(rowid, key, content) VALUES (new.id, coalesce(new.key, ''), new.content);
+    END;
+    CREATE TABLE memory_vectors (
+        id        INTEGER PRIMARY KEY,  -- memories.id
+        dim       INTEGER NOT NULL,
+        embedding BLOB NOT NULL         -- float32 little-endian (sqlite-vec's vector format)
+    );
+    CREATE TABLE docs (
+        id         INTEGER PRIMARY KEY,
+        tenant_id  TEXT NOT NULL,
+        doc_id     TEXT NOT NULL,
+        data       TEXT NOT NULL,       -- Doc as JSON (title, source, metadata, hash, ...)
+        UNIQUE (tenant_id, doc_id)
+    );
+    CREATE TABLE doc_chunks (
+        id        INTEGER PRIMARY KEY,
+        doc       INTEGER NOT NULL,     -- docs.id
+        tenant_id TEXT NOT NULL,
+        seq       INTEGER NOT NULL,
+        tokens    INTEGER NOT NULL,
+        content   TEXT NOT NULL
+    );
+    CREATE INDEX doc_chunks_doc ON doc_chunks(doc, seq);
+    CREATE VIRTUAL TABLE doc_chunks_fts USING fts5(
+        content, content='doc_chunks', content_rowid='id', tokenize='porter unicode61');
+    CREATE TRIGGER doc_chunks_ai AFTER INSERT ON doc_chunks BEGIN
+        INSERT INTO doc_chunks_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER doc_chunks_ad AFTER DELETE ON doc_chunks BEGIN
+        INSERT INTO doc_chunks_fts(doc_chunks_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TABLE chunk_vectors (
+        id        INTEGER PRIMARY KEY,  -- doc_chunks.id
+        tenant_id TEXT NOT NULL,
+        dim       INTEGER NOT NULL,
+        embedding BLOB NOT NULL
+    );
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,199 @@
+"""The durable record: SQLite through aiosqlite, WAL, group commit.
+
+Writers hand ``write()`` a list of ``(sql, params)`` operations and await it; it returns only
+after the transaction holding them commits. Operations queued while a commit is running share
+the next transaction, and runs of the same statement go through one ``executemany`` — so many
+concurrent durable writes cost about one commit. If a batch fails, each request in it is
+retried alone so one bad request cannot fail the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from memman.errors import STORAGE_ERROR, MemmanError
+from memman_daemon.schema import MIGRATIONS, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+Op = tuple[str, Sequence[Any]]
+
+
+class StoreError(MemmanError):
+    def __init__(self, message: str) -> None:
+        super().__init__(STORAGE_ERROR, message)
+
+
+class Store:
+    def __init__(self, path: Path, synchronous: str = "NORMAL", batch_max_rows: int = 5000) -> None:
+        if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA", "OFF"):
+            raise ValueError(f"storage.synchronous must be NORMAL or FULL, not {synchronous!r}")
+        self.path = path
+        self.synchronous = synchronous.upper()
+        self.batch_max_rows = batch_max_rows
+        self.db: aiosqlite.Connection | None = None
+        self.reader: aiosqlite.Connection | None = None
+        self._queue: list[tuple[list[Op], asyncio.Future[None]]] = []
+        self._wakeup = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self.commits = 0
+        self.rows_written = 0
+        self.write_errors = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = await aiosqlite.connect(self.path, isolation_level=None)
+            await self.db.execute("PRAGMA journal_mode=WAL")
+            await self.db.execute(f"PRAGMA synchronous={self.synchronous}")
+            await self.db.execute("PRAGMA foreign_keys=ON")
+            await self._quick_check()
+            await self._migrate()
+            self.reader = await aiosqlite.connect(f"file:{self.path}?mode=ro", uri=True,
+                                                  isolation_level=None)
+            self.reader.row_factory = aiosqlite.Row
+        except sqlite3.DatabaseError as exc:
+            await self.close()
+            raise StoreError(f"cannot open database {self.path}: {exc}. Move the file aside to "
+                             "start empty, or restore it from a backup.") from exc
+        self._writer = asyncio.create_task(self._write_loop(), name="memman-store-writer")
+
+    async def _quick_check(self) -> None:
+        assert self.db is not None
+        async with self.db.execute("PRAGMA quick_check") as cur:
+            rows = [r[0] for r in await cur.fetchall()]
+        if rows != ["ok"]:
+            raise sqlite3.DatabaseError(f"integrity check failed: {'; '.join(rows[:5])}")
+
+    async def _migrate(self) -> None:
+        assert self.db is not None
+        async with self.db.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        version = row[0] if row else 0
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(
+                f"schema version {version} is newer than this memman understands ({SCHEMA_VERSION})")
+        for v in range(version, SCHEMA_VERSION):
+            log.info("migrating %s to schema version %d", self.path, v + 1)
+            await self.db.executescript(f"BEGIN;\n{MIGRATIONS[v]}\nPRAGMA user_version={v + 1};\nCOMMIT;")
+
+    async def close(self) -> None:
+        """Commit what is queued, then close both connections."""
+        if self._writer is not None:
+            await self.flush()
+            self._writer.cancel()
+            try:
+                await self._writer
+            except asyncio.CancelledError:
+                pass
+            self._writer = None
+        for conn in (self.reader, self.db):
+            if conn is not None:
+                await conn.close()
+        self.reader = self.db = None
+
+    # --- reads (start-up load and searches; normal reads are served from memory) ------------
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        conn = self.reader or self.db
+        assert conn is not None, "store is not open"
+        async with conn.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    # --- writes ---------------------------------------------------------------------------
+    async def write(self, ops: Iterable[Op]) -> None:
+        """Durably apply ``ops`` in one transaction (shared with concurrent writers)."""
+        ops = list(ops)
+        if not ops:
+            return
+        if self._writer is None:
+            raise StoreError("the database is closed")
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((ops, fut))
+        self._wakeup.set()
+        await fut
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is committed."""
+        if self._queue and self._writer is not None:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._queue.append(([], fut))
+            self._wakeup.set()
+            await asyncio.shield(fut)
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._queue:
+                batch, rows = [], 0
+                while self._queue and (not batch or rows < self.batch_max_rows):
+                    item = self._queue.pop(0)
+                    batch.append(item)
+                    rows += len(item[0])
+                await self._commit_batch(batch)
+
+    async def _commit_batch(self, batch: list[tuple[list[Op], asyncio.Future[None]]]) -> None:
+        try:
+            await self._transaction([op for ops, _ in batch for op in ops])
+        except (sqlite3.Error, OSError) as exc:
+            if len(batch) == 1:
+                self._fail(batch[0][1], exc)
+                return
+            for ops, fut in batch:  # isolate the request that broke the batch
+                try:
+                    await self._transaction(ops)
+                except (sqlite3.Error, OSError) as exc1:
+                    self._fail(fut, exc1)
+                else:
+                    _resolve(fut)
+            return
+        for _, fut in batch:
+            _resolve(fut)
+
+    async def _transaction(self, ops: list[Op]) -> None:
+        if not ops:
+            return
+        db = self.db
+        assert db is not None
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            i = 0
+            while i < len(ops):
+                sql, j = ops[i][0], i
+                while j < len(ops) and ops[j][0] == sql:
+                    j += 1
+                if j - i == 1:
+                    await db.execute(sql, ops[i][1])
+                else:
+                    await db.executemany(sql, [p for _, p in ops[i:j]])
+                i = j
+            await db.commit()
+        except BaseException:
+            try:
+                await db.rollback()
+            except sqlite3.Error:
+                pass
+            raise
+        self.commits += 1
+        self.rows_written += len(ops)
+
+    def _fail(self, fut: asyncio.Future[None], exc: BaseException) -> None:
+        self.write_errors += 1
+        log.warning("write to %s failed: %s", self.path, exc)
+        if not fut.done():
+            fut.set_exception(StoreError(
+                f"the database {self.path} refused the write ({exc}); nothing was changed. "
+                "Check free disk space and file permissions; the daemon keeps running."))
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -1,0 +1,145 @@
+"""msgpack-rpc framing (Neovim's conventions): bytes <-> msgpack objects <-> messages.
+
+No length prefix: a stream of msgpack objects. ``FrameDecoder`` wraps a bounded
+``msgpack.Unpacker`` fed from the socket; ``parse`` turns one decoded object into a
+``Request``, ``Response`` or ``Notification`` (or raises ``ProtocolError``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from memman.errors import INVALID_REQUEST, PARSE_ERROR, MemmanError
+
+REQUEST, RESPONSE, NOTIFICATION = 0, 1, 2
+
+
+@dataclass(slots=True)
+class Request:
+    msgid: int
+    method: str
+    params: Any
+
+
+@dataclass(slots=True)
+class Response:
+    msgid: int
+    error: Any
+    result: Any
+
+
+@dataclass(slots=True)
+class Notification:
+    method: str
+    params: Any
+
+
+Message = Request | Response | Notification
+
+
+class ProtocolError(MemmanError):
+    """A frame that cannot be understood. ``msgid`` is set when an answer can be addressed."""
+
+    def __init__(self, code: int, message: str, msgid: int | None = None, fatal: bool = False) -> None:
+        super().__init__(code, message)
+        self.msgid = msgid
+        self.fatal = fatal  #: the stream cannot be resynchronized: close the connection
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def pack_request(msgid: int, method: str, params: list[Any] | tuple[Any, ...]) -> bytes:
+    return pack([REQUEST, msgid, method, list(params)])
+
+
+def pack_response(msgid: int, error: Any, result: Any) -> bytes:
+    return pack([RESPONSE, msgid, error, result])
+
+
+def pack_notification(method: str, params: list[Any]) -> bytes:
+    return pack([NOTIFICATION, method, params])
+
+
+class FrameDecoder:
+    """Incremental decoder with a bounded buffer.
+
+    ``feed(data)`` then iterate: yields decoded objects. ``pending`` is the number of bytes of a
+    frame that has started but not finished (used for the half-frame timeout).
+    """
+
+    def __init__(self, max_message_bytes: int) -> None:
+        self.max_message_bytes = max_message_bytes
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes,
+                                          strict_map_key=False)
+        self._fed = 0
+
+    def feed(self, data: bytes) -> None:
+        try:
+            self._unpacker.feed(data)
+        except msgpack.BufferFull:
+            raise ProtocolError(PARSE_ERROR, f"message larger than the {self.max_message_bytes}-byte "
+                                             "limit (limits.max_message_bytes)", fatal=True) from None
+        self._fed += len(data)
+
+    @property
+    def pending(self) -> int:
+        return self._fed - self._unpacker.tell()
+
+    def __iter__(self) -> FrameDecoder:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self._unpacker)
+        except StopIteration:
+            raise
+        except (ValueError, msgpack.UnpackException, UnicodeDecodeError, RecursionError) as exc:
+            # FormatError, StackError, ExtraData, invalid UTF-8, oversized declared lengths
+            raise ProtocolError(PARSE_ERROR, f"malformed msgpack: {type(exc).__name__}: {exc}".rstrip(": "),
+                                fatal=True) from None
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):  # method names may arrive as bin
+        try:
+            return bytes(value).decode()
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def parse(obj: Any) -> Message:
+    """Classify one decoded msgpack object (raises ProtocolError for a bad shape)."""
+    if not isinstance(obj, (list, tuple)) or not obj:
+        raise ProtocolError(INVALID_REQUEST, "a message must be an array [type, ...]")
+    kind = obj[0]
+    if kind == REQUEST:
+        msgid = obj[1] if len(obj) > 1 and isinstance(obj[1], int) and not isinstance(obj[1], bool) else None
+        if len(obj) != 4:
+            raise ProtocolError(INVALID_REQUEST, f"a request is [0, msgid, method, params]; got {len(obj)} elements",
+                                msgid)
+        if msgid is None or not 0 <= msgid < 2**32:
+            raise ProtocolError(INVALID_REQUEST, "msgid must be an unsigned 32-bit integer")
+        method = _text(obj[2])
+        if method is None:
+            raise ProtocolError(INVALID_REQUEST, "method name must be a string", msgid)
+        return Request(msgid, method, obj[3])
+    if kind == RESPONSE:
+        if len(obj) != 4 or not isinstance(obj[1], int):
+            raise ProtocolError(INVALID_REQUEST, "a response is [1, msgid, error, result]")
+        return Response(obj[1], obj[2], obj[3])
+    if kind == NOTIFICATION:
+        if len(obj) != 3:
+            raise ProtocolError(INVALID_REQUEST, f"a notification is [2, method, params]; got {len(obj)} elements")
+        method = _text(obj[1])
+        if method is None:
+            raise ProtocolError(INVALID_REQUEST, "notification name must be a string")
+        return Notification(method, obj[2])
+    raise ProtocolError(INVALID_REQUEST, f"unknown message type {kind!r} (0 request, 1 response, 2 notification)")

@@ -32,6 +32,7 @@ SESSION_IMPORT = "memman_session_import"
 SESSION_CLEAR = "memman_session_clear"
 SESSION_REPORT_USAGE = "memman_session_report_usage"
 SESSION_INJECT = "memman_session_inject"
+SESSION_REPORT = "memman_session_report"
 
 # --- tool cache -----------------------------------------------------------------------
 CACHE_LOOKUP = "memman_cache_lookup"

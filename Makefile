@@ -1,0 +1,33 @@
+# memman — `make run` (daemon + demo agents + TUI) and `make test`, from nothing on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench screenshots clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m memman_tui.launcher
+
+test: $(STAMP) lint
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+screenshots: $(STAMP)
+	$(PY) scripts/screenshots.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -96,7 +96,7 @@ class SyncClient:
                     return msg
                 try:
                     data = self._sock.recv(2**18)
-                except socket.timeout:
+                except TimeoutError:
                     raise TimeoutError from None
                 if not data:
                     raise ConnectionLost()

@@ -1,0 +1,122 @@
+"""Session basics through the real daemon, socket and SQLite file."""
+
+import asyncio
+
+import pytest
+
+from memman.errors import INVALID_PARAMS, METHOD_NOT_FOUND, NOT_FOUND, MemmanError
+from memman.sync_client import SyncClient
+from tests.helpers import running_daemon, short_tmpdir
+
+
+async def test_open_is_idempotent_and_updates_opts() -> None:
+    async with running_daemon() as d, d.client() as c:
+        first = await c.session_open("s1", {"user_id": "ana"})
+        again = await c.session_open("s1", {"user_id": "ana"})
+        assert first["created"] and not again["created"]
+        changed = await c.session_open("s1", {"max_tokens": 4000})
+        assert changed["max_tokens"] == 4000 and changed["user_id"] == "ana"
+        assert [r["session_id"] for r in await c.session_list()] == ["s1"]
+
+
+async def test_add_counts_tokens_once_and_survives_restart() -> None:
+    root = short_tmpdir()
+    async with running_daemon(root) as d, d.client() as c:
+        await c.session_open("s1", {"user_id": "ana", "model": "gpt-4"})
+        r = await c.session_add("s1", {"role": "user", "content": "hello"})
+        assert r["tokens"] == 5
+        call = await c.session_add("s1", {"type": "tool_call", "content": "", "tool_calls": [
+            {"id": "c1", "function": {"name": "ls", "arguments": {"path": "/"}}}]})
+        res = await c.session_add("s1", {"type": "tool_result", "tool_call_id": "c1",
+                                         "content": "a b c"})
+        assert call["id"] < res["id"]
+    async with running_daemon(root) as d, d.client() as c:
+        s = await c.session_get("s1")
+        assert [e["type"] for e in s["entries"]] == ["message", "tool_call", "tool_result"]
+        assert s["entries"][0]["tokens"] == 5
+        assert s["entries"][1]["tool_calls"][0]["function"]["arguments"] == '{"path":"/"}'
+        assert s["user_id"] == "ana" and s["active_tokens"] == sum(e["tokens"] for e in s["entries"])
+        # ids continue after a restart
+        r = await c.session_add("s1", {"role": "assistant", "content": "done"})
+        assert r["id"] > res["id"]
+
+
+@pytest.mark.parametrize("entry, field", [
+    ({"type": "bogus"}, "entry.type"),
+    ({"role": "robot"}, "entry.role"),
+    ({"content": 5}, "entry.content"),
+    ({"role": "tool", "content": "x"}, "entry.tool_call_id"),
+    ({"tool_calls": [{"function": {}}]}, "entry.tool_calls"),
+    ({"metadata": [1]}, "entry.metadata"),
+])
+async def test_bad_entries_name_the_field(entry: dict, field: str) -> None:
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("s1")
+        with pytest.raises(MemmanError) as exc:
+            await c.session_add("s1", entry)
+        assert exc.value.code == INVALID_PARAMS and field in exc.value.message
+        assert (await c.session_get("s1"))["entries"] == []
+
+
+async def test_errors_unknown_method_session_and_param_types() -> None:
+    async with running_daemon() as d, d.client() as c:
+        with pytest.raises(MemmanError) as exc:
+            await c.call("memman_nope")
+        assert exc.value.code == METHOD_NOT_FOUND and "unknown method 'memman_nope'" in exc.value.message
+        with pytest.raises(MemmanError) as exc:
+            await c.session_get("missing")
+        assert exc.value.code == NOT_FOUND
+        with pytest.raises(MemmanError) as exc:
+            await c.session_get(42)
+        assert exc.value.code == INVALID_PARAMS and "session_id" in exc.value.message
+        with pytest.raises(MemmanError) as exc:
+            await c.session_open()
+        assert "session_id" in exc.value.message
+
+
+async def test_events_carry_sequence_numbers_and_respect_filters() -> None:
+    async with running_daemon() as d, d.client() as c, d.client("other") as other:
+        await c.session_open("a")
+        await c.session_open("b")
+        mine: list[dict] = []
+        everything: list[dict] = []
+        await c.subscribe(["session"], {"session_id": "a"}, lambda n, p: mine.append(p))
+        await other.subscribe([], {}, lambda n, p: everything.append(p))
+        for sid in ("a", "b", "a"):
+            await c.session_add(sid, {"content": f"hello {sid}"})
+        await c.session_delete("b")
+        for _ in range(50):
+            if len(everything) >= 4:
+                break
+            await asyncio.sleep(0.01)
+        assert [p["seq"] for p in mine] == [1, 2]
+        assert all(p["session_id"] == "a" and p["kind"] == "entry_added" for p in mine)
+        assert [p["seq"] for p in everything] == [1, 2, 3, 4]
+        assert everything[-1]["kind"] == "deleted"
+
+
+async def test_many_concurrent_requests_on_one_connection() -> None:
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("s")
+        results = await asyncio.gather(*(c.session_add("s", {"content": f"m{i}"}) for i in range(200)))
+        assert len({r["id"] for r in results}) == 200
+        s = await c.session_get("s")
+        assert len(s["entries"]) == 200
+        assert d.core.store.commits < 200  # group commit shared transactions
+
+
+async def test_sync_client_and_read_only_mode() -> None:
+    root = short_tmpdir()
+    async with running_daemon(root) as d:
+        def script() -> dict:
+            with SyncClient(d.socket) as mm:
+                mm.session_open("s1")
+                mm.session_add("s1", {"content": "from a script"})
+                return mm.session_get("s1")
+        s = await asyncio.to_thread(script)
+        assert s["entries"][0]["content"] == "from a script"
+    async with running_daemon(root, read_only=True) as d, d.client() as c:
+        assert len((await c.session_get("s1"))["entries"]) == 1
+        with pytest.raises(MemmanError) as exc:
+            await c.session_add("s1", {"content": "nope"})
+        assert exc.value.code == -32005 and "read-only" in exc.value.message

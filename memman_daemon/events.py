@@ -53,18 +53,24 @@ class EventBus:
     def unsubscribe(self, sub_id: int) -> bool:
         return self.subscriptions.pop(sub_id, None) is not None
 
-    def publish(self, topic: str, kind: str, data: dict[str, Any] | None = None, *,
+    def publish(self, topic: str, kind: str,
+                data: dict[str, Any] | Callable[[], dict[str, Any]] | None = None, *,
                 session_id: str | None = None, user_id: str | None = None,
                 tenant_id: str | None = None) -> None:
-        """Send ``{kind, seq, time?, scope..., **data}`` to every matching subscription."""
+        """Send ``{kind, seq, subscription, scope..., **data}`` to every matching subscription.
+
+        ``data`` may be a function: it is called only if someone is listening (and once).
+        """
         self.published += 1
         if not self.subscriptions:
             return
         scope = {"session_id": session_id, "user_id": user_id, "tenant_id": tenant_id}
         name = TOPICS[topic]
+        body: dict[str, Any] | None = None
         for sub in list(self.subscriptions.values()):
             if sub.wants(topic, scope):
+                if body is None:
+                    body = {k: v for k, v in scope.items() if v is not None}
+                    body.update((data() if callable(data) else data) or {})
                 sub.seq += 1
-                payload = {"kind": kind, "seq": sub.seq, "subscription": sub.id,
-                           **{k: v for k, v in scope.items() if v is not None}, **(data or {})}
-                sub.deliver(name, payload)
+                sub.deliver(name, {"kind": kind, "seq": sub.seq, "subscription": sub.id, **body})

@@ -80,6 +80,8 @@ class Sessions:
             max_id = max(max_id, sm.id)
         for s in self.by_id.values():
             s.recount()
+            if s.entries:
+                s.meta.updated_at = max(s.meta.updated_at, s.entries[-1].created_at)
         self._ids = itertools.count(max_id + 1)
 
     async def reload(self, session_id: str) -> None:
@@ -97,6 +99,8 @@ class Sessions:
             sm = Summary.from_wire(json.loads(row[0]))
             s.summaries[sm.id] = sm
         s.recount()
+        if s.entries:
+            s.meta.updated_at = max(s.meta.updated_at, s.entries[-1].created_at)
         self.by_id[session_id] = s
 
     # --- queries -------------------------------------------------------------------------
@@ -186,9 +190,12 @@ class Sessions:
         e.id = self.next_id()
         s.append(e)
         s.meta.updated_at = e.created_at
-        await self.persist(s, [self.entry_op(e), self.meta_op(s)])
+        # only the entry row: updated_at is re-derived from the newest entry at load, so that
+        # concurrent adds are runs of one statement (one executemany per group commit)
+        await self.persist(s, [self.entry_op(e)])
         self.core.events.publish("session", "entry_added",
-                                 {"entry": e.to_wire(), "session": s.overview()}, **self.scope(s))
+                                 lambda: {"entry": e.to_wire(), "session": s.overview()},
+                                 **self.scope(s))
         return e
 
     async def delete(self, session_id: str) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 from memman import __version__
 from memman.config import Config
 from memman_daemon.clock import Clock
+from memman_daemon.config_watch import ConfigWatcher
 from memman_daemon.events import EventBus
 from memman_daemon.sessions import Sessions
 from memman_daemon.store import Store
@@ -39,9 +40,15 @@ class Core:
         # Components with `async load()` / `async close()`, loaded after sessions.
         # Feature modules append themselves here (see _components()).
         self.components: list[Any] = self._components()
+        self.config_watch = ConfigWatcher(self)
 
     def _components(self) -> list[Any]:
-        return []
+        from memman_daemon.engine.session_engine import SessionEngine
+        from memman_daemon.engine.summarizer import Summarizer
+
+        self.summarizer = Summarizer(self)
+        self.engine = SessionEngine(self)
+        return [self.summarizer, self.engine]
 
     async def start(self) -> None:
         use_cache_dir(self.config.data_dir)
@@ -50,8 +57,10 @@ class Core:
         for c in self.components:
             await c.load()
         self.tokens.encoding("gpt-4o-mini")  # resolve the default encoding before serving
+        await self.config_watch.start()
 
     async def stop(self) -> None:
+        await self.config_watch.close()
         for c in reversed(self.components):
             close = getattr(c, "close", None)
             if close is not None:
@@ -88,6 +97,7 @@ class Core:
             "tokenizer": {"encoding": self.tokens.encoding_name("gpt-4o-mini"),
                           "default_model": "gpt-4o-mini"},
             "read_only": self.read_only,
+            "config": self.config_watch.stats(),
         }
         for c in self.components:
             stats = getattr(c, "stats", None)

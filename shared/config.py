@@ -83,6 +83,7 @@ class ContextConfig:
     emergency_gap_summaries: bool = True  #: over 100 %: fallback summaries (no LLM) vs markers only
     include_rolling_summary: bool = True  #: seed 000 rolling summary as a system message
     usage_history: int = 100  #: reported usage records kept per session
+    max_gap_llm_calls: int = 4  #: gap summaries one context request asks the LLM for
 
 
 @dataclass
@@ -96,6 +97,7 @@ class CompressionConfig:
     min_entries: int = 5  #: fewest entries compressed at once
     ratio: float = 0.3  #: target summary size as a share of the original tokens
     keep_pinned: bool = True  #: pinned entries and system prompts are never compressed
+    llm_deadline_s: float = 0.5  #: longest memman_session_compact waits for the LLM summary
 
 
 @dataclass
@@ -192,7 +194,7 @@ class Config:
 
     socket: Path = field(default_factory=lambda: paths.socket_path()[0])
     data_dir: Path = field(default_factory=paths.data_dir)
-    config_file: Path | None = None
+    config_file: Path | None = None  #: the config file consulted (may not exist)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
@@ -233,7 +235,7 @@ class Config:
                 raw = tomllib.loads(path.read_text())
             except tomllib.TOMLDecodeError as exc:
                 raise ValueError(f"config file {path} is not valid TOML: {exc}") from exc
-        cfg = cls(config_file=path if path.exists() else None)
+        cfg = cls(config_file=path)  # the file consulted (it may not exist yet)
         top_socket = raw.pop("socket", None)
         top_data = raw.pop("data_dir", None)
         for section, values in {**raw, **(overrides or {})}.items():

@@ -1,0 +1,66 @@
+"""Seed 004 compression: old entries folded into a summary that links back to them.
+
+When a session's active set passes ``compression.max_tokens`` tokens or ``max_entries``
+entries, every active entry older than the newest ``recent_window`` entries (pinned entries and
+system prompts excepted) is replaced in the context by one ``Summary`` of about ``ratio`` of
+their tokens. The entries stay in the store with ``summary_id`` set; ``expand`` returns them.
+Tool calls and their results are never split: the unit boundaries of the context timeline are
+respected.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from memman_daemon.model import Entry, Session, Summary
+
+if TYPE_CHECKING:
+    from memman.config import CompressionConfig
+    from memman_daemon.engine.context import Timeline
+
+
+def needs_compression(s: Session, cfg: CompressionConfig) -> bool:
+    return s.active_tokens > cfg.max_tokens or s.active_count > cfg.max_entries
+
+
+def select(tl: Timeline, cfg: CompressionConfig) -> list[Entry]:
+    """Active entries older than the recent window, whole units only; [] if fewer than min."""
+    units = [u for u in tl.units if not u.is_summary]
+    recent = 0
+    cut = len(units)
+    while cut > 0 and recent < cfg.recent_window:
+        cut -= 1
+        recent += len(units[cut].items)
+    chosen: list[Entry] = []
+    for u in units[:cut]:
+        if u.mandatory and cfg.keep_pinned:
+            continue
+        chosen.extend(u.items)  # type: ignore[arg-type]
+    chosen.sort(key=lambda e: e.id)
+    return chosen if len(chosen) >= cfg.min_entries else []
+
+
+def iso(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+
+
+def summary_content(entries: list[Entry], text: str) -> str:
+    return (f"[Summary of {len(entries)} earlier entries, {iso(entries[0].created_at)} - "
+            f"{iso(entries[-1].created_at)} UTC]\n{text}")
+
+
+def make_summary(sid: int, s: Session, entries: list[Entry], content: str, tokens: int,
+                 source: str, now: float) -> Summary:
+    original = sum(e.tokens for e in entries)
+    return Summary(id=sid, session_id=s.id, content=content, entry_ids=[e.id for e in entries],
+                   tokens=tokens, original_tokens=original,
+                   ratio=round(original / max(tokens, 1), 3),
+                   start=min(e.created_at for e in entries), end=max(e.created_at for e in entries),
+                   created_at=now, source=source)
+
+
+def summary_wire(sm: Summary) -> dict[str, Any]:
+    d = sm.to_wire()
+    d["time_range"] = {"start": sm.start, "end": sm.end}
+    return d

@@ -1,0 +1,39 @@
+"""Seed 000 cycles: Q&A exchanges and the rolling summary (pure helpers).
+
+The engine's ``finalize`` uses these: an answer over ``answer_max_bytes`` is condensed to about
+``answer_target_bytes``; at most ``max_exchanges`` exchanges are kept, the oldest folding into the
+rolling summary, which is condensed to ``summary_target_bytes`` once it passes
+``summary_max_bytes``.
+"""
+
+from __future__ import annotations
+
+from memman_daemon.model import Entry, Exchange, Session
+
+
+def format_exchange(x: Exchange) -> str:
+    return f"Q: {x.question}\nA: {x.answer}\n"
+
+
+def cycle_entries(s: Session) -> list[Entry]:
+    """Entries added since the current cycle began (newest last)."""
+    start = s.meta.cycle.start_id
+    out: list[Entry] = []
+    for e in reversed(s.entries):
+        if e.id < start:
+            break
+        out.append(e)
+    out.reverse()
+    return out
+
+
+def current_cycle(s: Session) -> dict:
+    entries = cycle_entries(s)
+    question = s.meta.cycle.user_question
+    for e in entries:
+        if e.role == "user" and e.type == "message":
+            question = e.content
+            break
+    return {"user_question": question,
+            "agent_message_ids": [e.id for e in entries if e.role != "user"],
+            "final_answer": s.meta.cycle.final_answer, "start_id": s.meta.cycle.start_id}

@@ -1,0 +1,377 @@
+"""SessionEngine: the session pipeline's mutations (finalize, compress, pin, clear, import,
+usage) and its reads (context, preview, expand, export), as one Core component.
+
+Every mutation follows the Sessions pattern: change the in-memory objects, ``persist`` the rows,
+publish a ``session`` event. Mutations of one session are serialized by a per-session lock.
+Automatic compression runs in the background after ``entry_added`` events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any
+
+from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
+from memman_daemon.engine import compression, cycles, portability, usage
+from memman_daemon.engine.context import ContextBuilder, preview
+from memman_daemon.model import Cycle, Exchange, Session, SessionMeta
+from memman_daemon.sessions import Sessions
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+
+log = logging.getLogger(__name__)
+
+
+class SessionEngine:
+    stats_key = "session_engine"
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.builder = ContextBuilder(core)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._compacting: dict[str, asyncio.Task] = {}
+        self._again: set[str] = set()
+        self._sub: Any = None
+        self.last_context: dict[str, int] = {}  #: session id -> tokens of the last context
+        self.counters = {"finalized": 0, "compressions": 0, "entries_compressed": 0,
+                         "compression_llm": 0, "imports": 0, "clears": 0, "usage_reports": 0}
+
+    # --- component -------------------------------------------------------------------
+    async def load(self) -> None:
+        self._sub = self.core.events.subscribe(["session"], {}, self._on_event)
+
+    async def close(self) -> None:
+        if self._sub is not None:
+            self.core.events.unsubscribe(self._sub.id)
+        for t in list(self._compacting.values()):
+            t.cancel()
+        await asyncio.gather(*self._compacting.values(), return_exceptions=True)
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.counters, "context": dict(self.builder.counters),
+                "compacting": len(self._compacting)}
+
+    def lock(self, session_id: str) -> asyncio.Lock:
+        lk = self._locks.get(session_id)
+        if lk is None:
+            lk = self._locks[session_id] = asyncio.Lock()
+        return lk
+
+    def _publish(self, s: Session, kind: str, data: dict[str, Any]) -> None:
+        self.core.events.publish("session", kind, data, **Sessions.scope(s))
+
+    def _alive(self, s: Session) -> bool:
+        return self.core.sessions.by_id.get(s.id) is s
+
+    # --- automatic compression -----------------------------------------------------
+    def _on_event(self, name: str, payload: dict[str, Any]) -> None:
+        kind = payload.get("kind")
+        sid = payload.get("session_id")
+        if not sid:
+            return
+        if kind == "deleted":
+            self.builder.forget(sid)
+            self.last_context.pop(sid, None)
+            return
+        if kind != "entry_added" or not self.core.config.compression.auto_compress:
+            return
+        s = self.core.sessions.by_id.get(sid)
+        if s is None or not compression.needs_compression(s, self.core.config.compression):
+            return
+        if sid in self._compacting:
+            self._again.add(sid)
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(self._auto(sid))
+        except RuntimeError:
+            return
+        self._compacting[sid] = task
+
+    async def _auto(self, sid: str) -> None:
+        try:
+            while True:
+                self._again.discard(sid)
+                s = self.core.sessions.by_id.get(sid)
+                if s is None or not compression.needs_compression(s, self.core.config.compression):
+                    return
+                try:
+                    done = await self.compact(s, deadline=None)
+                except MemmanError:
+                    log.warning("automatic compression of %s failed", sid, exc_info=True)
+                    return
+                if done is None and sid not in self._again:
+                    return
+        finally:
+            self._compacting.pop(sid, None)
+
+    async def compact(self, s: Session, *, deadline: float | None) -> dict[str, Any] | None:
+        """Compress everything older than the recent window now; None if nothing qualifies."""
+        cfg = self.core.config.compression
+        async with self.lock(s.id):
+            if not self._alive(s):
+                return None
+            entries = compression.select(self.builder.timeline(s), cfg)
+            if not entries:
+                return None
+            original = sum(e.tokens for e in entries)
+            target = max(int(original * cfg.ratio), 16)
+            text, source = await self.core.summarizer.summarize_entries(
+                entries, target_tokens=target, session_id=s.id, deadline=deadline)
+            if not self._alive(s) or any(e.summary_id is not None for e in entries):
+                return None
+            content = compression.summary_content(entries, text)
+            tokens = self.core.tokens.count_message({"role": "system", "content": content},
+                                                    s.meta.model)
+            sm = compression.make_summary(self.core.sessions.next_id(), s, entries, content,
+                                          tokens, source, self.core.clock.now())
+            for e in entries:
+                e.summary_id = sm.id
+            s.summaries[sm.id] = sm
+            s.recount()
+            s.meta.counters["compressions"] = s.meta.counters.get("compressions", 0) + 1
+            if source == "llm":
+                s.meta.counters["compression_llm"] = s.meta.counters.get("compression_llm", 0) + 1
+            self.builder.invalidate(s.id)
+            ops = [Sessions.summary_op(sm), Sessions.meta_op(s)]
+            ops += [Sessions.entry_op(e) for e in entries]
+            await self.core.sessions.persist(s, ops)
+            self.counters["compressions"] += 1
+            self.counters["entries_compressed"] += len(entries)
+            if source == "llm":
+                self.counters["compression_llm"] += 1
+            result = {"summary": compression.summary_wire(sm),
+                      "tokens_saved": sm.original_tokens - sm.tokens,
+                      "session": s.overview()}
+            self._publish(s, "compressed", result)
+            return result
+
+    # --- cycles (seed 000) -----------------------------------------------------------
+    async def finalize(self, s: Session, question: str, answer: str) -> dict[str, Any]:
+        ccfg = self.core.config.cycle
+        summ = self.core.summarizer
+        async with self.lock(s.id):
+            m = s.meta
+            now = self.core.clock.now()
+            current = cycles.cycle_entries(s)
+            new = []
+            if ccfg.log_answers:
+                if question and not any(e.role == "user" and e.content == question for e in current):
+                    new.append({"type": "message", "role": "user", "content": question})
+                if answer and not any(e.role == "assistant" and e.content == answer
+                                      for e in current):
+                    new.append({"type": "message", "role": "assistant", "content": answer})
+            added = []
+            for raw in new:
+                e = self.core.sessions.build_entry(s, raw)
+                e.id = self.core.sessions.next_id()
+                s.append(e)
+                added.append(e)
+            size = len(answer.encode())
+            kept, summarized = answer, False
+            if size > ccfg.answer_max_bytes:
+                kept, src = await summ.condense_text(answer, target_bytes=ccfg.answer_target_bytes,
+                                                     deadline=ccfg.llm_deadline_s)
+                summarized = True
+                _bump(m, "answers_summarized")
+                if src == "llm":
+                    _bump(m, "llm_answer_summaries")
+            m.exchanges.append(Exchange(question, kept, size, summarized, now))
+            folded = 0
+            compressed = False
+            while len(m.exchanges) > ccfg.max_exchanges:
+                oldest = m.exchanges.pop(0)
+                m.summary += cycles.format_exchange(oldest)
+                folded += 1
+                if len(m.summary.encode()) > ccfg.summary_max_bytes:
+                    m.summary, src = await summ.condense_text(
+                        m.summary, target_bytes=ccfg.summary_target_bytes, keep="tail",
+                        deadline=ccfg.llm_deadline_s)
+                    compressed = True
+                    _bump(m, "summary_compressions")
+                    if src == "llm":
+                        _bump(m, "llm_compressions")
+            last_id = s.entries[-1].id if s.entries else 0
+            agent_ids = [e.id for e in current + added if e.role != "user"]
+            m.cycle = Cycle(user_question="", agent_message_ids=[], final_answer=None,
+                            start_id=last_id + 1)
+            m.updated_at = now
+            _bump(m, "cycles")
+            ops = [Sessions.entry_op(e) for e in added] + [Sessions.meta_op(s)]
+            await self.core.sessions.persist(s, ops)
+            self.counters["finalized"] += 1
+            for e in added:
+                self._publish(s, "entry_added", {"entry": e.to_wire(), "session": s.overview()})
+            await self._cycle_hooks(s)
+            state = self.memory_state(s)
+            result = {"exchange": vars(m.exchanges[-1]).copy(), "folded": folded,
+                      "summary_compressed": compressed, "agent_message_ids": agent_ids,
+                      "added_entry_ids": [e.id for e in added], "state": state}
+            self._publish(s, "cycle_finalized", result)
+            if folded or compressed:
+                self._publish(s, "summary_updated", {"summary_bytes": state["summary_bytes"],
+                                                     "folded": folded, "compressed": compressed})
+            return result
+
+    async def _cycle_hooks(self, s: Session) -> None:
+        """Let other components react to a finished cycle (tool-cache durations decrement)."""
+        for c in self.core.components:
+            hook = getattr(c, "on_cycle_finalized", None)
+            if hook is None:
+                continue
+            try:
+                res = hook(s.id)
+                if asyncio.iscoroutine(res):
+                    await res
+            except Exception:
+                log.exception("on_cycle_finalized hook of %s failed", type(c).__name__)
+
+    def memory_state(self, s: Session) -> dict[str, Any]:
+        """Seed 000's stats, named as it names them."""
+        m = s.meta
+        return {"exchanges": len(m.exchanges), "summary_bytes": len(m.summary.encode()),
+                "llm_compressions": m.counters.get("llm_compressions", 0),
+                "summary_compressions": m.counters.get("summary_compressions", 0),
+                "cycles": m.counters.get("cycles", 0)}
+
+    # --- reads -------------------------------------------------------------------
+    async def context(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
+        budget, model = _opts(opts, self.core)
+        out = await self.builder.context(s, budget, model)
+        self.last_context[s.id] = out["tokens"]
+        if out["pruned"]:
+            self._publish(s, "pruned", {k: out[k] for k in (
+                "tokens", "budget", "full_tokens", "usage", "band", "emergency", "over_budget",
+                "kept_entries", "dropped_entries", "summarized_entries")})
+        return out
+
+    def preview(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
+        budget, model = _opts(opts, self.core)
+        return preview(self.builder, s, budget, model)
+
+    def expand(self, s: Session, summary_id: int) -> dict[str, Any]:
+        sm = s.summaries.get(summary_id)
+        if sm is None:
+            raise not_found("summary", summary_id)
+        return {"summary": compression.summary_wire(sm),
+                "entries": [s.by_id[i].to_wire() for i in sm.entry_ids if i in s.by_id]}
+
+    # --- pin / clear / import / usage -----------------------------------------------
+    async def pin(self, s: Session, entry_id: int, pinned: bool) -> dict[str, Any]:
+        e = s.by_id.get(entry_id)
+        if e is None:
+            raise not_found("entry", entry_id)
+        if e.pinned != pinned:
+            e.pinned = pinned
+            self.builder.invalidate(s.id)
+            try:
+                await self.core.sessions.persist(s, [Sessions.entry_op(e)])
+            finally:
+                self.builder.invalidate(s.id)
+        out = {"entry_id": entry_id, "pinned": pinned}
+        self._publish(s, "pinned", out)
+        return out
+
+    async def clear(self, s: Session) -> dict[str, Any]:
+        async with self.lock(s.id):
+            n, k = len(s.entries), len(s.summaries)
+            old = s.meta
+            s.meta = SessionMeta(user_id=old.user_id, tenant_id=old.tenant_id, model=old.model,
+                                 max_tokens=old.max_tokens, created_at=old.created_at,
+                                 updated_at=self.core.clock.now())
+            s.entries, s.summaries, s.by_id = [], {}, {}
+            s.recount()
+            self.builder.forget(s.id)
+            self.last_context.pop(s.id, None)
+            await self.core.sessions.persist(s, [
+                ("DELETE FROM entries WHERE session_id=?", (s.id,)),
+                ("DELETE FROM summaries WHERE session_id=?", (s.id,)),
+                Sessions.meta_op(s)])
+            self.counters["clears"] += 1
+            out = {"entries_removed": n, "summaries_removed": k, "session": s.overview()}
+            self._publish(s, "cleared", out)
+            return out
+
+    async def import_(self, data: Any, opts: dict[str, Any]) -> dict[str, Any]:
+        sessions = self.core.sessions
+        if not isinstance(opts, dict):
+            raise invalid_params("opts", "expected a map")
+        sid = opts.get("session_id") or (data.get("session_id") if isinstance(data, dict) else None)
+        if not isinstance(sid, str) or not sid:
+            raise invalid_params("opts.session_id", "name the session (or export one that has it)")
+        replace = bool(opts.get("replace", False))
+        async with self.lock(sid):
+            s = portability.parse(data, sid)
+            existing = sessions.by_id.get(sid)
+            if existing is not None and not replace:
+                raise MemmanError(CONFLICT, f"session {sid!r} exists; pass opts.replace=true to "
+                                            "overwrite it or opts.session_id to import under "
+                                            "another name")
+            taken: set[int] = set()
+            for other in sessions.by_id.values():
+                if other is existing:
+                    continue
+                taken.update(other.by_id)
+                taken.update(other.summaries)
+            ids = [e.id for e in s.entries] + list(s.summaries)
+            if len(set(ids)) != len(ids) or taken.intersection(ids):
+                portability.remap_ids(s, sessions.next_id)
+                remapped = True
+            else:
+                remapped = False
+                top = max(ids, default=0)
+                probe = sessions.next_id()
+                sessions._ids = itertools.count(max(probe, top + 1))
+            sessions.by_id[sid] = s
+            self.builder.forget(sid)
+            ops: list = [("DELETE FROM entries WHERE session_id=?", (sid,)),
+                         ("DELETE FROM summaries WHERE session_id=?", (sid,)),
+                         Sessions.meta_op(s)]
+            ops += [Sessions.entry_op(e) for e in s.entries]
+            ops += [Sessions.summary_op(sm) for sm in s.summaries.values()]
+            try:
+                await self.core.store.write(ops)
+            except Exception:
+                if existing is not None:
+                    sessions.by_id[sid] = existing
+                else:
+                    sessions.by_id.pop(sid, None)
+                raise
+            self.counters["imports"] += 1
+            out = {"session_id": sid, "entries": len(s.entries), "summaries": len(s.summaries),
+                   "ids_remapped": remapped, "session": s.overview()}
+            self._publish(s, "imported", out)
+            return out
+
+    async def report_usage(self, s: Session, prompt_tokens: int,
+                           completion_tokens: int) -> dict[str, Any]:
+        if prompt_tokens < 0 or completion_tokens < 0:
+            raise invalid_params("prompt_tokens", "token counts must not be negative")
+        rec = usage.record(s.meta, self.core.clock.now(), prompt_tokens, completion_tokens,
+                           self.last_context.get(s.id), self.core.config.context.usage_history)
+        await self.core.sessions.persist(s, [Sessions.meta_op(s)])
+        self.counters["usage_reports"] += 1
+        out = {"record": rec, "usage": usage.stats(s.meta)}
+        self._publish(s, "usage", out)
+        return out
+
+
+def _bump(m: SessionMeta, key: str) -> None:
+    m.counters[key] = m.counters.get(key, 0) + 1
+
+
+def _opts(opts: dict[str, Any], core: Core) -> tuple[int | None, str | None]:
+    known = {"max_tokens", "model"}
+    for k in opts:
+        if k not in known:
+            raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(known))}")
+    budget = opts.get("max_tokens")
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)
+                               or budget <= 0):
+        raise invalid_params("opts.max_tokens", "expected a positive integer (tokens)")
+    model = opts.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise invalid_params("opts.model", "expected a model name")
+    return budget, model

@@ -1,0 +1,321 @@
+"""The LLM summarizer: the real ``openai`` async client, with a deterministic fallback.
+
+Configuration comes from ``[llm]``: ``base_url`` (else ``OPENAI_BASE_URL``), ``model``, the name of
+the variable holding the key (``api_key_env``, default ``OPENAI_API_KEY``) and ``timeout_s``.
+Without a key, on an HTTP error, a timeout, malformed output, or in emergency mode the caller
+gets seed 004's deterministic fallback summary and the work goes on.
+
+No agent request waits past a deadline for the LLM: ``summarize_*`` take ``deadline`` seconds;
+when it passes the caller gets the fallback at once while the call finishes in the background,
+and ``on_late`` (if given) receives the LLM text when it arrives. Calls, tokens, latency and
+failures are counted for ``memman_stats`` (key ``summarizer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+    from memman_daemon.model import Entry
+
+log = logging.getLogger(__name__)
+
+PROMPT = """Summarize the following conversation, preserving:
+1. Key topics discussed
+2. Important decisions made
+3. Tools used and their outcomes
+4. Any errors or issues encountered
+5. Open tasks and the context needed to continue
+Keep the summary concise but informative, at most about {target} tokens. Answer with the summary text only.
+{notes}
+{content}"""
+
+TEXT_PROMPT = """Condense the following text to at most about {target} bytes, preserving topics,
+decisions, tools and their outcomes, errors and open tasks. Answer with the condensed text only.
+
+{content}"""
+
+
+class SummaryFailed(Exception):
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+# --- the deterministic fallback (seed 004's shape) ---------------------------------------------
+def _quote(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def fallback_summary(entries: list[Entry], max_chars: int = 600) -> str:
+    """``[Previous conversation summary]`` with counts, first/last user message, tools, errors."""
+    users = [e for e in entries if e.role == "user" and e.content]
+    tools: list[str] = []
+    errors = 0
+    for e in entries:
+        names = [c.get("function", {}).get("name", "") for c in e.tool_calls or []]
+        if e.type in ("tool_call", "tool_result") and e.name:
+            names.append(e.name)
+        for n in names:
+            if n and n not in tools:
+                tools.append(n)
+        low = e.content.lower()
+        if "error" in low or "failed" in low or "exception" in low:
+            errors += 1
+    lines = ["[Previous conversation summary]", f"{len(entries)} entries, {len(users)} user messages"]
+    if users:
+        lines.append(f'First: "{_quote(users[0].content)}"')
+        if len(users) > 1:
+            lines.append(f'Last: "{_quote(users[-1].content)}"')
+    if tools:
+        lines.append("Tools used: " + ", ".join(tools))
+    if errors:
+        lines.append(f"{errors} error{'s' if errors != 1 else ''} encountered")
+    text = "\n".join(lines)
+    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+
+
+def truncate_bytes(text: str, target: int, *, keep: str = "head") -> str:
+    """Cut ``text`` to about ``target`` UTF-8 bytes at a word boundary, marking the cut."""
+    data = text.encode()
+    if len(data) <= target:
+        return text
+    if keep == "head":
+        cut = data[: max(target - 4, 0)].decode(errors="ignore")
+        space = cut.rfind(" ")
+        if space > len(cut) // 2:
+            cut = cut[:space]
+        return cut.rstrip() + " ..."
+    cut = data[len(data) - max(target - 4, 0):].decode(errors="ignore")
+    nl = cut.find("\n")
+    if 0 <= nl < len(cut) // 2:
+        cut = cut[nl + 1:]
+    return "... " + cut.lstrip()
+
+
+def render_for_prompt(entries: list[Entry], per_entry_chars: int = 500) -> str:
+    out = []
+    for e in entries:
+        label = e.role if not e.name else f"{e.role}:{e.name}"
+        text = e.content
+        if e.tool_calls:
+            text += " " + ", ".join(f"{c['function']['name']}({c['function']['arguments']})"
+                                    for c in e.tool_calls)
+        out.append(f"{label}: {text[:per_entry_chars]}")
+    return "\n".join(out)
+
+
+class Summarizer:
+    """A Core component; ``core.summarizer`` after construction."""
+
+    stats_key = "summarizer"
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.cfg = core.config.llm
+        self._client: Any = None
+        self._sem = asyncio.Semaphore(max(1, self.cfg.max_concurrent))
+        self._tasks: set[asyncio.Task] = set()
+        self.counters: dict[str, float] = {
+            "calls": 0, "ok": 0, "failures": 0, "timeouts": 0, "http_errors": 0,
+            "malformed": 0, "other_errors": 0, "fallbacks": 0, "no_key": 0, "emergency_skips": 0,
+            "deadline_missed": 0, "late_results": 0, "prompt_tokens": 0, "completion_tokens": 0,
+            "latency_total_s": 0.0, "latency_max_s": 0.0,
+        }
+        self.last_error = ""
+
+    # --- configuration ---------------------------------------------------------------
+    def api_key(self) -> str:
+        return os.environ.get(self.cfg.api_key_env or "OPENAI_API_KEY", "")
+
+    def base_url(self) -> str | None:
+        return self.cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+    @property
+    def available(self) -> bool:
+        return bool(self.cfg.enabled and self.api_key())
+
+    def client(self) -> Any:
+        if self._client is None:
+            import openai
+
+            self._client = openai.AsyncOpenAI(api_key=self.api_key(), base_url=self.base_url(),
+                                              timeout=self.cfg.timeout_s,
+                                              max_retries=self.cfg.max_retries)
+        return self._client
+
+    # --- component lifecycle -----------------------------------------------------------
+    async def load(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._client is not None:
+            try:
+                await self._client.close()
+            except Exception:  # closing a half-open HTTP pool must not stop shutdown
+                log.debug("closing the openai client failed", exc_info=True)
+            self._client = None
+
+    def stats(self) -> dict[str, Any]:
+        c = dict(self.counters)
+        c["latency_mean_s"] = round(c["latency_total_s"] / c["ok"], 4) if c["ok"] else 0.0
+        c["latency_total_s"] = round(c["latency_total_s"], 4)
+        c["latency_max_s"] = round(c["latency_max_s"], 4)
+        c.update(model=self.cfg.model, base_url=self.base_url() or "https://api.openai.com/v1",
+                 available=self.available, in_flight=len(self._tasks), last_error=self.last_error)
+        return c
+
+    # --- the call ------------------------------------------------------------------
+    async def complete(self, prompt: str, max_tokens: int) -> str:
+        """One chat completion; raises SummaryFailed (counted) on any failure."""
+        import openai
+
+        async with self._sem:
+            self.counters["calls"] += 1
+            t0 = time.monotonic()
+            try:
+                resp = await self.client().chat.completions.create(
+                    model=self.cfg.model, messages=[{"role": "user", "content": prompt}],
+                    max_tokens=max_tokens, temperature=self.cfg.temperature)
+                text = _extract(resp)
+            except SummaryFailed as exc:
+                self._fail("malformed", str(exc))
+                raise
+            except openai.APITimeoutError as exc:
+                self._fail("timeouts", str(exc))
+                raise SummaryFailed("timeout", str(exc)) from exc
+            except openai.APIStatusError as exc:
+                self._fail("http_errors", f"HTTP {exc.status_code}")
+                raise SummaryFailed("http", str(exc.status_code)) from exc
+            except (openai.APIResponseValidationError, ValueError, TypeError, AttributeError) as exc:
+                self._fail("malformed", repr(exc)[:200])
+                raise SummaryFailed("malformed", repr(exc)[:200]) from exc
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._fail("other_errors", repr(exc)[:200])
+                raise SummaryFailed("error", repr(exc)[:200]) from exc
+            dt = time.monotonic() - t0
+            self.counters["ok"] += 1
+            self.counters["latency_total_s"] += dt
+            self.counters["latency_max_s"] = max(self.counters["latency_max_s"], dt)
+            usage = getattr(resp, "usage", None)
+            if usage is not None:
+                self.counters["prompt_tokens"] += int(getattr(usage, "prompt_tokens", 0) or 0)
+                self.counters["completion_tokens"] += int(getattr(usage, "completion_tokens", 0) or 0)
+            return text
+
+    def _fail(self, key: str, detail: str) -> None:
+        self.counters["failures"] += 1
+        self.counters[key] += 1
+        self.last_error = f"{key}: {detail}"
+        log.info("LLM summary failed (%s): %s", key, detail)
+
+    async def _bounded(self, prompt: str, max_tokens: int, fallback: str,
+                       deadline: float | None, emergency: bool,
+                       on_late: Callable[[str], Any] | None) -> tuple[str, str]:
+        if emergency:
+            self.counters["emergency_skips"] += 1
+            self.counters["fallbacks"] += 1
+            return fallback, "fallback"
+        if not self.available:
+            self.counters["no_key"] += 1
+            self.counters["fallbacks"] += 1
+            return fallback, "fallback"
+        task = asyncio.create_task(self.complete(prompt, max_tokens))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        try:
+            if deadline is None:
+                text = await task
+            else:
+                text = await asyncio.wait_for(asyncio.shield(task), deadline)
+            return text, "llm"
+        except TimeoutError:
+            self.counters["deadline_missed"] += 1
+            self.counters["fallbacks"] += 1
+            if on_late is not None:
+                task.add_done_callback(lambda t: self._deliver_late(t, on_late))
+            return fallback, "fallback"
+        except SummaryFailed:
+            self.counters["fallbacks"] += 1
+            return fallback, "fallback"
+
+    def _deliver_late(self, task: asyncio.Task, on_late: Callable[[str], Any]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            return
+        self.counters["late_results"] += 1
+        try:
+            res = on_late(task.result())
+            if asyncio.iscoroutine(res):
+                t = asyncio.ensure_future(res)
+                self._tasks.add(t)
+                t.add_done_callback(self._tasks.discard)
+        except Exception:
+            log.exception("applying a late LLM summary failed")
+
+    # --- what callers use ------------------------------------------------------------
+    async def summarize_entries(self, entries: list[Entry], *, target_tokens: int,
+                                session_id: str | None = None, deadline: float | None = None,
+                                emergency: bool = False,
+                                on_late: Callable[[str], Any] | None = None) -> tuple[str, str]:
+        """Summarize log entries; returns (text, "llm" | "fallback")."""
+        fallback = fallback_summary(entries)
+        if emergency or not self.available:
+            return await self._bounded("", 0, fallback, deadline, emergency, on_late)
+        notes = self._scratchpad_notes(session_id)
+        prompt = PROMPT.format(target=max(target_tokens, 16), notes=notes,
+                               content=render_for_prompt(entries))
+        return await self._bounded(prompt, max(target_tokens, 16), fallback, deadline, emergency,
+                                   on_late)
+
+    async def condense_text(self, text: str, *, target_bytes: int, keep: str = "head",
+                            deadline: float | None = None, emergency: bool = False,
+                            on_late: Callable[[str], Any] | None = None) -> tuple[str, str]:
+        """Condense free text (an answer, the rolling summary) to about ``target_bytes``."""
+        fallback = truncate_bytes(text, target_bytes, keep=keep)
+        prompt = TEXT_PROMPT.format(target=target_bytes, content=text)
+        out, source = await self._bounded(prompt, max(target_bytes // 3, 16), fallback, deadline,
+                                          emergency, on_late)
+        if source == "llm" and len(out.encode()) > target_bytes * 1.25:
+            out = truncate_bytes(out, target_bytes, keep=keep)
+        return out, source
+
+    def _scratchpad_notes(self, session_id: str | None) -> str:
+        """The session's scratchpad snippets, when a component offers them."""
+        if not session_id:
+            return ""
+        for c in self.core.components:
+            fn = getattr(c, "snippets", None)
+            if fn is None or getattr(c, "stats_key", "") != "scratchpad":
+                continue
+            try:
+                snippets = [str(s) for s in fn(session_id)][:16]
+            except Exception:
+                log.debug("scratchpad snippets unavailable", exc_info=True)
+                return ""
+            if snippets:
+                return "Notes the agent kept (scratchpad):\n" + "\n".join(f"- {s}" for s in snippets) + "\n"
+        return ""
+
+
+def _extract(resp: Any) -> str:
+    choices = getattr(resp, "choices", None)
+    if not choices:
+        raise SummaryFailed("malformed", "no choices in the response")
+    msg = getattr(choices[0], "message", None)
+    text = getattr(msg, "content", None)
+    if not isinstance(text, str) or not text.strip():
+        raise SummaryFailed("malformed", "empty or missing message content")
+    return text.strip()

@@ -1,0 +1,110 @@
+"""The session engine's methods (issue 3): cycles, context, preview, pin, compression,
+export / import / clear, the usage ledger and the memory-state report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memman import names
+from memman.errors import invalid_params
+from memman_daemon.engine import portability, usage
+from memman_daemon.engine.report import render_memory_state
+from memman_daemon.rpc import Call, Param, method
+
+
+def _session(call: Call, session_id: str):
+    return call.core.sessions.get(session_id)
+
+
+@method(names.SESSION_FINALIZE, Param("session_id", str), Param("question", str),
+        Param("answer", str), writes=True)
+async def session_finalize(call: Call, session_id: str, question: str, answer: str) -> dict[str, Any]:
+    """End the current Q&A cycle: record the exchange, fold old ones into the rolling summary."""
+    return await call.core.engine.finalize(_session(call, session_id), question, answer)
+
+
+@method(names.SESSION_CONTEXT, Param("session_id", str), Param("opts", dict, default=dict))
+async def session_context(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """The budgeted message list for the chat API, with tokens, band and what was dropped."""
+    return await call.core.engine.context(_session(call, session_id), opts)
+
+
+@method(names.SESSION_PREVIEW, Param("session_id", str), Param("opts", dict, default=dict))
+async def session_preview(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """What context would keep, drop and summarize now, per entry with score and reason."""
+    return call.core.engine.preview(_session(call, session_id), opts)
+
+
+@method(names.SESSION_PIN, Param("session_id", str), Param("entry_id", int),
+        Param("pinned", bool, default=True), writes=True)
+async def session_pin(call: Call, session_id: str, entry_id: int, pinned: bool) -> dict[str, Any]:
+    """Pin (or unpin) an entry: pinned entries always stay in the context."""
+    return await call.core.engine.pin(_session(call, session_id), entry_id, pinned)
+
+
+@method(names.SESSION_EXPAND, Param("session_id", str), Param("summary_id", int))
+async def session_expand(call: Call, session_id: str, summary_id: int) -> dict[str, Any]:
+    """A compression summary and the original entries it replaced."""
+    return call.core.engine.expand(_session(call, session_id), summary_id)
+
+
+@method(names.SESSION_COMPACT, Param("session_id", str), writes=True)
+async def session_compact(call: Call, session_id: str) -> dict[str, Any]:
+    """Compress entries older than the recent window now (seed 004's manual request)."""
+    eng = call.core.engine
+    out = await eng.compact(_session(call, session_id),
+                            deadline=call.core.config.compression.llm_deadline_s)
+    return out or {"summary": None, "tokens_saved": 0,
+                   "reason": "fewer than compression.min_entries entries outside the recent window"}
+
+
+@method(names.SESSION_EXPORT, Param("session_id", str))
+async def session_export(call: Call, session_id: str) -> dict[str, Any]:
+    """Everything: entries, summaries, links, exchanges, cycle, stats."""
+    return portability.export(_session(call, session_id))
+
+
+@method(names.SESSION_IMPORT, Param("data", dict), Param("opts", dict, default=dict), writes=True)
+async def session_import(call: Call, data: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
+    """Restore an export (opts: session_id to rename, replace to overwrite)."""
+    return await call.core.engine.import_(data, opts)
+
+
+@method(names.SESSION_CLEAR, Param("session_id", str), writes=True)
+async def session_clear(call: Call, session_id: str) -> dict[str, Any]:
+    """Remove every entry, summary, exchange and the rolling summary; keep the session."""
+    return await call.core.engine.clear(_session(call, session_id))
+
+
+@method(names.SESSION_REPORT_USAGE, Param("session_id", str), Param("prompt_tokens", int),
+        Param("completion_tokens", int, default=0), writes=True)
+async def session_report_usage(call: Call, session_id: str, prompt_tokens: int,
+                               completion_tokens: int) -> dict[str, Any]:
+    """Record what the provider billed; the drift against memman's count is in the stats."""
+    if prompt_tokens < 0:
+        raise invalid_params("prompt_tokens", "must not be negative")
+    if completion_tokens < 0:
+        raise invalid_params("completion_tokens", "must not be negative")
+    return await call.core.engine.report_usage(_session(call, session_id), prompt_tokens,
+                                               completion_tokens)
+
+
+@method(names.SESSION_REPORT, Param("session_id", str), Param("opts", dict, default=dict))
+async def session_report(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """Seed 000's MEMORY STATE text (what `memman show` prints) and the data behind it."""
+    eng = call.core.engine
+    s = _session(call, session_id)
+    ctx = await eng.builder.context(s, opts.get("max_tokens"), opts.get("model"))
+    data = portability.export(s)
+    data["context"] = ctx
+    data["state"] = eng.memory_state(s)
+    data["usage"] = usage.stats(s.meta)
+    cache = None
+    for c in call.core.components:
+        if getattr(c, "stats_key", "") == "cache" and hasattr(c, "entries"):
+            try:
+                cache = [e.to_wire() for e in c.entries(session_id)]
+            except Exception:
+                cache = None
+    data["cache"] = cache
+    return {"text": render_memory_state(data), "state": data["state"], "band": ctx["band"]}

@@ -1,0 +1,454 @@
+"""memman tui: the Textual app that watches the daemon live and lets a person fix memory.
+
+The app owns the connection (with a reconnect loop and a banner), the live state fed by the
+subscription, and the refresh tick; screens own their widgets. Every daemon call runs in a
+worker; every action that changes state checks read-only mode first and asks before destroying.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.message import Message
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from memman import names
+from memman.errors import CONFLICT, MemmanError
+from memman_tui import keymap
+from memman_tui.backend import UNAVAILABLE, Backend, ClientFactory
+from memman_tui.live import LiveState
+from memman_tui.screens.base import MonitorScreen
+from memman_tui.screens.dialogs import (
+    ConfirmScreen,
+    ConflictScreen,
+    ErrorScreen,
+    NoDaemonScreen,
+    PromoteScreen,
+)
+from memman_tui.screens.help import HelpScreen
+from memman_tui.screens.memory import MemoryScreen
+from memman_tui.screens.overview import OverviewScreen
+from memman_tui.screens.session import SessionScreen
+from memman_tui.settings import RATES, Settings
+
+
+class MemmanApp(App):
+    """The memman terminal app."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "memman"
+    BINDINGS = keymap.bindings(keymap.GLOBAL)
+
+    class EventsPending(Message):
+        """Daemon events arrived; collapses with the previous one still queued (Toolong)."""
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, MemmanApp.EventsPending)
+
+    class Connected(Message):
+        """The connection (re)opened and the sessions were loaded."""
+
+    def __init__(self, settings: Settings | None = None, *, factory: ClientFactory | None = None,
+                 clock: Callable[[], float] | None = None, reconnect_delay: float = 1.0) -> None:
+        super().__init__()
+        self.settings = settings or Settings()
+        self.factory = factory
+        self.clock = clock or time.time
+        self.reconnect_delay = reconnect_delay
+        self.backend: Backend | None = None
+        self.live = LiveState(max_pending=self.settings.max_pending, log_size=self.settings.log_size)
+        self.paused = False
+        self.connection_text = "connecting to the memman daemon…"
+        self.ever_connected = False
+        self.stats: dict[str, Any] | None = None
+        self._last_flush = 0.0
+        self._flush_timer: Any = None
+        self._tick_timer: Any = None
+        self.started_daemon: subprocess.Popen | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.push_screen(OverviewScreen())
+        self._tick_timer = self.set_interval(self.settings.refresh_s, self.tick)
+        self.connection_loop()
+
+    @property
+    def socket_label(self) -> str:
+        from memman.paths import socket_path
+
+        return str(socket_path(self.settings.socket)[0])
+
+    @work(exclusive=True, group="connection")
+    async def connection_loop(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                backend = await Backend.connect(self.settings.socket, self.factory)
+                await backend.subscribe(self.on_daemon_event)
+                rows = await backend.session_list()
+            except Exception as exc:  # no daemon, refused, lost during setup
+                attempt += 1
+                if not self.ever_connected and attempt == 1:
+                    choice = await self.push_screen_wait(
+                        NoDaemonScreen(self.socket_label, _reason(exc)))
+                    if choice == "quit":
+                        self.exit()
+                        return
+                    if choice == "start":
+                        self.start_daemon()
+                    continue
+                self.set_connection(f"⚠ daemon unreachable at {self.socket_label} — "
+                                    f"reconnecting (attempt {attempt})")
+                await asyncio.sleep(min(self.reconnect_delay * attempt, 5.0))
+                continue
+            attempt = 0
+            self.backend = backend
+            self.live.load_sessions(rows)
+            self.ever_connected = True
+            self.set_connection("")
+            self.post_message(self.Connected())
+            await backend.wait_closed()
+            self.backend = None
+            self.set_connection("⚠ connection to the daemon lost — reconnecting…")
+
+    def start_daemon(self) -> None:
+        cmd = list(self.settings.start_daemon_cmd or (sys.executable, "-m", "memman_daemon"))
+        if self.settings.socket:
+            cmd += ["--socket", str(self.settings.socket)]
+        self.started_daemon = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                               stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL, start_new_session=True)
+        self.set_connection("starting a memman daemon…")
+        self.notify(f"started a daemon (pid {self.started_daemon.pid}); it keeps running after "
+                    "you quit")
+
+    def set_connection(self, text: str) -> None:
+        self.connection_text = text
+        self.update_banners()
+
+    def update_banners(self) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, MonitorScreen):
+                screen.update_banner()
+
+    def on_memman_app_connected(self, _message: Connected) -> None:
+        self.refresh_stats()
+        if isinstance(self.screen, MonitorScreen):
+            self.screen.reload()
+
+    # --- live updates -------------------------------------------------------------------------
+    def on_daemon_event(self, event: str, payload: dict[str, Any]) -> None:
+        """Subscription callback (sync, hot): record, then ask for one coalesced repaint."""
+        self.live.on_event(event, payload)
+        self.post_message(self.EventsPending())
+
+    def on_memman_app_events_pending(self, _message: EventsPending) -> None:
+        if self.paused or self._flush_timer is not None:
+            return
+        wait = self._last_flush + self.settings.refresh_s - time.monotonic()
+        if wait <= 0:
+            self.flush()
+        else:  # never repaint faster than the refresh rate
+            self._flush_timer = self.set_timer(wait, self.flush)
+
+    def flush(self) -> None:
+        self._flush_timer = None
+        if self.paused:
+            return
+        self._last_flush = time.monotonic()
+        changes = self.live.drain()
+        if changes.empty:
+            return
+        if changes.resync:
+            self.resync()
+        for screen in self.screen_stack:
+            if isinstance(screen, MonitorScreen) and screen.is_current:
+                screen.apply(changes)
+
+    def tick(self) -> None:
+        if self.paused:
+            return
+        self.refresh_stats()
+        if self.live.has_pending() and self._flush_timer is None:
+            self.flush()
+        if isinstance(self.screen, MonitorScreen):
+            self.screen.tick()
+
+    @work(exclusive=True, group="stats")
+    async def refresh_stats(self) -> None:
+        if self.backend is None:
+            return
+        try:
+            stats = await self.backend.stats()
+        except MemmanError:
+            return
+        self.stats = None if stats is UNAVAILABLE else stats
+        for screen in self.screen_stack:
+            if isinstance(screen, OverviewScreen):
+                from memman_tui.widgets.daemon_header import DaemonHeader
+
+                screen.query_one(DaemonHeader).show_stats(self.stats, self.clock())
+
+    @work(exclusive=True, group="resync")
+    async def resync(self) -> None:
+        if self.backend is None:
+            return
+        self.live.load_sessions(await self.backend.session_list())
+        if isinstance(self.screen, MonitorScreen):
+            self.screen.reload()
+
+    # --- global actions -------------------------------------------------------------------------
+    def action_refresh_now(self) -> None:
+        self.resync()
+        self.refresh_stats()
+
+    def set_rate(self, seconds: float) -> None:
+        self.settings.refresh_s = seconds
+        if self._tick_timer is not None:
+            self._tick_timer.stop()
+        self._tick_timer = self.set_interval(seconds, self.tick)
+        self.notify(f"refresh every {seconds:g} s", timeout=2)
+        self.sub_title = f"refresh {seconds:g}s"
+
+    def action_faster(self) -> None:
+        slower = [r for r in RATES if r < self.settings.refresh_s]
+        self.set_rate(slower[-1] if slower else RATES[0])
+
+    def action_slower(self) -> None:
+        faster = [r for r in RATES if r > self.settings.refresh_s]
+        self.set_rate(faster[0] if faster else RATES[-1])
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self.update_banners()
+        if not self.paused:
+            self.flush()
+            self.refresh_stats()
+
+    def action_help(self) -> None:
+        sections: list[tuple[str, list[keymap.Key]]] = [("everywhere", keymap.GLOBAL)]
+        screen = self.screen
+        for cls, keys in ((OverviewScreen, keymap.OVERVIEW), (SessionScreen, keymap.SESSION),
+                          (MemoryScreen, keymap.MEMORY)):
+            if isinstance(screen, cls):
+                sections.insert(0, (cls.__name__.removesuffix("Screen").lower(), keys))
+        focused = screen.focused
+        if focused is not None:
+            extra = [(b.key, b.action, b.description or b.action, b.tooltip or "", True)
+                     for b in focused.BINDINGS if hasattr(b, "key")]
+            if extra:
+                sections.append((f"focused {type(focused).__name__}", extra))
+        self.push_screen(HelpScreen(sections))
+
+    def action_memory(self) -> None:
+        user, tenant = "default", "default"
+        screen = self.screen
+        ov = None
+        if isinstance(screen, OverviewScreen):
+            ov = screen.selected_session()
+        elif isinstance(screen, SessionScreen):
+            ov = screen.overview()
+        if ov:
+            user, tenant = ov.get("user_id", user), ov.get("tenant_id", tenant)
+        self.push_screen(MemoryScreen(user, tenant))
+
+    def open_session(self, session_id: str) -> None:
+        self.push_screen(SessionScreen(session_id))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Refresh now", "Reload everything from the daemon", self.action_refresh_now)
+        yield SystemCommand("Pause / resume", "Hold live updates", self.action_pause)
+        yield SystemCommand("Memory", "User memory and business context", self.action_memory)
+        yield SystemCommand("Help", "List every key", self.action_help)
+        for sid in sorted(self.live.sessions)[:200]:
+            yield SystemCommand(f"Open session {sid}", "Session screen",
+                                lambda sid=sid: self.open_session(sid))
+
+    # --- changes (refused in read-only mode) ------------------------------------------------------
+    def can_change(self, what: str) -> bool:
+        if self.settings.read_only:
+            self.notify(f"read-only mode: {what} is disabled (restart without --read-only)",
+                        severity="warning")
+            return False
+        if self.backend is None:
+            self.notify(f"not connected: cannot {what} now", severity="error")
+            return False
+        return True
+
+    def report(self, what: str, result: Any) -> bool:
+        if result is UNAVAILABLE:
+            self.notify(f"{what}: not available (the daemon does not offer it yet)",
+                        severity="warning")
+            return False
+        return True
+
+    @work(group="actions")
+    async def pin_entries(self, session_id: str, pins: list[tuple[int, bool]]) -> None:
+        if not self.can_change("pinning"):
+            return
+        assert self.backend is not None
+        for entry_id, pinned in pins:
+            result = await self.backend.session_pin(session_id, entry_id, pinned)
+            if not self.report("pin", result):
+                return
+        self.notify(f"{'pinned' if pins[0][1] else 'unpinned'} {len(pins)} entr"
+                    f"{'y' if len(pins) == 1 else 'ies'}")
+        self._after_change()
+
+    @work(group="actions")
+    async def compact_sessions(self, session_ids: list[str]) -> None:
+        if not self.can_change("compaction"):
+            return
+        assert self.backend is not None
+        for sid in session_ids:
+            result = await self.backend.session_compact(sid)
+            if not self.report("compact", result):
+                return
+        self.notify(f"compacted {len(session_ids)} session(s)")
+        self._after_change()
+
+    @work(group="actions")
+    async def evict(self, session_id: str, tier: str, keys: list[Any]) -> None:
+        if not self.can_change("eviction"):
+            return
+        what = "cache entr(ies)" if tier == "cache" else "scratchpad snippet(s)"
+        ok = await self.push_screen_wait(ConfirmScreen(
+            f"Evict {len(keys)} {what}?",
+            f"From session {session_id}: {', '.join(map(str, keys))}\n"
+            "Evicted items are removed from the tier for good."))
+        if not ok or self.backend is None:
+            return
+        for key in keys:
+            if tier == "cache":
+                result = await self.backend.cache_evict(session_id, key)
+            else:
+                result = await self.backend.scratchpad_evict(session_id, _snippet_key(key))
+            if not self.report("evict", result):
+                return
+        self.notify(f"evicted {len(keys)} {what}")
+        self._after_change()
+
+    @work(group="actions")
+    async def delete_sessions(self, session_ids: list[str]) -> None:
+        if not self.can_change("deleting sessions"):
+            return
+        ok = await self.push_screen_wait(ConfirmScreen(
+            f"Delete {len(session_ids)} session(s)?",
+            f"{', '.join(session_ids)}\nTheir entries, summaries and cache are removed for good."))
+        if not ok or self.backend is None:
+            return
+        for sid in session_ids:
+            await self.backend.call(names.SESSION_DELETE, sid)
+        self.notify(f"deleted {len(session_ids)} session(s)")
+        self._after_change()
+
+    @work(group="actions")
+    async def promote(self, session_id: str, snippets: list[dict[str, Any]]) -> None:
+        if not self.can_change("promotion"):
+            return
+        target = await self.push_screen_wait(PromoteScreen(len(snippets)))
+        if not target or self.backend is None:
+            return
+        done = 0
+        for snippet in snippets:
+            sid_key = _snippet_key(snippet.get("id", snippet.get("snippet_id")))
+            try:
+                result = await self.backend.scratchpad_promote(session_id, sid_key, target)
+            except MemmanError as exc:
+                if exc.code != CONFLICT:
+                    raise
+                data = exc.data if isinstance(exc.data, dict) else {}
+                choice = await self.push_screen_wait(ConflictScreen(
+                    str(data.get("key", sid_key)),
+                    data.get("existing", "(the daemon did not send it)"),
+                    data.get("proposed", snippet.get("text", snippet.get("content", "?"))),
+                    exc.message))
+                if choice != "overwrite":
+                    continue
+                result = await self.backend.scratchpad_promote(session_id, sid_key, target,
+                                                               {"overwrite": True})
+            if not self.report("promote", result):
+                return
+            done += 1
+        if done:
+            self.notify(f"promoted {done} snippet(s) to {target}")
+        self._after_change()
+
+    def _after_change(self) -> None:
+        screen = self.screen
+        if isinstance(screen, MonitorScreen):
+            screen.clear_marks()
+            screen.reload()
+
+    # --- errors ----------------------------------------------------------------------------------------
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Every failed worker surfaces here, once, as a modal that says what to do."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        if isinstance(error, MemmanError):
+            title = f"The daemon refused: {error.message}"
+            hint = {-32005: "The daemon is read-only or refused this client.",
+                    -32001: "It may have been removed meanwhile; press r to refresh.",
+                    -32602: "This is a bug in memman tui; please report it."}.get(error.code, "")
+            self.push_screen(ErrorScreen(title, f"code {error.code}\n{hint}"))
+        else:
+            self.push_screen(ErrorScreen("Something went wrong",
+                                         f"{type(error).__name__}: {error}\n"
+                                         "Press r to refresh; if it persists, report it."))
+
+    async def action_quit(self) -> None:
+        if self.backend is not None:
+            await self.backend.close()
+        self.exit()
+
+
+def _snippet_key(key: Any) -> Any:
+    """Row keys are strings; snippet ids may be ints on the wire."""
+    if isinstance(key, str) and key.isdigit():
+        return int(key)
+    return key
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "the socket file does not exist"
+    if isinstance(exc, ConnectionRefusedError):
+        return "the socket exists but nothing accepts connections"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memman tui", description="Watch and fix memman memory live.")
+    p.add_argument("--socket", help="daemon socket (default: $MEMMAN_SOCKET or "
+                                    "$XDG_RUNTIME_DIR/memman/memman.sock)")
+    p.add_argument("--read-only", action="store_true",
+                   help="disable every change: promote, evict, pin, compact, delete")
+    p.add_argument("--refresh", type=float, default=None, metavar="SECONDS",
+                   help="refresh interval (default 1; + and - change it live)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = Settings.from_env(socket=args.socket or os.environ.get("MEMMAN_SOCKET"),
+                                 read_only=args.read_only or None, refresh_s=args.refresh)
+    app = MemmanApp(settings)
+    app.run()
+    return 0 if app.return_code in (None, 0) else int(app.return_code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main(sys.argv[1:]))
+

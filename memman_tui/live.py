@@ -1,0 +1,166 @@
+"""Live state fed by daemon events, drained once per refresh tick.
+
+The event callback runs for every event (50/s or more); it only updates dictionaries and marks
+what changed. The app drains :class:`LiveState` at most once per refresh interval and repaints
+only the rows that changed — a flood on one session becomes one row update per tick. When the
+backlog grows past ``max_pending`` (backpressure) or a sequence number jumps, the detail is
+dropped and a full resync is requested instead.
+
+No textual import here: this is plain data, tested on its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from memman import names
+
+
+@dataclass
+class LogLine:
+    """One line of the live event log."""
+
+    at: float  #: unix seconds (daemon time when the payload carries it)
+    event: str  #: event name without the memman_ prefix, e.g. "session_event"
+    kind: str
+    session_id: str | None
+    text: str
+
+
+@dataclass
+class Drained:
+    """What changed since the last drain."""
+
+    sessions: set[str] = field(default_factory=set)  #: overview rows to repaint
+    removed: set[str] = field(default_factory=set)  #: sessions deleted
+    detail: set[str] = field(default_factory=set)  #: sessions whose detail panels are stale
+    memory: bool = False  #: user memory or docs changed
+    lines: list[LogLine] = field(default_factory=list)
+    resync: bool = False  #: events were missed: reload everything
+    events: int = 0  #: events folded into this drain
+
+    @property
+    def empty(self) -> bool:
+        return not (self.sessions or self.removed or self.detail or self.memory or self.lines
+                    or self.resync)
+
+
+def describe(event: str, payload: dict[str, Any]) -> str:
+    """A short human line for the event log."""
+    kind = payload.get("kind", "?")
+    bits: list[str] = []
+    entry = payload.get("entry")
+    if isinstance(entry, dict):
+        content = str(entry.get("content") or "")
+        if not content and entry.get("tool_calls"):
+            calls = entry["tool_calls"]
+            content = ", ".join(str((c.get("function") or {}).get("name", "?")) for c in calls)
+        bits.append(f"{entry.get('role', '?')}/{entry.get('type', '?')} "
+                    f"{entry.get('tokens', '?')} tok: {content[:60]!r}")
+    for key in ("tool_name", "key", "snippet_id", "entry_id", "summary_id", "target", "reason",
+                "ratio", "count", "evicted", "doc_id", "title"):
+        if key in payload and payload[key] not in (None, ""):
+            value = payload[key]
+            if isinstance(value, float):
+                value = f"{value:.2f}"
+            bits.append(f"{key}={str(value)[:40]}")
+    return f"{kind} " + " ".join(bits) if bits else str(kind)
+
+
+_DETAIL_EVENTS = {names.SESSION_EVENT, names.CACHE_EVENT, names.SCRATCHPAD_EVENT}
+_MEMORY_EVENTS = {names.MEMORY_EVENT, names.DOCS_EVENT}
+
+
+class LiveState:
+    """Session overviews, per-session tier counts, and the pending change set."""
+
+    def __init__(self, *, max_pending: int = 5000, log_size: int = 500) -> None:
+        self.sessions: dict[str, dict[str, Any]] = {}
+        #: per-session counts the overview row shows that events keep current
+        self.cache_counts: dict[str, int] = {}
+        self.scratch_counts: dict[str, int] = {}
+        self.max_pending = max_pending
+        self.log: deque[LogLine] = deque(maxlen=log_size)
+        self.received = 0  #: events seen since start
+        self.dropped = 0  #: events folded into a resync because of backpressure
+        self._pending = Drained()
+        self._last_seq: dict[Any, int] = {}
+
+    # --- full loads ----------------------------------------------------------------------
+    def load_sessions(self, rows: list[dict[str, Any]]) -> None:
+        self.sessions = {r["session_id"]: r for r in rows if "session_id" in r}
+        for sid, row in self.sessions.items():
+            for key, store in (("cache_entries", self.cache_counts),
+                               ("scratchpad_snippets", self.scratch_counts)):
+                if isinstance(row.get(key), int):
+                    store[sid] = row[key]
+
+    # --- the event callback (hot path) -----------------------------------------------------
+    def on_event(self, event: str, payload: dict[str, Any]) -> None:
+        self.received += 1
+        p = self._pending
+        p.events += 1
+        seq = payload.get("seq")
+        sub = payload.get("subscription")
+        if isinstance(seq, int):
+            last = self._last_seq.get(sub)
+            if last is not None and seq != last + 1:
+                p.resync = True
+            self._last_seq[sub] = seq
+        if p.events > self.max_pending:
+            # backpressure: stop tracking detail, reload once on the next tick
+            self.dropped += 1
+            p.resync = True
+            return
+        sid = payload.get("session_id")
+        kind = payload.get("kind", "")
+        overview = payload.get("session")
+        if event == names.SESSION_EVENT and kind == "deleted" and sid:
+            self.sessions.pop(sid, None)
+            p.removed.add(sid)
+            p.sessions.discard(sid)
+        elif isinstance(overview, dict) and overview.get("session_id"):
+            sid = overview["session_id"]
+            self.sessions[sid] = overview
+            p.sessions.add(sid)
+        elif sid and event == names.SESSION_EVENT and sid in self.sessions:
+            p.sessions.add(sid)
+        if sid:
+            self._track_counts(event, kind, sid, payload)
+            if event in _DETAIL_EVENTS:
+                p.detail.add(sid)
+        if event in _MEMORY_EVENTS:
+            p.memory = True
+        at = payload.get("time") or payload.get("at") or time.time()
+        line = LogLine(float(at), event.removeprefix("memman_"), str(kind), sid,
+                       describe(event, payload))
+        self.log.append(line)
+        p.lines.append(line)
+        if len(p.lines) > 200:  # the log shows the newest; older pending lines are in self.log
+            del p.lines[:-200]
+
+    def _track_counts(self, event: str, kind: str, sid: str, payload: dict[str, Any]) -> None:
+        for key, store in (("cache_entries", self.cache_counts),
+                           ("scratchpad_snippets", self.scratch_counts)):
+            if isinstance(payload.get(key), int):
+                store[sid] = payload[key]
+        count = payload.get("count")
+        if not isinstance(count, int):
+            return
+        if event == names.CACHE_EVENT:
+            self.cache_counts[sid] = count
+        elif event == names.SCRATCHPAD_EVENT:
+            self.scratch_counts[sid] = count
+        if sid in self.sessions:
+            self._pending.sessions.add(sid)
+
+    # --- the refresh tick --------------------------------------------------------------------
+    def has_pending(self) -> bool:
+        return not self._pending.empty
+
+    def drain(self) -> Drained:
+        out, self._pending = self._pending, Drained()
+        return out

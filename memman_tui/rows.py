@@ -1,0 +1,261 @@
+"""Daemon answers -> table rows. Plain functions, tolerant of missing keys, no widgets.
+
+The engine and tiers answers are read defensively (``.get`` with fallbacks) so a field added or
+renamed by the daemon shows as "-" rather than crashing a panel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+
+from memman_tui.widgets.countdown import ago, countdown_text
+from memman_tui.widgets.gauge import gauge_text
+
+MARK_STYLE = {"kept": "green", "dropped": "red", "summarized": "cyan", "pinned": "bold magenta",
+              "compressed": "cyan", "marked": "yellow"}
+
+#: overview columns: (key, label) — key is also the sort key
+OVERVIEW_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("session_id", "session"), ("user_id", "user"), ("tokens", "tokens used / budget"),
+    ("entries", "entries"), ("exchanges", "exch"), ("summary_bytes", "summary B"),
+    ("cache", "cache"), ("scratch", "scratch"), ("llm_calls", "LLM"), ("updated_at", "last activity"),
+)
+
+
+def first(d: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    for k in keys:
+        if k in d and d[k] is not None:
+            return d[k]
+    return default
+
+
+def used_tokens(ov: dict[str, Any]) -> int:
+    return int(first(ov, "context_tokens", "active_tokens", default=0) or 0)
+
+
+def llm_calls(ov: dict[str, Any]) -> int:
+    counters = ov.get("counters") or {}
+    if "llm_calls" in ov:
+        return int(ov["llm_calls"] or 0)
+    return int(sum(v for k, v in counters.items() if k.startswith("llm") and isinstance(v, int)))
+
+
+def sort_value(ov: dict[str, Any], key: str, cache: int | None, scratch: int | None) -> Any:
+    if key == "tokens":
+        budget = ov.get("max_tokens") or 1
+        return used_tokens(ov) / budget
+    if key == "cache":
+        return cache or 0
+    if key == "scratch":
+        return scratch or 0
+    if key == "llm_calls":
+        return llm_calls(ov)
+    value = ov.get(key)
+    return value if value is not None else ""
+
+
+def overview_row(ov: dict[str, Any], now: float, cache: int | None, scratch: int | None,
+                 marked: bool = False) -> tuple[Any, ...]:
+    sid = Text(("● " if marked else "") + str(ov.get("session_id", "?")),
+               "bold yellow" if marked else "")
+    return (
+        sid,
+        str(ov.get("user_id", "-")),
+        gauge_text(used_tokens(ov), int(ov.get("max_tokens") or 8000), 10, label=False),
+        f"{ov.get('active_entries', 0)}/{ov.get('entries', 0)}",
+        str(ov.get("exchanges", 0)),
+        f"{ov.get('summary_bytes', 0):,}",
+        "-" if cache is None else str(cache),
+        "-" if scratch is None else str(scratch),
+        str(llm_calls(ov)),
+        ago(now, ov.get("updated_at")),
+    )
+
+
+def overview_matches(ov: dict[str, Any], query: str) -> bool:
+    if not query:
+        return True
+    q = query.lower()
+    return any(q in str(ov.get(k, "")).lower() for k in ("session_id", "user_id", "tenant_id", "model"))
+
+
+# --- session screen ---------------------------------------------------------------------
+
+
+@dataclass
+class ContextRow:
+    """One entry of the context window as the LLM would receive it."""
+
+    entry_id: int
+    role: str
+    type: str
+    tokens: int
+    score: float | None
+    mark: str  #: kept / dropped / summarized / pinned
+    pinned: bool
+    content: str
+    next_out: bool = False  #: in the compaction preview: would go next
+
+
+def _entry_mark(e: dict[str, Any]) -> str:
+    if e.get("pinned"):
+        return "pinned"
+    mark = first(e, "mark", "status", "state")
+    if mark:
+        return str(mark)
+    if e.get("summary_id") is not None:
+        return "summarized"
+    if e.get("kept") is False or e.get("dropped"):
+        return "dropped"
+    return "kept"
+
+
+def context_rows(context: Any, session: Any, preview: Any) -> list[ContextRow]:
+    """Rows from memman_session_context when available, else from the raw entry log."""
+    entries: list[dict[str, Any]] = []
+    if isinstance(context, dict):
+        entries = list(first(context, "entries", "window", "items", default=[]) or [])
+    if not entries and isinstance(session, dict):
+        entries = list(session.get("entries") or [])
+    upcoming = preview_ids(preview)
+    rows = []
+    for e in entries:
+        if not isinstance(e, dict):
+            continue
+        eid = first(e, "id", "entry_id", default=0)
+        content = e.get("content") or ""
+        if not content and e.get("tool_calls"):
+            content = "→ " + ", ".join(
+                f"{(c.get('function') or {}).get('name', '?')}({(c.get('function') or {}).get('arguments', '')})"
+                for c in e["tool_calls"])
+        rows.append(ContextRow(
+            entry_id=int(eid), role=str(e.get("role", "?")), type=str(e.get("type", "message")),
+            tokens=int(e.get("tokens") or 0),
+            score=first(e, "score", "importance"),
+            mark=_entry_mark(e), pinned=bool(e.get("pinned")), content=str(content),
+            next_out=int(eid) in upcoming))
+    return rows
+
+
+def preview_ids(preview: Any) -> set[int]:
+    """Entry ids the compaction preview says would be compressed / dropped next."""
+    if not isinstance(preview, dict):
+        return set()
+    ids = first(preview, "entry_ids", "would_compress", "next", "entries", default=[]) or []
+    out = set()
+    for item in ids:
+        if isinstance(item, dict):
+            item = first(item, "id", "entry_id")
+        if isinstance(item, int):
+            out.add(item)
+    return out
+
+
+def context_cells(row: ContextRow, marked: bool) -> tuple[Any, ...]:
+    mark = Text(row.mark, MARK_STYLE.get(row.mark, ""))
+    if row.next_out:
+        mark.append(" ▸next", "bold yellow")
+    score = "-" if row.score is None else f"{float(row.score):.2f}"
+    ident = Text(("● " if marked else "") + str(row.entry_id), "bold yellow" if marked else "")
+    content = row.content.replace("\n", " ")
+    return (ident, row.role, row.type, f"{row.tokens:,}", score, mark, content[:200])
+
+
+def summaries_of(session: Any, context: Any) -> list[dict[str, Any]]:
+    for src in (session, context):
+        if isinstance(src, dict):
+            items = src.get("summaries")
+            if isinstance(items, dict):
+                items = list(items.values())
+            if items:
+                return [s for s in items if isinstance(s, dict)]
+    return []
+
+
+def summary_label(s: dict[str, Any]) -> Text:
+    ratio = s.get("ratio")
+    n = len(s.get("entry_ids") or [])
+    text = Text()
+    text.append(f"#{s.get('id', '?')} ", "bold")
+    text.append(f"{n} entries, {s.get('original_tokens', '?')}→{s.get('tokens', '?')} tok ")
+    if isinstance(ratio, (int, float)):
+        text.append(f"ratio {ratio:.1f}x ", "cyan")
+    text.append(f"[{s.get('source', '?')}] ", "grey62")
+    text.append(str(s.get("content", ""))[:80].replace("\n", " "), "italic")
+    return text
+
+
+def as_list(result: Any, *keys: str) -> list[dict[str, Any]]:
+    if isinstance(result, dict):
+        for k in keys:
+            if isinstance(result.get(k), list):
+                return [x for x in result[k] if isinstance(x, dict)]
+        return []
+    if isinstance(result, list):
+        return [x for x in result if isinstance(x, dict)]
+    return []
+
+
+def cache_key(item: dict[str, Any]) -> str:
+    return str(first(item, "key", "cache_key", "id", default="?"))
+
+
+def cache_cells(item: dict[str, Any], now: float, marked: bool) -> tuple[Any, ...]:
+    remaining = first(item, "remaining_duration", "remaining", default=0) or 0
+    total = first(item, "original_duration", "duration", default=remaining) or 1
+    expires = first(item, "expires_at", "ttl_expires_at")
+    ttl_total = first(item, "ttl_s", "ttl", default=None)
+    if expires:
+        left = max(0.0, float(expires) - now)
+        ttl = countdown_text(left, float(ttl_total or max(left, 1)), 8, "s")
+    else:
+        ttl = Text("no TTL", "grey50")
+    params = item.get("parameters")
+    name = str(first(item, "tool_name", "tool", default="?"))
+    call = f"{name}({_short(params)})" if params is not None else name
+    key = Text(("● " if marked else "") + cache_key(item)[:10], "bold yellow" if marked else "")
+    return (key, call, countdown_text(float(remaining), float(total), 8, "x"), ttl,
+            str(first(item, "hits", default=0)))
+
+
+def _short(value: Any, n: int = 40) -> str:
+    if isinstance(value, dict):
+        s = ", ".join(f"{k}={v!r}" for k, v in value.items())
+    else:
+        s = str(value)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def snippet_id(item: dict[str, Any]) -> Any:
+    return first(item, "id", "snippet_id")
+
+
+def scratch_rows(snippets: Any, candidates: Any) -> list[dict[str, Any]]:
+    """Snippets joined with their promotion candidate score and reasons."""
+    items = as_list(snippets, "snippets", "items")
+    cands = {snippet_id(c): c for c in as_list(candidates, "candidates", "items")}
+    if not items and cands:
+        items = list(cands.values())
+    out = []
+    for s in items:
+        c = cands.get(snippet_id(s), {})
+        out.append({**s, "score": first(c, "score", default=s.get("score")),
+                    "reasons": first(c, "reasons", default=s.get("reasons") or [])})
+    out.sort(key=lambda r: -(r.get("score") or 0))
+    return out
+
+
+def scratch_cells(item: dict[str, Any], marked: bool) -> tuple[Any, ...]:
+    score = item.get("score")
+    reasons = item.get("reasons") or []
+    if isinstance(reasons, dict):
+        reasons = [f"{k} {v:.2f}" if isinstance(v, float) else f"{k}" for k, v in reasons.items()]
+    score_text = Text("-" if score is None else f"{float(score):.2f}",
+                      "bold green" if (score or 0) >= 0.6 else "")
+    ident = Text(("● " if marked else "") + str(snippet_id(item)), "bold yellow" if marked else "")
+    text = str(first(item, "text", "content", default="")).replace("\n", " ")
+    state = "promoted" if item.get("promoted") or item.get("promoted_to") else ""
+    return (ident, score_text, ", ".join(map(str, reasons))[:40], state, text[:160])

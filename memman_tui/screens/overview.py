@@ -1,0 +1,175 @@
+"""Overview: one row per session, a daemon header, and the live event log of every session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Footer, Input, Static
+
+from memman_tui import keymap
+from memman_tui.live import Drained
+from memman_tui.rows import OVERVIEW_COLUMNS, overview_matches, overview_row, sort_value
+from memman_tui.screens.base import MonitorScreen
+from memman_tui.widgets.banner import Banner
+from memman_tui.widgets.daemon_header import DaemonHeader
+from memman_tui.widgets.event_log import EventLog
+
+
+class OverviewScreen(MonitorScreen):
+    BINDINGS = keymap.bindings(keymap.OVERVIEW)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sort_index = len(OVERVIEW_COLUMNS) - 1  # last activity, newest first
+        self.sort_reverse = True
+        self._order: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("memman — sessions", id="title", classes="title")
+        yield DaemonHeader(id="daemon")
+        yield Banner(id="banner")
+        table: DataTable = DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+        for key, label in OVERVIEW_COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        yield Input(placeholder="filter sessions: id, user, tenant, model", id="filter")
+        yield EventLog(id="log", max_lines=self.mm.settings.log_size)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self.query_one("#log", EventLog).border_title = "events"
+        self.update_title()
+        self.update_banner()
+
+    def update_title(self) -> None:
+        table = self.query_one("#sessions", DataTable)
+        key, label = OVERVIEW_COLUMNS[self.sort_index]
+        arrow = "▼" if self.sort_reverse else "▲"
+        shown = table.row_count
+        total = len(self.mm.live.sessions)
+        flt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
+        table.border_title = f"sessions {shown}/{total}  sort: {label} {arrow}{flt}"
+
+    # --- data ------------------------------------------------------------------------------
+    def visible_ids(self) -> list[str]:
+        live = self.mm.live
+        q = self.filter_text
+        key = OVERVIEW_COLUMNS[self.sort_index][0]
+        ids = [sid for sid, ov in live.sessions.items() if overview_matches(ov, q)]
+        ids.sort(key=lambda sid: (sort_value(live.sessions[sid], key, live.cache_counts.get(sid),
+                                             live.scratch_counts.get(sid)), sid),
+                 reverse=self.sort_reverse)
+        return ids
+
+    def _row(self, sid: str) -> tuple[Any, ...]:
+        live = self.mm.live
+        return overview_row(live.sessions[sid], self.mm.clock(), live.cache_counts.get(sid),
+                            live.scratch_counts.get(sid),
+                            marked=sid in self.marks.get("sessions", set()))
+
+    def rebuild(self) -> None:
+        table = self.query_one("#sessions", DataTable)
+        current = self.current_key(table)
+        order = self.visible_ids()
+        table.clear()
+        for sid in order:
+            table.add_row(*self._row(sid), key=sid)
+        self._order = order
+        if current in order:
+            table.move_cursor(row=order.index(current), animate=False)
+        self.update_title()
+
+    def update_rows(self, sids: set[str]) -> None:
+        """Repaint changed rows in place; rebuild only when the order changed."""
+        order = self.visible_ids()
+        if order != self._order:
+            self.rebuild()
+            return
+        table = self.query_one("#sessions", DataTable)
+        columns = [key for key, _ in OVERVIEW_COLUMNS]
+        for sid in sids:
+            if sid not in self.mm.live.sessions or sid not in table.rows:
+                continue
+            for col, value in zip(columns, self._row(sid), strict=True):
+                table.update_cell(sid, col, value)
+
+    def apply(self, changes: Drained) -> None:
+        if changes.lines:
+            self.query_one("#log", EventLog).add_lines(changes.lines)
+        if changes.removed or changes.resync:
+            self.rebuild()
+        elif changes.sessions:
+            self.update_rows(changes.sessions)
+        self.update_title()
+
+    def tick(self) -> None:
+        # "last activity" ages every second even without events: repaint that column only
+        table = self.query_one("#sessions", DataTable)
+        for sid in self._order:
+            if sid in self.mm.live.sessions and sid in table.rows:
+                table.update_cell(sid, "updated_at", self._row(sid)[-1])
+
+    def reload(self) -> None:
+        self.rebuild()
+        log = self.query_one("#log", EventLog)
+        if not log.lines:
+            log.add_lines(list(self.mm.live.log))
+
+    # --- keys ------------------------------------------------------------------------------
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.rebuild()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        index = [k for k, _ in OVERVIEW_COLUMNS].index(str(event.column_key.value))
+        if index == self.sort_index:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_index, self.sort_reverse = index, False
+        self.rebuild()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "sessions":
+            self.action_open_session()
+
+    def action_sort(self) -> None:
+        self.sort_index = (self.sort_index + 1) % len(OVERVIEW_COLUMNS)
+        self.rebuild()
+
+    def action_sort_reverse(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self.rebuild()
+
+    def action_mark(self) -> None:
+        table = self.query_one("#sessions", DataTable)
+        sid = self.toggle_mark(table)
+        if sid is not None:
+            self.update_rows({sid})
+            table.update_cell(sid, "session_id", self._row(sid)[0])
+
+    def action_open_session(self) -> None:
+        sid = self.current_key(self.query_one("#sessions", DataTable))
+        if sid:
+            self.mm.open_session(sid)
+
+    def selected_session(self) -> dict[str, Any] | None:
+        sid = self.current_key(self.query_one("#sessions", DataTable))
+        return self.mm.live.sessions.get(sid) if sid else None
+
+    def action_compact(self) -> None:
+        sids = self.targets(self.query_one("#sessions", DataTable))
+        if sids:
+            self.mm.compact_sessions(sids)
+
+    def action_evict(self) -> None:
+        sids = self.targets(self.query_one("#sessions", DataTable))
+        if sids:
+            self.mm.delete_sessions(sids)
+
+    def action_back(self) -> None:
+        cleared = self.clear_filter() | self.clear_marks()
+        if cleared:
+            self.rebuild()
+        self.query_one("#sessions", DataTable).focus()

@@ -1,0 +1,65 @@
+"""Daemon figures: clients, requests/s, database size, tokenizer encoding, summarizer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+
+def human_bytes(n: int | float) -> str:
+    n = float(n or 0)
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def summarizer_label(stats: dict[str, Any]) -> str:
+    """The LLM model when the summarizer has one, else "fallback"."""
+    for key in ("summarizer", "llm", "summaries"):
+        s = stats.get(key)
+        if isinstance(s, dict):
+            model = s.get("model")
+            mode = s.get("mode") or s.get("backend")
+            enabled = s.get("enabled", s.get("available", True))
+            calls = s.get("calls", s.get("llm_calls"))
+            label = f"{model}" if model and enabled and mode != "fallback" else "fallback"
+            if calls is not None:
+                label += f" ({calls} calls)"
+            return label
+    return "n/a"
+
+
+class DaemonHeader(Static):
+    """One line of daemon figures; requests/s is computed from two successive stats."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("connecting…", **kwargs)
+        self._last: tuple[float, int] | None = None
+        self.rate = 0.0
+
+    def show_stats(self, stats: dict[str, Any] | None, now: float) -> None:
+        if not stats:
+            self.update(Text("daemon stats not available", "grey50"))
+            return
+        requests = int(stats.get("requests") or 0)
+        if self._last is not None and now > self._last[0]:
+            self.rate = max(0.0, (requests - self._last[1]) / (now - self._last[0]))
+        self._last = (now, requests)
+        tok = stats.get("tokenizer") or {}
+        text = Text()
+        for label, value in (
+            ("clients", str(stats.get("clients", "-"))),
+            ("req/s", f"{self.rate:.1f}"),
+            ("sessions", str(stats.get("sessions", "-"))),
+            ("db", human_bytes(stats.get("database_bytes") or 0)),
+            ("tokenizer", str(tok.get("encoding", "-"))),
+            ("summarizer", summarizer_label(stats)),
+        ):
+            text.append(f"{label} ", "grey62")
+            text.append(value, "bold")
+            text.append("   ")
+        self.update(text)

@@ -1,0 +1,43 @@
+"""The live event log: a bounded RichLog fed in batches, one write per refresh tick."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.widgets import RichLog
+
+from memman_tui.live import LogLine
+
+KIND_STYLE = {"entry_added": "green", "deleted": "red", "evicted": "red", "compacted": "cyan",
+              "summarized": "cyan", "promoted": "magenta", "pinned": "magenta", "hit": "blue",
+              "conflict": "bold red", "finalized": "yellow"}
+
+
+def format_line(line: LogLine, *, with_session: bool = True) -> Text:
+    text = Text()
+    text.append(time.strftime("%H:%M:%S ", time.gmtime(line.at)), "grey50")
+    if with_session and line.session_id:
+        text.append(f"{line.session_id[:14]:<14} ", "bold")
+    text.append(f"{line.event.removesuffix('_event'):<10} ", "grey62")
+    text.append(line.text, KIND_STYLE.get(line.kind, ""))
+    return text
+
+
+class EventLog(RichLog):
+    """Live event log; ``session_id`` narrows it to one session."""
+
+    def __init__(self, session_id: str | None = None, max_lines: int = 500, **kwargs) -> None:
+        super().__init__(max_lines=max_lines, wrap=False, markup=False, **kwargs)
+        self.session_id = session_id
+        self.query_text = ""
+
+    def add_lines(self, lines: list[LogLine]) -> None:
+        keep = [ln for ln in lines if self._wanted(ln)]
+        for ln in keep[-self.max_lines:] if self.max_lines else keep:
+            self.write(format_line(ln, with_session=self.session_id is None))
+
+    def _wanted(self, line: LogLine) -> bool:
+        if self.session_id and line.session_id != self.session_id:
+            return False
+        return not self.query_text or self.query_text.lower() in line.text.lower()

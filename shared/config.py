@@ -98,6 +98,7 @@ class CompressionConfig:
     ratio: float = 0.3  #: target summary size as a share of the original tokens
     keep_pinned: bool = True  #: pinned entries and system prompts are never compressed
     llm_deadline_s: float = 0.5  #: longest memman_session_compact waits for the LLM summary
+    check_interval_s: float = 1.0  #: how often sessions are checked against the limits (seconds)
 
 
 @dataclass

@@ -152,6 +152,8 @@ class ContextBuilder:
     def forget(self, session_id: str) -> None:
         self._timelines.pop(session_id, None)
         self.invalidate(session_id)
+        if len(self._gap_text) > 4096:
+            self._gap_text.clear()
 
     # --- the timeline ---------------------------------------------------------------
     def timeline(self, s: Session) -> Timeline:

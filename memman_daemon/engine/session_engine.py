@@ -34,21 +34,20 @@ class SessionEngine:
         self._locks: dict[str, asyncio.Lock] = {}
         self._compacting: dict[str, asyncio.Task] = {}
         self._again: set[str] = set()
-        self._sub: Any = None
+        self._sweeper: asyncio.Task | None = None
         self.last_context: dict[str, int] = {}  #: session id -> tokens of the last context
         self.counters = {"finalized": 0, "compressions": 0, "entries_compressed": 0,
                          "compression_llm": 0, "imports": 0, "clears": 0, "usage_reports": 0}
 
     # --- component -------------------------------------------------------------------
     async def load(self) -> None:
-        self._sub = self.core.events.subscribe(["session"], {}, self._on_event)
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     async def close(self) -> None:
-        if self._sub is not None:
-            self.core.events.unsubscribe(self._sub.id)
-        for t in list(self._compacting.values()):
+        tasks = [t for t in [self._sweeper, *self._compacting.values()] if t is not None]
+        for t in tasks:
             t.cancel()
-        await asyncio.gather(*self._compacting.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def stats(self) -> dict[str, Any]:
         return {**self.counters, "context": dict(self.builder.counters),
@@ -67,28 +66,36 @@ class SessionEngine:
         return self.core.sessions.by_id.get(s.id) is s
 
     # --- automatic compression -----------------------------------------------------
-    def _on_event(self, name: str, payload: dict[str, Any]) -> None:
-        kind = payload.get("kind")
-        sid = payload.get("session_id")
-        if not sid:
+    async def _sweep(self) -> None:
+        """Every ``compression.check_interval_s``: start compression where the active set is
+        over its limits, and drop caches of deleted sessions. (Two integer comparisons per
+        session; adds themselves stay untouched.)"""
+        cfg = self.core.config.compression
+        while True:
+            await asyncio.sleep(cfg.check_interval_s)
+            try:
+                by_id = self.core.sessions.by_id
+                for sid in [k for k in self.builder.versions if k not in by_id]:
+                    self.builder.forget(sid)
+                    self.builder.versions.pop(sid, None)
+                    self.last_context.pop(sid, None)
+                    self._locks.pop(sid, None)
+                if cfg.auto_compress:
+                    for s in list(by_id.values()):
+                        self.maybe_compress(s)
+            except Exception:
+                log.exception("compression sweep failed")
+
+    def maybe_compress(self, s: Session) -> None:
+        """Start background compression of ``s`` if it is over the limits (seed 004)."""
+        if not self.core.config.compression.auto_compress:
             return
-        if kind == "deleted":
-            self.builder.forget(sid)
-            self.last_context.pop(sid, None)
+        if not compression.needs_compression(s, self.core.config.compression):
             return
-        if kind != "entry_added" or not self.core.config.compression.auto_compress:
+        if s.id in self._compacting:
+            self._again.add(s.id)
             return
-        s = self.core.sessions.by_id.get(sid)
-        if s is None or not compression.needs_compression(s, self.core.config.compression):
-            return
-        if sid in self._compacting:
-            self._again.add(sid)
-            return
-        try:
-            task = asyncio.get_running_loop().create_task(self._auto(sid))
-        except RuntimeError:
-            return
-        self._compacting[sid] = task
+        self._compacting[s.id] = asyncio.get_running_loop().create_task(self._auto(s.id))
 
     async def _auto(self, sid: str) -> None:
         try:
@@ -205,6 +212,7 @@ class SessionEngine:
             for e in added:
                 self._publish(s, "entry_added", {"entry": e.to_wire(), "session": s.overview()})
             await self._cycle_hooks(s)
+            self.maybe_compress(s)
             state = self.memory_state(s)
             result = {"exchange": vars(m.exchanges[-1]).copy(), "folded": folded,
                       "summary_compressed": compressed, "agent_message_ids": agent_ids,
@@ -239,6 +247,7 @@ class SessionEngine:
     # --- reads -------------------------------------------------------------------
     async def context(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
         budget, model = _opts(opts, self.core)
+        self.maybe_compress(s)
         out = await self.builder.context(s, budget, model)
         self.last_context[s.id] = out["tokens"]
         if out["pruned"]:

@@ -48,7 +48,31 @@ class Core:
 
         self.summarizer = Summarizer(self)
         self.engine = SessionEngine(self)
-        return [self.summarizer, self.engine]
+        return [self.summarizer, self.engine, *self._tier_components()]
+
+    def _tier_components(self) -> list[Any]:
+        """Tool cache, injection, scratchpad, promotion, user memory, business docs (issue 4)."""
+        from memman_daemon.tiers.agentmd import AgentMd
+        from memman_daemon.tiers.audit import AuditLog
+        from memman_daemon.tiers.cache import ToolCache
+        from memman_daemon.tiers.docs import BusinessDocs
+        from memman_daemon.tiers.embeddings import Embedder
+        from memman_daemon.tiers.injection import Injection
+        from memman_daemon.tiers.promotion import Promotion
+        from memman_daemon.tiers.scratchpad import Scratchpad
+        from memman_daemon.tiers.user_memory import UserMemory
+
+        self.audit = AuditLog(self)
+        self.embedder = Embedder(self)
+        self.cache = ToolCache(self)
+        self.injection = Injection(self)
+        self.scratchpad = Scratchpad(self)
+        self.promotion = Promotion(self)
+        self.user_memory = UserMemory(self)
+        self.docs = BusinessDocs(self)
+        self.agent_md = AgentMd(self)
+        return [self.audit, self.embedder, self.cache, self.injection, self.scratchpad,
+                self.promotion, self.user_memory, self.docs, self.agent_md]
 
     async def start(self) -> None:
         use_cache_dir(self.config.data_dir)

@@ -1,0 +1,200 @@
+"""Methods of the tiers: tool cache, injection, scratchpad and promotion, audit log, user
+memory and business documents. Each is a thin shim over its component in
+``memman_daemon.tiers``; docs/protocol.md lists params, results and errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memman import names
+from memman.cache_state import format_cache_state
+from memman.errors import invalid_params
+from memman_daemon.rpc import Call, Param, method
+
+# --- tool cache and injection -------------------------------------------------------------
+
+
+@method(names.CACHE_LOOKUP, Param("session_id", str), Param("tool", str), Param("params", dict))
+async def cache_lookup(call: Call, session_id: str, tool: str,
+                       params: dict[str, Any]) -> dict[str, Any] | None:
+    """The cached result (its duration refreshed), or nil on a miss."""
+    e = await call.core.cache.lookup(session_id, tool, params)
+    return None if e is None else e.to_wire()
+
+
+@method(names.CACHE_PUT, Param("session_id", str), Param("tool", str), Param("params", dict),
+        Param("result", object), Param("opts", dict, default=dict), writes=True)
+async def cache_put(call: Call, session_id: str, tool: str, params: dict[str, Any], result: Any,
+                    opts: dict[str, Any]) -> dict[str, Any]:
+    """Cache a tool result; opts: duration (exchanges), ttl_s (seconds), call_id."""
+    e = await call.core.cache.put(session_id, tool, params, result, opts, call.client_name)
+    return e.to_wire()
+
+
+@method(names.CACHE_LIST, Param("session_id", str))
+async def cache_list(call: Call, session_id: str) -> dict[str, Any]:
+    """Every cached entry of the session (oldest first), its counters and the
+    FUNCTION CACHE STATE block."""
+    cache = call.core.cache
+    call.core.sessions.get(session_id)
+    entries = [e.to_wire() for e in cache.entries(session_id)]
+    counters = cache.session_counters.get(session_id, {})
+    return {"entries": entries, "counters": {k: counters.get(k, 0) for k in
+                                             ("hits", "misses", "puts", "expired", "evicted")},
+            "state": format_cache_state(entries, call.core.clock.now())}
+
+
+@method(names.CACHE_EVICT, Param("session_id", str), Param("key", str), writes=True)
+async def cache_evict(call: Call, session_id: str, key: str) -> dict[str, Any]:
+    """Evict the entry with this key ("*": every entry of the session)."""
+    return {"evicted": await call.core.cache.evict(session_id, key, call.client_name)}
+
+
+@method(names.SESSION_INJECT, Param("session_id", str), Param("prompt_injection", str),
+        Param("tool_results", list, default=list), writes=True)
+async def session_inject(call: Call, session_id: str, prompt_injection: str,
+                         tool_results: list[Any]) -> dict[str, Any]:
+    """One-time context injection; a second call fails with ALREADY_DONE (-32006)."""
+    return await call.core.injection.inject(session_id, prompt_injection, tool_results,
+                                            call.client_name)
+
+
+# --- scratchpad, promotion, audit ---------------------------------------------------------
+
+
+@method(names.SCRATCHPAD_WRITE, Param("session_id", str), Param("text", str),
+        Param("opts", dict, default=dict), writes=True)
+async def scratchpad_write(call: Call, session_id: str, text: str,
+                           opts: dict[str, Any]) -> dict[str, Any]:
+    """Add a snippet (or raise its frequency); opts: explicit, salience, surprisal, flow,
+    metadata."""
+    return await call.core.scratchpad.write(session_id, text, opts, call.client_name)
+
+
+@method(names.SCRATCHPAD_READ, Param("session_id", str),
+        Param("ids", (list, type(None)), default=None))
+async def scratchpad_read(call: Call, session_id: str, ids: list[Any] | None) -> dict[str, Any]:
+    """All snippets (or the given ids) in writing order; a read counts as use for LRU."""
+    if ids is not None and not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise invalid_params("ids", "expected an array of snippet ids (integers)")
+    sp = call.core.scratchpad
+    snippets = await sp.read(session_id, ids)
+    return {"snippets": snippets, "count": len(sp.pad(session_id)),
+            "max": call.core.config.scratchpad.max_snippets}
+
+
+@method(names.SCRATCHPAD_EVICT, Param("session_id", str), Param("snippet_id", int), writes=True)
+async def scratchpad_evict(call: Call, session_id: str, snippet_id: int) -> dict[str, Any]:
+    return await call.core.scratchpad.evict(session_id, snippet_id, call.client_name)
+
+
+@method(names.SCRATCHPAD_CANDIDATES, Param("session_id", str))
+async def scratchpad_candidates(call: Call, session_id: str) -> dict[str, Any]:
+    """Every snippet's promotion score (best first), with the reason for each part."""
+    cfg = call.core.config.scratchpad
+    return {"candidates": call.core.promotion.candidates(session_id),
+            "threshold": cfg.promote_threshold,
+            "weights": {"salience": cfg.salience_weight, "surprisal": cfg.surprisal_weight,
+                        "frequency": cfg.frequency_weight, "explicit": cfg.explicit_weight}}
+
+
+@method(names.SCRATCHPAD_PROMOTE, Param("session_id", str), Param("snippet_id", int),
+        Param("target", str), Param("opts", dict, default=dict), writes=True)
+async def scratchpad_promote(call: Call, session_id: str, snippet_id: int, target: str,
+                             opts: dict[str, Any]) -> dict[str, Any]:
+    """Promote to preference, rule, playbook or business; CONFLICT unless opts.replace."""
+    return await call.core.promotion.promote(session_id, snippet_id, target, opts,
+                                             call.client_name)
+
+
+@method(names.AUDIT_LIST, Param("filter", dict, default=dict))
+async def audit_list(call: Call, filter: dict[str, Any]) -> dict[str, Any]:
+    """Audit records, newest first; filter: session_id, user_id, tenant_id, action,
+    before_id, limit (100)."""
+    known = {"session_id", "user_id", "tenant_id", "action", "before_id", "limit"}
+    for k in filter:
+        if k not in known:
+            raise invalid_params(f"filter.{k}", f"unknown key; known: {', '.join(sorted(known))}")
+    return {"records": await call.core.audit.list(filter)}
+
+
+# --- user memory --------------------------------------------------------------------------
+
+
+@method(names.MEMORY_APPEND, Param("user_id", str), Param("type", str), Param("entry", dict),
+        writes=True)
+async def memory_append(call: Call, user_id: str, type: str, entry: dict[str, Any]) -> dict[str, Any]:
+    return await call.core.user_memory.append(user_id, type, entry, call.client_name)
+
+
+@method(names.MEMORY_SEARCH, Param("user_id", str), Param("type", str), Param("query", str),
+        Param("opts", dict, default=dict))
+async def memory_search(call: Call, user_id: str, type: str, query: str,
+                        opts: dict[str, Any]) -> dict[str, Any]:
+    """Best first with scores; opts: limit, kind, flow (playbooks, exact), session_id."""
+    um = call.core.user_memory
+    results = await um.search(user_id, type, query, opts)
+    return {"results": results, "mode": um.search_mode if type != "working" else "terms"}
+
+
+@method(names.MEMORY_LEARN, Param("user_id", str), Param("key", str), Param("value", object),
+        Param("opts", dict, default=dict), writes=True)
+async def memory_learn(call: Call, user_id: str, key: str, value: Any,
+                       opts: dict[str, Any]) -> dict[str, Any]:
+    return await call.core.user_memory.learn(user_id, key, value, opts)
+
+
+@method(names.MEMORY_RECALL, Param("user_id", str), Param("key", str))
+async def memory_recall(call: Call, user_id: str, key: str) -> dict[str, Any] | None:
+    return call.core.user_memory.recall(user_id, key)
+
+
+@method(names.MEMORY_COMPACT, Param("user_id", str), Param("type", str),
+        Param("opts", dict, default=dict), writes=True)
+async def memory_compact(call: Call, user_id: str, type: str, opts: dict[str, Any]) -> dict[str, Any]:
+    return await call.core.user_memory.compact(user_id, type, opts, call.client_name)
+
+
+@method(names.MEMORY_STATS, Param("user_id", str))
+async def memory_stats(call: Call, user_id: str) -> dict[str, Any]:
+    return await call.core.user_memory.stats_for(user_id)
+
+
+@method(names.MEMORY_CLEAR, Param("user_id", str), Param("type", str, default=""), writes=True)
+async def memory_clear(call: Call, user_id: str, type: str) -> dict[str, Any]:
+    return await call.core.user_memory.clear(user_id, type, call.client_name)
+
+
+@method(names.MEMORY_LIST, Param("user_id", str), Param("type", str),
+        Param("opts", dict, default=dict))
+async def memory_list(call: Call, user_id: str, type: str, opts: dict[str, Any]) -> dict[str, Any]:
+    return {"records": await call.core.user_memory.list(user_id, type, opts)}
+
+
+# --- business context ---------------------------------------------------------------------
+
+
+@method(names.DOCS_ADD, Param("tenant_id", str), Param("doc", dict), writes=True)
+async def docs_add(call: Call, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """Add or replace a document: doc = {content, doc_id?, title?, source?, metadata?}."""
+    return await call.core.docs.add(tenant_id, doc)
+
+
+@method(names.DOCS_SEARCH, Param("tenant_id", str), Param("query", str),
+        Param("opts", dict, default=dict))
+async def docs_search(call: Call, tenant_id: str, query: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """~100 candidates reranked to 10; opts: limit, candidates."""
+    docs = call.core.docs
+    return {"results": await docs.search(tenant_id, query, opts),
+            "mode": "hybrid" if call.core.embedder.enabled else "fts"}
+
+
+@method(names.DOCS_LIST, Param("tenant_id", str))
+async def docs_list(call: Call, tenant_id: str) -> dict[str, Any]:
+    return {"docs": call.core.docs.list(tenant_id),
+            "agent_md": str(call.core.agent_md.path(tenant_id))}
+
+
+@method(names.DOCS_DELETE, Param("tenant_id", str), Param("doc_id", str), writes=True)
+async def docs_delete(call: Call, tenant_id: str, doc_id: str) -> dict[str, Any]:
+    return await call.core.docs.delete(tenant_id, doc_id)

@@ -1,0 +1,213 @@
+"""agent.md per tenant (seed 002): the hand-written cold-start context, kept searchable.
+
+The file's path comes from ``Config.agent_md_path(tenant)`` (``[docs] agent_md``, a template
+with ``{tenant}``; by default ``<data>/tenants/{tenant}/agent.md``). At start every existing
+agent.md is ingested as the tenant's document ``agent.md``; then the directory above the
+``{tenant}`` part is watched with watchfiles (50 ms debounce), so an edit on disk is
+re-ingested well within a second. A deleted file removes the document.
+
+Promotion to business appends to agent.md atomically — the new content goes to a temporary
+file in the same directory, is fsynced, and replaces the old one with ``os.replace`` — then
+ingests it at once (the watcher sees the same content and skips it). With a ``key`` the line
+is ``- **key**: text`` and a different existing line for that key is a conflict unless
+replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memman.errors import CONFLICT, MemmanError
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+
+log = logging.getLogger(__name__)
+
+DOC_ID = "agent.md"
+HEADER = "# agent.md\n\nBusiness context for this tenant. memman appends promoted snippets below.\n"
+
+
+def _key_line(key: str, text: str) -> str:
+    return f"- **{key}**: {' '.join(text.split())}"
+
+
+def _key_pattern(key: str) -> re.Pattern[str]:
+    return re.compile(rf"^- \*\*{re.escape(key)}\*\*: (.*)$", re.MULTILINE)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so a reader sees the old file or the new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".agent.md.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class AgentMd:
+    stats_key = "agent_md"
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.ingests = 0
+        self.watching: str | None = None
+        template = core.config.docs.agent_md or str(
+            core.config.data_dir / "tenants" / "{tenant}" / "agent.md")
+        self.template = template
+        if "{tenant}" in template:
+            prefix = template[:template.index("{tenant}")]
+            self.root = Path(prefix) if prefix.endswith(os.sep) else Path(prefix).parent
+            self.pattern = re.compile(
+                "^" + re.escape(template).replace(re.escape("{tenant}"), "(?P<tenant>[^/]+)") + "$")
+        else:  # one file for every tenant: it is the "default" tenant's
+            self.root = Path(template).parent
+            self.pattern = re.compile("^" + re.escape(template) + "$")
+
+    def path(self, tenant_id: str) -> Path:
+        return self.core.config.agent_md_path(tenant_id)
+
+    def tenant_of(self, path: str) -> str | None:
+        m = self.pattern.match(path)
+        if m is None:
+            return None
+        return m.groupdict().get("tenant") or "default"
+
+    def _lock(self, tenant_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(tenant_id, asyncio.Lock())
+
+    # --- lifecycle -----------------------------------------------------------------------
+    async def load(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        for path in self._existing():
+            tenant = self.tenant_of(str(path))
+            if tenant:
+                try:
+                    await self.ingest(tenant)
+                except Exception:
+                    log.exception("ingesting %s failed", path)
+        if self.core.config.docs.watch:
+            self._stop.clear()
+            self._task = asyncio.get_running_loop().create_task(self._watch(),
+                                                                 name="memman-agent-md-watch")
+
+    def _existing(self) -> list[Path]:
+        if "{tenant}" not in self.template:
+            p = Path(self.template)
+            return [p] if p.exists() else []
+        rest = self.template[len(str(self.root)):].lstrip(os.sep)
+        return sorted(self.root.glob(rest.replace("{tenant}", "*")))
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    def stats(self) -> dict[str, Any]:
+        return {"watching": self.watching, "ingests": self.ingests}
+
+    async def _watch(self) -> None:
+        from watchfiles import awatch
+
+        debounce = self.core.config.docs.watch_debounce_ms
+        self.watching = str(self.root)
+        try:
+            async for changes in awatch(self.root, debounce=debounce, step=min(50, debounce),
+                                        stop_event=self._stop, recursive=True):
+                tenants = {t for _, p in changes if (t := self.tenant_of(p))}
+                for tenant in sorted(tenants):
+                    try:
+                        await self.ingest(tenant)
+                    except Exception:
+                        log.exception("re-ingesting agent.md of tenant %s failed", tenant)
+        finally:
+            self.watching = None
+
+    # --- ingest and append ---------------------------------------------------------------
+    async def ingest(self, tenant_id: str) -> dict[str, Any]:
+        """Bring the tenant's ``agent.md`` document in line with the file on disk."""
+        async with self._lock(tenant_id):
+            return await self._ingest(tenant_id)
+
+    async def _ingest(self, tenant_id: str) -> dict[str, Any]:
+        docs = self.core.docs
+        path = self.path(tenant_id)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            if docs.get(tenant_id, DOC_ID) is not None:
+                await docs.delete(tenant_id, DOC_ID)
+                self.core.events.publish("docs", "agent_md_ingested",
+                                         {"path": str(path), "changed": True, "chunks": 0,
+                                          "removed": True}, tenant_id=tenant_id)
+            return {"changed": False, "chunks": 0}
+        if not text.strip():
+            return {"changed": False, "chunks": 0}
+        res = await docs.add(tenant_id, {"doc_id": DOC_ID, "title": "agent.md",
+                                         "source": str(path), "content": text})
+        if res["changed"]:
+            self.ingests += 1
+            self.core.events.publish("docs", "agent_md_ingested",
+                                     {"path": str(path), "changed": True,
+                                      "chunks": res["doc"]["chunks"]}, tenant_id=tenant_id)
+        return {"changed": res["changed"], "chunks": res["doc"]["chunks"]}
+
+    async def append(self, tenant_id: str, text: str, *, key: str | None = None,
+                     replace: bool = False) -> dict[str, Any]:
+        """Append ``text`` (as ``- text`` or ``- **key**: text``) and ingest. Returns
+        ``{path, changed, previous}``; identical text already present is no change."""
+        async with self._lock(tenant_id):
+            path = self.path(tenant_id)
+            try:
+                current = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                current = HEADER
+            line = _key_line(key, text) if key else f"- {' '.join(text.split())}"
+            previous = None
+            if key:
+                m = _key_pattern(key).search(current)
+                if m is not None:
+                    previous = m.group(1)
+                    if previous == " ".join(text.split()):
+                        return {"path": str(path), "changed": False, "previous": previous}
+                    if not replace:
+                        raise MemmanError(CONFLICT, f"agent.md of tenant {tenant_id!r} already "
+                                          f"says {key!r} is {previous!r}; the promoted text "
+                                          "differs. Pass replace=true to overwrite that line",
+                                          {"key": key, "existing": previous,
+                                           "proposed": " ".join(text.split())})
+                    new = current[:m.start()] + line + current[m.end():]
+                else:
+                    new = current.rstrip("\n") + "\n" + line + "\n"
+            else:
+                if line in current.splitlines():
+                    return {"path": str(path), "changed": False, "previous": None}
+                new = current.rstrip("\n") + "\n" + line + "\n"
+            await asyncio.to_thread(atomic_write, path, new)
+            await self._ingest(tenant_id)
+            return {"path": str(path), "changed": True, "previous": previous}

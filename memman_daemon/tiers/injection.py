@@ -1,0 +1,83 @@
+"""One-time context injection (seed 000's ``inject_screen_context``).
+
+The first call for a session adds one assistant entry built from ``cache.injection_template``
+(default "I can see you're on a specific screen. {prompt_injection}") to the entry log, caches
+the proactive tool results, and marks the session (``injection_done``) — all in one
+transaction. A second call is refused with ``ALREADY_DONE`` (-32006) and changes nothing.
+
+The proactive results live in the tool cache, so they reach the context through
+``ToolCache.context_messages`` while they are cached (and leave it when their duration runs
+out), rather than being copied into the log as well and shown twice. The injection entry's
+metadata lists their cache keys. The answer returns the messages seed 000 returns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memman.errors import ALREADY_DONE, MemmanError, invalid_params
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+
+
+class Injection:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.injected = 0
+
+    async def load(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def inject(self, session_id: str, prompt_injection: str,
+                     tool_results: list[Any], client: str = "") -> dict[str, Any]:
+        core = self.core
+        s = core.sessions.get(session_id)
+        if s.meta.injection_done:
+            raise MemmanError(ALREADY_DONE, f"context injection for session {session_id!r} was "
+                              "already done; it happens once per session")
+        entries = []
+        for i, tr in enumerate(tool_results):
+            if not isinstance(tr, dict):
+                raise invalid_params(f"tool_results[{i}]", "expected a map with tool, params, result")
+            tool = tr.get("tool") or tr.get("tool_name")
+            params = tr.get("params", tr.get("parameters", {}))
+            if not isinstance(tool, str) or not tool:
+                raise invalid_params(f"tool_results[{i}].tool", "expected the tool's name")
+            if not isinstance(params, dict):
+                raise invalid_params(f"tool_results[{i}].params", "expected a map")
+            if "result" not in tr:
+                raise invalid_params(f"tool_results[{i}].result", "missing")
+            opts = {k: tr[k] for k in ("duration", "ttl_s", "call_id") if k in tr}
+            entries.append(core.cache.build(session_id, tool, params, tr["result"], opts))
+        text = core.config.cache.injection_template.format(prompt_injection=prompt_injection)
+        entry = core.sessions.build_entry(s, {
+            "type": "context", "role": "assistant", "content": text,
+            "metadata": {"injection": True, "proactive_tools": [e.key for e in entries]}})
+        entry.id = core.sessions.next_id()
+        s.append(entry)
+        s.meta.injection_done = True
+        s.meta.updated_at = entry.created_at
+        cache_ops, evicted = core.cache.stage(entries, client)
+        try:
+            await core.sessions.persist(
+                s, [core.sessions.entry_op(entry), core.sessions.meta_op(s), *cache_ops])
+        except Exception:
+            core.cache.unstage(entries, evicted)
+            s.meta.injection_done = False
+            raise
+        self.injected += 1
+        core.cache.published_put(entries, evicted)
+        core.events.publish("session", "entry_added", {"entry": entry.to_wire(),
+                                                       "session": s.overview()},
+                            **core.sessions.scope(s))
+        core.events.publish("session", "injected", {"entry_id": entry.id,
+                                                    "cached": [e.key for e in entries]},
+                            **core.sessions.scope(s))
+        messages = [entry.chat_message()]
+        if entries:
+            messages += core.cache.context_messages_for(entries)
+        return {"entry_id": entry.id, "cached": [e.key for e in entries], "messages": messages}

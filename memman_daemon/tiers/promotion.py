@@ -1,0 +1,187 @@
+"""Promotion from the scratchpad into user memory or agent.md (seed 002).
+
+**Candidates.** Every snippet gets a score from seed 002's four criteria, each 0..1 and
+weighted by ``[scratchpad]`` config (salience .35, surprisal .25, frequency .2, explicit .2):
+
+- salience — a generalizable principle. The writer's own judgement (``opts.salience`` on
+  write) when given, else a keyword heuristic (``always``, ``usually``, ``prefer``, ...).
+- surprisal — an unexpected or poignant finding: the writer's value, else markers
+  (``unexpected``, ``spike``, ``outlier``, ...).
+- frequency — the same snippet written again: (frequency − 1) / ``frequency_saturation``.
+- explicit — 1 when the user asked to save it (``opts.explicit``).
+
+Each part comes back with its reason; snippets at or over ``promote_threshold`` are flagged.
+
+**Promote.** Targets ``preference`` (opts.key, opts.value = the text), ``rule``
+(opts.condition, opts.action = the text), ``playbook`` (opts.flow, slots, tool_calls, outcome,
+user_query) and ``business`` (appended to the tenant's agent.md, opts.key optional). A
+promotion that would overwrite a different existing value raises CONFLICT (-32002) with both
+values unless ``opts.replace`` is true; promoting the same value again is no change. The
+snippet is marked promoted and an audit record (what, from, to, client, when) is committed in
+the same transaction as the memory change.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memman.errors import invalid_params
+from memman_daemon.tiers.scratchpad import Snippet
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+
+TARGETS = ("preference", "rule", "playbook", "business")
+
+
+def _markers(text: str, markers: list[str]) -> list[str]:
+    low = f" {text.lower()} "
+    found = []
+    for m in markers:
+        m_low = m.lower()
+        if m_low.isalnum() or " " in m_low:
+            if f" {m_low} " in low or f" {m_low}," in low or f" {m_low}." in low:
+                found.append(m)
+        elif m_low in low:
+            found.append(m)
+    return found
+
+
+def score_snippet(sn: Snippet, cfg: Any) -> dict[str, Any]:
+    """Seed 002's promotion score of one snippet, with a reason for each part."""
+    parts: dict[str, dict[str, Any]] = {}
+    if sn.salience is not None:
+        parts["salience"] = {"value": sn.salience, "reason": "given by the writer"}
+    else:
+        found = _markers(sn.text, cfg.salience_markers)
+        v = min(1.0, 0.3 + 0.2 * len(found)) if found else 0.1
+        parts["salience"] = {"value": round(v, 4), "reason": (
+            f"generalizing words: {', '.join(found)}" if found
+            else "no generalizing words; reads as a one-off observation")}
+    if sn.surprisal is not None:
+        parts["surprisal"] = {"value": sn.surprisal, "reason": "given by the writer"}
+    else:
+        found = _markers(sn.text, cfg.surprisal_markers)
+        v = min(1.0, 0.4 + 0.2 * len(found)) if found else 0.0
+        parts["surprisal"] = {"value": round(v, 4), "reason": (
+            f"surprise markers: {', '.join(found)}" if found else "nothing marked unexpected")}
+    sat = max(1, cfg.frequency_saturation)
+    fv = min(1.0, (sn.frequency - 1) / sat)
+    parts["frequency"] = {"value": round(fv, 4), "reason": (
+        f"written {sn.frequency} times" if sn.frequency > 1 else "written once")}
+    parts["explicit"] = {"value": 1.0 if sn.explicit else 0.0, "reason": (
+        "the user asked to save it" if sn.explicit else "no explicit request")}
+    weights = {"salience": cfg.salience_weight, "surprisal": cfg.surprisal_weight,
+               "frequency": cfg.frequency_weight, "explicit": cfg.explicit_weight}
+    for k, p in parts.items():
+        p["weight"] = weights[k]
+    score = sum(p["value"] * p["weight"] for p in parts.values())
+    return {"snippet_id": sn.id, "text": sn.text, "score": round(score, 4), "parts": parts,
+            "candidate": score >= cfg.promote_threshold, "promoted": sn.promoted,
+            "suggested_target": suggest_target(sn.text), "frequency": sn.frequency}
+
+
+def suggest_target(text: str) -> str:
+    low = text.lower()
+    if low.startswith(("when ", "if ", "whenever ")) or " then " in low:
+        return "rule"
+    if any(w in low for w in ("prefers", "prefer ", "likes", "wants", "user's", "the user")):
+        return "preference"
+    return "business"
+
+
+class Promotion:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.promoted = 0
+        self.conflicts = 0
+
+    async def load(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def candidates(self, session_id: str) -> list[dict[str, Any]]:
+        cfg = self.core.config.scratchpad
+        out = [score_snippet(sn, cfg) for sn in self.core.scratchpad.pad(session_id).values()]
+        out.sort(key=lambda c: (-c["score"], c["snippet_id"]))
+        return out
+
+    async def promote(self, session_id: str, snippet_id: int, target: str, opts: dict[str, Any],
+                      client: str = "") -> dict[str, Any]:
+        core = self.core
+        if target not in TARGETS:
+            raise invalid_params("target", f"must be one of {', '.join(TARGETS)}; got {target!r}")
+        s = core.sessions.get(session_id)
+        sn = core.scratchpad.get(session_id, snippet_id)
+        user, tenant = s.meta.user_id, s.meta.tenant_id
+        replace = bool(opts.get("replace", False))
+
+        def text_opt(name: str, default: str | None) -> str:
+            v = opts.get(name, default)
+            if not isinstance(v, str) or not v:
+                raise invalid_params(f"opts.{name}", f"promoting to {target} needs a non-empty "
+                                     f"string '{name}'")
+            return v
+
+        try:
+            if target == "business":
+                key = opts.get("key")
+                if key is not None and not isinstance(key, str):
+                    raise invalid_params("opts.key", "expected a string")
+                res = await core.agent_md.append(tenant, text_opt("text", sn.text), key=key,
+                                                 replace=replace)
+                ref = f"agent.md:{tenant}" + (f"#{key}" if key else "")
+                changed, previous, change = res["changed"], res["previous"], None
+            else:
+                if target == "preference":
+                    change = await core.user_memory.prepare_preference(
+                        user, text_opt("key", None), text_opt("value", sn.text), replace=replace,
+                        metadata={"promoted_from": f"scratchpad:{session_id}#{sn.id}"})
+                    ref = f"preference:{change.record.key}"
+                elif target == "rule":
+                    change = await core.user_memory.prepare_rule(
+                        user, text_opt("condition", None), text_opt("action", sn.text),
+                        replace=replace,
+                        metadata={"promoted_from": f"scratchpad:{session_id}#{sn.id}"})
+                    ref = f"rule:{change.record.key}"
+                else:
+                    pb = {k: opts.get(k) for k in ("flow", "flow_dact", "slots", "tool_calls",
+                                                   "outcome", "user_query")}
+                    pb["outcome"] = pb["outcome"] or sn.text
+                    change = await core.user_memory.prepare_playbook(user, pb, replace=replace)
+                    ref = f"playbook:{change.record.key}#{change.record.id}"
+                changed = change.changed
+                previous = change.previous.content if change.previous else None
+        except Exception as exc:
+            if getattr(exc, "code", None) == -32002:
+                self.conflicts += 1
+                core.events.publish("scratchpad", "conflict",
+                                    {"snippet_id": sn.id, "target": target,
+                                     "detail": getattr(exc, "data", None)},
+                                    **core.sessions.scope(s))
+            raise
+        before = list(sn.promoted)
+        rec, audit_op = core.audit.record(
+            "promote", sn.text, f"scratchpad:{session_id}#{sn.id}", ref, client,
+            session_id=session_id, user_id=user, tenant_id=tenant, changed=changed,
+            replaced=previous, target_kind=target)
+        sn.promoted.append({"target": target, "ref": ref, "at": rec.at, "audit_id": rec.id})
+        extra = [core.scratchpad.op(sn), audit_op]
+        try:
+            if change is not None:
+                await core.user_memory.commit(change, extra)
+            else:
+                await core.store.write(extra)
+        except Exception:
+            sn.promoted[:] = before
+            raise
+        self.promoted += 1
+        core.scratchpad.counters["promoted"] += 1
+        core.events.publish("scratchpad", "promoted",
+                            {"snippet_id": sn.id, "target": target, "ref": ref,
+                             "changed": changed, "replaced": previous, "audit_id": rec.id},
+                            **core.sessions.scope(s))
+        return {"snippet": sn.to_wire(), "target": target, "ref": ref, "changed": changed,
+                "replaced": previous, "audit_id": rec.id}

@@ -1,0 +1,259 @@
+"""The session scratchpad (seed 002): short reflective snippets, at most 64, LRU-evicted.
+
+Each session's snippets are kept in memory in least-recently-used order (an ``OrderedDict``,
+oldest use first). Writing a snippet that is already there (same text after collapsing
+whitespace and case) raises its ``frequency`` and counts as a use instead of adding a copy.
+Reads count as use too. When a write would pass ``scratchpad.max_snippets`` the
+least-recently-used snippet is evicted, and the eviction is written to the audit log in the
+same transaction. Promoted snippets are marked (``promoted``) and are safe to evict: their
+content lives in a higher tier.
+
+Every change is answered after commit; the order of use is stored as ``used_seq`` so the LRU
+order survives a restart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memman.errors import invalid_params, not_found
+from memman_daemon.store import Op
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+
+
+def normalize(text: str) -> str:
+    """The form two snippets are compared in: whitespace collapsed, case folded."""
+    return " ".join(text.split()).casefold()
+
+
+@dataclass
+class Snippet:
+    """One scratchpad snippet: a reflective natural-language sentence or two."""
+
+    id: int
+    session_id: str
+    text: str
+    created_at: float  #: unix seconds
+    last_used_at: float  #: unix seconds of the last write or read
+    used_seq: int  #: order of last use (higher = more recent); LRU evicts the lowest
+    frequency: int = 1  #: times this text was written
+    explicit: bool = False  #: the user asked to save it to memory
+    salience: float | None = None  #: writer's own 0..1 judgement, if given
+    surprisal: float | None = None  #: writer's own 0..1 judgement, if given
+    flow: str | None = None  #: the flow that wrote it
+    metadata: dict[str, Any] = field(default_factory=dict)
+    promoted: list[dict[str, Any]] = field(default_factory=list)  #: {target, ref, at, audit_id}
+
+    def to_wire(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> Snippet:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+_WRITE_OPTS = {"explicit", "salience", "surprisal", "flow", "metadata"}
+
+
+class Scratchpad:
+    stats_key = "scratchpad"
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.by_session: dict[str, OrderedDict[int, Snippet]] = {}
+        self._ids = itertools.count(1)
+        self._seq = itertools.count(1)
+        self.counters = {"writes": 0, "duplicates": 0, "reads": 0, "evicted": 0, "promoted": 0}
+
+    async def load(self) -> None:
+        self.by_session.clear()
+        snippets = [Snippet.from_wire(json.loads(r[0]))
+                    for r in await self.core.store.fetchall("SELECT data FROM scratchpad")]
+        snippets.sort(key=lambda s: s.used_seq)
+        for sn in snippets:
+            self.by_session.setdefault(sn.session_id, OrderedDict())[sn.id] = sn
+        self._ids = itertools.count(max((s.id for s in snippets), default=0) + 1)
+        self._seq = itertools.count(max((s.used_seq for s in snippets), default=0) + 1)
+
+    async def close(self) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {"snippets": sum(len(v) for v in self.by_session.values()),
+                "sessions": len(self.by_session), **self.counters}
+
+    # --- helpers -------------------------------------------------------------------------
+    @staticmethod
+    def op(sn: Snippet) -> Op:
+        return ("INSERT OR REPLACE INTO scratchpad(id, session_id, data) VALUES (?,?,?)",
+                (sn.id, sn.session_id, json.dumps(sn.to_wire(), ensure_ascii=False)))
+
+    @staticmethod
+    def delete_op(sn: Snippet) -> Op:
+        return ("DELETE FROM scratchpad WHERE id=?", (sn.id,))
+
+    def _publish(self, kind: str, session_id: str, **data: Any) -> None:
+        s = self.core.sessions.by_id.get(session_id)
+        scope = self.core.sessions.scope(s) if s else {"session_id": session_id}
+        self.core.events.publish("scratchpad", kind, data, **scope)
+
+    def _touch(self, pad: OrderedDict[int, Snippet], sn: Snippet) -> None:
+        sn.used_seq = next(self._seq)
+        sn.last_used_at = self.core.clock.now()
+        pad.move_to_end(sn.id)
+
+    def pad(self, session_id: str) -> OrderedDict[int, Snippet]:
+        self.core.sessions.get(session_id)
+        return self.by_session.setdefault(session_id, OrderedDict())
+
+    def get(self, session_id: str, snippet_id: int) -> Snippet:
+        sn = self.pad(session_id).get(snippet_id)
+        if sn is None:
+            raise not_found("snippet", snippet_id)
+        return sn
+
+    def _evict_ops(self, victims: list[Snippet], reason: str, client: str) -> list[Op]:
+        ops: list[Op] = []
+        for v in victims:
+            s = self.core.sessions.by_id.get(v.session_id)
+            _, aop = self.core.audit.record(
+                "evict", v.text, f"scratchpad:{v.session_id}#{v.id}", "-", client,
+                session_id=v.session_id, user_id=s.meta.user_id if s else None,
+                tenant_id=s.meta.tenant_id if s else None, reason=reason,
+                promoted=[p["target"] for p in v.promoted], frequency=v.frequency)
+            ops += [self.delete_op(v), aop]
+        return ops
+
+    # --- operations ----------------------------------------------------------------------
+    async def write(self, session_id: str, text: str, opts: dict[str, Any],
+                    client: str = "") -> dict[str, Any]:
+        """Add a snippet (or raise the frequency of the same one). Returns
+        ``{snippet, created, evicted: [ids]}``."""
+        text = text.strip()
+        if not text:
+            raise invalid_params("text", "must not be empty")
+        for k in opts:
+            if k not in _WRITE_OPTS:
+                raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(_WRITE_OPTS))}")
+        for k in ("salience", "surprisal"):
+            v = opts.get(k)
+            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)
+                                  or not 0 <= v <= 1):
+                raise invalid_params(f"opts.{k}", "expected a number from 0 to 1")
+        if opts.get("flow") is not None and not isinstance(opts["flow"], str):
+            raise invalid_params("opts.flow", "expected a string")
+        if not isinstance(opts.get("metadata", {}), dict):
+            raise invalid_params("opts.metadata", "expected a map")
+        pad = self.pad(session_id)
+        norm = normalize(text)
+        existing = next((sn for sn in pad.values() if normalize(sn.text) == norm), None)
+        now = self.core.clock.now()
+        if existing is not None:
+            before = Snippet.from_wire(existing.to_wire())
+            existing.frequency += 1
+            existing.explicit = existing.explicit or bool(opts.get("explicit"))
+            for k in ("salience", "surprisal"):
+                if opts.get(k) is not None:
+                    setattr(existing, k, max(getattr(existing, k) or 0.0, float(opts[k])))
+            self._touch(pad, existing)
+            try:
+                await self.core.store.write([self.op(existing)])
+            except Exception:
+                pad[existing.id] = before
+                raise
+            self.counters["duplicates"] += 1
+            self._publish("updated", session_id, snippet=existing.to_wire())
+            return {"snippet": existing.to_wire(), "created": False, "evicted": []}
+        sn = Snippet(id=next(self._ids), session_id=session_id, text=text, created_at=now,
+                     last_used_at=now, used_seq=next(self._seq),
+                     explicit=bool(opts.get("explicit")),
+                     salience=_opt_float(opts.get("salience")),
+                     surprisal=_opt_float(opts.get("surprisal")), flow=opts.get("flow"),
+                     metadata=dict(opts.get("metadata") or {}))
+        pad[sn.id] = sn
+        victims: list[Snippet] = []
+        while len(pad) > self.core.config.scratchpad.max_snippets:
+            _, victim = pad.popitem(last=False)
+            victims.append(victim)
+        try:
+            await self.core.store.write([self.op(sn), *self._evict_ops(victims, "lru", client)])
+        except Exception:
+            pad.pop(sn.id, None)
+            for v in reversed(victims):
+                pad[v.id] = v
+                pad.move_to_end(v.id, last=False)
+            raise
+        self.counters["writes"] += 1
+        self.counters["evicted"] += len(victims)
+        self._publish("written", session_id, snippet=sn.to_wire(), count=len(pad))
+        for v in victims:
+            self._publish("evicted", session_id, snippet_id=v.id, text=v.text, reason="lru",
+                          promoted=bool(v.promoted))
+        return {"snippet": sn.to_wire(), "created": True, "evicted": [v.id for v in victims]}
+
+    async def read(self, session_id: str, ids: list[int] | None = None) -> list[dict[str, Any]]:
+        """Snippets in writing order (all, or the given ids); each read counts as a use."""
+        pad = self.pad(session_id)
+        if ids is None:
+            chosen = sorted(pad.values(), key=lambda s: s.id)
+        else:
+            chosen = [self.get(session_id, i) for i in ids]
+        if not chosen:
+            return []
+        # keep the relative LRU order of what was read: touch it oldest-use first
+        for sn in sorted(chosen, key=lambda s: s.used_seq):
+            self._touch(pad, sn)
+        if not self.core.read_only:
+            await self.core.store.write([self.op(sn) for sn in chosen])
+        self.counters["reads"] += 1
+        return [sn.to_wire() for sn in chosen]
+
+    def peek(self, session_id: str) -> list[Snippet]:
+        """Snippets in writing order without counting a use (TUI, candidates, summaries)."""
+        return sorted(self.by_session.get(session_id, {}).values(), key=lambda s: s.id)
+
+    def snippets(self, session_id: str) -> list[str]:
+        """The snippet texts in writing order, for the summarizer prompt (seed 002: the
+        summary is better with the scratchpad's insights). Does not count as a use."""
+        return [sn.text for sn in self.peek(session_id)]
+
+    async def evict(self, session_id: str, snippet_id: int, client: str = "") -> dict[str, Any]:
+        pad = self.pad(session_id)
+        sn = self.get(session_id, snippet_id)
+        del pad[snippet_id]
+        try:
+            await self.core.store.write(self._evict_ops([sn], "explicit", client))
+        except Exception:
+            pad[sn.id] = sn
+            raise
+        self.counters["evicted"] += 1
+        self._publish("evicted", session_id, snippet_id=sn.id, text=sn.text, reason="explicit",
+                      promoted=bool(sn.promoted))
+        return {"evicted": sn.id, "was_promoted": bool(sn.promoted)}
+
+    async def clear(self, session_ids: list[str], client: str = "") -> int:
+        """Evict every snippet of these sessions (memory_clear of the working layer)."""
+        victims = [sn for sid in session_ids for sn in self.by_session.get(sid, {}).values()]
+        if not victims:
+            return 0
+        await self.core.store.write(self._evict_ops(victims, "clear", client))
+        for sid in session_ids:
+            self.by_session.pop(sid, None)
+        self.counters["evicted"] += len(victims)
+        for v in victims:
+            self._publish("evicted", v.session_id, snippet_id=v.id, text=v.text, reason="clear",
+                          promoted=bool(v.promoted))
+        return len(victims)
+
+    def forget_session(self, session_id: str) -> None:
+        self.by_session.pop(session_id, None)
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)

@@ -1,0 +1,627 @@
+"""User memory (seeds 002 and 003): working, episodic, semantic and procedural layers.
+
+- **working** is the session scratchpad (``scratchpad.py``); through this API it is appended
+  to, searched (seed 003's term scoring), compacted and cleared for one user's sessions.
+- **episodic**: searchable past events. Kept only in SQLite (there may be 100k of them) and
+  found through FTS5; memory holds counts.
+- **semantic**: preferences, key → value (seed 003's learn / recall, seed 002's
+  ``preferences.update/get``). Held in memory; recall is a dict read.
+- **procedural**: condition → action rules, and playbooks (seed 002: flow, slots, tool_calls,
+  outcome, user_query). Held in memory; playbooks are found by flow id (exact) or by query.
+
+Search ranks with SQLite FTS5's BM25 plus seed 003's recency bonus (up to
+``memory.recency_bonus`` for entries updated within ``memory.recency_window_s``, falling
+linearly). With an embeddings endpoint configured, vectors are stored as well and ranking is
+hybrid (see docs/tiers.md). Compaction archives older entries behind a summary entry instead
+of deleting them; only ``clear`` deletes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memman.errors import CONFLICT, MemmanError, invalid_params
+from memman_daemon.store import Op
+from memman_daemon.tiers.scratchpad import normalize
+from memman_daemon.tiers.vectors import VectorIndex, pack
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+
+MEMORY_TYPES = ("working", "episodic", "semantic", "procedural")
+STORED_TYPES = ("episodic", "semantic", "procedural")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class MemoryRecord:
+    """One stored memory. ``kind`` is entry, preference, rule, playbook or summary."""
+
+    id: int
+    user_id: str
+    type: str
+    kind: str
+    key: str | None  #: preference key, rule condition or playbook flow
+    content: str  #: entry text, preference value, rule action, playbook query + outcome
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0  #: unix seconds
+    updated_at: float = 0.0
+    archived_by: int | None = None  #: compacted into this summary (0: archived, no summary)
+
+    _COLS = "id, user_id, type, kind, key, content, metadata, created_at, updated_at, archived_by"
+
+    @classmethod
+    def from_row(cls, r: Any) -> MemoryRecord:
+        return cls(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9])
+
+    def to_wire(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["timestamp"] = self.created_at
+        if self.kind == "preference":
+            d["value"] = self.content
+        elif self.kind == "rule":
+            d["condition"], d["action"] = self.key, self.content
+        elif self.kind == "playbook":
+            for k in ("flow", "slots", "tool_calls", "outcome", "user_query"):
+                d[k] = self.metadata.get(k)
+        return d
+
+    def insert_op(self) -> Op:
+        return ("INSERT OR REPLACE INTO memories(id, user_id, type, kind, key, content, metadata, "
+                "created_at, updated_at, archived_by) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (self.id, self.user_id, self.type, self.kind, self.key, self.content,
+                 json.dumps(self.metadata, ensure_ascii=False, default=str), self.created_at,
+                 self.updated_at, self.archived_by))
+
+
+@dataclass
+class Change:
+    """A prepared memory change: commit ``ops`` (with any others), then ``apply()``."""
+
+    record: MemoryRecord
+    ops: list[Op]
+    apply: Callable[[], None]
+    event: str  #: the memory event kind to publish after commit
+    previous: MemoryRecord | None = None
+    changed: bool = True
+
+
+def fts_query(text: str) -> str | None:
+    """A safe FTS5 MATCH expression: each word quoted, any word may match (BM25 ranks)."""
+    words = [w for w in _WORD.findall(text.lower())][:32]
+    if not words:
+        return None
+    return " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+
+
+def seed003_score(text: str, terms: list[str]) -> float:
+    """Seed 003's term score: 2 per exact word occurrence, 1 for a term inside a word."""
+    lowered = text.lower()
+    words = _WORD.findall(lowered)
+    score = 0.0
+    for t in terms:
+        exact = sum(1 for w in words if w == t)
+        if exact:
+            score += 2 * exact
+        elif t in lowered:
+            score += 1
+    return score
+
+
+class UserMemory:
+    stats_key = "memory"
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.prefs: dict[str, dict[str, MemoryRecord]] = {}
+        self.rules: dict[str, dict[str, MemoryRecord]] = {}
+        self.playbooks: dict[str, list[MemoryRecord]] = {}
+        self.episodic_count: dict[str, int] = {}
+        self._ids = itertools.count(1)
+        self.vectors = VectorIndex(core.config.database_path)
+        self.searches = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+    async def load(self) -> None:
+        store = self.core.store
+        self.prefs.clear()
+        self.rules.clear()
+        self.playbooks.clear()
+        self.episodic_count.clear()
+        rows = await store.fetchall(
+            f"SELECT {MemoryRecord._COLS} FROM memories WHERE type IN ('semantic','procedural') "
+            "AND archived_by IS NULL ORDER BY id")
+        for r in rows:
+            self._index(MemoryRecord.from_row(r))
+        for uid, n in await store.fetchall(
+                "SELECT user_id, count(*) FROM memories WHERE type='episodic' "
+                "AND archived_by IS NULL GROUP BY user_id"):
+            self.episodic_count[uid] = n
+        top = await store.fetchall("SELECT max(id) FROM memories")
+        self._ids = itertools.count((top[0][0] or 0) + 1)
+        self.vectors.open()
+
+    async def close(self) -> None:
+        self.vectors.close()
+
+    def stats(self) -> dict[str, Any]:
+        return {"users": len(set(self.prefs) | set(self.rules) | set(self.playbooks)
+                             | set(self.episodic_count)),
+                "episodic": sum(self.episodic_count.values()),
+                "preferences": sum(len(v) for v in self.prefs.values()),
+                "rules": sum(len(v) for v in self.rules.values()),
+                "playbooks": sum(len(v) for v in self.playbooks.values()),
+                "searches": self.searches, "search_mode": self.search_mode,
+                "vector_backend": self.vectors.backend}
+
+    @property
+    def search_mode(self) -> str:
+        return "hybrid" if self.core.embedder.enabled else "fts"
+
+    def _index(self, rec: MemoryRecord) -> None:
+        if rec.kind == "preference":
+            self.prefs.setdefault(rec.user_id, {})[rec.key or ""] = rec
+        elif rec.kind == "rule":
+            self.rules.setdefault(rec.user_id, {})[rec.key or ""] = rec
+        elif rec.kind == "playbook":
+            books = self.playbooks.setdefault(rec.user_id, [])
+            books[:] = [b for b in books if b.id != rec.id] + [rec]
+
+    def _unindex(self, rec: MemoryRecord) -> None:
+        if rec.kind == "preference":
+            self.prefs.get(rec.user_id, {}).pop(rec.key or "", None)
+        elif rec.kind == "rule":
+            self.rules.get(rec.user_id, {}).pop(rec.key or "", None)
+        elif rec.kind == "playbook":
+            books = self.playbooks.get(rec.user_id, [])
+            books[:] = [b for b in books if b.id != rec.id]
+
+    def _publish(self, kind: str, user_id: str, **data: Any) -> None:
+        self.core.events.publish("memory", kind, data, user_id=user_id)
+
+    async def _vector_ops(self, recs: list[MemoryRecord]) -> list[Op]:
+        vecs = await self.core.embedder.embed([r.content for r in recs])
+        if not vecs:
+            return []
+        return [("INSERT OR REPLACE INTO memory_vectors(id, dim, embedding) VALUES (?,?,?)",
+                 (r.id, len(v), pack(v))) for r, v in zip(recs, vecs, strict=True)]
+
+    def _new(self, user_id: str, type_: str, kind: str, key: str | None, content: str,
+             metadata: dict[str, Any], at: float | None = None) -> MemoryRecord:
+        now = self.core.clock.now()
+        return MemoryRecord(next(self._ids), user_id, type_, kind, key, content, metadata,
+                            at if at is not None else now, now)
+
+    async def commit(self, change: Change, extra_ops: list[Op] | None = None) -> None:
+        """Write the change (with ``extra_ops`` in the same transaction), then apply it."""
+        if change.changed or extra_ops:
+            await self.core.store.write(change.ops + (extra_ops or []))
+        if change.changed:
+            change.apply()
+            data: dict[str, Any] = {"record": change.record.to_wire()}
+            if change.previous is not None:
+                data["previous"] = change.previous.to_wire()
+            self._publish(change.event, change.record.user_id, **data)
+
+    # --- semantic ------------------------------------------------------------------------
+    async def prepare_preference(self, user_id: str, key: str, value: str, *, replace: bool,
+                                 metadata: dict[str, Any] | None = None) -> Change:
+        """Set ``key`` to ``value``. A different existing value is a CONFLICT unless
+        ``replace``; the same value is no change."""
+        if not key:
+            raise invalid_params("key", "must not be empty")
+        old = self.prefs.get(user_id, {}).get(key)
+        if old is not None and old.content == value:
+            return Change(old, [], lambda: None, "learned", changed=False)
+        if old is not None and not replace:
+            raise MemmanError(CONFLICT, f"preference {key!r} of user {user_id!r} is already "
+                              f"{old.content!r}; the new value {value!r} differs. Pass "
+                              "replace=true to overwrite it, or keep the existing one",
+                              {"key": key, "existing": old.content, "proposed": value})
+        rec = self._new(user_id, "semantic", "preference", key, value, metadata or {})
+        if old is not None:
+            rec.id, rec.created_at = old.id, old.created_at
+        ops = [rec.insert_op(), *await self._vector_ops([rec])]
+        return Change(rec, ops, lambda: self._index(rec), "learned", previous=old)
+
+    async def learn(self, user_id: str, key: str, value: Any, opts: dict[str, Any]) -> dict[str, Any]:
+        """Seed 003's learn: set a preference, overwriting by default (``opts.replace`` false
+        makes a different existing value a CONFLICT). Non-text values are stored as JSON and
+        recalled as they were given."""
+        replace = opts.get("replace", True)
+        meta = dict(opts.get("metadata") or {})
+        if not isinstance(value, str):
+            value = json.dumps(value, ensure_ascii=False, sort_keys=True)
+            meta["json"] = True
+        ch = await self.prepare_preference(user_id, key, value, replace=bool(replace),
+                                           metadata=meta)
+        await self.commit(ch)
+        return {"record": ch.record.to_wire(), "changed": ch.changed,
+                "previous": ch.previous.content if ch.previous else None}
+
+    def recall(self, user_id: str, key: str) -> dict[str, Any] | None:
+        rec = self.prefs.get(user_id, {}).get(key)
+        if rec is None:
+            return None
+        value = json.loads(rec.content) if rec.metadata.get("json") else rec.content
+        return {"key": key, "value": value, "timestamp": rec.updated_at,
+                "created_at": rec.created_at, "id": rec.id, "metadata": rec.metadata}
+
+    # --- procedural ----------------------------------------------------------------------
+    async def prepare_rule(self, user_id: str, condition: str, action: str, *, replace: bool,
+                           metadata: dict[str, Any] | None = None) -> Change:
+        if not condition:
+            raise invalid_params("condition", "must not be empty")
+        old = self.rules.get(user_id, {}).get(condition)
+        if old is not None and old.content == action:
+            return Change(old, [], lambda: None, "appended", changed=False)
+        if old is not None and not replace:
+            raise MemmanError(CONFLICT, f"rule for condition {condition!r} already says "
+                              f"{old.content!r}; the new action {action!r} differs. Pass "
+                              "replace=true to overwrite it, or keep the existing one",
+                              {"condition": condition, "existing": old.content,
+                               "proposed": action})
+        rec = self._new(user_id, "procedural", "rule", condition, action, metadata or {})
+        if old is not None:
+            rec.id, rec.created_at = old.id, old.created_at
+        ops = [rec.insert_op(), *await self._vector_ops([rec])]
+        return Change(rec, ops, lambda: self._index(rec), "appended", previous=old)
+
+    async def prepare_playbook(self, user_id: str, pb: dict[str, Any], *, replace: bool) -> Change:
+        flow = pb.get("flow") or pb.get("flow_dact")
+        if not isinstance(flow, str) or not flow:
+            raise invalid_params("playbook.flow", "expected the flow id (seed 002's flow_dact)")
+        user_query = pb.get("user_query") or ""
+        outcome = pb.get("outcome") or ""
+        slots = pb.get("slots") or {}
+        tool_calls = pb.get("tool_calls") or []
+        if not isinstance(user_query, str) or not isinstance(outcome, str):
+            raise invalid_params("playbook", "user_query and outcome must be strings")
+        if not isinstance(slots, dict):
+            raise invalid_params("playbook.slots", "expected a map of slot name -> value")
+        if not isinstance(tool_calls, list):
+            raise invalid_params("playbook.tool_calls", "expected an array")
+        meta = {"flow": flow, "slots": slots, "tool_calls": tool_calls, "outcome": outcome,
+                "user_query": user_query}
+        content = f"{user_query}\n{outcome}".strip()
+        old = next((b for b in self.playbooks.get(user_id, []) if b.key == flow
+                    and normalize(b.metadata.get("user_query", "")) == normalize(user_query)), None)
+        if old is not None and old.metadata == meta:
+            return Change(old, [], lambda: None, "appended", changed=False)
+        if old is not None and not replace:
+            raise MemmanError(CONFLICT, f"a playbook for flow {flow!r} and this query already "
+                              f"exists with outcome {old.metadata.get('outcome')!r}; pass "
+                              "replace=true to overwrite it", {"flow": flow,
+                                                               "existing": old.metadata,
+                                                               "proposed": meta})
+        rec = self._new(user_id, "procedural", "playbook", flow, content, meta)
+        if old is not None:
+            rec.id, rec.created_at = old.id, old.created_at
+        ops = [rec.insert_op(), *await self._vector_ops([rec])]
+        return Change(rec, ops, lambda: self._index(rec), "appended", previous=old)
+
+    # --- append (seed 003) -----------------------------------------------------------------
+    async def append(self, user_id: str, type_: str, entry: dict[str, Any],
+                     client: str = "") -> dict[str, Any]:
+        _check_type(type_, MEMORY_TYPES)
+        if not isinstance(entry, dict):
+            raise invalid_params("entry", "expected a map")
+        content = entry.get("content", "")
+        if not isinstance(content, str):
+            raise invalid_params("entry.content", "expected a string")
+        metadata = entry.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise invalid_params("entry.metadata", "expected a map")
+        if entry.get("id") is not None:
+            metadata = {**metadata, "external_id": entry["id"]}
+        if type_ == "working":
+            sid = entry.get("session_id") or metadata.get("session_id")
+            if not isinstance(sid, str):
+                raise invalid_params("entry.session_id", "working memory is a session's "
+                                     "scratchpad: name the session")
+            s = self.core.sessions.get(sid)
+            if s.meta.user_id != user_id:
+                raise invalid_params("entry.session_id", f"session {sid!r} belongs to user "
+                                     f"{s.meta.user_id!r}, not {user_id!r}")
+            res = await self.core.scratchpad.write(sid, content, {"metadata": metadata}, client)
+            return {"type": "working", "record": res["snippet"], "created": res["created"]}
+        if type_ == "semantic":
+            key = entry.get("key") or metadata.get("key") or entry.get("id")
+            if not isinstance(key, str) or not key:
+                raise invalid_params("entry.key", "a semantic entry needs a key (entry.key or "
+                                     "metadata.key)")
+            ch = await self.prepare_preference(user_id, key, content, replace=True,
+                                               metadata=metadata)
+        elif type_ == "procedural":
+            if "flow" in entry or "flow_dact" in entry or metadata.get("kind") == "playbook":
+                pb = {**metadata, **{k: v for k, v in entry.items() if k != "metadata"}}
+                ch = await self.prepare_playbook(user_id, pb, replace=True)
+            else:
+                cond = entry.get("condition") or metadata.get("condition")
+                if not isinstance(cond, str) or not cond:
+                    raise invalid_params("entry.condition", "a procedural rule needs a condition "
+                                         "(entry.condition or metadata.condition); a playbook "
+                                         "needs a flow")
+                action = entry.get("action") or content
+                ch = await self.prepare_rule(user_id, cond, action, replace=True,
+                                             metadata=metadata)
+        else:
+            if not content:
+                raise invalid_params("entry.content", "must not be empty")
+            at = entry.get("timestamp")
+            if at is not None and (not isinstance(at, (int, float)) or isinstance(at, bool)):
+                raise invalid_params("entry.timestamp", "expected unix seconds")
+            rec = self._new(user_id, "episodic", "entry", None, content, metadata,
+                            float(at) if at is not None else None)
+
+            def bump() -> None:
+                self.episodic_count[user_id] = self.episodic_count.get(user_id, 0) + 1
+            ch = Change(rec, [rec.insert_op(), *await self._vector_ops([rec])], bump, "appended")
+        await self.commit(ch)
+        return {"type": type_, "record": ch.record.to_wire(), "created": ch.changed}
+
+    # --- search --------------------------------------------------------------------------
+    async def search(self, user_id: str, type_: str, query: str,
+                     opts: dict[str, Any]) -> list[dict[str, Any]]:
+        """Best first, each with ``score`` and its parts (``lexical``, ``semantic``,
+        ``recency``). ``type_`` "" or "all" searches the stored layers together."""
+        self.searches += 1
+        limit = int(opts.get("limit") or self.core.config.memory.search_limit)
+        if type_ in ("", "all"):
+            types: tuple[str, ...] = STORED_TYPES
+        else:
+            _check_type(type_, MEMORY_TYPES)
+            types = (type_,)
+        if types == ("working",):
+            return self._search_working(user_id, query, limit, opts.get("session_id"))
+        kind = opts.get("kind")
+        flow = opts.get("flow")
+        if flow is not None:
+            books = [b for b in self.playbooks.get(user_id, []) if b.key == flow]
+            books.sort(key=lambda b: -b.updated_at)
+            return [{**b.to_wire(), "score": 1.0, "match": "flow"} for b in books[:limit]]
+        if not query.strip():
+            raise invalid_params("query", "must not be empty (or pass opts.flow for playbooks)")
+        return await self._search_stored(user_id, types, query, limit, kind)
+
+    def _recency(self, at: float, now: float) -> float:
+        cfg = self.core.config.memory
+        age = max(0.0, now - at)
+        if age >= cfg.recency_window_s:
+            return 0.0
+        return cfg.recency_bonus * (1.0 - age / cfg.recency_window_s)
+
+    async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,
+                             limit: int, kind: str | None) -> list[dict[str, Any]]:
+        cfg = self.core.config.memory
+        store = self.core.store
+        now = self.core.clock.now()
+        marks = ",".join("?" * len(types))
+        filt = f"m.user_id=? AND m.type IN ({marks}) AND m.archived_by IS NULL"
+        fparams: list[Any] = [user_id, *types]
+        if kind:
+            filt += " AND m.kind=?"
+            fparams.append(kind)
+        lexical: dict[int, float] = {}
+        rows: dict[int, MemoryRecord] = {}
+        match = fts_query(query)
+        if match:
+            sql = (f"SELECT {_prefixed('m')}, bm25(memories_fts) AS r FROM memories_fts "
+                   f"JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? "
+                   f"AND {filt} ORDER BY r LIMIT ?")
+            for r in await store.fetchall(sql, [match, *fparams, cfg.candidates]):
+                rec = MemoryRecord.from_row(r)
+                rows[rec.id] = rec
+                lexical[rec.id] = -r[10]
+        semantic: dict[int, float] = {}
+        qv = await self.core.embedder.embed([query]) if self.core.embedder.enabled else None
+        if qv:
+            hits = await self.vectors.knn(
+                f"SELECT v.id, vec_distance_cosine(v.embedding, ?) AS d FROM memory_vectors v "
+                f"JOIN memories m ON m.id = v.id WHERE {filt} AND v.dim=? ORDER BY d LIMIT ?",
+                f"SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.id "
+                f"WHERE {filt} AND v.dim=?",
+                [*fparams, len(qv[0])], qv[0], cfg.candidates, store.fetchall)
+            semantic = {i: max(0.0, s) for i, s in hits}
+            missing = [i for i in semantic if i not in rows]
+            if missing:
+                sql = (f"SELECT {MemoryRecord._COLS} FROM memories WHERE id IN "
+                       f"({','.join('?' * len(missing))})")
+                for r in await store.fetchall(sql, missing):
+                    rows[r[0]] = MemoryRecord.from_row(r)
+        out = []
+        top_lex = max(lexical.values(), default=0.0) or 1.0
+        for rid, rec in rows.items():
+            rec_bonus = self._recency(rec.updated_at, now)
+            lex = lexical.get(rid, 0.0)
+            if qv:
+                sem = semantic.get(rid, 0.0)
+                score = cfg.lexical_weight * (lex / top_lex) + cfg.semantic_weight * sem + rec_bonus
+            else:
+                sem = None
+                score = lex + rec_bonus
+            out.append({**rec.to_wire(), "score": round(score, 6), "lexical": round(lex, 6),
+                        "semantic": None if sem is None else round(sem, 6),
+                        "recency": round(rec_bonus, 6)})
+        out.sort(key=lambda d: (-d["score"], -d["id"]))
+        return out[:limit]
+
+    def _search_working(self, user_id: str, query: str, limit: int,
+                        session_id: str | None) -> list[dict[str, Any]]:
+        terms = [t for t in _WORD.findall(query.lower())]
+        now = self.core.clock.now()
+        out = []
+        for sid in self._user_sessions(user_id):
+            if session_id and sid != session_id:
+                continue
+            for sn in self.core.scratchpad.peek(sid):
+                base = seed003_score(sn.text, terms)
+                if base <= 0:
+                    continue
+                bonus = self._recency(sn.last_used_at, now)
+                out.append({**sn.to_wire(), "type": "working", "score": round(base + bonus, 6),
+                            "lexical": base, "semantic": None, "recency": round(bonus, 6)})
+        out.sort(key=lambda d: (-d["score"], -d["id"]))
+        return out[:limit]
+
+    def _user_sessions(self, user_id: str) -> list[str]:
+        return [sid for sid, s in self.core.sessions.by_id.items() if s.meta.user_id == user_id]
+
+    # --- list / compact / stats / clear --------------------------------------------------
+    async def list(self, user_id: str, type_: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
+        """Newest first; ``opts``: limit (50), before_id, kind, include_archived."""
+        _check_type(type_, MEMORY_TYPES)
+        limit = int(opts.get("limit") or 50)
+        if type_ == "working":
+            sns = [sn for sid in self._user_sessions(user_id)
+                   for sn in self.core.scratchpad.peek(sid)]
+            sns.sort(key=lambda s: -s.id)
+            return [{**s.to_wire(), "type": "working"} for s in sns[:limit]]
+        where = "user_id=? AND type=?"
+        params: list[Any] = [user_id, type_]
+        if not opts.get("include_archived"):
+            where += " AND archived_by IS NULL"
+        if opts.get("kind"):
+            where += " AND kind=?"
+            params.append(opts["kind"])
+        if opts.get("before_id") is not None:
+            where += " AND id<?"
+            params.append(int(opts["before_id"]))
+        rows = await self.core.store.fetchall(
+            f"SELECT {MemoryRecord._COLS} FROM memories WHERE {where} ORDER BY id DESC LIMIT ?",
+            [*params, limit])
+        return [MemoryRecord.from_row(r).to_wire() for r in rows]
+
+    async def compact(self, user_id: str, type_: str, opts: dict[str, Any],
+                      client: str = "") -> dict[str, Any]:
+        """Seed 003's compact: keep the newest ``keep_last`` live, fold the older ones into one
+        summary entry (``summarize_older``, default true). Older entries are archived behind
+        the summary (``archived_by``), not deleted; working snippets are evicted (audited)."""
+        _check_type(type_, MEMORY_TYPES)
+        keep = opts.get("keep_last", self.core.config.memory.compact_keep_last)
+        if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
+            raise invalid_params("opts.keep_last", "expected a whole number ≥ 0")
+        summarize = bool(opts.get("summarize_older", True))
+        if type_ == "semantic":
+            return {"type": type_, "archived": 0, "summary_id": None, "kept": len(
+                self.prefs.get(user_id, {}))}
+        if type_ == "working":
+            evicted = 0
+            for sid in self._user_sessions(user_id):
+                snips = self.core.scratchpad.peek(sid)
+                for sn in snips[:max(0, len(snips) - keep)]:
+                    await self.core.scratchpad.evict(sid, sn.id, client)
+                    evicted += 1
+            return {"type": type_, "archived": evicted, "summary_id": None, "kept": keep}
+        rows = await self.core.store.fetchall(
+            f"SELECT {MemoryRecord._COLS} FROM memories WHERE user_id=? AND type=? "
+            "AND archived_by IS NULL ORDER BY created_at, id", (user_id, type_))
+        recs = [MemoryRecord.from_row(r) for r in rows]
+        older = recs[:max(0, len(recs) - keep)]
+        if not older:
+            return {"type": type_, "archived": 0, "summary_id": None, "kept": len(recs)}
+        summary = None
+        if summarize and type_ == "episodic":
+            lines = [f"[Summary of {len(older)} entries]"]
+            for r in older:
+                meta = " ".join(f"{k}={v}" for k, v in r.metadata.items()
+                                if isinstance(v, (str, int, float)))
+                lines.append(f"- {r.content[:100]}" + (f" [{meta}]" if meta else ""))
+            summary = self._new(user_id, type_, "summary", None, "\n".join(lines),
+                                {"entry_ids": [r.id for r in older],
+                                 "start": older[0].created_at, "end": older[-1].created_at},
+                                older[-1].created_at)
+        mark = summary.id if summary else 0
+        ops: list[Op] = [("UPDATE memories SET archived_by=? WHERE id=?", (mark, r.id))
+                         for r in older]
+        if summary is not None:
+            ops += [summary.insert_op(), *await self._vector_ops([summary])]
+        await self.core.store.write(ops)
+        for r in older:
+            self._unindex(r)
+        if type_ == "episodic":
+            self.episodic_count[user_id] = (self.episodic_count.get(user_id, 0) - len(older)
+                                            + (1 if summary else 0))
+        self._publish("compacted", user_id, type=type_, archived=len(older),
+                      summary_id=summary.id if summary else None)
+        return {"type": type_, "archived": len(older),
+                "summary_id": summary.id if summary else None, "kept": len(recs) - len(older)}
+
+    async def stats_for(self, user_id: str) -> dict[str, Any]:
+        """Seed 003's MemoryStats for one user (sizes in bytes, tokens by tiktoken)."""
+        model = "gpt-4o-mini"
+        working = [sn for sid in self._user_sessions(user_id)
+                   for sn in self.core.scratchpad.peek(sid)]
+        rows = await self.core.store.fetchall(
+            "SELECT type, count(*), sum(length(content) + length(metadata) + length(coalesce(key,''))) "
+            "FROM memories WHERE user_id=? AND archived_by IS NULL GROUP BY type", (user_id,))
+        by_type = {r[0]: (r[1], r[2] or 0) for r in rows}
+        archived = await self.core.store.fetchall(
+            "SELECT count(*) FROM memories WHERE user_id=? AND archived_by IS NOT NULL", (user_id,))
+        vecs = await self.core.store.fetchall(
+            "SELECT count(*) FROM memory_vectors v JOIN memories m ON m.id=v.id WHERE m.user_id=?",
+            (user_id,))
+        return {
+            "user_id": user_id,
+            "working_memory_tokens": sum(self.core.tokens.count_text(sn.text, model)
+                                         for sn in working),
+            "working_snippets": len(working),
+            "episodic_entry_count": by_type.get("episodic", (0, 0))[0],
+            "semantic_entry_count": len(self.prefs.get(user_id, {})),
+            "procedural_rule_count": len(self.rules.get(user_id, {})),
+            "playbook_count": len(self.playbooks.get(user_id, [])),
+            "archived_count": archived[0][0],
+            "vector_count": vecs[0][0],
+            "total_storage_bytes": sum(b for _, b in by_type.values())
+            + sum(len(sn.text.encode()) for sn in working),
+            "search_mode": self.search_mode,
+        }
+
+    async def clear(self, user_id: str, type_: str, client: str = "") -> dict[str, Any]:
+        """Delete one layer ("" = all) of a user's memory. The only call that deletes it."""
+        types = MEMORY_TYPES if type_ in ("", "all") else (type_,)
+        for t in types:
+            _check_type(t, MEMORY_TYPES)
+        cleared: dict[str, int] = {}
+        if "working" in types:
+            cleared["working"] = await self.core.scratchpad.clear(self._user_sessions(user_id),
+                                                                  client)
+        stored = [t for t in types if t != "working"]
+        if stored:
+            marks = ",".join("?" * len(stored))
+            counts = await self.core.store.fetchall(
+                f"SELECT type, count(*) FROM memories WHERE user_id=? AND type IN ({marks}) "
+                "GROUP BY type", [user_id, *stored])
+            _, aop = self.core.audit.record("clear", f"user memory: {', '.join(stored)}",
+                                            f"memory:{user_id}", "-", client, user_id=user_id,
+                                            counts={t: n for t, n in counts})
+            await self.core.store.write([
+                (f"DELETE FROM memory_vectors WHERE id IN (SELECT id FROM memories WHERE "
+                 f"user_id=? AND type IN ({marks}))", [user_id, *stored]),
+                (f"DELETE FROM memories WHERE user_id=? AND type IN ({marks})", [user_id, *stored]),
+                aop])
+            for t, n in counts:
+                cleared[t] = n
+            if "semantic" in stored:
+                self.prefs.pop(user_id, None)
+            if "procedural" in stored:
+                self.rules.pop(user_id, None)
+                self.playbooks.pop(user_id, None)
+            if "episodic" in stored:
+                self.episodic_count.pop(user_id, None)
+        self._publish("cleared", user_id, types=list(types), counts=cleared)
+        return {"cleared": cleared}
+
+
+def _prefixed(alias: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in MemoryRecord._COLS.split(","))
+
+
+def _check_type(type_: str, allowed: tuple[str, ...]) -> None:
+    if type_ not in allowed:
+        raise invalid_params("type", f"must be one of {', '.join(allowed)}; got {type_!r}")

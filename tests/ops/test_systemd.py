@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -112,7 +113,8 @@ def test_socket_activated_daemon_answers_and_notifies_ready(tmp: Path) -> None:
     cmd = ["systemd-socket-activate", "-l", str(sock_path)]
     for k, v in passed.items():
         cmd += ["-E", f"{k}={v}"]
-    cmd += [sys.executable, "-m", "memman_daemon", "--socket", str(sock_path),
+    # the very command the installed memman.service runs
+    cmd += [*shlex.split(systemd_units.exec_start()), "--socket", str(sock_path),
             "--data-dir", str(tmp / "data")]
     log = open(tmp / "daemon.log", "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)

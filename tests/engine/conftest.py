@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from memman.config import Config
 from memman.sync_client import SyncClient
-from tests.helpers import running_daemon, short_tmpdir
+from tests.helpers import make_config, running_daemon, short_tmpdir
 from tests.llm_server import LLMServer
 
 
@@ -21,10 +22,13 @@ def llm() -> Iterator[LLMServer]:
         yield srv
 
 
-def llm_sections(srv: LLMServer, timeout_s: float = 2.0, **extra: Any) -> dict[str, Any]:
-    """Config overrides pointing the summarizer at the loopback server."""
-    return {"llm": {"base_url": srv.base_url, "api_key_env": "MEMMAN_TEST_LLM_KEY",
-                    "timeout_s": timeout_s, **extra}}
+def llm_config(srv: LLMServer, timeout_s: float = 2.0, **sections: Any) -> Config:
+    """A test Config whose summarizer points at the loopback server (key: MEMMAN_TEST_LLM_KEY)."""
+    cfg = make_config(short_tmpdir(), **sections)
+    cfg.llm.base_url = srv.base_url
+    cfg.llm.timeout_s = timeout_s
+    cfg.llm.api_key_env = "MEMMAN_TEST_LLM_KEY"
+    return cfg
 
 
 @pytest.fixture

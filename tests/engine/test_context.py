@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memman_daemon.clock import FakeClock
-from tests.engine.conftest import llm_sections
+from tests.engine.conftest import llm_config
 from tests.helpers import running_daemon
 from tests.llm_server import LLMServer
 
@@ -100,7 +100,7 @@ async def test_seed001_success_criteria():
 
 async def test_emergency_skips_the_llm_even_when_one_is_configured(llm_key):
     with LLMServer() as srv:
-        async with running_daemon(**llm_sections(srv)) as d, d.client() as c:
+        async with running_daemon(config=llm_config(srv)) as d, d.client() as c:
             await c.call("memman_session_open", "s", {"max_tokens": 300})
             for i in range(40):
                 await add(c, "s", f"{FILLER} {i}")

@@ -1,0 +1,117 @@
+"""The summarizer's LLM path: the real openai client against the loopback server."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.conftest import llm_config
+from tests.engine.test_context import FILLER, add
+from tests.helpers import running_daemon
+from tests.llm_server import LLMServer
+
+
+async def _compact(c) -> dict:
+    await c.call("memman_session_open", "s", {})
+    for i in range(20):
+        await add(c, "s", f"{FILLER} {i} error in step {i}" if i == 3 else f"{FILLER} {i}")
+    return await c.call("memman_session_compact", "s")
+
+
+async def test_good_answer_is_used_and_counted(llm_key):
+    with LLMServer(reply="Topics: chatter. Decisions: none. Errors: step 3.") as srv:
+        async with running_daemon(config=llm_config(srv, compression={"auto_compress": False,
+                                                                    "llm_deadline_s": 5.0})) as d, \
+                d.client() as c:
+            r = await _compact(c)
+            assert r["summary"]["source"] == "llm"
+            assert "Topics: chatter" in r["summary"]["content"]
+            req = srv.chat_requests()[-1]
+            assert req["model"] == "gpt-4o-mini"
+            prompt = req["messages"][0]["content"]
+            for word in ("topics", "decisions", "Tools used", "errors", "Open tasks"):
+                assert word.lower() in prompt.lower()
+            st = (await c.call("memman_stats"))["summarizer"]
+            assert st["calls"] == 1 and st["ok"] == 1 and st["failures"] == 0
+            assert st["prompt_tokens"] > 0 and st["completion_tokens"] > 0
+            assert st["latency_total_s"] >= 0
+
+
+@pytest.mark.parametrize("mode,counter", [("500", "http_errors"), ("malformed", "malformed"),
+                                          ("empty", "malformed")])
+async def test_failures_fall_back(llm_key, mode, counter):
+    with LLMServer(mode=mode) as srv:
+        async with running_daemon(config=llm_config(srv, compression={"auto_compress": False,
+                                                                    "llm_deadline_s": 5.0})) as d, \
+                d.client() as c:
+            r = await _compact(c)
+            assert r["summary"]["source"] == "fallback"
+            assert "[Previous conversation summary]" in r["summary"]["content"]
+            assert "1 error encountered" in r["summary"]["content"]
+            st = (await c.call("memman_stats"))["summarizer"]
+            assert st[counter] == 1 and st["failures"] == 1 and st["fallbacks"] == 1
+
+
+async def test_hang_past_timeout_falls_back(llm_key):
+    with LLMServer(mode="hang", hang_s=5) as srv:
+        async with running_daemon(config=llm_config(srv, timeout_s=0.3, compression={"auto_compress": False, "llm_deadline_s": 5.0})) as d, \
+                d.client() as c:
+            r = await _compact(c)
+            assert r["summary"]["source"] == "fallback"
+            st = (await c.call("memman_stats"))["summarizer"]
+            assert st["timeouts"] == 1
+
+
+async def test_requests_do_not_wait_past_the_deadline(llm_key):
+    """The hung LLM would take 5 s; the agent's request returns at the deadline with the
+    fallback, and the late answer is applied in the background."""
+    with LLMServer(mode="hang", hang_s=1.0) as srv:
+        async with running_daemon(config=llm_config(srv, timeout_s=10, context={"llm_deadline_s": 0.05})) as d, d.client() as c:
+            await c.call("memman_session_open", "s", {"max_tokens": 2000})
+            for i in range(80):
+                await add(c, "s", f"{FILLER} {i}", role="assistant")
+            r = await c.call("memman_session_context", "s", {})
+            assert r["band"] != "emergency"
+            sources = {g["source"] for g in r["gaps"] if g["action"] == "summarized"}
+            assert sources == {"fallback"}
+            st = (await c.call("memman_stats"))["summarizer"]
+            assert st["deadline_missed"] >= 1
+            for _ in range(100):  # the late LLM answer fills the gap cache
+                import asyncio
+                await asyncio.sleep(0.05)
+                if (await c.call("memman_stats"))["summarizer"]["late_results"]:
+                    break
+            r = await c.call("memman_session_context", "s", {})
+            assert "llm" in {g["source"] for g in r["gaps"]}
+
+
+async def test_openai_env_vars_are_honoured(monkeypatch):
+    with LLMServer(reply="env summary") as srv:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        from tests.helpers import make_config, short_tmpdir
+        cfg = make_config(short_tmpdir(), compression={"auto_compress": False,
+                                                       "llm_deadline_s": 5.0})
+        cfg.llm.api_key_env = "OPENAI_API_KEY"
+        async with running_daemon(config=cfg) as d, d.client() as c:
+            r = await _compact(c)
+            assert r["summary"]["source"] == "llm" and "env summary" in r["summary"]["content"]
+
+
+async def test_no_key_means_fallback_without_calls():
+    async with running_daemon(compression={"auto_compress": False}) as d, d.client() as c:
+        r = await _compact(c)
+        assert r["summary"]["source"] == "fallback"
+        st = (await c.call("memman_stats"))["summarizer"]
+        assert st["calls"] == 0 and st["no_key"] == 1 and not st["available"]
+
+
+async def test_llm_compresses_the_rolling_summary(llm_key):
+    with LLMServer(reply="condensed history") as srv:
+        async with running_daemon(config=llm_config(srv, cycle={"llm_deadline_s": 5.0})) as d, \
+                d.client() as c:
+            await c.call("memman_session_open", "s", {})
+            for i in range(25):
+                r = await c.call("memman_session_finalize", "s", f"q{i} " + "x" * 400, "a" * 300)
+            assert r["state"]["llm_compressions"] >= 1
+            rep = await c.call("memman_session_report", "s")
+            assert "LLM compressions: " in rep["text"]

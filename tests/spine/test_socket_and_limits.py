@@ -1,0 +1,188 @@
+"""The socket file and the connection limits: modes, stale takeover, never stealing a live
+socket, max clients, and refusal of other users (SO_PEERCRED)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from memman import errors
+from memman_daemon import server as server_mod
+from memman_daemon.server import StartupError
+from tests.helpers import daemon_process, make_config, running_daemon, short_tmpdir
+from tests.wire import RawConn, blocking_ping
+
+GUARD = 30.0
+
+
+@pytest.fixture
+def root():
+    d = short_tmpdir("mmsock")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+async def test_socket_0600_in_a_0700_directory(root) -> None:
+    async with running_daemon(root) as d:
+        assert stat.S_IMODE(d.socket.stat().st_mode) == 0o600
+        assert stat.S_IMODE(d.socket.parent.stat().st_mode) == 0o700
+        assert stat.S_ISSOCK(d.socket.stat().st_mode)
+
+
+async def test_refuses_a_socket_directory_open_to_others(root) -> None:
+    (root / "s").mkdir(mode=0o755)
+    (root / "s").chmod(0o755)
+    with pytest.raises(StartupError, match="open to other users.*chmod 700"):
+        async with running_daemon(root):
+            pass
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown the directory to another user")
+async def test_refuses_a_socket_directory_owned_by_someone_else(root) -> None:
+    (root / "s").mkdir(mode=0o700)
+    os.chown(root / "s", 65534, 65534)
+    with pytest.raises(StartupError, match="owned by uid 65534"):
+        async with running_daemon(root):
+            pass
+
+
+async def test_stale_socket_is_taken_over(root) -> None:
+    path = root / "s" / "memman.sock"
+    path.parent.mkdir(mode=0o700)
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(str(path))
+    dead.close()  # the file stays; nobody listens: what a crashed daemon leaves
+    assert path.exists()
+    async with running_daemon(root) as d, d.client() as c:
+        assert await c.ping() == "pong"
+
+
+async def test_a_file_that_is_not_a_socket_is_left_alone(root) -> None:
+    path = root / "s" / "memman.sock"
+    path.parent.mkdir(mode=0o700)
+    path.write_text("precious")
+    with pytest.raises(StartupError, match="not a socket"):
+        async with running_daemon(root):
+            pass
+    assert path.read_text() == "precious"
+
+
+async def test_refuses_to_steal_a_live_socket(root) -> None:
+    async with running_daemon(root) as d:
+        other = short_tmpdir("mmsock2")
+        try:
+            cfg = make_config(other)
+            cfg.socket = d.socket
+            with pytest.raises(StartupError, match="already listening"):
+                async with running_daemon(other, config=cfg):
+                    pass
+        finally:
+            shutil.rmtree(other, ignore_errors=True)
+        async with d.client() as c:  # the first daemon is untouched
+            assert await c.ping() == "pong"
+        assert d.socket.exists()
+
+
+def test_second_daemon_process_exits_with_a_clear_message() -> None:
+    with daemon_process() as d:
+        r = subprocess.run([sys.executable, "-m", "memman_daemon", "--socket", str(d.socket),
+                            "--data-dir", str(d.root / "data2")], capture_output=True, text=True,
+                           timeout=GUARD, env={**os.environ, "MEMMAN_CONFIG": str(d.root / "x")})
+        assert r.returncode == 1
+        assert "already listening" in r.stderr
+        assert blocking_ping(d.socket) == "pong"
+
+
+async def test_max_clients(root) -> None:
+    async with running_daemon(root, limits={"max_clients": 3}) as d:
+        clients = [await _client(d) for _ in range(3)]
+        for c in clients:
+            assert await c.ping() == "pong"
+        async with RawConn.open(d.socket) as rc:
+            out = await rc.outcome(GUARD)
+        assert out.closed
+        assert out.error_codes() == [errors.LIMIT_EXCEEDED]
+        assert "max_clients" in out.errors[0]["message"]
+        for c in clients:  # the others are unaffected
+            assert await c.ping() == "pong"
+        await clients.pop().close()
+        for _ in range(int(GUARD / 0.02)):  # the slot frees once the daemon sees the close
+            if len(d.server.state.connections) < 3:
+                break
+            await asyncio.sleep(0.02)
+        clients.append(await _client(d))
+        assert await clients[-1].ping() == "pong"
+        for c in clients:
+            await c.close()
+
+
+async def _client(d):
+    from memman.client import Client
+    return await Client.connect(d.socket)
+
+
+async def test_foreign_uid_refused(root, monkeypatch) -> None:
+    """The refusal path, with SO_PEERCRED reporting another uid."""
+    monkeypatch.setattr(server_mod, "peer_uid", lambda sock: os.getuid() + 4242)
+    async with running_daemon(root) as d:
+        async with RawConn.open(d.socket) as rc:
+            await rc.send(b"\x94\x00\x01\xabmemman_ping\x90")
+            out = await rc.outcome(GUARD)
+        assert out.closed
+        assert out.error_codes() == [errors.FORBIDDEN]
+        assert f"uid {os.getuid() + 4242}" in out.errors[0]["message"]
+        assert not [m for m in out.messages if m[0] == 1], "a refused peer got an answer"
+
+
+REFUSED_CLIENT = r"""
+import json, socket, sys, msgpack
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(20)
+s.connect(sys.argv[1])
+try:
+    s.sendall(msgpack.packb([0, 1, "memman_ping", []]))
+except OSError:
+    pass
+u = msgpack.Unpacker(raw=False)
+out = []
+while True:
+    try:
+        data = s.recv(65536)
+    except OSError:
+        break
+    if not data:
+        break
+    u.feed(data)
+    out.extend(u)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv to connect as another user")
+async def test_real_foreign_uid_refused(root) -> None:
+    """A client really running as ``nobody`` (the socket made reachable only for this test)."""
+    async with running_daemon(root) as d:
+        for p, mode in ((root, 0o711), (d.socket.parent, 0o711), (d.socket, 0o666)):
+            p.chmod(mode)
+        proc = await asyncio.create_subprocess_exec(
+            "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+            "-c", REFUSED_CLIENT, str(d.socket),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), GUARD)
+        assert proc.returncode == 0, stderr.decode()
+        messages = json.loads(stdout)
+        assert [m[0] for m in messages] == [2], messages  # one event, no answer
+        assert messages[0][1] == "memman_error_event"
+        assert messages[0][2][0]["code"] == errors.FORBIDDEN
+        assert "uid 65534" in messages[0][2][0]["message"]
+        async with d.client() as c:
+            assert await c.ping() == "pong"

@@ -194,8 +194,8 @@ class UserMemory:
     def _new(self, user_id: str, type_: str, kind: str, key: str | None, content: str,
              metadata: dict[str, Any], at: float | None = None) -> MemoryRecord:
         now = self.core.clock.now()
-        return MemoryRecord(next(self._ids), user_id, type_, kind, key, content, metadata,
-                            at if at is not None else now, now)
+        at = at if at is not None else now
+        return MemoryRecord(next(self._ids), user_id, type_, kind, key, content, metadata, at, at)
 
     async def commit(self, change: Change, extra_ops: list[Op] | None = None) -> None:
         """Write the change (with ``extra_ops`` in the same transaction), then apply it."""

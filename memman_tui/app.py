@@ -27,6 +27,7 @@ from memman.errors import CONFLICT, MemmanError
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE, Backend, ClientFactory
 from memman_tui.live import LiveState
+from memman_tui.rows import as_list, snippet_id
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.screens.dialogs import (
     ConfirmScreen,
@@ -143,6 +144,7 @@ class MemmanApp(App):
 
     def on_memman_app_connected(self, _message: Connected) -> None:
         self.refresh_stats()
+        self.seed_counts()
         if isinstance(self.screen, MonitorScreen):
             self.screen.reload()
 
@@ -171,6 +173,8 @@ class MemmanApp(App):
             return
         if changes.resync:
             self.resync()
+        elif changes.stale:
+            self.refresh_overviews(changes.stale)
         for screen in self.screen_stack:
             if isinstance(screen, MonitorScreen) and screen.is_current:
                 screen.apply(changes)
@@ -198,6 +202,43 @@ class MemmanApp(App):
                 from memman_tui.widgets.daemon_header import DaemonHeader
 
                 screen.query_one(DaemonHeader).show_stats(self.stats, self.clock())
+
+    @work(exclusive=True, group="seed")
+    async def seed_counts(self) -> None:
+        """Cache and scratchpad sizes per session, once per connection; events keep them."""
+        backend = self.backend
+        if backend is None:
+            return
+        gate = asyncio.Semaphore(16)
+
+        async def one(sid: str) -> None:
+            async with gate:
+                cache, cands = await asyncio.gather(backend.cache_list(sid),
+                                                    backend.scratchpad_candidates(sid),
+                                                    return_exceptions=True)
+            keys = ({str(e.get("key")) for e in as_list(cache, "entries")}
+                    if isinstance(cache, (dict, list)) else None)
+            ids = ({snippet_id(c) for c in as_list(cands, "candidates")}
+                   if isinstance(cands, (dict, list)) else None)
+            self.live.seed_counts(sid, keys, ids)
+
+        sids = list(self.live.sessions)
+        await asyncio.gather(*(one(sid) for sid in sids))
+        screen = self.screen
+        if isinstance(screen, OverviewScreen):
+            screen.rebuild()
+
+    @work(exclusive=True, group="overviews")
+    async def refresh_overviews(self, stale: set[str]) -> None:
+        """Rows whose events carried no overview: one session_list for all of them."""
+        if self.backend is None:
+            return
+        self.live.load_sessions(await self.backend.session_list())
+        screen = self.screen
+        if isinstance(screen, MonitorScreen):
+            from memman_tui.live import Drained
+
+            screen.apply(Drained(sessions=stale & set(self.live.sessions)))
 
     @work(exclusive=True, group="resync")
     async def resync(self) -> None:
@@ -357,27 +398,28 @@ class MemmanApp(App):
     async def promote(self, session_id: str, snippets: list[dict[str, Any]]) -> None:
         if not self.can_change("promotion"):
             return
-        target = await self.push_screen_wait(PromoteScreen(len(snippets)))
-        if not target or self.backend is None:
+        choice = await self.push_screen_wait(PromoteScreen(snippets))
+        if not choice or self.backend is None:
             return
+        target, opts = choice
         done = 0
         for snippet in snippets:
-            sid_key = _snippet_key(snippet.get("id", snippet.get("snippet_id")))
+            sid_key = _snippet_key(snippet.get("snippet_id", snippet.get("id")))
             try:
-                result = await self.backend.scratchpad_promote(session_id, sid_key, target)
+                result = await self.backend.scratchpad_promote(session_id, sid_key, target, opts)
             except MemmanError as exc:
                 if exc.code != CONFLICT:
                     raise
                 data = exc.data if isinstance(exc.data, dict) else {}
-                choice = await self.push_screen_wait(ConflictScreen(
-                    str(data.get("key", sid_key)),
-                    data.get("existing", "(the daemon did not send it)"),
-                    data.get("proposed", snippet.get("text", snippet.get("content", "?"))),
-                    exc.message))
-                if choice != "overwrite":
+                key = data.get("key") or data.get("condition") or data.get("flow") or sid_key
+                answer = await self.push_screen_wait(ConflictScreen(
+                    str(key), data.get("existing", "(the daemon did not send it)"),
+                    data.get("proposed", snippet.get("text", "?")), exc.message))
+                if answer != "overwrite":
+                    self.notify(f"kept the existing value of {key!r}")
                     continue
                 result = await self.backend.scratchpad_promote(session_id, sid_key, target,
-                                                               {"overwrite": True})
+                                                               {**opts, "replace": True})
             if not self.report("promote", result):
                 return
             done += 1

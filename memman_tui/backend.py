@@ -118,7 +118,9 @@ class Backend:
             result = result.get("sessions", [])
         return list(result or [])
 
-    async def session_get(self, session_id: str) -> Any:
+    async def session_get(self, session_id: str, opts: dict[str, Any] | None = None) -> Any:
+        if opts:
+            return await self.optional(names.SESSION_GET, session_id, opts)
         return await self.optional(names.SESSION_GET, session_id)
 
     # --- session engine ----------------------------------------------------------------
@@ -161,10 +163,9 @@ class Backend:
         return await self.optional(names.SCRATCHPAD_PROMOTE, session_id, snippet_id, target)
 
     # --- user memory and business context ---------------------------------------------
-    async def memory_list(self, user_id: str, memory_type: str | None = None) -> Any:
-        if memory_type:
-            return await self.optional(names.MEMORY_LIST, user_id, memory_type)
-        return await self.optional(names.MEMORY_LIST, user_id)
+    async def memory_list(self, user_id: str, memory_type: str) -> Any:
+        """{"records": [...]}, newest first; memory_type: semantic, procedural, episodic."""
+        return await self.optional(names.MEMORY_LIST, user_id, memory_type)
 
     async def memory_search(self, user_id: str, memory_type: str, query: str) -> Any:
         return await self.optional(names.MEMORY_SEARCH, user_id, memory_type, query)

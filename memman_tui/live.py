@@ -37,6 +37,7 @@ class Drained:
     sessions: set[str] = field(default_factory=set)  #: overview rows to repaint
     removed: set[str] = field(default_factory=set)  #: sessions deleted
     detail: set[str] = field(default_factory=set)  #: sessions whose detail panels are stale
+    stale: set[str] = field(default_factory=set)  #: overview changed but the event had no row
     memory: bool = False  #: user memory or docs changed
     lines: list[LogLine] = field(default_factory=list)
     resync: bool = False  #: events were missed: reload everything
@@ -44,8 +45,8 @@ class Drained:
 
     @property
     def empty(self) -> bool:
-        return not (self.sessions or self.removed or self.detail or self.memory or self.lines
-                    or self.resync)
+        return not (self.sessions or self.removed or self.detail or self.stale or self.memory
+                    or self.lines or self.resync)
 
 
 def describe(event: str, payload: dict[str, Any]) -> str:
@@ -79,24 +80,33 @@ class LiveState:
 
     def __init__(self, *, max_pending: int = 5000, log_size: int = 500) -> None:
         self.sessions: dict[str, dict[str, Any]] = {}
-        #: per-session counts the overview row shows that events keep current
-        self.cache_counts: dict[str, int] = {}
-        self.scratch_counts: dict[str, int] = {}
+        #: per-session cache keys and scratchpad snippet ids, kept current by events after a
+        #: seed from the list methods (missing = not known yet: the overview shows "-")
+        self.cache_keys: dict[str, set[str]] = {}
+        self.scratch_ids: dict[str, set[Any]] = {}
         self.max_pending = max_pending
         self.log: deque[LogLine] = deque(maxlen=log_size)
         self.received = 0  #: events seen since start
         self.dropped = 0  #: events folded into a resync because of backpressure
         self._pending = Drained()
+        self.stats_event: dict[str, Any] | None = None
         self._last_seq: dict[Any, int] = {}
 
     # --- full loads ----------------------------------------------------------------------
     def load_sessions(self, rows: list[dict[str, Any]]) -> None:
         self.sessions = {r["session_id"]: r for r in rows if "session_id" in r}
-        for sid, row in self.sessions.items():
-            for key, store in (("cache_entries", self.cache_counts),
-                               ("scratchpad_snippets", self.scratch_counts)):
-                if isinstance(row.get(key), int):
-                    store[sid] = row[key]
+
+    def seed_counts(self, sid: str, cache_keys: set[str] | None,
+                    scratch_ids: set[Any] | None) -> None:
+        if cache_keys is not None:
+            self.cache_keys[sid] = cache_keys
+        if scratch_ids is not None:
+            self.scratch_ids[sid] = scratch_ids
+
+    def counts(self, sid: str) -> tuple[int | None, int | None]:
+        """(cache entries, scratchpad snippets) of a session; None when not known."""
+        keys, ids = self.cache_keys.get(sid), self.scratch_ids.get(sid)
+        return (None if keys is None else len(keys), None if ids is None else len(ids))
 
     # --- the event callback (hot path) -----------------------------------------------------
     def on_event(self, event: str, payload: dict[str, Any]) -> None:
@@ -115,6 +125,9 @@ class LiveState:
             self.dropped += 1
             p.resync = True
             return
+        if event == names.STATS_EVENT:  # the daemon's once-a-second tick: header only
+            self.stats_event = payload
+            return
         sid = payload.get("session_id")
         kind = payload.get("kind", "")
         overview = payload.get("session")
@@ -126,8 +139,8 @@ class LiveState:
             sid = overview["session_id"]
             self.sessions[sid] = overview
             p.sessions.add(sid)
-        elif sid and event == names.SESSION_EVENT and sid in self.sessions:
-            p.sessions.add(sid)
+        elif sid and event == names.SESSION_EVENT:
+            p.stale.add(sid)  # e.g. finalized / compressed: fetch the row once per tick
         if sid:
             self._track_counts(event, kind, sid, payload)
             if event in _DETAIL_EVENTS:
@@ -143,17 +156,49 @@ class LiveState:
             del p.lines[:-200]
 
     def _track_counts(self, event: str, kind: str, sid: str, payload: dict[str, Any]) -> None:
-        for key, store in (("cache_entries", self.cache_counts),
-                           ("scratchpad_snippets", self.scratch_counts)):
-            if isinstance(payload.get(key), int):
-                store[sid] = payload[key]
-        count = payload.get("count")
-        if not isinstance(count, int):
+        if event == names.SESSION_EVENT:
+            if kind == "opened":
+                self.cache_keys.setdefault(sid, set())
+                self.scratch_ids.setdefault(sid, set())
+            elif kind == "deleted":
+                self.cache_keys.pop(sid, None)
+                self.scratch_ids.pop(sid, None)
             return
         if event == names.CACHE_EVENT:
-            self.cache_counts[sid] = count
+            keys = self.cache_keys.get(sid)
+            if keys is None:
+                return
+            entry = payload.get("entry")
+            key = payload.get("key") or (entry.get("key") if isinstance(entry, dict) else None)
+            if kind == "put" and key:
+                keys.add(key)
+            elif kind in ("evicted", "expired", "removed", "deleted"):
+                if key == "*":
+                    keys.clear()
+                else:
+                    keys.discard(key)
+            elif kind == "cleared":
+                keys.clear()
+            else:
+                return
         elif event == names.SCRATCHPAD_EVENT:
-            self.scratch_counts[sid] = count
+            ids = self.scratch_ids.get(sid)
+            if ids is None:
+                return
+            snippet = payload.get("snippet")
+            ident = payload.get("snippet_id")
+            if ident is None and isinstance(snippet, dict):
+                ident = snippet.get("id")
+            if kind in ("written", "updated") and ident is not None:
+                ids.add(ident)
+            elif kind in ("evicted", "deleted") and ident is not None:
+                ids.discard(ident)
+            elif kind == "cleared":
+                ids.clear()
+            else:
+                return
+        else:
+            return
         if sid in self.sessions:
             self._pending.sessions.add(sid)
 

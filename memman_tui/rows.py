@@ -97,65 +97,70 @@ class ContextRow:
     mark: str  #: kept / dropped / summarized / pinned
     pinned: bool
     content: str
+    reason: str = ""  #: why the context builder kept or dropped it
     next_out: bool = False  #: in the compaction preview: would go next
 
 
 def _entry_mark(e: dict[str, Any]) -> str:
-    if e.get("pinned"):
-        return "pinned"
-    mark = first(e, "mark", "status", "state")
+    mark = first(e, "decision", "mark", "status", "state")
     if mark:
         return str(mark)
     if e.get("summary_id") is not None:
-        return "summarized"
-    if e.get("kept") is False or e.get("dropped"):
-        return "dropped"
+        return "compressed"
     return "kept"
 
 
-def context_rows(context: Any, session: Any, preview: Any) -> list[ContextRow]:
-    """Rows from memman_session_context when available, else from the raw entry log."""
-    entries: list[dict[str, Any]] = []
-    if isinstance(context, dict):
-        entries = list(first(context, "entries", "window", "items", default=[]) or [])
-    if not entries and isinstance(session, dict):
-        entries = list(session.get("entries") or [])
-    upcoming = preview_ids(preview)
+def context_rows(preview: Any, session: Any, *, recent_window: int = 10,
+                 min_entries: int = 5) -> list[ContextRow]:
+    """The window as the LLM would receive it: memman_session_preview's per-entry decisions
+    joined with the entries' content from memman_session_get; the raw log when preview is
+    missing. Entries already compressed into a summary are left out (the summaries panel
+    expands them)."""
+    log: list[dict[str, Any]] = []
+    if isinstance(session, dict):
+        log = [e for e in session.get("entries") or [] if isinstance(e, dict)]
+    content = {first(e, "id", "entry_id"): e for e in log}
+    decided: list[dict[str, Any]] = []
+    if isinstance(preview, dict):
+        decided = [e for e in first(preview, "entries", default=[]) or [] if isinstance(e, dict)]
+    source = decided or log
     rows = []
-    for e in entries:
-        if not isinstance(e, dict):
+    for e in source:
+        eid = int(first(e, "entry_id", "id", default=0))
+        full = {**content.get(eid, {}), **e}
+        mark = _entry_mark(full)
+        if mark == "compressed":
             continue
-        eid = first(e, "id", "entry_id", default=0)
-        content = e.get("content") or ""
-        if not content and e.get("tool_calls"):
-            content = "→ " + ", ".join(
-                f"{(c.get('function') or {}).get('name', '?')}({(c.get('function') or {}).get('arguments', '')})"
-                for c in e["tool_calls"])
+        text = full.get("content") or ""
+        if not text and full.get("tool_calls"):
+            text = "→ " + ", ".join(
+                f"{(c.get('function') or {}).get('name', '?')}"
+                f"({(c.get('function') or {}).get('arguments', '')})"
+                for c in full["tool_calls"])
         rows.append(ContextRow(
-            entry_id=int(eid), role=str(e.get("role", "?")), type=str(e.get("type", "message")),
-            tokens=int(e.get("tokens") or 0),
-            score=first(e, "score", "importance"),
-            mark=_entry_mark(e), pinned=bool(e.get("pinned")), content=str(content),
-            next_out=int(eid) in upcoming))
+            entry_id=eid, role=str(full.get("role", "?")), type=str(full.get("type", "message")),
+            tokens=int(full.get("tokens") or 0), score=full.get("score"), mark=mark,
+            pinned=bool(full.get("pinned")), content=str(text),
+            reason=str(full.get("reason") or "")))
+    mark_compaction(rows, recent_window, min_entries)
     return rows
 
 
-def preview_ids(preview: Any) -> set[int]:
-    """Entry ids the compaction preview says would be compressed / dropped next."""
-    if not isinstance(preview, dict):
-        return set()
-    ids = first(preview, "entry_ids", "would_compress", "next", "entries", default=[]) or []
-    out = set()
-    for item in ids:
-        if isinstance(item, dict):
-            item = first(item, "id", "entry_id")
-        if isinstance(item, int):
-            out.add(item)
-    return out
+def mark_compaction(rows: list[ContextRow], recent_window: int, min_entries: int) -> None:
+    """Flag what `c` (compact now) would take next: active entries older than the newest
+    ``recent_window``, except pinned entries and system prompts — when there are at least
+    ``min_entries`` of them (seed 004's defaults)."""
+    older = rows[:-recent_window] if recent_window else rows
+    take = [r for r in older if not r.pinned and r.type != "context" and r.role != "system"]
+    if len(take) >= min_entries:
+        for r in take:
+            r.next_out = True
 
 
 def context_cells(row: ContextRow, marked: bool) -> tuple[Any, ...]:
     mark = Text(row.mark, MARK_STYLE.get(row.mark, ""))
+    if row.pinned:
+        mark.append(" pinned", MARK_STYLE["pinned"])
     if row.next_out:
         mark.append(" ▸next", "bold yellow")
     score = "-" if row.score is None else f"{float(row.score):.2f}"
@@ -230,32 +235,50 @@ def _short(value: Any, n: int = 40) -> str:
 
 
 def snippet_id(item: dict[str, Any]) -> Any:
-    return first(item, "id", "snippet_id")
+    return first(item, "snippet_id", "id")
 
 
-def scratch_rows(snippets: Any, candidates: Any) -> list[dict[str, Any]]:
-    """Snippets joined with their promotion candidate score and reasons."""
-    items = as_list(snippets, "snippets", "items")
-    cands = {snippet_id(c): c for c in as_list(candidates, "candidates", "items")}
-    if not items and cands:
-        items = list(cands.values())
-    out = []
-    for s in items:
-        c = cands.get(snippet_id(s), {})
-        out.append({**s, "score": first(c, "score", default=s.get("score")),
-                    "reasons": first(c, "reasons", default=s.get("reasons") or [])})
+def scratch_rows(candidates: Any) -> list[dict[str, Any]]:
+    """Snippets with their promotion score and reasons, best first (from
+    memman_scratchpad_candidates: reading the scratchpad itself would count as LRU use)."""
+    out = as_list(candidates, "candidates", "snippets", "items")
     out.sort(key=lambda r: -(r.get("score") or 0))
     return out
 
 
+def reasons_short(item: dict[str, Any]) -> str:
+    parts = item.get("parts")
+    if isinstance(parts, dict):
+        abbrev = {"salience": "sal", "surprisal": "sur", "frequency": "freq", "explicit": "expl"}
+        return " ".join(f"{abbrev.get(k, k)} {float(p.get('value') or 0):.2f}"
+                        for k, p in parts.items() if isinstance(p, dict))
+    reasons = item.get("reasons") or []
+    return ", ".join(map(str, reasons))
+
+
+def reasons_long(item: dict[str, Any]) -> str:
+    parts = item.get("parts")
+    if isinstance(parts, dict):
+        return "; ".join(f"{k} {float(p.get('value') or 0):.2f}×{p.get('weight', '?')}: "
+                         f"{p.get('reason', '')}" for k, p in parts.items() if isinstance(p, dict))
+    return reasons_short(item)
+
+
+def promoted_to(item: dict[str, Any]) -> str:
+    promoted = item.get("promoted") or []
+    if isinstance(promoted, list):
+        return ",".join(str(p.get("target", p)) if isinstance(p, dict) else str(p)
+                        for p in promoted)
+    return str(promoted)
+
+
 def scratch_cells(item: dict[str, Any], marked: bool) -> tuple[Any, ...]:
     score = item.get("score")
-    reasons = item.get("reasons") or []
-    if isinstance(reasons, dict):
-        reasons = [f"{k} {v:.2f}" if isinstance(v, float) else f"{k}" for k, v in reasons.items()]
+    candidate = item.get("candidate", (score or 0) >= 0.6)
     score_text = Text("-" if score is None else f"{float(score):.2f}",
-                      "bold green" if (score or 0) >= 0.6 else "")
+                      "bold green" if candidate else "")
+    if candidate:
+        score_text.append(" ★", "bold green")
     ident = Text(("● " if marked else "") + str(snippet_id(item)), "bold yellow" if marked else "")
     text = str(first(item, "text", "content", default="")).replace("\n", " ")
-    state = "promoted" if item.get("promoted") or item.get("promoted_to") else ""
-    return (ident, score_text, ", ".join(map(str, reasons))[:40], state, text[:160])
+    return (ident, score_text, reasons_short(item), Text(promoted_to(item), "magenta"), text[:160])

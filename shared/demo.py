@@ -183,7 +183,7 @@ class DemoAgent:
 
 
 async def run_demo(socket: str | None = None, *, sessions: int = 4, duration: float = 30.0,
-                   rate: float = 1.0, max_tokens: int = 4000, prefix: str = "demo",
+                   rate: float = 1.0, max_tokens: int = 6000, prefix: str = "demo",
                    seed: int = 7, quiet: bool = False) -> DemoStats:
     """Run ``sessions`` agents for ``duration`` seconds at ``rate`` cycles/s each."""
     from memman.client import Client
@@ -212,7 +212,9 @@ async def run_demo(socket: str | None = None, *, sessions: int = 4, duration: fl
             await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
 
     try:
-        budgets = [max_tokens if i % 3 else max_tokens // 2 for i in range(len(agents))]
+        # different budgets, so the gauges cross the 60/80/90/100 % bands at different times
+        scale = (1.0, 0.75, 1.5, 0.5)
+        budgets = [int(max_tokens * scale[i % len(scale)]) for i in range(len(agents))]
         await asyncio.gather(*(drive(a, b) for a, b in zip(agents, budgets, strict=True)))
     finally:
         for client in clients:
@@ -231,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to run (default 60; bounded, max 86400)")
     p.add_argument("--rate", type=float, default=1.0,
                    help="Q&A cycles per second per agent (default 1)")
-    p.add_argument("--max-tokens", type=int, default=4000,
+    p.add_argument("--max-tokens", type=int, default=6000,
                    help="context budget per session (small, so gauges cross bands)")
     p.add_argument("--prefix", default="demo", help="session id prefix")
     p.add_argument("--seed", type=int, default=7)

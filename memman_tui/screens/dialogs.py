@@ -8,17 +8,28 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, OptionList, Static
+from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-#: promotion targets offered by `p`: (target name sent to the daemon, label)
-PROMOTION_TARGETS: tuple[tuple[str, str], ...] = (
-    ("preference", "User preference (semantic: key → value)"),
-    ("rule", "User rule (procedural: condition → action)"),
-    ("playbook", "Playbook (procedural: a successful trajectory)"),
-    ("episodic", "Episodic memory (searchable past event)"),
-    ("business", "Business context (tenant agent.md)"),
+#: promotion targets offered by `p`: (target sent to the daemon, label, option it needs, prompt)
+PROMOTION_TARGETS: tuple[tuple[str, str, str, str], ...] = (
+    ("preference", "User preference (semantic: key → value)", "key", "preference key"),
+    ("rule", "User rule (procedural: condition → action)", "condition", "when (condition)"),
+    ("playbook", "Playbook (procedural: a successful flow)", "flow", "flow id"),
+    ("business", "Business context (the tenant's agent.md)", "key", "section key (optional)"),
 )
+
+
+def suggest(field: str, snippet: dict[str, Any]) -> str:
+    """A starting value for the option a target needs, from the snippet itself."""
+    text = str(snippet.get("text") or snippet.get("content") or "")
+    if field == "flow":
+        return str(snippet.get("flow") or "general")
+    if field == "condition":
+        return "always"
+    words = [w.strip(".,;:!?\"'").lower() for w in text.split()]
+    words = [w for w in words if w.isalnum() and len(w) > 3][:3]
+    return "_".join(words) or "note"
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -49,24 +60,51 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(value)
 
 
-class PromoteScreen(ModalScreen[str | None]):
-    """Choose where the snippet(s) go."""
+class PromoteScreen(ModalScreen[tuple[str, dict[str, Any]] | None]):
+    """Choose where the snippet(s) go, then the key / condition / flow the target needs."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, snippets: list[dict[str, Any]]) -> None:
         super().__init__()
-        self.count = count
+        self.snippets = snippets
+        self.target: tuple[str, str, str, str] | None = None
 
     def compose(self) -> ComposeResult:
+        first_text = str(self.snippets[0].get("text", "")) if self.snippets else ""
         with Vertical(classes="dialog"):
-            yield Label(f"Promote {self.count} snippet(s) to…", classes="dialog-title")
-            yield OptionList(*[Option(label, id=target) for target, label in PROMOTION_TARGETS],
-                             id="targets")
-            yield Static("Enter chooses, Esc cancels", classes="dialog-hint")
+            yield Label(f"Promote {len(self.snippets)} snippet(s) to…", classes="dialog-title")
+            yield Static(first_text[:300], classes="dialog-body")
+            yield OptionList(*[Option(label, id=target)
+                               for target, label, _f, _p in PROMOTION_TARGETS], id="targets")
+            yield Input(id="promote-field")
+            yield Static("Enter chooses, Esc cancels", classes="dialog-hint", id="promote-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#promote-field", Input).display = False
+        self.query_one("#targets", OptionList).focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
+        self.target = next(t for t in PROMOTION_TARGETS if t[0] == event.option.id)
+        target, _label, field, prompt = self.target
+        box = self.query_one("#promote-field", Input)
+        box.placeholder = prompt
+        box.border_title = f"{prompt} — Enter promotes"
+        box.value = suggest(field, self.snippets[0] if self.snippets else {})
+        box.display = True
+        box.focus()
+        self.query_one("#promote-hint", Static).update(
+            f"promote to {target}: {prompt}; Enter promotes, Esc cancels")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if self.target is None:
+            return
+        target, _label, field, _prompt = self.target
+        value = event.value.strip()
+        if not value and target != "business":
+            self.notify(f"{field} must not be empty", severity="warning")
+            return
+        self.dismiss((target, {field: value} if value else {}))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -4,6 +4,8 @@ and agent.md state; search across the selected tab."""
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -19,29 +21,28 @@ from memman_tui.rows import as_list, first
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.widgets.banner import Banner
 
-#: tab id -> (title, memory type asked for, keys of the answer that may hold these items)
-TABS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "preferences": ("Preferences", "semantic", ("semantic", "preferences", "knowledge")),
-    "rules": ("Rules", "procedural", ("rules", "procedural")),
-    "playbooks": ("Playbooks", "playbook", ("playbooks", "playbook")),
-    "episodic": ("Episodic", "episodic", ("episodic", "episodes")),
-    "docs": ("Business docs", "docs", ("documents", "docs", "items")),
+#: tab id -> (title, memory type, record kinds shown; None = all)
+TABS: dict[str, tuple[str, str, tuple[str, ...] | None]] = {
+    "preferences": ("Preferences", "semantic", None),
+    "rules": ("Rules", "procedural", ("rule",)),
+    "playbooks": ("Playbooks", "procedural", ("playbook",)),
+    "episodic": ("Episodic", "episodic", None),
+    "docs": ("Business docs", "docs", None),
 }
 COLUMNS = ("id / key", "value / content", "meta", "updated")
 NOT_AVAILABLE = Text("not available (the daemon does not offer this yet)", "grey50 italic")
 
 
 def item_cells(item: dict[str, Any]) -> tuple[str, str, str, str]:
-    ident = first(item, "key", "condition", "title", "name", "id", "doc_id", default="?")
-    value = first(item, "value", "action", "content", "outcome", "text", "summary", default="")
+    ident = first(item, "key", "condition", "flow", "title", "doc_id", "id", default="?")
+    value = first(item, "value", "action", "outcome", "content", "text", "snippet", "summary",
+                  default="")
     meta_bits = []
-    for k in ("score", "source", "chunks", "bytes", "flow", "user_query", "tags", "origin"):
+    for k in ("kind", "score", "source", "chunks", "user_query"):
         if item.get(k) not in (None, "", []):
             meta_bits.append(f"{k}={item[k]}")
     updated = first(item, "updated_at", "timestamp", "created_at", "at", default="")
     if isinstance(updated, (int, float)) and updated:
-        import time
-
         updated = time.strftime("%Y-%m-%d %H:%M", time.gmtime(updated))
     return (str(ident)[:40], str(value).replace("\n", " ")[:160], " ".join(meta_bits)[:60],
             str(updated))
@@ -96,46 +97,29 @@ class MemoryScreen(MonitorScreen):
         backend = self.mm.backend
         if backend is None:
             return
-        data: dict[str, Any] = {}
+        types = ("semantic", "procedural", "episodic")
         if query:
-            user_types = [(tab, mtype) for tab, (_t, mtype, _k) in TABS.items() if tab != "docs"]
-            answers = await asyncio.gather(
-                *[backend.memory_search(self.user_id, mtype, query) for _tab, mtype in user_types],
-                backend.docs_search(self.tenant_id, query), return_exceptions=True)
-            for (tab, _m), answer in zip(user_types, answers[:-1], strict=True):
-                data[tab] = answer
-            data["docs"] = answers[-1]
-            data["agentmd"] = self.data.get("agentmd")
+            calls = [backend.memory_search(self.user_id, t, query) for t in types]
+            calls.append(backend.docs_search(self.tenant_id, query))
         else:
-            everything, docs = await asyncio.gather(
-                backend.memory_list(self.user_id), backend.docs_list(self.tenant_id),
-                return_exceptions=True)
-            for tab, (_title, _mtype, keys) in TABS.items():
-                if tab == "docs":
-                    continue
-                data[tab] = self._pick(everything, keys)
-            data["docs"] = docs
-            data["agentmd"] = docs
+            calls = [backend.memory_list(self.user_id, t) for t in types]
+            calls.append(backend.docs_list(self.tenant_id))
+        answers = dict(zip((*types, "docs"), await asyncio.gather(*calls, return_exceptions=True),
+                           strict=True))
+        data: dict[str, Any] = {}
+        for tab, (_title, mtype, kinds) in TABS.items():
+            answer = answers[mtype]
+            if answer is UNAVAILABLE or isinstance(answer, BaseException):
+                data[tab] = answer
+                continue
+            items = as_list(answer, "records", "results", "docs", "documents", "items")
+            if kinds is not None:
+                items = [x for x in items if x.get("kind") in kinds]
+            data[tab] = items
+        docs = answers["docs"]
+        data["agentmd"] = self.data.get("agentmd") if query else (
+            docs.get("agent_md") if isinstance(docs, dict) else docs)
         self.post_message(self.Loaded(data))
-
-    @staticmethod
-    def _pick(answer: Any, keys: tuple[str, ...]) -> Any:
-        if answer is UNAVAILABLE or isinstance(answer, BaseException):
-            return answer
-        if isinstance(answer, dict):
-            for k in keys:
-                if k in answer:
-                    value = answer[k]
-                    if isinstance(value, dict):  # semantic as {key: value}
-                        value = [v if isinstance(v, dict) else {"key": kk, "value": v}
-                                 for kk, v in value.items()]
-                    return value
-            return []
-        if isinstance(answer, list):  # a flat list with a type field
-            wanted = set(keys)
-            return [x for x in answer if isinstance(x, dict)
-                    and (x.get("type") in wanted or x.get("kind") in wanted)]
-        return []
 
     def on_memory_screen_loaded(self, message: Loaded) -> None:
         self.data = message.data
@@ -149,38 +133,37 @@ class MemoryScreen(MonitorScreen):
             if isinstance(answer, BaseException):
                 table.add_row(Text(f"error: {answer}", "red"), "", "", "")
                 continue
-            items = as_list(answer, "items", "results", "documents", "docs", "entries")
+            items = answer if isinstance(answer, list) else []
             for i, item in enumerate(items):
                 table.add_row(*item_cells(item), key=f"{tab}-{i}")
             table.border_subtitle = f"{len(items)} items"
         self.show_agentmd(self.data.get("agentmd"))
 
-    def show_agentmd(self, docs: Any) -> None:
+    def show_agentmd(self, info: Any) -> None:
+        """agent.md state: where it is, its size and age, and its head (read locally)."""
         box = self.query_one("#agentmd", Static)
-        if docs is UNAVAILABLE or docs is None:
+        if info is UNAVAILABLE or info is None or isinstance(info, BaseException):
             box.update(NOT_AVAILABLE)
             return
-        info = docs.get("agent_md") if isinstance(docs, dict) else None
-        if info is None:
-            for d in as_list(docs, "documents", "docs", "items"):
-                if str(first(d, "name", "title", "path", default="")).endswith("agent.md"):
-                    info = d
-        if not info:
-            box.update(Text("agent.md: none loaded for this tenant", "grey50"))
-            return
         if isinstance(info, dict):
-            text = Text()
-            for k, v in info.items():
-                if k in ("content", "text"):
-                    continue
-                text.append(f"{k}: ", "grey62")
-                text.append(f"{v}\n")
-            content = first(info, "content", "text", default="")
-            if content:
-                text.append("\n" + str(content)[:2000])
+            info = first(info, "path", "file", default=str(info))
+        path = Path(str(info))
+        text = Text()
+        text.append("agent.md  ", "bold")
+        text.append(str(path) + "\n", "grey70")
+        try:
+            st = path.stat()
+            content = path.read_text(errors="replace")
+        except OSError:
+            text.append(f"not created yet for tenant {self.tenant_id!r} — promote a snippet to "
+                        "business context (p) or write the file to seed it", "grey50")
             box.update(text)
-        else:
-            box.update(str(info))
+            return
+        text.append(f"{st.st_size:,} bytes, changed "
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(st.st_mtime))}\n\n",
+                    "grey70")
+        text.append(content[:3000])
+        box.update(text)
 
     def apply(self, changes: Drained) -> None:
         if changes.memory or changes.resync:

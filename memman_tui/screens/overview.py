@@ -58,15 +58,13 @@ class OverviewScreen(MonitorScreen):
         q = self.filter_text
         key = OVERVIEW_COLUMNS[self.sort_index][0]
         ids = [sid for sid, ov in live.sessions.items() if overview_matches(ov, q)]
-        ids.sort(key=lambda sid: (sort_value(live.sessions[sid], key, live.cache_counts.get(sid),
-                                             live.scratch_counts.get(sid)), sid),
+        ids.sort(key=lambda sid: (sort_value(live.sessions[sid], key, *live.counts(sid)), sid),
                  reverse=self.sort_reverse)
         return ids
 
     def _row(self, sid: str) -> tuple[Any, ...]:
         live = self.mm.live
-        return overview_row(live.sessions[sid], self.mm.clock(), live.cache_counts.get(sid),
-                            live.scratch_counts.get(sid),
+        return overview_row(live.sessions[sid], self.mm.clock(), *live.counts(sid),
                             marked=sid in self.marks.get("sessions", set()))
 
     def rebuild(self) -> None:

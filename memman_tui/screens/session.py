@@ -24,6 +24,7 @@ from memman_tui.rows import (
     context_cells,
     context_rows,
     first,
+    reasons_long,
     scratch_cells,
     scratch_rows,
     snippet_id,
@@ -42,14 +43,13 @@ class Detail:
     """Everything the session screen shows, fetched in one go."""
 
     session: Any = None
-    context: Any = None
     preview: Any = None
     cache: Any = None
-    snippets: Any = None
     candidates: Any = None
     errors: list[str] = field(default_factory=list)
 
 
+ENTRY_LIMIT = 400  #: newest entries fetched for the context panel
 NOT_AVAILABLE = Text("not available (the daemon does not offer this yet)", "grey50 italic")
 
 
@@ -77,6 +77,7 @@ class SessionScreen(MonitorScreen):
             yield Static(id="session-title", classes="title")
             yield TokenGauge(id="gauge")
         yield Banner(id="banner")
+        yield Static(id="why")
         with Grid(id="session-grid"):
             ctx: DataTable = DataTable(id="context", cursor_type="row", zebra_stripes=True)
             ctx.add_columns("id", "role", "type", "tok", "score", "mark", "content")
@@ -119,12 +120,11 @@ class SessionScreen(MonitorScreen):
             return
         sid = self.session_id
         results = await asyncio.gather(
-            backend.session_get(sid), backend.session_context(sid), backend.session_preview(sid),
-            backend.cache_list(sid), backend.scratchpad_read(sid),
-            backend.scratchpad_candidates(sid), return_exceptions=True)
+            backend.session_get(sid, {"limit": ENTRY_LIMIT}), backend.session_preview(sid),
+            backend.cache_list(sid), backend.scratchpad_candidates(sid), return_exceptions=True)
         detail = Detail()
-        for name, value in zip(("session", "context", "preview", "cache", "snippets",
-                                "candidates"), results, strict=True):
+        for name, value in zip(("session", "preview", "cache", "candidates"),
+                               results, strict=True):
             if isinstance(value, BaseException):
                 detail.errors.append(f"{name}: {value}")
                 value = None
@@ -136,9 +136,9 @@ class SessionScreen(MonitorScreen):
 
     def show(self, detail: Detail) -> None:
         self.detail = detail
-        self.context = context_rows(detail.context, detail.session, detail.preview)
+        self.context = context_rows(detail.preview, detail.session)
         self.cache_items = as_list(detail.cache, "entries", "items", "cache")
-        self.scratch_items = scratch_rows(detail.snippets, detail.candidates)
+        self.scratch_items = scratch_rows(detail.candidates)
         self.show_head()
         self.fill_context()
         self.fill_cache()
@@ -154,10 +154,10 @@ class SessionScreen(MonitorScreen):
     def show_head(self) -> None:
         ov = self.overview()
         gauge = self.query_one("#gauge", TokenGauge)
-        ctx = self.detail.context
+        ctx = self.detail.preview
         used = used_tokens(ov)
         if isinstance(ctx, dict):
-            used = int(first(ctx, "used_tokens", "tokens", "total_tokens", default=used) or 0)
+            used = int(first(ctx, "full_tokens", "tokens", default=used) or 0)
             gauge.budget = int(first(ctx, "budget", "max_tokens", default=ov.get("max_tokens") or 8000))
         else:
             gauge.budget = int(ov.get("max_tokens") or 8000)
@@ -192,14 +192,16 @@ class SessionScreen(MonitorScreen):
         marks = self.marks.get("context", set())
         rows = [(r.entry_id, context_cells(r, r.entry_id in marks)) for r in self.context
                 if self._matches(r.role, r.type, r.mark, r.content)]
-        unavailable = self.detail.context is UNAVAILABLE and self.detail.session is UNAVAILABLE
+        unavailable = self.detail.preview is UNAVAILABLE and self.detail.session is UNAVAILABLE
         self._refill(table, rows, unavailable)
         kept = sum(r.tokens for r in self.context if r.mark in ("kept", "pinned"))
         nxt = sum(1 for r in self.context if r.next_out)
         table.border_subtitle = (f"{len(self.context)} entries · {kept:,} tok kept"
                                  + (f" · compaction preview: {nxt} go next" if nxt else "")
-                                 + ("" if self.detail.context is not UNAVAILABLE
-                                    else " · context/scores not available: raw log"))
+                                 + ("" if self.detail.preview is not UNAVAILABLE
+                                    else " · scores not available: raw log"))
+        why = self.detail.preview.get("why") if isinstance(self.detail.preview, dict) else None
+        self.query_one("#why", Static).update(Text(f"context: {why}" if why else "", "grey70"))
 
     def fill_cache(self) -> None:
         table = self.query_one("#cache", DataTable)
@@ -215,8 +217,7 @@ class SessionScreen(MonitorScreen):
         marks = self.marks.get("scratch", set())
         rows = [(str(snippet_id(s)), scratch_cells(s, str(snippet_id(s)) in marks))
                 for s in self.scratch_items if self._matches(*s.values())]
-        self._refill(table, rows, self.detail.snippets is UNAVAILABLE
-                     and self.detail.candidates is UNAVAILABLE)
+        self._refill(table, rows, self.detail.candidates is UNAVAILABLE)
         table.border_subtitle = f"{len(self.scratch_items)} snippets (≤64, LRU)"
 
     def fill_summaries(self) -> None:
@@ -224,7 +225,7 @@ class SessionScreen(MonitorScreen):
         expanded = {n.data.get("id") for n in tree.root.children
                     if n.is_expanded and isinstance(n.data, dict)}
         tree.clear()
-        summaries = summaries_of(self.detail.session, self.detail.context)
+        summaries = summaries_of(self.detail.session, self.detail.preview)
         if isinstance(self.detail.session, dict) and self.detail.session.get("summary"):
             rolling = str(self.detail.session["summary"])
             tree.root.add_leaf(Text(f"rolling summary ({len(rolling.encode()):,} B): "
@@ -250,6 +251,25 @@ class SessionScreen(MonitorScreen):
             self.fill_cache()
 
     # --- keys ---------------------------------------------------------------------------------
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is None:
+            return
+        if event.data_table.id == "scratch":
+            item = next((s for s in self.scratch_items
+                         if str(snippet_id(s)) == event.row_key.value), None)
+            if item is not None:
+                self.query_one("#why", Static).update(
+                    Text(f"snippet {snippet_id(item)}: score {item.get('score')} — "
+                         f"{reasons_long(item)}", "grey70"))
+            return
+        if event.data_table.id != "context":
+            return
+        row = next((r for r in self.context if r.entry_id == event.row_key.value), None)
+        if row is not None:
+            self.query_one("#why", Static).update(
+                Text(f"entry {row.entry_id}: {row.mark} — {row.reason or 'no reason given'}",
+                     "grey70"))
+
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
             self.query_one("#log", EventLog).query_text = event.value

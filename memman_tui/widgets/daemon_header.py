@@ -18,19 +18,16 @@ def human_bytes(n: int | float) -> str:
 
 
 def summarizer_label(stats: dict[str, Any]) -> str:
-    """The LLM model when the summarizer has one, else "fallback"."""
-    for key in ("summarizer", "llm", "summaries"):
-        s = stats.get(key)
-        if isinstance(s, dict):
-            model = s.get("model")
-            mode = s.get("mode") or s.get("backend")
-            enabled = s.get("enabled", s.get("available", True))
-            calls = s.get("calls", s.get("llm_calls"))
-            label = f"{model}" if model and enabled and mode != "fallback" else "fallback"
-            if calls is not None:
-                label += f" ({calls} calls)"
-            return label
-    return "n/a"
+    """The LLM model and its calls when the summarizer can reach one, else "fallback"."""
+    s = stats.get("summarizer")
+    if not isinstance(s, dict):
+        return "n/a"
+    model = s.get("model") or "?"
+    calls = s.get("calls", 0)
+    fallbacks = s.get("fallbacks", 0)
+    if s.get("available", True):
+        return f"{model} · {calls} LLM calls · {fallbacks} fallbacks"
+    return f"fallback ({model} unavailable) · {fallbacks} fallbacks"
 
 
 class DaemonHeader(Static):

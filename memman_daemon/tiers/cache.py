@@ -8,8 +8,9 @@ one off (``on_cycle_finalized``), and at ≤ 0 the entry is evicted. An optional
 (a stale result must not live forever just because it is popular).
 
 Lookups are answered from memory. The refresh a hit causes is committed in the background
-(the answer does not wait for it): after a crash an entry may be one refresh behind, never
-wrong. Puts, evictions and the per-cycle decrement are answered only after commit.
+(the answer does not wait for it; hits arriving meanwhile share one write, and a hit on an
+entry already at full duration writes nothing): after a crash an entry may be one refresh
+behind, never wrong. Puts, evictions and the per-cycle decrement are answered only after commit.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memman.cache_state import cache_key
@@ -58,9 +59,13 @@ class CacheEntry:
         return exp is not None and now >= exp
 
     def to_wire(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["expires_at"] = self.expires_at
-        return d
+        # built by hand: dataclasses.asdict deep-copies and is the slowest part of a hit
+        return {"key": self.key, "session_id": self.session_id, "tool_name": self.tool_name,
+                "parameters": self.parameters, "result": self.result,
+                "remaining_duration": self.remaining_duration,
+                "original_duration": self.original_duration, "call_id": self.call_id,
+                "cached_at": self.cached_at, "ttl_s": self.ttl_s, "hits": self.hits,
+                "last_hit_at": self.last_hit_at, "expires_at": self.expires_at}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> CacheEntry:
@@ -85,7 +90,8 @@ class ToolCache:
         self.by_session: dict[str, dict[str, CacheEntry]] = {}
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.session_counters: dict[str, dict[str, int]] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._dirty: dict[tuple[str, str], CacheEntry] = {}  #: refreshed by hits, not yet written
+        self._flush_task: asyncio.Task[None] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
@@ -95,8 +101,9 @@ class ToolCache:
             self.by_session.setdefault(e.session_id, {})[e.key] = e
 
     async def close(self) -> None:
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        if self._flush_task is not None:
+            await asyncio.gather(self._flush_task, return_exceptions=True)
+        await self._flush()
 
     def stats(self) -> dict[str, Any]:
         looked = self.counters["hits"] + self.counters["misses"]
@@ -136,15 +143,22 @@ class ToolCache:
             ops.append(op)
         return ops
 
-    def _background_write(self, ops: list[Op]) -> None:
-        async def run() -> None:
-            try:
-                await self.core.store.write(ops)
-            except StoreError as exc:  # the in-memory value stays; it is only a refresh
-                log.warning("cache refresh not committed: %s", exc)
-        task = asyncio.get_running_loop().create_task(run())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    def _mark_dirty(self, e: CacheEntry) -> None:
+        """Commit a hit's refresh in the background; hits arriving meanwhile share the write."""
+        self._dirty[(e.session_id, e.key)] = e
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, {}
+        live = [e for e in dirty.values()
+                if self.by_session.get(e.session_id, {}).get(e.key) is e]
+        try:
+            await self.core.store.write([self.put_op(e) for e in live])
+        except StoreError as exc:  # the in-memory value stays; it is only a refresh
+            log.warning("cache refresh not committed: %s", exc)
 
     # --- operations ----------------------------------------------------------------------
     def entries(self, session_id: str) -> list[CacheEntry]:
@@ -169,9 +183,11 @@ class ToolCache:
             return None
         e.hits += 1
         e.last_hit_at = now
-        e.remaining_duration = e.original_duration
+        if e.remaining_duration != e.original_duration:
+            # only the refresh needs the disk; hit counts ride along with the next write
+            e.remaining_duration = e.original_duration
+            self._mark_dirty(e)
         self._count(session_id, "hits")
-        self._background_write([self.put_op(e)])
         self._publish("hit", session_id, key=key, tool_name=tool,
                       remaining_duration=e.remaining_duration,
                       original_duration=e.original_duration)

@@ -1,0 +1,196 @@
+"""Search and cache benchmark: episodic search over 100k entries, docs search over 10k chunks,
+cache lookup latency next to a plain read — all through the real daemon on a real socket.
+
+    .venv/bin/python bench/search.py                 # full sizes (100k entries, 10k chunks)
+    .venv/bin/python bench/search.py --entries 10000 --chunks 1000 --queries 100   # quick
+
+The corpora are synthetic: words drawn from a 20,000-word made-up vocabulary with a Zipf
+distribution (s = 1.1), like natural text, so posting lists have realistic lengths. They are
+loaded straight into SQLite with the daemon's own row builders (this benchmark measures search,
+not ingestion), then the daemon is started on that file and queried over its socket, one
+request at a time, timing each round trip. Queries mix 1 to 3 words of medium and high
+frequency; a second set uses only the 10 most frequent words (the worst case for BM25, whose
+posting lists then cover most of the corpus). Figures go to docs/performance.md (## Search).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memman import names  # noqa: E402
+from memman.client import Client  # noqa: E402
+from memman.config import Config  # noqa: E402
+from memman_daemon.server import Server  # noqa: E402
+from memman_daemon.store import Store  # noqa: E402
+from memman_daemon.tiers.user_memory import MemoryRecord  # noqa: E402
+
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "po", "da", "fi", "gu",
+             "he", "ja", "ko", "lu", "ma", "no", "pi", "qua", "re", "si", "to", "ul", "va"]
+
+
+def vocabulary(n: int, rng: random.Random) -> list[str]:
+    words: set[str] = set()
+    while len(words) < n:
+        words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+class Zipf:
+    def __init__(self, words: list[str], s: float, rng: random.Random) -> None:
+        self.words = words
+        weights = [1 / (i + 1) ** s for i in range(len(words))]
+        total = sum(weights)
+        acc, self.cum = 0.0, []
+        for w in weights:
+            acc += w / total
+            self.cum.append(acc)
+        self.rng = rng
+
+    def text(self, n: int) -> str:
+        import bisect
+        return " ".join(self.words[min(len(self.words) - 1, bisect.bisect(self.cum, self.rng.random()))]
+                        for _ in range(n))
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def summary(name: str, ms: list[float]) -> dict[str, float | str | int]:
+    return {"what": name, "n": len(ms), "p50_ms": round(statistics.median(ms), 3),
+            "p95_ms": round(pct(ms, 95), 3), "p99_ms": round(pct(ms, 99), 3),
+            "max_ms": round(max(ms), 3)}
+
+
+async def seed(cfg: Config, entries: int, chunks: int, zipf: Zipf) -> None:
+    store = Store(cfg.database_path)
+    await store.open()
+    now = time.time()
+    rng = zipf.rng
+    batch = []
+    for i in range(entries):
+        at = now - rng.random() * 30 * 86_400  # over the last 30 days
+        rec = MemoryRecord(i + 1, "bench-user", "episodic", "entry", None,
+                           zipf.text(rng.randint(12, 40)), {"n": i}, at, at)
+        batch.append(rec.insert_op())
+        if len(batch) >= 5000:
+            await store.write(batch)
+            batch = []
+    await store.write(batch)
+    await store.close()
+
+
+async def run(args: argparse.Namespace) -> list[dict[str, float | str | int]]:
+    rng = random.Random(7)
+    words = vocabulary(20_000, rng)
+    zipf = Zipf(words, 1.1, rng)
+    root = Path(tempfile.mkdtemp(dir="/tmp", prefix="mmb"))
+    try:
+        cfg = Config.load(root / "none.toml", socket=root / "s" / "memman.sock",
+                          data_dir=root / "data")
+        cfg.llm.api_key_env = "MEMMAN_BENCH_NO_KEY"
+        cfg.docs.watch = False
+        t0 = time.perf_counter()
+        await seed(cfg, args.entries, args.chunks, zipf)
+        print(f"seeded {args.entries} episodic entries in {time.perf_counter() - t0:.1f}s",
+              file=sys.stderr)
+        server = Server(cfg)
+        task = asyncio.create_task(server.serve(install_signal_handlers=False))
+        await server.started.wait()
+        try:
+            core = server.core
+            t0 = time.perf_counter()
+            per_doc = 10
+            ndocs = max(1, args.chunks // per_doc)
+            enc = core.tokens.encoding("gpt-4o-mini")
+            sample = zipf.text(2000)
+            tokens_per_word = len(enc.encode(sample)) / 2000
+            step = cfg.docs.chunk_tokens - cfg.docs.chunk_overlap
+            words_per_doc = int((step * (per_doc - 1) + cfg.docs.chunk_tokens) / tokens_per_word)
+            for i in range(ndocs):
+                await core.docs.add("bench-tenant", {"doc_id": f"doc{i}",
+                                                     "content": zipf.text(words_per_doc)})
+            nchunks = core.docs.stats()["chunks"]
+            print(f"ingested {ndocs} documents = {nchunks} chunks in "
+                  f"{time.perf_counter() - t0:.1f}s", file=sys.stderr)
+            c = await Client.connect(cfg.socket, name="bench")
+            await c.session_open("bench-s")
+            for i in range(50):
+                await c.call(names.CACHE_PUT, "bench-s", "tool", {"i": i}, "x" * 200,
+                             {"duration": 1_000_000})
+            queries = [" ".join(rng.choice(words[20:2000]) for _ in range(rng.randint(1, 3)))
+                       for _ in range(args.queries)]
+            results = []
+
+            async def timed(name: str, method: str, make_params, n: int):
+                ms = []
+                for i in range(n):
+                    params = make_params(i)
+                    t = time.perf_counter()
+                    await c.call(method, *params)
+                    ms.append((time.perf_counter() - t) * 1000)
+                results.append(summary(name, ms))
+
+            for q in queries[:10]:  # warm the page cache
+                await c.call(names.MEMORY_SEARCH, "bench-user", "episodic", q)
+                await c.call(names.DOCS_SEARCH, "bench-tenant", q)
+            await timed(f"memory_search episodic ({args.entries:,} entries)", names.MEMORY_SEARCH,
+                        lambda i: ("bench-user", "episodic", queries[i], {}), len(queries))
+            await timed(f"docs_search ({nchunks:,} chunks, 100 candidates -> 10)",
+                        names.DOCS_SEARCH, lambda i: ("bench-tenant", queries[i], {}), len(queries))
+            # worst case: the most frequent words, whose posting lists cover much of the corpus
+            common = [" ".join(rng.choice(words[:10]) for _ in range(rng.randint(1, 3)))
+                      for _ in range(max(20, args.queries // 5))]
+            await timed("memory_search episodic, most frequent words", names.MEMORY_SEARCH,
+                        lambda i: ("bench-user", "episodic", common[i], {}), len(common))
+            await timed("docs_search, most frequent words", names.DOCS_SEARCH,
+                        lambda i: ("bench-tenant", common[i], {}), len(common))
+            n = args.lookups
+            await timed("cache_lookup hit", names.CACHE_LOOKUP,
+                        lambda i: ("bench-s", "tool", {"i": i % 50}), n)
+            await timed("cache_lookup miss", names.CACHE_LOOKUP,
+                        lambda i: ("bench-s", "tool", {"i": -1}), n)
+            await timed("session_get (plain read, for comparison)", names.SESSION_GET,
+                        lambda i: ("bench-s",), n)
+            await timed("ping (round trip floor)", names.PING, lambda i: (), n)
+            await c.close()
+        finally:
+            server.request_stop()
+            await asyncio.wait_for(task, 60)
+        return results
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--entries", type=int, default=100_000)
+    ap.add_argument("--chunks", type=int, default=10_000)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--lookups", type=int, default=2000)
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = ap.parse_args()
+    results = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print("| what | n | p50 ms | p95 ms | p99 ms | max ms |\n|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['what']} | {r['n']} | {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} | "
+              f"{r['max_ms']} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -220,8 +220,8 @@ def cache_cells(item: dict[str, Any], now: float, marked: bool) -> tuple[Any, ..
         ttl = Text("no TTL", "grey50")
     params = item.get("parameters")
     name = str(first(item, "tool_name", "tool", default="?"))
-    call = f"{name}({_short(params)})" if params is not None else name
-    key = Text(("● " if marked else "") + cache_key(item)[:10], "bold yellow" if marked else "")
+    call = f"{name}({_short(params, 24)})" if params is not None else name
+    key = Text(("● " if marked else "") + cache_key(item)[:8], "bold yellow" if marked else "")
     return (key, call, countdown_text(float(remaining), float(total), 8, "x"), ttl,
             str(first(item, "hits", default=0)))
 

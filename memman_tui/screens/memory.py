@@ -61,6 +61,7 @@ class MemoryScreen(MonitorScreen):
         self.user_id = user_id
         self.tenant_id = tenant_id
         self.data: dict[str, Any] = {}
+        self.loads = 0  #: completed fetches (tests wait on it)
 
     def compose(self) -> ComposeResult:
         yield Static(id="memory-title", classes="title")
@@ -122,6 +123,7 @@ class MemoryScreen(MonitorScreen):
         self.post_message(self.Loaded(data))
 
     def on_memory_screen_loaded(self, message: Loaded) -> None:
+        self.loads += 1
         self.data = message.data
         for tab in TABS:
             table = self.query_one(f"#{tab}", DataTable)

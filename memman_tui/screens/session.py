@@ -70,7 +70,7 @@ class SessionScreen(MonitorScreen):
         self.context: list[ContextRow] = []
         self.cache_items: list[dict[str, Any]] = []
         self.scratch_items: list[dict[str, Any]] = []
-        self._stale = False
+        self.loads = 0  #: completed fetches (tests wait on it)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="session-head"):
@@ -135,6 +135,7 @@ class SessionScreen(MonitorScreen):
         self.show(message.detail)
 
     def show(self, detail: Detail) -> None:
+        self.loads += 1
         self.detail = detail
         self.context = context_rows(detail.preview, detail.session)
         self.cache_items = as_list(detail.cache, "entries", "items", "cache")
@@ -190,7 +191,7 @@ class SessionScreen(MonitorScreen):
     def fill_context(self) -> None:
         table = self.query_one("#context", DataTable)
         marks = self.marks.get("context", set())
-        rows = [(r.entry_id, context_cells(r, r.entry_id in marks)) for r in self.context
+        rows = [(str(r.entry_id), context_cells(r, str(r.entry_id) in marks)) for r in self.context
                 if self._matches(r.role, r.type, r.mark, r.content)]
         unavailable = self.detail.preview is UNAVAILABLE and self.detail.session is UNAVAILABLE
         self._refill(table, rows, unavailable)
@@ -264,7 +265,7 @@ class SessionScreen(MonitorScreen):
             return
         if event.data_table.id != "context":
             return
-        row = next((r for r in self.context if r.entry_id == event.row_key.value), None)
+        row = next((r for r in self.context if str(r.entry_id) == event.row_key.value), None)
         if row is not None:
             self.query_one("#why", Static).update(
                 Text(f"entry {row.entry_id}: {row.mark} — {row.reason or 'no reason given'}",
@@ -299,7 +300,7 @@ class SessionScreen(MonitorScreen):
 
     def action_pin(self) -> None:
         table = self.query_one("#context", DataTable)
-        ids = [k for k in self.targets(table) if isinstance(k, int)]
+        ids = [int(k) for k in self.targets(table) if str(k).isdigit()]
         pinned = {r.entry_id: r.pinned for r in self.context}
         if ids:
             self.mm.pin_entries(self.session_id, [(i, not pinned.get(i, False)) for i in ids])

@@ -1,0 +1,236 @@
+"""Pilot tests against the real daemon (in-process, real socket, real SQLite): press keys, then
+ask the daemon whether its state really changed."""
+
+from __future__ import annotations
+
+from memman import names
+from memman_tui.screens.dialogs import ConflictScreen, NoDaemonScreen, PromoteScreen
+from memman_tui.screens.session import SessionScreen
+from tests.helpers import running_daemon, short_tmpdir
+from tests.tui.conftest import connected, real_app, wait_async, wait_for
+
+SIZE = (150, 44)
+
+
+async def seed(c, sid: str = "s1", user: str = "alice", entries: int = 6) -> None:
+    await c.session_open(sid, {"user_id": user, "tenant_id": "acme"})
+    await c.session_add(sid, {"type": "context", "role": "system",
+                              "content": "[SYSTEM: you are a careful analyst]"})
+    for i in range(entries):
+        role = "user" if i % 2 == 0 else "assistant"
+        await c.session_add(sid, {"role": role, "content": f"message number {i} about the plan"})
+
+
+async def open_session(pilot, sid: str = "s1") -> SessionScreen:
+    await connected(pilot)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, SessionScreen)
+                   and pilot.app.screen.loads > 0, "the session screen")
+    screen = pilot.app.screen
+    assert screen.session_id == sid
+    return screen
+
+
+async def test_evict_snippet_with_keys():
+    async with running_daemon() as d, d.client() as c:
+        await seed(c)
+        keep = await c.call(names.SCRATCHPAD_WRITE, "s1", "The events table is partitioned by day.")
+        gone = await c.call(names.SCRATCHPAD_WRITE, "s1", "This one is noise and should go.", {})
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_session(pilot)
+            await pilot.press("tab", "tab")  # context -> cache -> scratchpad
+            assert screen.focused.id == "scratch"
+            table = screen.query_one("#scratch")
+            table.move_cursor(row=table.get_row_index(str(gone["snippet"]["id"])))
+            await pilot.press("e")
+            await wait_for(pilot, lambda: app.screen.query("#yes"), "the confirmation")
+            await pilot.press("y")
+
+            async def evicted():
+                cands = await c.call(names.SCRATCHPAD_CANDIDATES, "s1")
+                return {x["snippet_id"] for x in cands["candidates"]} == {keep["snippet"]["id"]}
+
+            await wait_async(pilot, evicted, "the snippet to be evicted")
+
+
+async def test_evict_cache_entries_marked_with_space():
+    async with running_daemon() as d, d.client() as c:
+        await seed(c)
+        for i in range(3):
+            await c.call(names.CACHE_PUT, "s1", "db_query", {"q": i}, f"rows {i}", {"duration": 3})
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_session(pilot)
+            await pilot.press("tab")
+            assert screen.focused.id == "cache"
+            await pilot.press("space", "space")  # mark the first two rows
+            await pilot.press("delete")
+            await wait_for(pilot, lambda: app.screen.query("#yes"), "the confirmation")
+            await pilot.press("y")
+
+            async def one_left():
+                return len((await c.call(names.CACHE_LIST, "s1"))["entries"]) == 1
+
+            await wait_async(pilot, one_left, "two cache entries to be evicted")
+
+
+async def test_cancelled_evict_changes_nothing():
+    async with running_daemon() as d, d.client() as c:
+        await seed(c)
+        await c.call(names.SCRATCHPAD_WRITE, "s1", "Keep me around please.")
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_session(pilot)
+            await pilot.press("tab", "tab", "e")
+            await wait_for(pilot, lambda: app.screen.query("#yes"), "the confirmation")
+            await pilot.press("n")
+            await wait_for(pilot, lambda: app.screen is screen, "the dialog to close")
+        assert len((await c.call(names.SCRATCHPAD_CANDIDATES, "s1"))["candidates"]) == 1
+
+
+async def test_promote_snippet_to_user_preference():
+    async with running_daemon() as d, d.client() as c:
+        await seed(c)
+        await c.call(names.SCRATCHPAD_WRITE, "s1", "Always show money in EUR with two decimals.",
+                     {"explicit": True})
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            await open_session(pilot)
+            await pilot.press("p")
+            await wait_for(pilot, lambda: isinstance(app.screen, PromoteScreen), "the dialog")
+            await pilot.press("enter")  # first target: user preference
+            box = app.screen.query_one("#promote-field")
+            await wait_for(pilot, lambda: box.has_focus, "the key input")
+            box.value = ""
+            await pilot.press(*"currency", "enter")
+
+            async def promoted():
+                return await c.call(names.MEMORY_RECALL, "alice", "currency")
+
+            got = await wait_async(pilot, promoted, "the preference in user memory")
+            assert "EUR" in str(got)
+
+
+async def test_promotion_conflict_shows_both_values_and_overwrites():
+    async with running_daemon() as d, d.client() as c:
+        await seed(c)
+        await c.call(names.MEMORY_LEARN, "alice", "currency", "USD", {})
+        await c.call(names.SCRATCHPAD_WRITE, "s1", "Always show money in EUR.")
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            await open_session(pilot)
+            await pilot.press("p", "enter")
+            box = app.screen.query_one("#promote-field")
+            await wait_for(pilot, lambda: box.has_focus, "the key input")
+            box.value = "currency"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConflictScreen), "the conflict")
+            conflict = app.screen
+            assert "USD" in str(conflict.query_one("#existing").render())
+            assert "EUR" in str(conflict.query_one("#proposed").render())
+            await pilot.press("o")
+
+            async def replaced():
+                got = await c.call(names.MEMORY_RECALL, "alice", "currency")
+                return got and "EUR" in str(got)
+
+            await wait_async(pilot, replaced, "the preference to be replaced")
+
+
+async def test_pin_survives_compaction():
+    async with running_daemon() as d, d.client() as c:
+        await seed(c, entries=30)
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_session(pilot)
+            table = screen.query_one("#context")
+            rows = [r for r in screen.context if r.role != "system"]
+            target = rows[2].entry_id  # old: compaction would take it
+            assert rows[2].next_out
+            table.move_cursor(row=table.get_row_index(str(target)))
+            await pilot.press("x")
+
+            async def pinned():
+                s = await c.session_get("s1")
+                return next(e for e in s["entries"] if e["id"] == target)["pinned"]
+
+            await wait_async(pilot, pinned, "the pin")
+            await pilot.press("c")
+
+            async def compacted():
+                s = await c.session_get("s1")
+                return s["summaries"] and s
+
+            s = await wait_async(pilot, compacted, "the compaction")
+            entry = next(e for e in s["entries"] if e["id"] == target)
+            assert entry["pinned"] and entry["summary_id"] is None
+            neighbour = next(e for e in s["entries"] if e["id"] == rows[3].entry_id)
+            assert neighbour["summary_id"] is not None  # the unpinned one was compressed
+
+
+async def test_read_only_disables_every_change():
+    async with running_daemon() as d, d.client() as c:
+        await seed(c, entries=30)
+        await c.call(names.SCRATCHPAD_WRITE, "s1", "Always show money in EUR.")
+        app = real_app(str(d.socket), read_only=True)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_session(pilot)
+            assert "read-only" in str(screen.query_one("#banner").render())
+            await pilot.press("x", "c", "p", "tab", "tab", "e")
+            await pilot.pause()
+            assert screen is app.screen  # no dialog opened
+        s = await c.session_get("s1")
+        assert not s["summaries"] and not any(e["pinned"] for e in s["entries"][1:])
+        assert len((await c.call(names.SCRATCHPAD_CANDIDATES, "s1"))["candidates"]) == 1
+
+
+async def test_live_overview_follows_events_and_filter_sort():
+    async with running_daemon() as d, d.client() as c:
+        await seed(c, "s1", "alice")
+        await seed(c, "s2", "bob")
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot)
+            table = app.screen.query_one("#sessions")
+            await seed(c, "s3", "carol")
+            await wait_for(pilot, lambda: table.row_count == 3, "the new session row")
+            await pilot.press("slash", *"bob")
+            await wait_for(pilot, lambda: table.row_count == 1, "the filter")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: table.row_count == 3, "the filter to clear")
+            await pilot.press("z")
+            assert "PAUSED" in str(app.screen.query_one("#banner").render())
+            await c.session_add("s1", {"role": "user", "content": "while paused"})
+            await pilot.pause(0.1)
+            await pilot.press("z")
+            assert not app.screen.query_one("#banner").display
+
+
+async def test_no_daemon_offers_to_start_one():
+    root = short_tmpdir()
+    app = real_app(str(root / "nothing.sock"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, NoDaemonScreen), "the offer")
+        assert "No memman daemon" in str(app.screen.query_one(".dialog-title").render())
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running, "the app to exit")
+
+
+async def test_banner_and_reconnect_when_the_daemon_restarts():
+    root = short_tmpdir()
+    async with running_daemon(root) as d, d.client() as c:
+        await seed(c)
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot)
+            # stop the daemon under the app
+            d.server.request_stop()
+            await wait_for(pilot, lambda: app.backend is None, "the disconnect")
+            await wait_for(pilot, lambda: "reconnect" in app.connection_text, "the banner")
+            assert app.screen.query_one("#banner").display
+            async with running_daemon(root) as d2:
+                await wait_for(pilot, lambda: app.backend is not None and not app.connection_text,
+                               "the reconnect", steps=1000)
+                assert "s1" in app.live.sessions
+                assert d2.socket == d.socket

@@ -1,0 +1,100 @@
+"""Unit tests of the pieces without a screen: live coalescing, rows, gauge bands, backend."""
+
+from __future__ import annotations
+
+from memman import names
+from memman.errors import METHOD_NOT_FOUND, MemmanError
+from memman_tui.backend import UNAVAILABLE, Backend
+from memman_tui.live import LiveState
+from memman_tui.rows import context_rows, overview_matches
+from memman_tui.widgets.gauge import band, gauge_text
+
+
+def ev(sid: str, seq: int, kind: str = "entry_added", tokens: int = 10) -> dict:
+    return {"kind": kind, "seq": seq, "subscription": 1, "session_id": sid,
+            "session": {"session_id": sid, "active_tokens": tokens, "max_tokens": 100}}
+
+
+def test_a_flood_on_one_session_is_one_row_update():
+    live = LiveState()
+    for seq in range(1, 1001):
+        live.on_event(names.SESSION_EVENT, ev("s1", seq, tokens=seq))
+    changes = live.drain()
+    assert changes.sessions == {"s1"} and changes.events == 1000 and not changes.resync
+    assert live.sessions["s1"]["active_tokens"] == 1000  # the newest state wins
+    assert len(changes.lines) <= 200  # the log gets a bounded batch
+    assert live.drain().empty
+
+
+def test_a_sequence_gap_asks_for_a_resync():
+    live = LiveState()
+    live.on_event(names.SESSION_EVENT, ev("s1", 1))
+    live.on_event(names.SESSION_EVENT, ev("s1", 5))
+    assert live.drain().resync
+
+
+def test_backpressure_drops_detail_and_resyncs_once():
+    live = LiveState(max_pending=10)
+    for seq in range(1, 100):
+        live.on_event(names.SESSION_EVENT, ev(f"s{seq}", seq))
+    changes = live.drain()
+    assert changes.resync and live.dropped == 89
+    assert len(changes.sessions) == 10
+
+
+def test_deleted_and_tier_counts():
+    live = LiveState()
+    live.load_sessions([{"session_id": "s1"}])
+    live.seed_counts("s1", {"a"}, {1})
+    live.on_event(names.CACHE_EVENT, {"kind": "put", "seq": 1, "session_id": "s1",
+                                      "entry": {"key": "b"}})
+    live.on_event(names.SCRATCHPAD_EVENT, {"kind": "evicted", "seq": 2, "session_id": "s1",
+                                           "snippet_id": 1})
+    assert live.counts("s1") == (2, 0)
+    live.on_event(names.SESSION_EVENT, {"kind": "deleted", "seq": 3, "session_id": "s1"})
+    changes = live.drain()
+    assert changes.removed == {"s1"} and "s1" not in live.sessions
+
+
+def test_stats_ticks_do_not_fill_the_log():
+    live = LiveState()
+    live.on_event(names.STATS_EVENT, {"kind": "tick", "seq": 1, "requests_per_s": 5})
+    assert not live.log and live.stats_event["requests_per_s"] == 5
+
+
+def test_gauge_bands_always_show_the_number():
+    assert [band(u, 100)[0] for u in (10, 60, 80, 90, 100, 150)] == [
+        "ok", "warn", "prune", "aggressive", "emergency", "emergency"]
+    text = gauge_text(85, 100, 10).plain
+    assert "85/100" in text and "85%" in text and "prune" in text
+
+
+def test_context_rows_join_preview_decisions_with_content():
+    session = {"entries": [{"id": i, "role": "user", "type": "message", "content": f"m{i}",
+                            "tokens": 5} for i in range(1, 21)]}
+    preview = {"entries": [{"entry_id": i, "decision": "compressed" if i < 3 else "kept",
+                            "score": 0.5, "reason": "r", "pinned": i == 4}
+                           for i in range(1, 21)]}
+    rows = context_rows(preview, session)
+    assert [r.entry_id for r in rows][:2] == [3, 4]  # compressed ones live in summaries
+    assert rows[0].content == "m3" and rows[1].pinned and not rows[1].next_out
+    assert rows[0].next_out and not rows[-1].next_out  # the recent window stays
+
+
+def test_overview_filter_matches_id_user_tenant():
+    ov = {"session_id": "demo-01", "user_id": "alice", "tenant_id": "acme"}
+    assert overview_matches(ov, "ALI") and overview_matches(ov, "acme")
+    assert not overview_matches(ov, "bob")
+
+
+class _Missing:
+    async def call(self, method, *params):
+        raise MemmanError(METHOD_NOT_FOUND, f"unknown method '{method}'")
+
+
+async def test_unknown_methods_degrade_to_unavailable():
+    backend = Backend(_Missing(), {})
+    assert await backend.cache_list("s1") is UNAVAILABLE
+    assert not backend.has(names.CACHE_LIST)
+    listed = Backend(_Missing(), {"methods": [{"name": names.STATS}]})
+    assert await listed.scratchpad_candidates("s1") is UNAVAILABLE  # not even asked

@@ -82,18 +82,23 @@ class AgentMd:
             self.root = Path(prefix) if prefix.endswith(os.sep) else Path(prefix).parent
             self.pattern = re.compile(
                 "^" + re.escape(template).replace(re.escape("{tenant}"), "(?P<tenant>[^/]+)") + "$")
+            # any path at or under a tenant's part of the template (e.g. a new tenant dir)
+            self.under = re.compile("^" + re.escape(prefix) + "(?P<tenant>[^/]+)(/|$)")
         else:  # one file for every tenant: it is the "default" tenant's
             self.root = Path(template).parent
             self.pattern = re.compile("^" + re.escape(template) + "$")
+            self.under = self.pattern
 
     def path(self, tenant_id: str) -> Path:
         return self.core.config.agent_md_path(tenant_id)
 
     def tenant_of(self, path: str) -> str | None:
-        m = self.pattern.match(path)
+        """The tenant whose agent.md is, or whose agent.md may be under, ``path``."""
+        m = self.pattern.match(path) or self.under.match(path)
         if m is None:
             return None
-        return m.groupdict().get("tenant") or "default"
+        tenant = m.groupdict().get("tenant") or "default"
+        return None if tenant.startswith(".") else tenant
 
     def _lock(self, tenant_id: str) -> asyncio.Lock:
         return self._locks.setdefault(tenant_id, asyncio.Lock())
@@ -101,6 +106,14 @@ class AgentMd:
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        await self.rescan()
+        if self.core.config.docs.watch:
+            self._stop.clear()
+            self._task = asyncio.get_running_loop().create_task(self._watch(),
+                                                                 name="memman-agent-md-watch")
+
+    async def rescan(self) -> None:
+        """Ingest every agent.md on disk whose content changed (unchanged ones cost a hash)."""
         for path in self._existing():
             tenant = self.tenant_of(str(path))
             if tenant:
@@ -108,10 +121,6 @@ class AgentMd:
                     await self.ingest(tenant)
                 except Exception:
                     log.exception("ingesting %s failed", path)
-        if self.core.config.docs.watch:
-            self._stop.clear()
-            self._task = asyncio.get_running_loop().create_task(self._watch(),
-                                                                 name="memman-agent-md-watch")
 
     def _existing(self) -> list[Path]:
         if "{tenant}" not in self.template:
@@ -136,9 +145,18 @@ class AgentMd:
 
         debounce = self.core.config.docs.watch_debounce_ms
         self.watching = str(self.root)
+        first = True
         try:
+            # yield_on_timeout: the first (empty) yield means the watches are in place; a
+            # rescan then catches anything written between load() and that moment.
             async for changes in awatch(self.root, debounce=debounce, step=min(50, debounce),
-                                        stop_event=self._stop, recursive=True):
+                                        stop_event=self._stop, recursive=True,
+                                        rust_timeout=1000, yield_on_timeout=True):
+                if first:
+                    first = False
+                    await self.rescan()
+                # a change to a directory (a new tenant dir with its file in it) re-checks
+                # that tenant's agent.md: the file may have appeared before its dir was watched
                 tenants = {t for _, p in changes if (t := self.tenant_of(p))}
                 for tenant in sorted(tenants):
                     try:

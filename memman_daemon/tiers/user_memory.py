@@ -411,10 +411,22 @@ class UserMemory:
         rows: dict[int, MemoryRecord] = {}
         match = fts_query(query)
         if match:
-            sql = (f"SELECT {_prefixed('m')}, bm25(memories_fts) AS r FROM memories_fts "
-                   f"JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? "
-                   f"AND {filt} ORDER BY r LIMIT ?")
-            for r in await store.fetchall(sql, [match, *fparams, cfg.candidates]):
+            # BM25 over every match is what makes a query of very common words slow. When
+            # the words match more than memory.max_scan entries (words that common carry
+            # little information), only the newest max_scan matches are ranked — unless
+            # that leaves this user fewer than `limit` results, then all are.
+            bound = await store.fetchall(
+                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
+                "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, cfg.max_scan))
+            low = bound[0][0] if bound else 0
+            sql = (f"SELECT {_prefixed('m')}, bm25(memories_fts) AS r "
+                   f"FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
+                   f"WHERE memories_fts MATCH ? AND memories_fts.rowid >= ? AND {filt} "
+                   f"ORDER BY r LIMIT ?")
+            found = await store.fetchall(sql, [match, low, *fparams, cfg.candidates])
+            if low and len(found) < limit:
+                found = await store.fetchall(sql, [match, 0, *fparams, cfg.candidates])
+            for r in found:
                 rec = MemoryRecord.from_row(r)
                 rows[rec.id] = rec
                 lexical[rec.id] = -r[10]

@@ -186,3 +186,17 @@ async def test_user_memory_survives_restart() -> None:
         assert len((await c.call(names.MEMORY_SEARCH, "u1", "procedural", "", {"flow": "f1"}))["results"]) == 1
         new = await c.call(names.MEMORY_APPEND, "u1", "episodic", {"content": "another"})
         assert new["record"]["id"] > hits[0]["id"]
+
+
+async def test_broad_query_scan_cap_keeps_minority_users_results() -> None:
+    async with running_daemon(clock=FakeClock(), memory={"max_scan": 5}) as d, d.client() as c:
+        mine = (await c.call(names.MEMORY_APPEND, "rare", "episodic",
+                             {"content": "common word from the rare user"}))["record"]
+        for i in range(20):
+            await c.call(names.MEMORY_APPEND, "busy", "episodic", {"content": f"common word {i}"})
+        busy = (await c.call(names.MEMORY_SEARCH, "busy", "episodic", "common",
+                             {"limit": 3}))["results"]
+        assert len(busy) == 3  # only the newest 5 matches were ranked: enough
+        assert all(int(r["content"].split()[-1]) >= 15 for r in busy)
+        rare = (await c.call(names.MEMORY_SEARCH, "rare", "episodic", "common"))["results"]
+        assert [r["id"] for r in rare] == [mine["id"]]  # found although older than the cap

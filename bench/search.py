@@ -162,10 +162,33 @@ async def run(args: argparse.Namespace) -> list[dict[str, float | str | int]]:
                         lambda i: ("bench-s", "tool", {"i": i % 50}), n)
             await timed("cache_lookup miss", names.CACHE_LOOKUP,
                         lambda i: ("bench-s", "tool", {"i": -1}), n)
-            await timed("session_get (plain read, for comparison)", names.SESSION_GET,
-                        lambda i: ("bench-s",), n)
+            await timed("session_get (bench/rpc.py's read method)", names.SESSION_GET,
+                        lambda i: ("bench-s", {"limit": 1}), n)
             await timed("ping (round trip floor)", names.PING, lambda i: (), n)
             await c.close()
+
+            async def crowd(name: str, method: str, make_params, clients: int = 50) -> None:
+                conns = [await Client.connect(cfg.socket, name=f"b{k}") for k in range(clients)]
+                ms: list[float] = []
+                per = max(1, n // clients)
+
+                async def one(conn: Client) -> None:
+                    for i in range(per):
+                        t = time.perf_counter()
+                        await conn.call(method, *make_params(i))
+                        ms.append((time.perf_counter() - t) * 1000)
+                t0 = time.perf_counter()
+                await asyncio.gather(*(one(k) for k in conns))
+                wall = time.perf_counter() - t0
+                row = summary(name, ms)
+                row["what"] = f"{name}, {clients} clients ({len(ms) / wall:,.0f} req/s)"
+                results.append(row)
+                for k in conns:
+                    await k.close()
+
+            await crowd("cache_lookup hit", names.CACHE_LOOKUP,
+                        lambda i: ("bench-s", "tool", {"i": i % 50}))
+            await crowd("session_get", names.SESSION_GET, lambda i: ("bench-s", {"limit": 1}))
         finally:
             server.request_stop()
             await asyncio.wait_for(task, 60)

@@ -169,7 +169,7 @@ class MemoryConfig:
     lexical_weight: float = 0.5  #: hybrid ranking: share of the normalized BM25 score
     semantic_weight: float = 0.5  #: hybrid ranking: share of the cosine similarity
     compact_keep_last: int = 10  #: entries compaction keeps live
-    max_scan: int = 20_000  #: a query matching more entries ranks only the newest this many
+    max_scan: int = 10_000  #: a query matching more entries ranks only the newest this many
 
 
 @dataclass

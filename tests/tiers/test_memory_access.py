@@ -4,6 +4,8 @@ user would: cache across exchanges, keep a scratchpad, promote, find it in a lat
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from memman import names
@@ -63,6 +65,11 @@ def _sync_agent(root: Path) -> None:
             best = memory.scratchpad.candidates()[0]
             assert best["snippet_id"] == s["id"] and best["parts"]["frequency"]["value"] > 0
             memory.scratchpad.promote(s["id"], "business", key="sales peak")
+        show = subprocess.run([sys.executable, "-m", "memman.cli", "--socket", str(p.socket),
+                               "show", "monday"], capture_output=True, text=True, timeout=60)
+        assert show.returncode == 0, show.stderr
+        assert "=== FUNCTION CACHE STATE ===\nCached functions: 1\n" in show.stdout
+        assert "  • sales_by_day({'week': 12}): 2/2 exchanges remaining" in show.stdout
         p.terminate()
     # the same data dir, a new daemon, a later session
     with daemon_process(root) as p2, SyncClient(p2.socket, name="agent") as mm:

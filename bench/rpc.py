@@ -70,8 +70,14 @@ async def echo_server(path: str) -> None:
         await stop.wait()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (robust to other load on the machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def echo_process() -> Iterator[Path]:
+def echo_process() -> Iterator[tuple[Path, int]]:
     root = short_tmpdir("mmecho")
     path = root / "echo.sock"
     proc = subprocess.Popen([sys.executable, __file__, "--echo-server", str(path)])
@@ -80,7 +86,7 @@ def echo_process() -> Iterator[Path]:
             if path.exists():
                 break
             time.sleep(0.05)
-        yield path
+        yield path, proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
@@ -142,6 +148,7 @@ class Result:
     p50_ms: float
     p99_ms: float
     errors: int
+    server_cpu_us: float = 0.0  #: the server process's CPU time per request (microseconds)
 
     @property
     def rate(self) -> float:
@@ -153,7 +160,8 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))] * 1000
 
 
-async def run_mode(path: Path, server: str, what: str, mode: str, total: int) -> Result:
+async def run_mode(path: Path, server: str, what: str, mode: str, total: int,
+                   pid: int | None = None) -> Result:
     method = READ[0] if what == "read" else "memman_session_add"
 
     def p(i: int) -> list:
@@ -165,6 +173,7 @@ async def run_mode(path: Path, server: str, what: str, mode: str, total: int) ->
         await c.request(method, p(0))
         c.latencies.clear()
     per_client = total // nclients
+    cpu0 = cpu_seconds(pid) if pid else 0.0
     t0 = time.perf_counter()
     if mode == "pipelined 64":
         c = clients[0]
@@ -187,18 +196,20 @@ async def run_mode(path: Path, server: str, what: str, mode: str, total: int) ->
 
         await asyncio.gather(*(seq(k, c) for k, c in enumerate(clients)))
     seconds = time.perf_counter() - t0
+    cpu = (cpu_seconds(pid) - cpu0) if pid else 0.0
     lat = [x for c in clients for x in c.latencies]
     for c in clients:
         assert c.transport is not None
         c.transport.close()
-    return Result(server, what, mode, per_client * nclients, seconds, pct(lat, 0.5), pct(lat, 0.99),
-                  sum(c.errors for c in clients))
+    n = per_client * nclients
+    return Result(server, what, mode, n, seconds, pct(lat, 0.5), pct(lat, 0.99),
+                  sum(c.errors for c in clients), cpu / n * 1e6)
 
 
 MODES = ("1 client sequential", "pipelined 64", "50 clients")
 
 
-async def measure(path: Path, server: str, quick: bool) -> list[Result]:
+async def measure(path: Path, server: str, quick: bool, pid: int) -> list[Result]:
     n = {"1 client sequential": 3000, "pipelined 64": 30000, "50 clients": 30000}
     if quick:
         n = {k: v // 10 for k, v in n.items()}
@@ -206,20 +217,20 @@ async def measure(path: Path, server: str, quick: bool) -> list[Result]:
     out = []
     for what in ("read", "durable add"):
         for mode in MODES:
-            out.append(await run_mode(path, server, what, mode, n[mode]))
+            out.append(await run_mode(path, server, what, mode, n[mode], pid))
     return out
 
 
 def run(quick: bool = False) -> list[Result]:
     """Measure the echo server, then the daemon (each a subprocess), in this run."""
-    with echo_process() as echo:
-        results = asyncio.run(measure(echo, "echo", quick))
+    with echo_process() as (echo, pid):
+        results = asyncio.run(measure(echo, "echo", quick, pid))
     with daemon_process() as d:
         with socket.socket(socket.AF_UNIX) as s:  # open the benchmark session
             s.connect(str(d.socket))
             s.sendall(msgpack.packb([0, 1, "memman_session_open", ["bench", {}]]))
             s.recv(65536)
-        results += asyncio.run(measure(d.socket, "memman", quick))
+        results += asyncio.run(measure(d.socket, "memman", quick, d.proc.pid))
     return results
 
 
@@ -239,8 +250,10 @@ def rows(quick: bool = False) -> list[dict]:
             target = ">= 10,000 entries/s"
         out.append({
             "benchmark": "rpc", "what": f"{r.what}, {r.mode}",
-            "value": f"{r.rate:,.0f} req/s (p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms)",
-            "baseline": f"echo {b.rate:,.0f} req/s (p50 {b.p50_ms:.2f} ms)",
+            "value": f"{r.rate:,.0f} req/s (p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms, "
+                     f"{r.server_cpu_us:.0f} µs CPU/req)",
+            "baseline": f"echo {b.rate:,.0f} req/s (p50 {b.p50_ms:.2f} ms, "
+                        f"{b.server_cpu_us:.0f} µs CPU/req)",
             "ratio": f"{r.rate / b.rate:.0%}", "target": target,
             "rate": r.rate, "baseline_rate": b.rate, "errors": r.errors,
         })
@@ -249,14 +262,16 @@ def rows(quick: bool = False) -> list[dict]:
 
 def table(res: list[Result]) -> str:
     echo = {(r.what, r.mode): r for r in res if r.server == "echo"}
-    lines = ["| what | clients | memman req/s | p50 ms | p99 ms | echo req/s | echo p50 ms | memman / echo |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| what | clients | memman req/s | p50 ms | p99 ms | CPU µs/req | echo req/s | "
+             "echo p50 ms | echo CPU µs/req | memman / echo |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res:
         if r.server != "memman":
             continue
         b = echo[(r.what, r.mode)]
         lines.append(f"| {r.what} | {r.mode} | {r.rate:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | "
-                     f"{b.rate:,.0f} | {b.p50_ms:.2f} | {r.rate / b.rate:.0%} |")
+                     f"{r.server_cpu_us:.1f} | {b.rate:,.0f} | {b.p50_ms:.2f} | "
+                     f"{b.server_cpu_us:.1f} | {r.rate / b.rate:.0%} |")
     return "\n".join(lines)
 
 

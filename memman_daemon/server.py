@@ -71,7 +71,8 @@ class Connection:
 
     # --- output --------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
-        if self.closing or self.writer.is_closing():
+        # not `self.closing`: during shutdown the requests still running must get their answers
+        if self.writer.is_closing():
             return
         # a client that never reads: its unsent output is capped, then it is dropped
         if self.writer.transport.get_write_buffer_size() + len(data) > (

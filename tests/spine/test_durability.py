@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 import sqlite3
 import time
@@ -109,3 +110,48 @@ def _sigterm_roundtrip(root: Path) -> None:
     with contextlib.closing(sqlite3.connect(db)) as conn:
         n = conn.execute("SELECT count(*) FROM entries WHERE session_id = 't'").fetchone()[0]
     assert n == 200
+
+
+async def test_requests_in_flight_at_shutdown_are_answered() -> None:
+    """SIGTERM semantics in-process: a durable write waiting for its commit when shutdown
+    begins still commits and is answered; a request arriving after gets -32007."""
+    from tests.helpers import running_daemon
+
+    root = short_tmpdir("mmflight")
+    async with running_daemon(root) as d:
+        c = await Client.connect(d.socket)
+        late = await Client.connect(d.socket)
+        await c.session_open("s", {})
+        store = d.core.store
+        entered, release = asyncio.Event(), asyncio.Event()
+        original = store._transaction
+
+        async def held(ops):
+            entered.set()
+            await release.wait()
+            await original(ops)
+
+        store._transaction = held
+        pending = asyncio.create_task(c.session_add("s", {"role": "user", "content": "in flight"}))
+        await asyncio.wait_for(entered.wait(), GUARD)
+        d.server.request_stop()
+        for _ in range(int(GUARD / 0.01)):
+            if d.server.stopping:
+                break
+            await asyncio.sleep(0.01)
+        try:
+            await asyncio.wait_for(late.ping(), GUARD)
+        except MemmanError as exc:
+            assert exc.code == -32007
+        except ConnectionLost:
+            pass  # the refusal may race the close; either way nothing new runs
+        release.set()
+        result = await asyncio.wait_for(pending, GUARD)
+        assert result["id"] > 0
+        await c.close()
+        await late.close()
+        db = d.core.config.database_path
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = [json.loads(r[0])["content"] for r in conn.execute("SELECT data FROM entries")]
+    shutil.rmtree(root, ignore_errors=True)
+    assert rows == ["in flight"]

@@ -96,9 +96,16 @@ class ToolCache:
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
         self.by_session.clear()
+        orphans: set[str] = set()
         for row in await self.core.store.fetchall("SELECT data FROM tool_cache"):
             e = CacheEntry.from_wire(json.loads(row[0]))
+            if e.session_id not in self.core.sessions.by_id:
+                orphans.add(e.session_id)  # its session was deleted
+                continue
             self.by_session.setdefault(e.session_id, {})[e.key] = e
+        if orphans:
+            await self.core.store.write([("DELETE FROM tool_cache WHERE session_id=?", (sid,))
+                                         for sid in orphans])
 
     async def close(self) -> None:
         if self._flush_task is not None:
@@ -380,7 +387,11 @@ class ToolCache:
                 for cid, e in zip(ids, live, strict=True)]
         return out
 
-    def forget_session(self, session_id: str) -> None:
-        """Drop a deleted session's entries from memory (its rows go with the session)."""
+    async def on_session_deleted(self, session_id: str) -> int:
+        """A deleted session's cache goes with it (audited). Returns the entries removed."""
+        victims = list(self.by_session.get(session_id, {}).values())
+        if victims:
+            await self._remove(session_id, victims, "evicted", "session deleted", "")
         self.by_session.pop(session_id, None)
         self.session_counters.pop(session_id, None)
+        return len(victims)

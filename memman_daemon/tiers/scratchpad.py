@@ -76,10 +76,14 @@ class Scratchpad:
         snippets = [Snippet.from_wire(json.loads(r[0]))
                     for r in await self.core.store.fetchall("SELECT data FROM scratchpad")]
         snippets.sort(key=lambda s: s.used_seq)
-        for sn in snippets:
-            self.by_session.setdefault(sn.session_id, OrderedDict())[sn.id] = sn
         self._ids = itertools.count(max((s.id for s in snippets), default=0) + 1)
         self._seq = itertools.count(max((s.used_seq for s in snippets), default=0) + 1)
+        orphans = [sn for sn in snippets if sn.session_id not in self.core.sessions.by_id]
+        if orphans:  # their session was deleted while a snippet row stayed behind
+            await self.core.store.write(self._evict_ops(orphans, "session deleted", ""))
+            snippets = [sn for sn in snippets if sn.session_id in self.core.sessions.by_id]
+        for sn in snippets:
+            self.by_session.setdefault(sn.session_id, OrderedDict())[sn.id] = sn
 
     async def close(self) -> None:
         pass
@@ -237,22 +241,25 @@ class Scratchpad:
                       promoted=bool(sn.promoted))
         return {"evicted": sn.id, "was_promoted": bool(sn.promoted)}
 
-    async def clear(self, session_ids: list[str], client: str = "") -> int:
+    async def clear(self, session_ids: list[str], client: str = "", reason: str = "clear") -> int:
         """Evict every snippet of these sessions (memory_clear of the working layer)."""
         victims = [sn for sid in session_ids for sn in self.by_session.get(sid, {}).values()]
         if not victims:
+            for sid in session_ids:
+                self.by_session.pop(sid, None)
             return 0
-        await self.core.store.write(self._evict_ops(victims, "clear", client))
+        await self.core.store.write(self._evict_ops(victims, reason, client))
         for sid in session_ids:
             self.by_session.pop(sid, None)
         self.counters["evicted"] += len(victims)
         for v in victims:
-            self._publish("evicted", v.session_id, snippet_id=v.id, text=v.text, reason="clear",
+            self._publish("evicted", v.session_id, snippet_id=v.id, text=v.text, reason=reason,
                           promoted=bool(v.promoted))
         return len(victims)
 
-    def forget_session(self, session_id: str) -> None:
-        self.by_session.pop(session_id, None)
+    async def on_session_deleted(self, session_id: str) -> int:
+        """A deleted session's scratchpad goes with it (each snippet audited)."""
+        return await self.clear([session_id], "", reason="session deleted")
 
 
 def _opt_float(v: Any) -> float | None:

@@ -173,3 +173,28 @@ async def test_scratchpad_events() -> None:
         await c.call(names.SCRATCHPAD_WRITE, "s1", "two")
         await c.call(names.PING)
         assert kinds == ["written", "updated", "promoted", "written", "evicted"]
+
+
+async def test_deleted_session_takes_its_cache_and_scratchpad_along() -> None:
+    root = short_tmpdir()
+    async with running_daemon(root, clock=FakeClock()) as d, d.client() as c:
+        for sid in ("gone", "kept"):
+            await c.session_open(sid)
+            await c.call(names.SCRATCHPAD_WRITE, sid, f"note of {sid}")
+            await c.call(names.CACHE_PUT, sid, "t", {}, "r")
+        assert await d.core.cache.on_session_deleted("nope") == 0
+        await c.session_delete("gone")
+        # the hook (called by the daemon on delete, or at the next start for rows left behind)
+        await d.core.scratchpad.on_session_deleted("gone")
+        await d.core.cache.on_session_deleted("gone")
+        assert "gone" not in d.core.scratchpad.by_session and "gone" not in d.core.cache.by_session
+        before = (await c.call(names.AUDIT_LIST, {"session_id": "gone"}))["records"]
+        assert {r["data"]["reason"] for r in before} == {"session deleted"}
+        await c.session_delete("kept")  # rows left behind without the hook...
+    async with running_daemon(root, clock=FakeClock()) as d, d.client() as c:
+        assert d.core.scratchpad.by_session == {} and d.core.cache.by_session == {}  # ...purged
+        assert (await c.call(names.AUDIT_LIST, {"session_id": "gone"}))["records"] == before
+        await c.session_open("new")
+        await c.call(names.SCRATCHPAD_WRITE, "new", "x")
+        ids = [r["id"] for r in (await c.call(names.AUDIT_LIST, {}))["records"]]
+        assert ids == sorted(ids, reverse=True) and len(set(ids)) == len(ids)

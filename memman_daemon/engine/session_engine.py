@@ -248,7 +248,17 @@ class SessionEngine:
     async def context(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
         budget, model = _opts(opts, self.core)
         self.maybe_compress(s)
-        out = await self.builder.context(s, budget, model)
+        budget = budget or s.meta.max_tokens or self.core.config.context.max_tokens
+        model = model or s.meta.model
+        cached, cached_tokens, cached_note = self._cached_tools(s, budget, model)
+        out = await self.builder.context(s, budget - cached_tokens, model)
+        if cached:
+            out["messages"] = _splice_cached(out["messages"], cached)
+            out["tokens"] += cached_tokens
+            out["budget"] = budget
+            out["final_usage"] = round(out["tokens"] / budget, 4)
+        out["cached_tools"] = {"messages": len(cached), "tokens": cached_tokens,
+                               "note": cached_note}
         self.last_context[s.id] = out["tokens"]
         if out["pruned"]:
             self._publish(s, "pruned", {k: out[k] for k in (
@@ -258,7 +268,29 @@ class SessionEngine:
 
     def preview(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
         budget, model = _opts(opts, self.core)
-        return preview(self.builder, s, budget, model)
+        budget = budget or s.meta.max_tokens or self.core.config.context.max_tokens
+        model = model or s.meta.model
+        cached, cached_tokens, cached_note = self._cached_tools(s, budget, model)
+        out = preview(self.builder, s, budget - cached_tokens, model)
+        out["cached_tools"] = {"messages": len(cached), "tokens": cached_tokens,
+                               "note": cached_note}
+        return out
+
+    def _cached_tools(self, s: Session, budget: int,
+                      model: str) -> tuple[list[dict[str, Any]], int, str]:
+        """Seed 000: cached tool results ride along in the context (their tokens are taken from
+        the budget first). They are left out when they alone would use half the budget."""
+        cache = getattr(self.core, "cache", None)
+        if cache is None:
+            return [], 0, ""
+        msgs = cache.context_messages(s.id)
+        if not msgs:
+            return [], 0, ""
+        tokens = sum(self.core.tokens.count_message(m, model) for m in msgs)
+        if tokens * 2 > budget:
+            return [], 0, (f"cached tool results ({tokens} tokens) left out: more than half "
+                           f"the {budget}-token budget")
+        return msgs, tokens, f"{len(msgs)} cached tool messages included ({tokens} tokens)"
 
     def expand(self, s: Session, summary_id: int) -> dict[str, Any]:
         sm = s.summaries.get(summary_id)
@@ -369,6 +401,14 @@ class SessionEngine:
 
 def _bump(m: SessionMeta, key: str) -> None:
     m.counters[key] = m.counters.get(key, 0) + 1
+
+
+def _splice_cached(messages: list[dict[str, Any]],
+                   cached: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """After the history, before the newest user message (seed 000's order)."""
+    if messages and messages[-1].get("role") == "user":
+        return [*messages[:-1], *cached, messages[-1]]
+    return [*messages, *cached]
 
 
 def _opts(opts: dict[str, Any], core: Core) -> tuple[int | None, str | None]:

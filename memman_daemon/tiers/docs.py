@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from memman.errors import invalid_params, not_found
 from memman_daemon.store import Op
+from memman_daemon.tiers import fts
 from memman_daemon.tiers.chunking import chunk_text
-from memman_daemon.tiers.user_memory import fts_query
 from memman_daemon.tiers.vectors import VectorIndex, pack
 
 if TYPE_CHECKING:
@@ -243,13 +243,24 @@ class BusinessDocs:
         n_cand = int(opts.get("candidates") or cfg.candidates)
         store = self.core.store
         cands: dict[int, dict[str, Any]] = {}
-        match = fts_query(query)
+        total = sum(d.chunks for v in self.docs.values() for d in v.values())
+        match = fts.match_expr(await fts.informative(store, "doc_chunks_fts", fts.words(query),
+                                                     total))
         if match:
-            for cid, doc, seq, text, r in await store.fetchall(
-                    "SELECT c.id, c.doc, c.seq, c.content, bm25(doc_chunks_fts) AS r "
-                    "FROM doc_chunks_fts JOIN doc_chunks c ON c.id = doc_chunks_fts.rowid "
-                    "WHERE doc_chunks_fts MATCH ? AND c.tenant_id=? ORDER BY r LIMIT ?",
-                    (match, tenant_id, n_cand)):
+            # words that common everywhere: rank only the newest max_scan matching chunks,
+            # unless that leaves this tenant fewer than top_k (see user_memory for the same)
+            bound = await store.fetchall(
+                "SELECT rowid FROM doc_chunks_fts WHERE doc_chunks_fts MATCH ? "
+                "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, cfg.max_scan))
+            low = bound[0][0] if bound else 0
+            sql = ("SELECT c.id, c.doc, c.seq, c.content, bm25(doc_chunks_fts) AS r "
+                   "FROM doc_chunks_fts JOIN doc_chunks c ON c.id = doc_chunks_fts.rowid "
+                   "WHERE doc_chunks_fts MATCH ? AND doc_chunks_fts.rowid >= ? "
+                   "AND c.tenant_id=? ORDER BY r LIMIT ?")
+            found = await store.fetchall(sql, (match, low, tenant_id, n_cand))
+            if low and len(found) < top_k:
+                found = await store.fetchall(sql, (match, 0, tenant_id, n_cand))
+            for cid, doc, seq, text, r in found:
                 cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
                               "lexical": -r, "semantic": 0.0}
         qv = await self.core.embedder.embed([query]) if self.core.embedder.enabled else None

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, MemmanError, invalid_params
 from memman_daemon.store import Op
+from memman_daemon.tiers import fts
 from memman_daemon.tiers.scratchpad import normalize
 from memman_daemon.tiers.vectors import VectorIndex, pack
 
@@ -93,10 +94,7 @@ class Change:
 
 def fts_query(text: str) -> str | None:
     """A safe FTS5 MATCH expression: each word quoted, any word may match (BM25 ranks)."""
-    words = [w for w in _WORD.findall(text.lower())][:32]
-    if not words:
-        return None
-    return " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+    return fts.match_expr(fts.words(text))
 
 
 def seed003_score(text: str, terms: list[str]) -> float:
@@ -409,7 +407,11 @@ class UserMemory:
             fparams.append(kind)
         lexical: dict[int, float] = {}
         rows: dict[int, MemoryRecord] = {}
-        match = fts_query(query)
+        total = (sum(self.episodic_count.values()) + sum(len(v) for v in self.prefs.values())
+                 + sum(len(v) for v in self.rules.values())
+                 + sum(len(v) for v in self.playbooks.values()))
+        match = fts.match_expr(await fts.informative(store, "memories_fts", fts.words(query),
+                                                     total))
         if match:
             # BM25 over every match is what makes a query of very common words slow. When
             # the words match more than memory.max_scan entries (words that common carry

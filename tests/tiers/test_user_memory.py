@@ -200,3 +200,20 @@ async def test_broad_query_scan_cap_keeps_minority_users_results() -> None:
         assert all(int(r["content"].split()[-1]) >= 15 for r in busy)
         rare = (await c.call(names.MEMORY_SEARCH, "rare", "episodic", "common"))["results"]
         assert [r["id"] for r in rare] == [mine["id"]]  # found although older than the cap
+
+
+async def test_words_in_most_rows_are_dropped_when_rarer_words_remain() -> None:
+    async with running_daemon(clock=FakeClock(), memory={"max_scan": 50}) as d, d.client() as c:
+        for i in range(240):
+            extra = " zebra" if i in (3, 100) else ""
+            await c.call(names.MEMORY_APPEND, "u1", "episodic",
+                         {"content": f"the report number {i}{extra}"})
+        res = (await c.call(names.MEMORY_SEARCH, "u1", "episodic", "the report zebra"))["results"]
+        # "the" and "report" are in every row (BM25 weight ~0): only the zebra rows match,
+        # including #3, far older than the newest 50
+        assert sorted(r["content"] for r in res) == ["the report number 100 zebra",
+                                                     "the report number 3 zebra"]
+        # all words common: the newest max_scan matches are ranked
+        res = (await c.call(names.MEMORY_SEARCH, "u1", "episodic", "the report",
+                            {"limit": 5}))["results"]
+        assert len(res) == 5

@@ -105,6 +105,8 @@ class AgentMd:
 
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
+        if self.core.read_only:  # a read-only daemon writes nothing, ingestion included
+            return
         self.root.mkdir(parents=True, exist_ok=True)
         await self.rescan()
         if self.core.config.docs.watch:

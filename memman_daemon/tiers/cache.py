@@ -103,7 +103,7 @@ class ToolCache:
                 orphans.add(e.session_id)  # its session was deleted
                 continue
             self.by_session.setdefault(e.session_id, {})[e.key] = e
-        if orphans:
+        if orphans and not self.core.read_only:
             await self.core.store.write([("DELETE FROM tool_cache WHERE session_id=?", (sid,))
                                          for sid in orphans])
 
@@ -151,7 +151,10 @@ class ToolCache:
         return ops
 
     def _mark_dirty(self, e: CacheEntry) -> None:
-        """Commit a hit's refresh in the background; hits arriving meanwhile share the write."""
+        """Commit a hit's refresh in the background; hits arriving meanwhile share the write.
+        A read-only daemon keeps the refresh in memory only."""
+        if self.core.read_only:
+            return
         self._dirty[(e.session_id, e.key)] = e
         if self._flush_task is None or self._flush_task.done():
             self._flush_task = asyncio.get_running_loop().create_task(self._flush())

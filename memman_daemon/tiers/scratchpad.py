@@ -79,7 +79,7 @@ class Scratchpad:
         self._ids = itertools.count(max((s.id for s in snippets), default=0) + 1)
         self._seq = itertools.count(max((s.used_seq for s in snippets), default=0) + 1)
         orphans = [sn for sn in snippets if sn.session_id not in self.core.sessions.by_id]
-        if orphans:  # their session was deleted while a snippet row stayed behind
+        if orphans and not self.core.read_only:  # their session was deleted, rows stayed
             await self.core.store.write(self._evict_ops(orphans, "session deleted", ""))
             snippets = [sn for sn in snippets if sn.session_id in self.core.sessions.by_id]
         for sn in snippets:

@@ -179,3 +179,24 @@ async def test_splice_places_cached_results_before_the_new_question() -> None:
             out[3:5], "gpt-4o-mini") - 3
         out, _ = cache.splice_into("s1", history[:3])
         assert [m["role"] for m in out][-2:] == ["assistant", "tool"]
+
+
+async def test_read_only_daemon_serves_tiers_without_writing() -> None:
+    root = short_tmpdir()
+    async with running_daemon(root, clock=FakeClock()) as d, d.client() as c:
+        await c.session_open("s1")
+        await c.call(names.CACHE_PUT, "s1", "t", {}, "r", {"duration": 2})
+        await d.core.cache.on_cycle_finalized("s1")
+        await c.call(names.SCRATCHPAD_WRITE, "s1", "note")
+        await c.call(names.MEMORY_LEARN, "u", "k", "v")
+    async with running_daemon(root, clock=FakeClock(), read_only=True) as d, d.client() as c:
+        commits = d.core.store.commits
+        assert (await c.call(names.CACHE_LOOKUP, "s1", "t", {}))["result"] == "r"
+        assert [s["text"] for s in (await c.call(names.SCRATCHPAD_READ, "s1"))["snippets"]] == ["note"]
+        assert (await c.call(names.MEMORY_RECALL, "u", "k"))["value"] == "v"
+        assert (await c.call(names.MEMORY_SEARCH, "u", "semantic", "v"))["results"]
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.CACHE_PUT, "s1", "t2", {}, "r")
+        assert ei.value.code == -32005
+        await c.call(names.PING)
+        assert d.core.store.commits == commits

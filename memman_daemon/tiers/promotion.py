@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memman.errors import invalid_params
+from memman.errors import CONFLICT, invalid_params
 from memman_daemon.tiers.scratchpad import Snippet
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class Promotion:
                 changed = change.changed
                 previous = change.previous.content if change.previous else None
         except Exception as exc:
-            if getattr(exc, "code", None) == -32002:
+            if getattr(exc, "code", None) == CONFLICT:
                 self.conflicts += 1
                 core.events.publish("scratchpad", "conflict",
                                     {"snippet_id": sn.id, "target": target,

@@ -72,6 +72,14 @@ class CacheEntry:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
+def _key(tool: str, params: dict[str, Any]) -> str:
+    try:
+        return cache_key(tool, params)
+    except (TypeError, ValueError) as exc:
+        raise invalid_params("params", f"must be JSON-compatible to form the cache key "
+                             f"(text keys, no binary values): {exc}") from None
+
+
 def _result_text(result: Any) -> str:
     if isinstance(result, str):
         return result
@@ -178,7 +186,7 @@ class ToolCache:
     async def lookup(self, session_id: str, tool: str, params: dict[str, Any]) -> CacheEntry | None:
         """The cached result of ``tool(params)`` with its duration refreshed, or None."""
         self.core.sessions.get(session_id)
-        key = cache_key(tool, params)
+        key = _key(tool, params)
         bucket = self.by_session.get(session_id)
         e = bucket.get(key) if bucket else None
         if e is None:
@@ -219,7 +227,7 @@ class ToolCache:
         ttl = opts.get("ttl_s", self.core.config.cache.default_ttl_s) or None
         if ttl is not None and (not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or ttl <= 0):
             raise invalid_params("opts.ttl_s", "expected a positive number of seconds (or 0 for none)")
-        key = cache_key(tool, params)
+        key = _key(tool, params)
         call_id = opts.get("call_id") or f"call_{key[:24]}"
         if not isinstance(call_id, str):
             raise invalid_params("opts.call_id", "expected a string")

@@ -200,7 +200,7 @@ class BusinessDocs:
             ops += [("DELETE FROM chunk_vectors WHERE id IN (SELECT id FROM doc_chunks WHERE doc=?)",
                      (pk,)), ("DELETE FROM doc_chunks WHERE doc=?", (pk,))]
         ops.append(("INSERT OR REPLACE INTO docs(id, tenant_id, doc_id, data) VALUES (?,?,?,?)",
-                    (pk, tenant_id, doc_id, json.dumps(data, ensure_ascii=False))))
+                    (pk, tenant_id, doc_id, json.dumps(data, ensure_ascii=False, default=str))))
         ids = [next(self._chunk_ids) for _ in chunks]
         ops += [("INSERT INTO doc_chunks(id, doc, tenant_id, seq, tokens, content) "
                  "VALUES (?,?,?,?,?,?)", (cid, pk, tenant_id, c.seq, c.tokens, c.text))

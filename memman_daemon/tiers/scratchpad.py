@@ -96,7 +96,7 @@ class Scratchpad:
     @staticmethod
     def op(sn: Snippet) -> Op:
         return ("INSERT OR REPLACE INTO scratchpad(id, session_id, data) VALUES (?,?,?)",
-                (sn.id, sn.session_id, json.dumps(sn.to_wire(), ensure_ascii=False)))
+                (sn.id, sn.session_id, json.dumps(sn.to_wire(), ensure_ascii=False, default=str)))
 
     @staticmethod
     def delete_op(sn: Snippet) -> Op:

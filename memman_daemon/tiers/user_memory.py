@@ -234,7 +234,7 @@ class UserMemory:
         replace = opts.get("replace", True)
         meta = dict(opts.get("metadata") or {})
         if not isinstance(value, str):
-            value = json.dumps(value, ensure_ascii=False, sort_keys=True)
+            value = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
             meta["json"] = True
         ch = await self.prepare_preference(user_id, key, value, replace=bool(replace),
                                            metadata=meta)

@@ -104,6 +104,13 @@ async def test_bad_input_and_unknown_session() -> None:
             await c.call(names.CACHE_LOOKUP, "nope", "t", {})
         assert ei.value.code == NOT_FOUND
         with pytest.raises(MemmanError) as ei:
+            await c.call(names.CACHE_PUT, "s1", "t", {"blob": b"\x00\xff"}, "r")
+        assert ei.value.code == INVALID_PARAMS and "JSON" in ei.value.message
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.CACHE_LOOKUP, "s1", "t", {1: "a", "b": 2})
+        assert ei.value.code == INVALID_PARAMS
+        assert await c.call(names.PING) == "pong"
+        with pytest.raises(MemmanError) as ei:
             await c.call(names.CACHE_EVICT, "s1", "missing")
         assert ei.value.code == NOT_FOUND
 

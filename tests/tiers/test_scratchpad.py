@@ -198,3 +198,25 @@ async def test_deleted_session_takes_its_cache_and_scratchpad_along() -> None:
         await c.call(names.SCRATCHPAD_WRITE, "new", "x")
         ids = [r["id"] for r in (await c.call(names.AUDIT_LIST, {}))["records"]]
         assert ids == sorted(ids, reverse=True) and len(set(ids)) == len(ids)
+
+
+async def test_odd_values_get_clear_errors_or_are_stored() -> None:
+    async with running_daemon(clock=FakeClock()) as d, d.client() as c:
+        await c.session_open("s1")
+        r = await c.call(names.SCRATCHPAD_WRITE, "s1", "x", {"metadata": {"raw": b"\x01"}})
+        assert r["created"]
+        for bad in ({"salience": 2}, {"surprisal": "high"}, {"nope": 1}, {"flow": 3}):
+            with pytest.raises(MemmanError) as ei:
+                await c.call(names.SCRATCHPAD_WRITE, "s1", "y", bad)
+            assert ei.value.code == INVALID_PARAMS
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.SCRATCHPAD_WRITE, "s1", "   ")
+        assert ei.value.code == INVALID_PARAMS
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.SCRATCHPAD_READ, "s1", ["a"])
+        assert ei.value.code == INVALID_PARAMS
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.AUDIT_LIST, {"bogus": 1})
+        assert ei.value.code == INVALID_PARAMS
+        await c.call(names.MEMORY_LEARN, "u", "k", {"b": b"\x02"})
+        assert await c.call(names.PING) == "pong"

@@ -367,19 +367,6 @@ class ToolCache:
         return self.context_messages_for([e for e in self.entries(session_id)
                                           if not e.expired(now)])
 
-    def splice_into(self, session_id: str, messages: list[dict[str, Any]],
-                    model: str = "gpt-4o-mini") -> tuple[list[dict[str, Any]], int]:
-        """``messages`` with the cached tool results placed as seed 000 does: after the
-        history, before the new user message (when the list ends with one; else at the end).
-        Returns (new list, tokens the cached messages add). For the engine's context."""
-        extra = self.context_messages(session_id)
-        if not extra:
-            return messages, 0
-        tokens = sum(self.core.tokens.count_message(m, model) for m in extra)
-        if messages and messages[-1].get("role") == "user":
-            return [*messages[:-1], *extra, messages[-1]], tokens
-        return [*messages, *extra], tokens
-
     @staticmethod
     def context_messages_for(live: list[CacheEntry]) -> list[dict[str, Any]]:
         """``live`` entries as one assistant tool_calls message plus their tool messages."""

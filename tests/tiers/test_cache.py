@@ -172,22 +172,6 @@ def test_format_cache_state_matches_seed() -> None:
                     "2/3 exchanges remaining")
 
 
-async def test_splice_places_cached_results_before_the_new_question() -> None:
-    async with running_daemon(clock=FakeClock()) as d, d.client() as c:
-        await c.session_open("s1")
-        cache = d.core.cache
-        history = [{"role": "system", "content": "sys"}, {"role": "user", "content": "q1"},
-                   {"role": "assistant", "content": "a1"}, {"role": "user", "content": "q2"}]
-        assert cache.splice_into("s1", history) == (history, 0)
-        await c.call(names.CACHE_PUT, "s1", "t", {"a": 1}, "r")
-        out, tokens = cache.splice_into("s1", history)
-        assert [m["role"] for m in out] == ["system", "user", "assistant", "assistant", "tool", "user"]
-        assert out[-1]["content"] == "q2" and tokens == d.core.tokens.count_messages(
-            out[3:5], "gpt-4o-mini") - 3
-        out, _ = cache.splice_into("s1", history[:3])
-        assert [m["role"] for m in out][-2:] == ["assistant", "tool"]
-
-
 async def test_read_only_daemon_serves_tiers_without_writing() -> None:
     root = short_tmpdir()
     async with running_daemon(root, clock=FakeClock()) as d, d.client() as c:

@@ -64,7 +64,8 @@ class Connection:
         self.writer = writer
         self.id = server.state.next_conn_id
         server.state.next_conn_id += 1
-        self.name = f"conn-{self.id}"
+        self.name = f"conn-{self.id}"  #: replaced by memman_set_client_info
+        self.client_info: dict[str, Any] = {}
         self.subscriptions: set[int] = set()
         self.inflight: set[asyncio.Task[Any]] = set()
         self.closing = False

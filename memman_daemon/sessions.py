@@ -198,7 +198,9 @@ class Sessions:
                                  **self.scope(s))
         return e
 
-    async def delete(self, session_id: str) -> int:
+    async def delete(self, session_id: str, client: str = "") -> int:
+        """Remove the session and, through their ``on_session_deleted`` hooks, what other
+        components hold for it; ``client`` names who asked (for the audit log)."""
         s = self.get(session_id)
         del self.by_id[session_id]
         try:
@@ -210,6 +212,11 @@ class Sessions:
         except StoreError:
             self.by_id[session_id] = s
             raise
+        # what other components hold for the session (cache, scratchpad) goes with it
+        for component in self.core.components:
+            hook = getattr(component, "on_session_deleted", None)
+            if hook is not None:
+                await hook(session_id, client)
         self.core.events.publish("session", "deleted", {}, **self.scope(s))
         return len(s.entries)
 

@@ -62,6 +62,7 @@ class Client:
             raise ConnectionLost(f"no memman daemon at {path} ({exc.strerror or exc}); "
                                  "start one with `memman daemon`") from None
         client = cls(reader, writer, name=name, socket_path=path)
+        await client.call(names.SET_CLIENT_INFO, name, {"library": "memman.Client"})
         return client
 
     async def __aenter__(self) -> Client:
@@ -97,6 +98,13 @@ class Client:
 
         method.__name__ = attr
         return method
+
+    def memory(self, session_id: str | None = None, user_id: str = "default",
+               tenant_id: str = "default") -> Any:
+        """Seed 002's access pattern (``memory.preferences.get(key)`` ...), see memman.memory_access."""
+        from memman.memory_access import Memory
+
+        return Memory(self, session_id=session_id, user_id=user_id, tenant_id=tenant_id)
 
     async def subscribe(self, topics: list[str] | tuple[str, ...] = (),
                         filter: dict[str, str] | None = None,

@@ -10,6 +10,7 @@ API_LEVEL = 1
 GET_API_INFO = "memman_get_api_info"
 STATS = "memman_stats"
 PING = "memman_ping"
+SET_CLIENT_INFO = "memman_set_client_info"
 SUBSCRIBE = "memman_subscribe"
 UNSUBSCRIBE = "memman_unsubscribe"
 COUNT_TOKENS = "memman_count_tokens"

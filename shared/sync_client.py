@@ -37,6 +37,7 @@ class SyncClient:
         self._ids = itertools.count(1)
         self._decoder = FrameDecoder(64 * 1024 * 1024)
         self._events: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
+        self.call(names.SET_CLIENT_INFO, name, {"library": "memman.SyncClient"})
 
     def __enter__(self) -> SyncClient:
         return self
@@ -64,6 +65,13 @@ class SyncClient:
         if attr.startswith("_"):
             raise AttributeError(attr)
         return lambda *params: self.call(f"memman_{attr}", *params)
+
+    def memory(self, session_id: str | None = None, user_id: str = "default",
+               tenant_id: str = "default") -> Any:
+        """Seed 002's access pattern (``memory.preferences.get(key)`` ...), see memman.memory_access."""
+        from memman.memory_access import Memory
+
+        return Memory(self, session_id=session_id, user_id=user_id, tenant_id=tenant_id)
 
     def subscribe(self, topics: list[str] | tuple[str, ...] = (),
                   filter: dict[str, str] | None = None) -> int:

@@ -120,3 +120,17 @@ async def test_sync_client_and_read_only_mode() -> None:
         with pytest.raises(MemmanError) as exc:
             await c.session_add("s1", {"content": "nope"})
         assert exc.value.code == -32005 and "read-only" in exc.value.message
+
+
+async def test_clients_name_themselves_and_delete_takes_cache_and_scratchpad_along() -> None:
+    async with running_daemon() as d, d.client("agent-7") as c:
+        await c.session_open("s1")
+        await c.cache_put("s1", "search", {"q": "x"}, "found", {})
+        await c.scratchpad_write("s1", "Orders spike on Mondays.", {})
+        assert [conn.name for conn in d.server.state.connections] == ["agent-7"]
+        await c.session_delete("s1")
+        await c.session_open("s1")  # a new session of the same name starts empty
+        assert (await c.cache_list("s1"))["entries"] == []
+        assert (await c.scratchpad_read("s1"))["snippets"] == []
+        records = (await c.audit_list({"session_id": "s1"}))["records"]
+        assert records and {r["client"] for r in records} == {"agent-7"}

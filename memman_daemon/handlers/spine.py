@@ -29,6 +29,16 @@ async def ping(call: Call) -> str:
     return "pong"
 
 
+@method(names.SET_CLIENT_INFO, Param("name", str), Param("info", dict, default=dict))
+async def set_client_info(call: Call, name: str, info: dict[str, Any]) -> dict[str, Any]:
+    """Name this connection (as Neovim's nvim_set_client_info): the audit log and stats show it."""
+    if not name or len(name) > 128:
+        raise invalid_params("name", "expected 1 to 128 characters")
+    call.connection.name = name
+    call.connection.client_info = dict(info)
+    return {"connection": call.connection.id, "name": name}
+
+
 @method(names.STATS)
 async def stats(call: Call) -> dict[str, Any]:
     return call.core.stats()
@@ -123,5 +133,5 @@ async def session_add(call: Call, session_id: str, entry: dict[str, Any]) -> dic
 @method(names.SESSION_DELETE, Param("session_id", str), writes=True)
 async def session_delete(call: Call, session_id: str) -> dict[str, Any]:
     """Delete the session and everything in it."""
-    n = await call.core.sessions.delete(session_id)
+    n = await call.core.sessions.delete(session_id, call.client_name)
     return {"deleted": True, "entries": n}

@@ -385,11 +385,11 @@ class ToolCache:
                 for cid, e in zip(ids, live, strict=True)]
         return out
 
-    async def on_session_deleted(self, session_id: str) -> int:
+    async def on_session_deleted(self, session_id: str, client: str = "") -> int:
         """A deleted session's cache goes with it (audited). Returns the entries removed."""
         victims = list(self.by_session.get(session_id, {}).values())
         if victims:
-            await self._remove(session_id, victims, "evicted", "session deleted", "")
+            await self._remove(session_id, victims, "evicted", "session deleted", client)
         self.by_session.pop(session_id, None)
         self.session_counters.pop(session_id, None)
         return len(victims)

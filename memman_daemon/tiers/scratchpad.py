@@ -257,9 +257,9 @@ class Scratchpad:
                           promoted=bool(v.promoted))
         return len(victims)
 
-    async def on_session_deleted(self, session_id: str) -> int:
+    async def on_session_deleted(self, session_id: str, client: str = "") -> int:
         """A deleted session's scratchpad goes with it (each snippet audited)."""
-        return await self.clear([session_id], "", reason="session deleted")
+        return await self.clear([session_id], client, reason="session deleted")
 
 
 def _opt_float(v: Any) -> float | None:

@@ -1,7 +1,8 @@
 """The method registry: protocol method names -> handlers, with parameter checking.
 
-A handler is an ``async def`` taking a ``Call`` and its declared parameters by name. It never
-touches the socket. Params arrive as a msgpack array (positional, as msgpack-rpc has it);
+A handler takes a ``Call`` and its declared parameters by name, and never touches the socket.
+It is an ``async def`` when it awaits anything (writes, LLM calls); a pure in-memory read may be
+a plain ``def``, which the server answers inline without creating a task. Params arrive as a msgpack array (positional, as msgpack-rpc has it);
 trailing optional parameters may be left out. A wrong type is answered with -32602 naming the
 parameter.
 
@@ -11,7 +12,8 @@ parameter.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +68,7 @@ class Call:
     connection: Any = None  #: the server's connection object (subscriptions live there)
 
 
-Handler = Callable[..., Awaitable[Any]]
+Handler = Callable[..., Any]  #: async def, or a plain def for in-memory reads
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Method:
     params: tuple[Param, ...]
     doc: str = ""
     writes: bool = False  #: refused when the daemon runs read-only
+    is_async: bool = True  #: a plain function is answered inline (in-memory reads)
 
     def bind(self, params: Any) -> dict[str, Any]:
         if not isinstance(params, (list, tuple)):
@@ -103,7 +106,8 @@ class Registry:
         def register(fn: Handler) -> Handler:
             if name in self.methods:
                 raise RuntimeError(f"method {name} registered twice")
-            self.methods[name] = Method(name, fn, params, (fn.__doc__ or "").strip(), writes)
+            self.methods[name] = Method(name, fn, params, (fn.__doc__ or "").strip(), writes,
+                                        inspect.iscoroutinefunction(fn))
             return fn
         return register
 
@@ -113,10 +117,6 @@ class Registry:
         except KeyError:
             raise MemmanError(METHOD_NOT_FOUND, f"unknown method '{name}'") from None
 
-    async def dispatch(self, call: Call, name: str, params: Any) -> Any:
-        m = self.lookup(name)
-        kwargs = m.bind(params)
-        return await m.handler(call, **kwargs)
 
 
 #: the one registry; handler modules in memman_daemon.handlers register into it on import

@@ -142,14 +142,14 @@ class Connection:
                 self.send_error_event(exc.code, exc.message)
             return
         if isinstance(msg, Request):
-            task = asyncio.create_task(self.run_request(msg))
-            self.inflight.add(task)
-            task.add_done_callback(self.inflight.discard)
+            self.start_request(msg)
         elif isinstance(msg, Notification):
             pass  # clients' notifications carry nothing the daemon acts on; unknown ones are ignored
         # responses from clients: the daemon sends no requests, so there is nothing to match
 
-    async def run_request(self, req: Request) -> None:
+    def start_request(self, req: Request) -> None:
+        """Check and bind a request; answer a plain (non-async) handler at once, else run the
+        coroutine as its own task so answers can go out of order."""
         core = self.core
         core.counters["requests"] += 1
         try:
@@ -160,16 +160,32 @@ class Connection:
                 raise MemmanError(errors.FORBIDDEN, f"{req.method} changes memory, and the daemon "
                                                     "runs read-only (--read-only)")
             kwargs = method.bind(req.params)
-            result = await method.handler(Call(core, self.name, self), **kwargs)
+            if not method.is_async:  # in-memory reads: no task, no extra loop iteration
+                result = method.handler(Call(core, self.name, self), **kwargs)
+                self.send(pack_response(req.msgid, None, result))
+                return
+        except Exception as exc:
+            self.answer_error(req, exc)
+            return
+        task = asyncio.create_task(self.run_request(req, method.handler, kwargs))
+        self.inflight.add(task)
+        task.add_done_callback(self.inflight.discard)
+
+    async def run_request(self, req: Request, handler: Any, kwargs: dict[str, Any]) -> None:
+        try:
+            result = await handler(Call(self.core, self.name, self), **kwargs)
             self.send(pack_response(req.msgid, None, result))
-        except MemmanError as exc:
-            core.counters["errors"] += 1
+        except Exception as exc:
+            self.answer_error(req, exc)
+
+    def answer_error(self, req: Request, exc: Exception) -> None:
+        self.core.counters["errors"] += 1
+        if isinstance(exc, MemmanError):
             self.send(pack_response(req.msgid, exc.to_wire(), None))
-        except Exception as exc:  # a handler bug must not take the connection down
-            core.counters["errors"] += 1
-            log.exception("%s failed", req.method)
-            self.send(pack_response(req.msgid, [errors.INTERNAL_ERROR,
-                                                f"internal error in {req.method}: {exc}"], None))
+            return
+        log.error("%s failed", req.method, exc_info=exc)  # a handler bug must not end the connection
+        self.send(pack_response(req.msgid, [errors.INTERNAL_ERROR,
+                                            f"internal error in {req.method}: {exc}"], None))
 
     async def finish(self, timeout: float = 10.0) -> None:
         self.closing = True

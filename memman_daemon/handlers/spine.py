@@ -10,7 +10,7 @@ from memman_daemon.rpc import REGISTRY, Call, Param, method
 
 
 @method(names.GET_API_INFO)
-async def get_api_info(call: Call) -> dict[str, Any]:
+def get_api_info(call: Call) -> dict[str, Any]:
     """The api level, version, and every method (with its parameters) and event."""
     return {
         "api_level": names.API_LEVEL,
@@ -25,12 +25,12 @@ async def get_api_info(call: Call) -> dict[str, Any]:
 
 
 @method(names.PING)
-async def ping(call: Call) -> str:
+def ping(call: Call) -> str:
     return "pong"
 
 
 @method(names.SET_CLIENT_INFO, Param("name", str), Param("info", dict, default=dict))
-async def set_client_info(call: Call, name: str, info: dict[str, Any]) -> dict[str, Any]:
+def set_client_info(call: Call, name: str, info: dict[str, Any]) -> dict[str, Any]:
     """Name this connection (as Neovim's nvim_set_client_info): the audit log and stats show it."""
     if not name or len(name) > 128:
         raise invalid_params("name", "expected 1 to 128 characters")
@@ -40,12 +40,12 @@ async def set_client_info(call: Call, name: str, info: dict[str, Any]) -> dict[s
 
 
 @method(names.STATS)
-async def stats(call: Call) -> dict[str, Any]:
+def stats(call: Call) -> dict[str, Any]:
     return call.core.stats()
 
 
 @method(names.SUBSCRIBE, Param("topics", list, default=list), Param("filter", dict, default=dict))
-async def subscribe(call: Call, topics: list[Any], filter: dict[str, Any]) -> dict[str, Any]:
+def subscribe(call: Call, topics: list[Any], filter: dict[str, Any]) -> dict[str, Any]:
     """Start receiving events on this connection; returns the subscription id."""
     topics = [t.decode() if isinstance(t, bytes) else t for t in topics]
     if not all(isinstance(t, str) for t in topics):
@@ -63,7 +63,7 @@ async def subscribe(call: Call, topics: list[Any], filter: dict[str, Any]) -> di
 
 
 @method(names.UNSUBSCRIBE, Param("subscription", int))
-async def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
+def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
     conn = call.connection
     removed = subscription in conn.subscriptions and call.core.events.unsubscribe(subscription)
     conn.subscriptions.discard(subscription)
@@ -71,7 +71,7 @@ async def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
 
 
 @method(names.COUNT_TOKENS, Param("messages", list), Param("model", str, default="gpt-4o-mini"))
-async def count_tokens(call: Call, messages: list[Any], model: str) -> dict[str, Any]:
+def count_tokens(call: Call, messages: list[Any], model: str) -> dict[str, Any]:
     """Prompt tokens of a chat request as the API bills it, and the encoding that counted."""
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
@@ -90,7 +90,7 @@ async def session_open(call: Call, session_id: str, opts: dict[str, Any]) -> dic
 
 
 @method(names.SESSION_LIST, Param("filter", dict, default=dict))
-async def session_list(call: Call, filter: dict[str, Any]) -> list[dict[str, Any]]:
+def session_list(call: Call, filter: dict[str, Any]) -> list[dict[str, Any]]:
     """Every session's overview row; filter by user_id / tenant_id."""
     rows = []
     for s in call.core.sessions.by_id.values():
@@ -100,7 +100,7 @@ async def session_list(call: Call, filter: dict[str, Any]) -> list[dict[str, Any
 
 
 @method(names.SESSION_GET, Param("session_id", str), Param("opts", dict, default=dict))
-async def session_get(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
+def session_get(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """The session's state: overview, rolling summary, exchanges, cycle, entries, summaries.
 
     opts.limit (int) returns only the newest ``limit`` entries; opts.entries=false none.

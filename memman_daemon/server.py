@@ -48,20 +48,23 @@ class StartupError(Exception):
 @dataclass
 class ServerState:
     connections: set[Connection] = field(default_factory=set)
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     next_conn_id: int = 1
 
 
-class Connection:
-    """One client: decodes its frames, runs its requests concurrently, writes answers."""
+class Connection(asyncio.Protocol):
+    """One client: decodes its frames, runs its requests concurrently, writes answers.
 
-    def __init__(self, server: Server, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+    An ``asyncio.Protocol`` rather than a stream reader loop: frames are decoded as bytes
+    arrive, and in-memory reads are answered in the same callback, with no task or future per
+    request.
+    """
+
+    def __init__(self, server: Server) -> None:
         self.server = server
         self.core = server.core
         self.limits = server.config.limits
-        self.reader = reader
-        self.writer = writer
+        self.transport: asyncio.Transport | None = None
+        self.decoder = FrameDecoder(self.limits.max_message_bytes)
         self.id = server.state.next_conn_id
         server.state.next_conn_id += 1
         self.name = f"conn-{self.id}"  #: replaced by memman_set_client_info
@@ -69,37 +72,72 @@ class Connection:
         self.subscriptions: set[int] = set()
         self.inflight: set[asyncio.Task[Any]] = set()
         self.closing = False
+        self._frame_timer: asyncio.TimerHandle | None = None
+        self.lost = asyncio.get_running_loop().create_future()  #: done when the socket closed
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        refusal = self.server.refusal(transport)
+        if refusal is not None:
+            self.send_error_event(*refusal)
+            self.close()
+            return
+        self.server.state.connections.add(self)
+        self.core.connections = len(self.server.state.connections)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self._drop_subscriptions()
+        if self._frame_timer is not None:
+            self._frame_timer.cancel()
+        self.server.state.connections.discard(self)
+        self.core.connections = len(self.server.state.connections)
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def close(self) -> None:
+        """Stop reading; what is already written is still flushed, then the socket closes."""
+        self.closing = True
+        self._drop_subscriptions()
+        if self.transport is not None:
+            self.transport.close()
 
     # --- output --------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
         # not `self.closing`: during shutdown the requests still running must get their answers
-        if self.writer.is_closing():
+        t = self.transport
+        if t is None or t.is_closing():
             return
         # a client that never reads: its unsent output is capped, then it is dropped
-        if self.writer.transport.get_write_buffer_size() + len(data) > (
+        if t.get_write_buffer_size() + len(data) > (
                 self.limits.subscriber_buffer_bytes + self.limits.max_message_bytes):
             log.warning("%s stopped reading; dropping it", self.name)
             self.abort()
             return
-        self.writer.write(data)
+        t.write(data)
 
     def deliver_event(self, event: str, payload: dict[str, Any]) -> None:
-        if self.closing:
+        t = self.transport
+        if self.closing or t is None or t.is_closing():
             return
-        if self.writer.transport.get_write_buffer_size() > self.limits.subscriber_buffer_bytes:
+        if t.get_write_buffer_size() > self.limits.subscriber_buffer_bytes:
             log.warning("subscriber %s is %d bytes behind; dropping it", self.name,
-                        self.writer.transport.get_write_buffer_size())
+                        t.get_write_buffer_size())
             self.abort()
             return
-        self.writer.write(pack_notification(event, [payload]))
+        t.write(pack_notification(event, [payload]))
 
     def send_error_event(self, code: int, message: str) -> None:
         self.send(pack_notification(names.ERROR_EVENT, [{"code": code, "message": message}]))
 
     def abort(self) -> None:
+        """Drop the connection now, unsent output included (a client that stopped reading)."""
         self.closing = True
         self._drop_subscriptions()
-        self.writer.transport.abort()
+        if self.transport is not None:
+            self.transport.abort()
 
     def _drop_subscriptions(self) -> None:
         for sub_id in self.subscriptions:
@@ -107,30 +145,39 @@ class Connection:
         self.subscriptions.clear()
 
     # --- input ---------------------------------------------------------------------------
-    async def serve(self) -> None:
-        decoder = FrameDecoder(self.limits.max_message_bytes)
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
         try:
-            while not self.closing:
-                timeout = self.limits.frame_timeout_s if decoder.pending else None
-                try:
-                    data = await asyncio.wait_for(self.reader.read(2**18), timeout)
-                except TimeoutError:
-                    self.send_error_event(errors.PARSE_ERROR, "incomplete message: no more bytes "
-                                          f"within {self.limits.frame_timeout_s}s; closing")
-                    break
-                if not data:
-                    break
-                try:
-                    decoder.feed(data)
-                    for obj in decoder:
-                        self.handle(obj)
-                except ProtocolError as exc:
-                    self.send_error_event(exc.code, exc.message + "; closing the connection")
-                    break
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            await self.finish()
+            self.decoder.feed(data)
+            for obj in self.decoder:
+                self.handle(obj)
+                if self.closing:
+                    return
+        except ProtocolError as exc:
+            self.send_error_event(exc.code, exc.message + "; closing the connection")
+            self.close()
+            return
+        self._watch_partial_frame()
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def _watch_partial_frame(self) -> None:
+        """A frame that has started must keep arriving: no bytes for frame_timeout_s closes."""
+        if self._frame_timer is not None:
+            self._frame_timer.cancel()
+            self._frame_timer = None
+        if self.decoder.pending:
+            self._frame_timer = asyncio.get_running_loop().call_later(
+                self.limits.frame_timeout_s, self._partial_frame_timed_out)
+
+    def _partial_frame_timed_out(self) -> None:
+        self._frame_timer = None
+        if not self.closing:
+            self.send_error_event(errors.PARSE_ERROR, "incomplete message: no more bytes within "
+                                  f"{self.limits.frame_timeout_s}s; closing")
+            self.close()
 
     def handle(self, obj: Any) -> None:
         try:
@@ -187,15 +234,6 @@ class Connection:
         self.send(pack_response(req.msgid, [errors.INTERNAL_ERROR,
                                             f"internal error in {req.method}: {exc}"], None))
 
-    async def finish(self, timeout: float = 10.0) -> None:
-        self.closing = True
-        self._drop_subscriptions()
-        if self.inflight:
-            await asyncio.wait(set(self.inflight), timeout=timeout)
-        with contextlib.suppress(Exception):
-            self.writer.close()
-            await asyncio.wait_for(self.writer.wait_closed(), 1.0)
-
 
 class Server:
     def __init__(self, config: Config, *, clock: Clock | None = None, read_only: bool = False) -> None:
@@ -233,10 +271,10 @@ class Server:
             sock.close()
             self._remove_socket_file()
             raise
-        self._server = await asyncio.start_unix_server(self._on_connect, sock=sock, limit=2**20,
-                                                       backlog=1024)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_unix_server(lambda: Connection(self), sock=sock,
+                                                     backlog=1024)
         if install_signal_handlers:
-            loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_stop)
         log.info("memman daemon serving on %s (database %s)", self.config.socket,
@@ -265,48 +303,24 @@ class Server:
         self.stopping = True
         if self._server is not None:
             self._server.close()
+        # from here start_request answers every new request with -32007; what runs finishes
         conns = list(self.state.connections)
-        for c in conns:  # stop reading new requests; what is running finishes
-            c.closing = True
         inflight = [t for c in conns for t in c.inflight]
         if inflight:
             await asyncio.wait(inflight, timeout=10.0)
         await self.core.stop()
         for c in conns:
-            with contextlib.suppress(Exception):
-                c.writer.close()
-        for t in list(self.state.tasks):
-            t.cancel()
-        if self.state.tasks:
-            await asyncio.wait(list(self.state.tasks), timeout=2.0)
+            c.close()  # flushes the answers already written
+        lost = [c.lost for c in conns]
+        if lost:
+            await asyncio.wait(lost, timeout=2.0)
         self._remove_socket_file()
         log.info("memman daemon stopped")
 
     # --- connections ---------------------------------------------------------------------
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self.state.tasks.add(task)
-        conn = Connection(self, reader, writer)
-        try:
-            refusal = self._refusal(writer)
-            if refusal is not None:
-                code, message = refusal
-                conn.send_error_event(code, message)
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(writer.drain(), 1.0)
-                writer.close()
-                return
-            self.state.connections.add(conn)
-            self.core.connections = len(self.state.connections)
-            await conn.serve()
-        finally:
-            self.state.connections.discard(conn)
-            self.core.connections = len(self.state.connections)
-            self.state.tasks.discard(task)
-
-    def _refusal(self, writer: asyncio.StreamWriter) -> tuple[int, str] | None:
-        sock = writer.get_extra_info("socket")
+    def refusal(self, transport: asyncio.BaseTransport) -> tuple[int, str] | None:
+        """Why a new connection is refused (error code, message), or None to accept it."""
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             uid = peer_uid(sock)
             if uid is not None and uid != os.getuid():

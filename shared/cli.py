@@ -141,8 +141,12 @@ def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def cmd_systemd(args: argparse.Namespace) -> int:
-    from memman_daemon.systemd_units import install_units
+    from memman_daemon.systemd_units import install_units, render_units
 
+    if args.print:
+        for name, text in render_units().items():
+            print(f"# {name}\n{text}")
+        return 0
     written, next_cmd = install_units(args.dest)
     for p in written:
         print(f"wrote {p}")
@@ -167,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     sd_sub = sd.add_subparsers(dest="systemd_command", required=True)
     inst = sd_sub.add_parser("install", help="write memman.socket and memman.service")
     inst.add_argument("--dest", help="directory (default ~/.config/systemd/user)")
+    inst.add_argument("--print", action="store_true", help="print the units, write nothing")
     return p
 
 
@@ -191,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `memman ... | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ from textual.widgets import RichLog
 
 from memman_tui.live import LogLine
 
+#: most lines written per refresh tick; the rest of a flood is counted, not rendered
+PER_TICK = 40
+
 KIND_STYLE = {"entry_added": "green", "deleted": "red", "evicted": "red", "compacted": "cyan",
               "summarized": "cyan", "promoted": "magenta", "pinned": "magenta", "hit": "blue",
               "conflict": "bold red", "finalized": "yellow"}
@@ -33,9 +36,15 @@ class EventLog(RichLog):
         self.query_text = ""
 
     def add_lines(self, lines: list[LogLine]) -> None:
+        """Append a tick's batch in one write (one render pass, not one per line)."""
         keep = [ln for ln in lines if self._wanted(ln)]
-        for ln in keep[-self.max_lines:] if self.max_lines else keep:
-            self.write(format_line(ln, with_session=self.session_id is None))
+        if not keep:
+            return
+        skipped = max(0, len(keep) - PER_TICK)
+        parts = [format_line(ln, with_session=self.session_id is None) for ln in keep[-PER_TICK:]]
+        if skipped:  # a flood: say how much was folded instead of rendering it all
+            parts.insert(0, Text(f"… {skipped} more events in this tick (coalesced)", "grey50"))
+        self.write(Text("\n").join(parts))
 
     def _wanted(self, line: LogLine) -> bool:
         if self.session_id and line.session_id != self.session_id:

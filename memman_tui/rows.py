@@ -37,10 +37,12 @@ def used_tokens(ov: dict[str, Any]) -> int:
 
 
 def llm_calls(ov: dict[str, Any]) -> int:
-    counters = ov.get("counters") or {}
+    """LLM calls made for this session: every counter that names the LLM
+    (llm_compressions, compression_llm, gap_llm, ...)."""
     if "llm_calls" in ov:
         return int(ov["llm_calls"] or 0)
-    return int(sum(v for k, v in counters.items() if k.startswith("llm") and isinstance(v, int)))
+    counters = ov.get("counters") or {}
+    return int(sum(v for k, v in counters.items() if "llm" in k and isinstance(v, int)))
 
 
 def sort_value(ov: dict[str, Any], key: str, cache: int | None, scratch: int | None) -> Any:

@@ -120,9 +120,18 @@ class DemoAgent:
         self.stats.calls[method] += 1
         return result
 
-    async def start(self, max_tokens: int) -> None:
+    async def start(self, max_tokens: int, first_of_tenant: bool) -> None:
         await self.call(names.SESSION_OPEN, self.session_id,
                         {"user_id": self.user, "tenant_id": self.tenant, "max_tokens": max_tokens})
+        # something in user memory and business context for the memory screen
+        await self.call(names.MEMORY_LEARN, self.user, "answer_style",
+                        self.rng.choice(["terse, SQL first", "detailed, with charts"]), {})
+        if first_of_tenant:
+            await self.call(names.DOCS_ADD, self.tenant, {
+                "doc_id": "handbook", "title": f"{self.tenant} analyst handbook",
+                "content": "Sign-ups are counted per day in UTC. Revenue is reported in EUR. "
+                           "The events table is partitioned by day; always filter on day. "
+                           "Incidents are written up in incidents/ within two days."})
         await self.call(names.SESSION_ADD, self.session_id, {
             "type": "context", "role": "system", "pinned": True,
             "content": f"[SYSTEM: You are a data analyst agent for tenant {self.tenant}. "
@@ -204,8 +213,12 @@ async def run_demo(socket: str | None = None, *, sessions: int = 4, duration: fl
     deadline = time.monotonic() + duration
     rng = random.Random(seed)
 
+    tenants_seen: set[str] = set()
+
     async def drive(agent: DemoAgent, budget: int) -> None:
-        await agent.start(budget)
+        first = agent.tenant not in tenants_seen
+        tenants_seen.add(agent.tenant)
+        await agent.start(budget, first)
         while time.monotonic() < deadline:
             await agent.cycle()
             pause = rng.expovariate(rate) if rate > 0 else 0

@@ -54,7 +54,11 @@ def describe(event: str, payload: dict[str, Any]) -> str:
     kind = payload.get("kind", "?")
     bits: list[str] = []
     entry = payload.get("entry")
-    if isinstance(entry, dict):
+    if isinstance(entry, dict) and event != names.SESSION_EVENT:  # e.g. a cache entry
+        for key in ("tool_name", "key", "remaining_duration", "ttl_s"):
+            if entry.get(key) is not None:
+                bits.append(f"{key}={str(entry[key])[:24]}")
+    elif isinstance(entry, dict):
         content = str(entry.get("content") or "")
         if not content and entry.get("tool_calls"):
             calls = entry["tool_calls"]

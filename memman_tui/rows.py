@@ -217,15 +217,15 @@ def cache_cells(item: dict[str, Any], now: float, marked: bool) -> tuple[Any, ..
     ttl_total = first(item, "ttl_s", "ttl", default=None)
     if expires:
         left = max(0.0, float(expires) - now)
-        ttl = countdown_text(left, float(ttl_total or max(left, 1)), 8, "s")
+        ttl = countdown_text(left, float(ttl_total or max(left, 1)), 6, "s")
     else:
         ttl = Text("no TTL", "grey50")
     params = item.get("parameters")
     name = str(first(item, "tool_name", "tool", default="?"))
     call = f"{name}({_short(params, 24)})" if params is not None else name
     key = Text(("● " if marked else "") + cache_key(item)[:8], "bold yellow" if marked else "")
-    return (key, call, countdown_text(float(remaining), float(total), 8, "x"), ttl,
-            str(first(item, "hits", default=0)))
+    return (countdown_text(float(remaining), float(total), 6, "x"), ttl,
+            str(first(item, "hits", default=0)), key, call)
 
 
 def _short(value: Any, n: int = 40) -> str:
@@ -283,4 +283,4 @@ def scratch_cells(item: dict[str, Any], marked: bool) -> tuple[Any, ...]:
         score_text.append(" ★", "bold green")
     ident = Text(("● " if marked else "") + str(snippet_id(item)), "bold yellow" if marked else "")
     text = str(first(item, "text", "content", default="")).replace("\n", " ")
-    return (ident, score_text, reasons_short(item), Text(promoted_to(item), "magenta"), text[:160])
+    return (ident, score_text, Text(promoted_to(item), "magenta"), text[:70], reasons_short(item))

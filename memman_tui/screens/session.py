@@ -83,10 +83,10 @@ class SessionScreen(MonitorScreen):
             ctx.add_columns("id", "role", "type", "tok", "score", "mark", "content")
             yield ctx
             cache: DataTable = DataTable(id="cache", cursor_type="row")
-            cache.add_columns("key", "tool call", "exchanges left", "TTL", "hits")
+            cache.add_columns("exchanges left", "TTL", "hits", "key", "tool call")
             yield cache
             scratch: DataTable = DataTable(id="scratch", cursor_type="row")
-            scratch.add_columns("id", "score", "reasons", "state", "snippet")
+            scratch.add_columns("id", "score", "promoted", "snippet", "score parts")
             yield scratch
             yield Tree("summaries", id="summaries")
             yield EventLog(session_id=self.session_id, id="log",

@@ -234,3 +234,57 @@ async def test_banner_and_reconnect_when_the_daemon_restarts():
                                "the reconnect", steps=1000)
                 assert "s1" in app.live.sessions
                 assert d2.socket == d.socket
+
+
+async def test_start_a_daemon_from_the_no_daemon_dialog(monkeypatch):
+    import sys
+
+    from tests.helpers import daemon_env
+
+    root = short_tmpdir()
+    for key, value in daemon_env(root).items():
+        if key.startswith(("MEMMAN_", "TIKTOKEN_")):
+            monkeypatch.setenv(key, value)
+    cmd = (sys.executable, "-m", "memman_daemon", "--data-dir", str(root / "data"))
+    app = real_app(str(root / "s.sock"), start_daemon_cmd=cmd)
+    async with app.run_test(size=SIZE) as pilot:
+        try:
+            await wait_for(pilot, lambda: isinstance(app.screen, NoDaemonScreen), "the offer")
+            await pilot.press("s")
+            await wait_for(pilot, lambda: app.backend is not None, "the started daemon",
+                           steps=2000)
+            assert app.started_daemon is not None and app.started_daemon.poll() is None
+        finally:
+            if app.started_daemon is not None:
+                app.started_daemon.terminate()
+                app.started_daemon.wait(30)
+
+
+async def test_palette_help_and_refresh_rate():
+    from memman_tui import keymap
+    from memman_tui.screens.help import HelpScreen
+
+    async with running_daemon() as d, d.client() as c:
+        await seed(c, "s1")
+        await seed(c, "s2", "bob")
+        app = real_app(str(d.socket), refresh_s=1.0)
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot)
+            await pilot.press("plus")
+            assert app.settings.refresh_s == 0.5
+            await pilot.press("minus", "minus")
+            assert app.settings.refresh_s == 2.0
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "help")
+            table = app.screen.query_one("#help-keys")
+            listed = {str(table.get_row_at(i)[2]).split(":")[0] for i in range(table.row_count)}
+            for _key, _action, description, _tip, _show in keymap.GLOBAL + keymap.OVERVIEW:
+                assert description in listed
+            await pilot.press("escape")
+            await pilot.press("ctrl+p")
+            await pilot.pause()
+            await pilot.press(*"Open session s2")
+            await pilot.pause(0.3)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen)
+                           and app.screen.session_id == "s2", "the session from the palette")

@@ -259,7 +259,7 @@ class MemmanApp(App):
             self._tick_timer.stop()
         self._tick_timer = self.set_interval(seconds, self.tick)
         self.notify(f"refresh every {seconds:g} s", timeout=2)
-        self.sub_title = f"refresh {seconds:g}s"
+        self.update_banners()
 
     def action_faster(self) -> None:
         slower = [r for r in RATES if r < self.settings.refresh_s]

@@ -8,7 +8,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input
 
 from memman_tui.live import Drained
-from memman_tui.widgets.banner import Banner
+from memman_tui.widgets.banner import Banner, RateLabel
 
 if TYPE_CHECKING:
     from memman_tui.app import MemmanApp
@@ -43,6 +43,8 @@ class MonitorScreen(Screen):
         for banner in self.query(Banner):
             banner.show_state(connection=self.mm.connection_text, paused=self.mm.paused,
                               read_only=self.mm.settings.read_only)
+        for label in self.query(RateLabel):
+            label.show_rate(self.mm.settings.refresh_s, self.mm.paused)
 
     # --- filter ----------------------------------------------------------------------------
     @property

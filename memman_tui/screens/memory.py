@@ -11,6 +11,7 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
+from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 
@@ -19,7 +20,7 @@ from memman_tui.backend import UNAVAILABLE
 from memman_tui.live import Drained
 from memman_tui.rows import as_list, first
 from memman_tui.screens.base import MonitorScreen
-from memman_tui.widgets.banner import Banner
+from memman_tui.widgets.banner import Banner, RateLabel
 
 #: tab id -> (title, memory type, record kinds shown; None = all)
 TABS: dict[str, tuple[str, str, tuple[str, ...] | None]] = {
@@ -64,7 +65,9 @@ class MemoryScreen(MonitorScreen):
         self.loads = 0  #: completed fetches (tests wait on it)
 
     def compose(self) -> ComposeResult:
-        yield Static(id="memory-title", classes="title")
+        with Horizontal(classes="title-row"):
+            yield Static(id="memory-title", classes="title")
+            yield RateLabel(classes="rate")
         yield Banner(id="banner")
         with TabbedContent(id="tabs"):
             for tab_id, (title, _type, _keys) in TABS.items():

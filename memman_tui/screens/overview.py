@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import ComposeResult
+from textual.containers import Horizontal
 from textual.widgets import DataTable, Footer, Input, Static
 
 from memman_tui import keymap
 from memman_tui.live import Drained
 from memman_tui.rows import OVERVIEW_COLUMNS, overview_matches, overview_row, sort_value
 from memman_tui.screens.base import MonitorScreen
-from memman_tui.widgets.banner import Banner
+from memman_tui.widgets.banner import Banner, RateLabel
 from memman_tui.widgets.daemon_header import DaemonHeader
 from memman_tui.widgets.event_log import EventLog
 
@@ -27,7 +28,9 @@ class OverviewScreen(MonitorScreen):
         self._cells: dict[str, tuple[Any, ...]] = {}  #: what each row shows now
 
     def compose(self) -> ComposeResult:
-        yield Static("memman — sessions", id="title", classes="title")
+        with Horizontal(classes="title-row"):
+            yield Static("memman — sessions", id="title", classes="title")
+            yield RateLabel(classes="rate")
         yield DaemonHeader(id="daemon")
         yield Banner(id="banner")
         table: DataTable = DataTable(id="sessions", cursor_type="row", zebra_stripes=True)

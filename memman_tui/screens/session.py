@@ -33,7 +33,7 @@ from memman_tui.rows import (
     used_tokens,
 )
 from memman_tui.screens.base import MonitorScreen
-from memman_tui.widgets.banner import Banner
+from memman_tui.widgets.banner import Banner, RateLabel
 from memman_tui.widgets.event_log import EventLog
 from memman_tui.widgets.gauge import TokenGauge
 
@@ -76,6 +76,7 @@ class SessionScreen(MonitorScreen):
         with Horizontal(id="session-head"):
             yield Static(id="session-title", classes="title")
             yield TokenGauge(id="gauge")
+            yield RateLabel(classes="rate")
         yield Banner(id="banner")
         yield Static(id="why")
         with Grid(id="session-grid"):
@@ -253,7 +254,8 @@ class SessionScreen(MonitorScreen):
 
     # --- keys ---------------------------------------------------------------------------------
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key is None:
+        # only the panel the user is in explains its row; refills of the others stay quiet
+        if event.row_key is None or not event.data_table.has_focus:
             return
         if event.data_table.id == "scratch":
             item = next((s for s in self.scratch_items

@@ -20,3 +20,10 @@ class Banner(Static):
         self.set_class(paused, "-paused")
         self.display = bool(parts)
         self.update("  │  ".join(parts))
+
+
+class RateLabel(Static):
+    """The refresh interval, always visible (`+` / `-` change it), and whether live is paused."""
+
+    def show_rate(self, seconds: float, paused: bool) -> None:
+        self.update("⏸ paused" if paused else f"⟳ {seconds:g}s  +/-")

@@ -23,7 +23,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from memman import names
-from memman.errors import CONFLICT, MemmanError
+from memman.errors import CONFLICT, ConnectionLost, MemmanError
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE, Backend, ClientFactory
 from memman_tui.live import LiveState
@@ -439,6 +439,10 @@ class MemmanApp(App):
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
+        if isinstance(error, ConnectionLost):  # the banner and the reconnect loop handle it
+            self.notify("not done: the connection to the daemon was lost; reconnecting",
+                        severity="error")
+            return
         if isinstance(error, MemmanError):
             title = f"The daemon refused: {error.message}"
             hint = {-32005: "The daemon is read-only or refused this client.",

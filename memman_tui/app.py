@@ -175,9 +175,16 @@ class MemmanApp(App):
             self.resync()
         elif changes.stale:
             self.refresh_overviews(changes.stale)
-        for screen in self.screen_stack:
-            if isinstance(screen, MonitorScreen) and screen.is_current:
-                screen.apply(changes)
+        screen = self.monitor_screen()
+        if screen is not None:  # also under a dialog: the log and rows keep up behind it
+            screen.apply(changes)
+
+    def monitor_screen(self) -> MonitorScreen | None:
+        """The top-most monitor screen (the one showing, or the one under a dialog)."""
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, MonitorScreen):
+                return screen
+        return None
 
     def tick(self) -> None:
         if self.paused:
@@ -185,8 +192,9 @@ class MemmanApp(App):
         self.refresh_stats()
         if self.live.has_pending() and self._flush_timer is None:
             self.flush()
-        if isinstance(self.screen, MonitorScreen):
-            self.screen.tick()
+        screen = self.monitor_screen()
+        if screen is not None:
+            screen.tick()
 
     @work(exclusive=True, group="stats")
     async def refresh_stats(self) -> None:
@@ -234,8 +242,8 @@ class MemmanApp(App):
         if self.backend is None:
             return
         self.live.load_sessions(await self.backend.session_list())
-        screen = self.screen
-        if isinstance(screen, MonitorScreen):
+        screen = self.monitor_screen()
+        if screen is not None:
             from memman_tui.live import Drained
 
             screen.apply(Drained(sessions=stale & set(self.live.sessions)))

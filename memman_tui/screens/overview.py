@@ -127,9 +127,7 @@ class OverviewScreen(MonitorScreen):
 
     def reload(self) -> None:
         self.rebuild()
-        log = self.query_one("#log", EventLog)
-        if not log.lines:
-            log.add_lines(list(self.mm.live.log))
+        self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
 
     # --- keys ------------------------------------------------------------------------------
     def on_input_changed(self, event: Input.Changed) -> None:

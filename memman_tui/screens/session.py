@@ -105,12 +105,12 @@ class SessionScreen(MonitorScreen):
         self.query_one("#summaries", Tree).show_root = False
         self.show_head()
         self.update_banner()
-        self.query_one("#log", EventLog).add_lines(
-            [ln for ln in self.mm.live.log if ln.session_id == self.session_id])
+        self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
         self.query_one("#context", DataTable).focus()
 
     # --- loading ----------------------------------------------------------------------------
     def reload(self) -> None:
+        self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
         if self.mm.backend is not None:
             self.fetch()
 

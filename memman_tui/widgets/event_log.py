@@ -34,9 +34,12 @@ class EventLog(RichLog):
         super().__init__(max_lines=max_lines, wrap=False, markup=False, **kwargs)
         self.session_id = session_id
         self.query_text = ""
+        self.last_line: LogLine | None = None  #: newest line written (for catch_up)
 
     def add_lines(self, lines: list[LogLine]) -> None:
         """Append a tick's batch in one write (one render pass, not one per line)."""
+        if lines:
+            self.last_line = lines[-1]
         keep = [ln for ln in lines if self._wanted(ln)]
         if not keep:
             return
@@ -45,6 +48,16 @@ class EventLog(RichLog):
         if skipped:  # a flood: say how much was folded instead of rendering it all
             parts.insert(0, Text(f"… {skipped} more events in this tick (coalesced)", "grey50"))
         self.write(Text("\n").join(parts))
+
+    def catch_up(self, history: list[LogLine]) -> None:
+        """Write what arrived while this log was not being fed (another screen on top)."""
+        start = 0
+        if self.last_line is not None:
+            for i in range(len(history) - 1, -1, -1):
+                if history[i] is self.last_line:
+                    start = i + 1
+                    break
+        self.add_lines(history[start:])
 
     def _wanted(self, line: LogLine) -> bool:
         if self.session_id and line.session_id != self.session_id:

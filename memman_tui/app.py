@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 
 from textual import work
 from textual.app import App, SystemCommand
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -26,7 +28,7 @@ from memman import names
 from memman.errors import CONFLICT, ConnectionLost, MemmanError
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE, Backend, ClientFactory
-from memman_tui.live import LiveState
+from memman_tui.live import Drained, LiveState
 from memman_tui.rows import as_list, snippet_id
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.screens.dialogs import (
@@ -41,6 +43,7 @@ from memman_tui.screens.memory import MemoryScreen
 from memman_tui.screens.overview import OverviewScreen
 from memman_tui.screens.session import SessionScreen
 from memman_tui.settings import RATES, Settings
+from memman_tui.widgets.daemon_header import DaemonHeader
 
 
 class MemmanApp(App):
@@ -207,9 +210,8 @@ class MemmanApp(App):
         self.stats = None if stats is UNAVAILABLE else stats
         for screen in self.screen_stack:
             if isinstance(screen, OverviewScreen):
-                from memman_tui.widgets.daemon_header import DaemonHeader
-
-                screen.query_one(DaemonHeader).show_stats(self.stats, self.clock())
+                for header in screen.query(DaemonHeader):  # none while shutting down
+                    header.show_stats(self.stats, self.clock())
 
     @work(exclusive=True, group="seed")
     async def seed_counts(self) -> None:
@@ -234,7 +236,8 @@ class MemmanApp(App):
         await asyncio.gather(*(one(sid) for sid in sids))
         screen = self.screen
         if isinstance(screen, OverviewScreen):
-            screen.rebuild()
+            with contextlib.suppress(NoMatches):  # the app may be closing meanwhile
+                screen.rebuild()
 
     @work(exclusive=True, group="overviews")
     async def refresh_overviews(self, stale: set[str]) -> None:
@@ -244,9 +247,8 @@ class MemmanApp(App):
         self.live.load_sessions(await self.backend.session_list())
         screen = self.monitor_screen()
         if screen is not None:
-            from memman_tui.live import Drained
-
-            screen.apply(Drained(sessions=stale & set(self.live.sessions)))
+            with contextlib.suppress(NoMatches):
+                screen.apply(Drained(sessions=stale & set(self.live.sessions)))
 
     @work(exclusive=True, group="resync")
     async def resync(self) -> None:
@@ -254,7 +256,8 @@ class MemmanApp(App):
             return
         self.live.load_sessions(await self.backend.session_list())
         if isinstance(self.screen, MonitorScreen):
-            self.screen.reload()
+            with contextlib.suppress(NoMatches):
+                self.screen.reload()
 
     # --- global actions -------------------------------------------------------------------------
     def action_refresh_now(self) -> None:

@@ -246,8 +246,20 @@ class SessionEngine:
 
     # --- reads -------------------------------------------------------------------
     async def context(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
-        budget, model = _opts(opts, self.core)
+        """What the agent sends now; counts it and publishes ``pruned`` when entries were left out."""
         self.maybe_compress(s)
+        out = await self.assemble(s, opts)
+        self.last_context[s.id] = out["tokens"]
+        if out["pruned"]:
+            self._publish(s, "pruned", {k: out[k] for k in (
+                "tokens", "budget", "full_tokens", "usage", "band", "emergency", "over_budget",
+                "kept_entries", "dropped_entries", "summarized_entries")})
+        return out
+
+    async def assemble(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
+        """The context window (history within the budget, plus cached tool results), with no
+        side effects: used by ``context`` and by the report."""
+        budget, model = _opts(opts, self.core)
         budget = budget or s.meta.max_tokens or self.core.config.context.max_tokens
         model = model or s.meta.model
         cached, cached_tokens, cached_note = self._cached_tools(s, budget, model)
@@ -259,11 +271,6 @@ class SessionEngine:
             out["final_usage"] = round(out["tokens"] / budget, 4)
         out["cached_tools"] = {"messages": len(cached), "tokens": cached_tokens,
                                "note": cached_note}
-        self.last_context[s.id] = out["tokens"]
-        if out["pruned"]:
-            self._publish(s, "pruned", {k: out[k] for k in (
-                "tokens", "budget", "full_tokens", "usage", "band", "emergency", "over_budget",
-                "kept_entries", "dropped_entries", "summarized_entries")})
         return out
 
     def preview(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:

@@ -94,17 +94,12 @@ async def session_report(call: Call, session_id: str, opts: dict[str, Any]) -> d
     """Seed 000's MEMORY STATE text (what `memman show` prints) and the data behind it."""
     eng = call.core.engine
     s = _session(call, session_id)
-    ctx = await eng.builder.context(s, opts.get("max_tokens"), opts.get("model"))
+    ctx = await eng.assemble(s, opts)
     data = portability.export(s)
     data["context"] = ctx
     data["state"] = eng.memory_state(s)
     data["usage"] = usage.stats(s.meta)
-    cache = None
-    for c in call.core.components:
-        if getattr(c, "stats_key", "") == "cache" and hasattr(c, "entries"):
-            try:
-                cache = [e.to_wire() for e in c.entries(session_id)]
-            except Exception:
-                cache = None
+    cache = getattr(call.core, "cache", None)
+    cache = [e.to_wire() for e in cache.entries(session_id)] if cache is not None else None
     data["cache"] = cache
     return {"text": render_memory_state(data), "state": data["state"], "band": ctx["band"]}

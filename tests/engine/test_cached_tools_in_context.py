@@ -32,6 +32,9 @@ async def test_cached_results_ride_along_before_the_new_question() -> None:
         billed = await c.count_tokens(msgs, ctx["model"])
         assert ctx["tokens"] == billed["tokens"] and ctx["tokens"] <= ctx["budget"] == 2000
         assert ctx["cached_tools"]["messages"] == 2
+        # `memman show` reports exactly what the agent receives, cached results included
+        report = (await c.session_report("s"))["text"]
+        assert f"=== AGENT RECEIVES ({len(msgs)} messages) ===" in report
 
         # each finalized cycle decrements the duration; at 0 the result leaves the context
         for i in range(2):

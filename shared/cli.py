@@ -158,13 +158,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memman", description="A memory manager for LLM agents.")
     p.add_argument("--socket", help="daemon socket (env MEMMAN_SOCKET)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    # the same two flags after the sub-command (`memman status --json`); SUPPRESS keeps a value
+    # given before the sub-command from being reset
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--socket", default=argparse.SUPPRESS, help="daemon socket")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="machine-readable output")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("daemon", help="run the daemon (flags: memman daemon --help)", add_help=False)
-    sub.add_parser("status", help="is the daemon running? (exit 1 if not)")
-    sub.add_parser("sessions", help="list sessions")
-    show = sub.add_parser("show", help="print a session's memory state")
+    sub.add_parser("status", parents=[common], help="is the daemon running? (exit 1 if not)")
+    sub.add_parser("sessions", parents=[common], help="list sessions")
+    show = sub.add_parser("show", parents=[common], help="print a session's memory state")
     show.add_argument("session")
-    tui = sub.add_parser("tui", help="open the terminal app")
+    tui = sub.add_parser("tui", parents=[common], help="open the terminal app")
     tui.add_argument("--read-only", action="store_true", help="disable every change")
     sub.add_parser("demo", help="run demo agents (flags: memman demo --help)", add_help=False)
     sd = sub.add_parser("systemd", help="systemd user units")

@@ -46,3 +46,9 @@ def test_daemon_refuses_a_second_daemon_on_a_live_socket() -> None:
                             "--data-dir", str(p.root / "other")], capture_output=True, text=True,
                            timeout=60, env=daemon_env(p.root))
         assert r.returncode == 1 and "already listening" in r.stderr
+
+
+def test_flags_work_after_the_subcommand_too() -> None:
+    root = short_tmpdir()
+    r = memman("status", "--json", "--socket", str(root / "none.sock"))
+    assert r.returncode == 1 and json.loads(r.stdout)["running"] is False

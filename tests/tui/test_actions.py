@@ -40,8 +40,8 @@ async def test_evict_snippet_with_keys():
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
             await pilot.press("tab", "tab")  # context -> cache -> scratchpad
-            assert screen.focused.id == "scratch"
             table = screen.query_one("#scratch")
+            await wait_for(pilot, lambda: screen.focused is table, "the scratchpad panel")
             table.move_cursor(row=table.get_row_index(str(gone["snippet"]["id"])))
             await pilot.press("e")
             await wait_for(pilot, lambda: app.screen.query("#yes"), "the confirmation")
@@ -62,9 +62,13 @@ async def test_evict_cache_entries_marked_with_space():
         app = real_app(str(d.socket))
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
+            table = screen.query_one("#cache")
+            await wait_for(pilot, lambda: table.row_count == 3, "the cache rows")
             await pilot.press("tab")
-            assert screen.focused.id == "cache"
+            await wait_for(pilot, lambda: screen.focused is table, "the cache panel")
+            table.move_cursor(row=0)
             await pilot.press("space", "space")  # mark the first two rows
+            await wait_for(pilot, lambda: len(screen.marks.get("cache", ())) == 2, "two marks")
             await pilot.press("delete")
             await wait_for(pilot, lambda: app.screen.query("#yes"), "the confirmation")
             await pilot.press("y")

@@ -1,0 +1,59 @@
+"""The durable record: pragmas, migrations, integrity check at start."""
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from memman_daemon.schema import SCHEMA_VERSION
+from memman_daemon.store import Store, StoreError
+from tests.helpers import daemon_env, running_daemon, short_tmpdir
+
+
+async def test_wal_synchronous_and_schema_version() -> None:
+    root = short_tmpdir()
+    async with running_daemon(root, storage={"synchronous": "FULL"}) as d, d.client() as c:
+        await c.session_open("s")
+        assert (await c.stats())["store"]["synchronous"] == "FULL"
+        db = d.core.config.database_path
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_bad_synchronous_value_is_refused_with_a_clear_message() -> None:
+    with pytest.raises(ValueError, match="NORMAL or FULL"):
+        Store(short_tmpdir() / "x.db", "SOMETIMES")
+
+
+async def test_a_database_from_a_newer_memman_is_refused() -> None:
+    root = short_tmpdir()
+    db = root / "data" / "memman.db"
+    db.parent.mkdir()
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    store = Store(db)
+    with pytest.raises(StoreError, match="newer than this memman"):
+        await store.open()
+
+
+def test_corrupt_database_stops_start_up_naming_the_file() -> None:
+    root = short_tmpdir()
+    data = root / "data"
+    data.mkdir()
+    db = data / "memman.db"
+    with sqlite3.connect(db) as conn:  # a few pages of real data, then damage them
+        conn.execute("CREATE TABLE t(x)")
+        conn.executemany("INSERT INTO t VALUES (?)", [("x" * 500,)] * 200)
+        conn.execute("CREATE INDEX ti ON t(x)")
+    raw = bytearray(db.read_bytes())
+    for off in range(4096 * 2, len(raw), 4096):  # keep the header page, scramble the rest
+        raw[off + 8: off + 60] = b"\xff" * 52
+    db.write_bytes(bytes(raw))
+    r = subprocess.run([sys.executable, "-m", "memman_daemon", "--socket", str(root / "s" / "m.sock"),
+                        "--data-dir", str(data)], capture_output=True, text=True, timeout=60,
+                       env=daemon_env(root))
+    assert r.returncode == 1
+    assert str(db) in r.stderr and "backup" in r.stderr
+    assert not (root / "s" / "m.sock").exists()

@@ -15,9 +15,20 @@ from memman import __version__
 from memman.config import Config
 from memman_daemon.clock import Clock
 from memman_daemon.config_watch import ConfigWatcher
+from memman_daemon.engine.session_engine import SessionEngine
+from memman_daemon.engine.summarizer import Summarizer
 from memman_daemon.events import EventBus
 from memman_daemon.sessions import Sessions
 from memman_daemon.store import Store
+from memman_daemon.tiers.agentmd import AgentMd
+from memman_daemon.tiers.audit import AuditLog
+from memman_daemon.tiers.cache import ToolCache
+from memman_daemon.tiers.docs import BusinessDocs
+from memman_daemon.tiers.embeddings import Embedder
+from memman_daemon.tiers.injection import Injection
+from memman_daemon.tiers.promotion import Promotion
+from memman_daemon.tiers.scratchpad import Scratchpad
+from memman_daemon.tiers.user_memory import UserMemory
 from memman_daemon.tokens import TokenCounter, use_cache_dir
 
 log = logging.getLogger(__name__)
@@ -37,42 +48,24 @@ class Core:
         #: filled by the server: live connection count, requests served, errors
         self.counters: dict[str, int] = {"requests": 0, "errors": 0}
         self.connections = 0
-        # Components with `async load()` / `async close()`, loaded after sessions.
-        # Feature modules append themselves here (see _components()).
-        self.components: list[Any] = self._components()
-        self.config_watch = ConfigWatcher(self)
-
-    def _components(self) -> list[Any]:
-        from memman_daemon.engine.session_engine import SessionEngine
-        from memman_daemon.engine.summarizer import Summarizer
-
-        self.summarizer = Summarizer(self)
-        self.engine = SessionEngine(self)
-        return [self.summarizer, self.engine, *self._tier_components()]
-
-    def _tier_components(self) -> list[Any]:
-        """Tool cache, injection, scratchpad, promotion, user memory, business docs (issue 4)."""
-        from memman_daemon.tiers.agentmd import AgentMd
-        from memman_daemon.tiers.audit import AuditLog
-        from memman_daemon.tiers.cache import ToolCache
-        from memman_daemon.tiers.docs import BusinessDocs
-        from memman_daemon.tiers.embeddings import Embedder
-        from memman_daemon.tiers.injection import Injection
-        from memman_daemon.tiers.promotion import Promotion
-        from memman_daemon.tiers.scratchpad import Scratchpad
-        from memman_daemon.tiers.user_memory import UserMemory
-
-        self.audit = AuditLog(self)
-        self.embedder = Embedder(self)
+        # Components: each has `async load()` (read its state from SQLite) and may have
+        # `async close()`, `stats()` with `stats_key`, and `on_session_deleted()`. Loaded after
+        # the sessions, in this order; closed in reverse.
+        self.summarizer = Summarizer(self)  # the engine's LLM client and fallback
+        self.engine = SessionEngine(self)  # cycles, compression, budgeted context (issue 3)
+        self.audit = AuditLog(self)  # promotions and evictions, readable over the protocol
+        self.embedder = Embedder(self)  # optional embeddings endpoint for hybrid search
         self.cache = ToolCache(self)
         self.injection = Injection(self)
         self.scratchpad = Scratchpad(self)
         self.promotion = Promotion(self)
         self.user_memory = UserMemory(self)
         self.docs = BusinessDocs(self)
-        self.agent_md = AgentMd(self)
-        return [self.audit, self.embedder, self.cache, self.injection, self.scratchpad,
-                self.promotion, self.user_memory, self.docs, self.agent_md]
+        self.agent_md = AgentMd(self)  # watches each tenant's agent.md and re-ingests it
+        self.components: list[Any] = [
+            self.summarizer, self.engine, self.audit, self.embedder, self.cache, self.injection,
+            self.scratchpad, self.promotion, self.user_memory, self.docs, self.agent_md]
+        self.config_watch = ConfigWatcher(self)
 
     async def start(self) -> None:
         use_cache_dir(self.config.data_dir)

@@ -59,7 +59,10 @@ def ms(samples: list[float]) -> str:
             f"max {max(samples) * 1000:7.3f} ms")
 
 
-async def run(sessions: int, rate: float, seconds: float) -> None:
+async def run(sessions: int, rate: float, seconds: float, quiet: bool = False) -> dict[str, float]:
+    """Measure; print unless quiet; return the figures (seconds)."""
+    figures: dict[str, float] = {}
+    say = (lambda *a, **k: None) if quiet else print
     client = BenchClient(sessions)
     app = MemmanApp(Settings(refresh_s=1.0), factory=sample_factory(client), clock=lambda: NOW)
     async with app.run_test(size=(160, 50)) as pilot:
@@ -81,8 +84,9 @@ async def run(sessions: int, rate: float, seconds: float) -> None:
         per_event = (time.perf_counter() - t0) / n
         app.live.drain()
         await pilot.pause()
-        print(f"sessions {sessions}")
-        print(f"callback per event (state + coalescing message): {per_event * 1e6:6.2f} µs")
+        figures["callback"] = per_event
+        say(f"sessions {sessions}")
+        say(f"callback per event (state + coalescing message): {per_event * 1e6:6.2f} µs")
 
         # 2. one tick repainting N changed rows, sorted by session id (order stable: in place)
         #    and by last activity (every event reorders: rebuild)
@@ -101,7 +105,8 @@ async def run(sessions: int, rate: float, seconds: float) -> None:
                     screen.apply(changes)
                     samples.append(time.perf_counter() - t0)
                     await pilot.pause()
-                print(f"tick, {changed:3d} rows changed, {label:32}: {ms(samples)}")
+                figures[f"tick_{changed}_{sort_index}"] = statistics.median(samples)
+                say(f"tick, {changed:3d} rows changed, {label:32}: {ms(samples)}")
 
         samples = []
         for _ in range(10):
@@ -109,7 +114,8 @@ async def run(sessions: int, rate: float, seconds: float) -> None:
             screen.rebuild()
             samples.append(time.perf_counter() - t0)
             await pilot.pause()
-        print(f"full rebuild of {sessions} rows (filter / sort / resync):    {ms(samples)}")
+        figures["rebuild"] = statistics.median(samples)
+        say(f"full rebuild of {sessions} rows (filter / sort / resync):    {ms(samples)}")
 
         # 3. a flood at `rate` events/s over all sessions for `seconds`
         screen.sort_index, screen.sort_reverse = 9, True
@@ -134,10 +140,34 @@ async def run(sessions: int, rate: float, seconds: float) -> None:
             await asyncio.sleep(interval)
         await pilot.pause(1.2)
         got = app.live.received - received
-        print(f"flood {rate:g} events/s for {seconds:g} s: {got} events -> {len(repaints)} "
-              f"repaints (refresh 1 s); longest repaint {max(repaints) * 1000:.1f} ms, "
-              f"mean {statistics.mean(repaints) * 1000:.1f} ms")
+        say(f"flood {rate:g} events/s for {seconds:g} s: {got} events -> {len(repaints)} "
+            f"repaints (refresh 1 s); longest repaint {max(repaints) * 1000:.1f} ms, "
+            f"mean {statistics.mean(repaints) * 1000:.1f} ms")
+        figures["flood_events"] = got
+        figures["flood_repaints"] = len(repaints)
+        figures["flood_repaint_s"] = sum(repaints)
+        figures["flood_seconds"] = seconds
         await app.action_quit()
+    return figures
+
+
+def rows(quick: bool = False) -> list[dict]:
+    """For bench/run_all.py: UI work per second under a 50 events/s flood on 200 sessions,
+    coalesced (what the app does) against repainting once per event (the baseline)."""
+    f = asyncio.run(run(200, 50.0, 2.0 if quick else 4.0, quiet=True))
+    coalesced = (f["flood_repaint_s"] + f["flood_events"] * f["callback"]) / f["flood_seconds"]
+    # without coalescing: every event repaints its row and re-sorts (last-activity order)
+    naive = f["flood_events"] / f["flood_seconds"] * (f["tick_1_9"] + f["callback"])
+    return [
+        {"benchmark": "tui", "what": "UI ms per second, 200 sessions, 50 events/s",
+         "value": f"{coalesced * 1000:.1f}", "baseline": f"{naive * 1000:.1f}",
+         "ratio": f"{naive / coalesced:.1f}x less" if coalesced else "-",
+         "target": "< 100 ms/s (10 % of a core)"},
+        {"benchmark": "tui", "what": "tick with all 200 rows changed (ms)",
+         "value": f"{f['tick_200_9'] * 1000:.1f}",
+         "baseline": f"{f['rebuild'] * 1000:.1f} (bare rebuild)", "ratio": "-",
+         "target": "< 50 ms (one frame at 20 fps)"},
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

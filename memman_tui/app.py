@@ -79,6 +79,7 @@ class MemmanApp(App):
         self._flush_timer: Any = None
         self._tick_timer: Any = None
         self.started_daemon: subprocess.Popen | None = None
+        self.quitting = False
 
     # --- lifecycle ----------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -123,7 +124,11 @@ class MemmanApp(App):
             self.post_message(self.Connected())
             await backend.wait_closed()
             self.backend = None
+            if self.quitting:
+                return
             self.set_connection("⚠ connection to the daemon lost — reconnecting…")
+            # a daemon that accepts and drops at once must not make this loop spin
+            await asyncio.sleep(self.reconnect_delay)
 
     def start_daemon(self) -> None:
         cmd = list(self.settings.start_daemon_cmd or (sys.executable, "-m", "memman_daemon"))
@@ -466,6 +471,8 @@ class MemmanApp(App):
                                          "Press r to refresh; if it persists, report it."))
 
     async def action_quit(self) -> None:
+        self.quitting = True
+        self.workers.cancel_group(self, "connection")
         if self.backend is not None:
             await self.backend.close()
         self.exit()

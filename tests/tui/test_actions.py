@@ -292,3 +292,35 @@ async def test_palette_help_and_refresh_rate():
             await pilot.press("enter")
             await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen)
                            and app.screen.session_id == "s2", "the session from the palette")
+
+
+async def test_memory_screen_lists_and_searches_then_esc_goes_back():
+    from memman_tui.screens.memory import MemoryScreen
+    from memman_tui.screens.overview import OverviewScreen
+
+    async with running_daemon() as d, d.client() as c:
+        await seed(c, "s1", "alice")
+        await c.call(names.MEMORY_LEARN, "alice", "currency", "EUR", {})
+        await c.call(names.MEMORY_LEARN, "alice", "answer_style", "terse", {})
+        await c.call(names.MEMORY_APPEND, "alice", "episodic",
+                     {"content": "Answered the churn question for the sales team"})
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot)
+            await pilot.press("m")
+            await wait_for(pilot, lambda: isinstance(app.screen, MemoryScreen)
+                           and app.screen.loads > 0, "the memory screen")
+            screen = app.screen
+            assert screen.user_id == "alice"
+            prefs = screen.query_one("#preferences")
+            assert prefs.row_count == 2
+            assert screen.query_one("#episodic").row_count == 1
+            loads = screen.loads
+            await pilot.press("slash", *"currency")
+            await wait_for(pilot, lambda: screen.loads > loads and prefs.row_count == 1,
+                           "the search")
+            assert "currency" in str(prefs.get_row_at(0)[0])
+            await pilot.press("escape")  # clears the search
+            await wait_for(pilot, lambda: prefs.row_count == 2, "the full list again")
+            await pilot.press("escape")  # back
+            await wait_for(pilot, lambda: isinstance(app.screen, OverviewScreen), "overview")

@@ -368,11 +368,21 @@ class MemmanApp(App):
         if not self.can_change("compaction"):
             return
         assert self.backend is not None
+        done, saved, reasons = 0, 0, set()
         for sid in session_ids:
             result = await self.backend.session_compact(sid)
             if not self.report("compact", result):
                 return
-        self.notify(f"compacted {len(session_ids)} session(s)")
+            if isinstance(result, dict) and result.get("summary") is None:
+                reasons.add(str(result.get("reason") or "nothing to compact"))
+                continue
+            done += 1
+            if isinstance(result, dict):
+                saved += int(result.get("tokens_saved") or 0)
+        if done:
+            self.notify(f"compacted {done} session(s), {saved:,} tokens saved")
+        for reason in reasons:
+            self.notify(f"not compacted: {reason}", severity="warning")
         self._after_change()
 
     @work(group="actions")

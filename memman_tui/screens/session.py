@@ -247,6 +247,8 @@ class SessionScreen(MonitorScreen):
             self.reload()
         if self.session_id in changes.removed:
             self.notify(f"session {self.session_id} was deleted", severity="warning")
+            if self.is_current:
+                self.app.pop_screen()
 
     def tick(self) -> None:
         if self.cache_items:  # wall-clock TTLs count down between events

@@ -97,15 +97,20 @@ class MemmanApp(App):
     async def connection_loop(self) -> None:
         attempt = 0
         while True:
+            backend = None
             try:
                 backend = await Backend.connect(self.settings.socket, self.factory)
                 await backend.subscribe(self.on_daemon_event)
                 rows = await backend.session_list()
             except Exception as exc:  # no daemon, refused, lost during setup
+                if backend is not None:
+                    await backend.close()
                 attempt += 1
-                if not self.ever_connected and attempt == 1:
+                waiting_for_start = self.started_daemon is not None and attempt <= 50
+                if not self.ever_connected and not waiting_for_start:
                     choice = await self.push_screen_wait(
                         NoDaemonScreen(self.socket_label, _reason(exc)))
+                    attempt = 0
                     if choice == "quit":
                         self.exit()
                         return
@@ -114,7 +119,8 @@ class MemmanApp(App):
                     continue
                 self.set_connection(f"⚠ daemon unreachable at {self.socket_label} — "
                                     f"reconnecting (attempt {attempt})")
-                await asyncio.sleep(min(self.reconnect_delay * attempt, 5.0))
+                delay = 0.2 if waiting_for_start else min(self.reconnect_delay * attempt, 5.0)
+                await asyncio.sleep(delay)
                 continue
             attempt = 0
             self.backend = backend

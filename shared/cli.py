@@ -130,6 +130,8 @@ def cmd_tui(args: argparse.Namespace) -> int:
         argv += ["--socket", args.socket]
     if args.read_only:
         argv.append("--read-only")
+    if args.refresh is not None:
+        argv += ["--refresh", str(args.refresh)]
     return tui_main(argv) or 0
 
 
@@ -172,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("session")
     tui = sub.add_parser("tui", parents=[common], help="open the terminal app")
     tui.add_argument("--read-only", action="store_true", help="disable every change")
+    tui.add_argument("--refresh", type=float, metavar="SECONDS", help="refresh interval")
     sub.add_parser("demo", help="run demo agents (flags: memman demo --help)", add_help=False)
     sd = sub.add_parser("systemd", help="systemd user units")
     sd_sub = sd.add_subparsers(dest="systemd_command", required=True)

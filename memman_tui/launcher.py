@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no terminal on stdin: running the demo for {duration:g} s instead of the TUI")
         demo.wait(duration + 60)
         print(summary(sock))
+        # and one session in full, as `memman show` prints it
+        subprocess.run([py, "-m", "memman.cli", "--socket", str(sock), "show", "demo-01"],
+                       check=False)
         return 0 if demo.returncode == 0 else 1
     except KeyboardInterrupt:
         return 130

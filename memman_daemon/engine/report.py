@@ -77,8 +77,9 @@ def render_memory_state(data: dict[str, Any]) -> str:
             lines += ["", f"=== DROPPED ({ctx['dropped_entries']} entries, "
                           f"{ctx['summarized_entries']} summarized) ==="]
             for g in gaps:
-                lines.append(f"  • entries {g['first_id']}..{g['last_id']} ({g['count']} entries, "
-                             f"{g['tokens']} tokens): {g['action']} — {g['reason']}")
+                where = (f"entry {g['first_id']}" if g["count"] == 1
+                         else f"entries {g['first_id']}..{g['last_id']} ({g['count']} entries)")
+                lines.append(f"  • {where}, {g['tokens']} tokens: {g['action']} — {g['reason']}")
         if ctx.get("rolling_summary") and ctx["rolling_summary"] != "included":
             lines.append(f"  • rolling summary: {ctx['rolling_summary']}")
     return "\n".join(lines)

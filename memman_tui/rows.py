@@ -144,7 +144,13 @@ def context_rows(preview: Any, session: Any, *, recent_window: int = 10,
             tokens=int(full.get("tokens") or 0), score=full.get("score"), mark=mark,
             pinned=bool(full.get("pinned")), content=str(text),
             reason=str(full.get("reason") or "")))
-    mark_compaction(rows, recent_window, min_entries)
+    planned = preview.get("compaction") if isinstance(preview, dict) else None
+    if isinstance(planned, dict) and isinstance(planned.get("entry_ids"), list):
+        going = set(planned["entry_ids"])  # the engine's own plan (its configured window)
+        for r in rows:
+            r.next_out = r.entry_id in going
+    else:  # an older daemon: estimate with seed 004's defaults
+        mark_compaction(rows, recent_window, min_entries)
     return rows
 
 

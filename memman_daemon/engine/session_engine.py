@@ -281,7 +281,19 @@ class SessionEngine:
         out = preview(self.builder, s, budget - cached_tokens, model)
         out["cached_tools"] = {"messages": len(cached), "tokens": cached_tokens,
                                "note": cached_note}
+        out["compaction"] = self.compaction_preview(s)
         return out
+
+    def compaction_preview(self, s: Session) -> dict[str, Any]:
+        """What compression (seed 004) would fold next, and whether it would start by itself."""
+        cfg = self.core.config.compression
+        chosen = compression.select(self.builder.timeline(s), cfg)
+        return {"entry_ids": [e.id for e in chosen],
+                "tokens": sum(e.tokens for e in chosen),
+                "automatic": cfg.auto_compress and compression.needs_compression(s, cfg),
+                "reason": (f"{len(chosen)} entries older than the newest {cfg.recent_window}"
+                           if chosen else f"fewer than {cfg.min_entries} entries outside the "
+                           f"newest {cfg.recent_window}, pinned entries and system prompts")}
 
     def _cached_tools(self, s: Session, budget: int,
                       model: str) -> tuple[list[dict[str, Any]], int, str]:

@@ -140,6 +140,7 @@ class ContextBuilder:
         self._timelines: dict[str, Timeline] = {}
         self._static: dict[int, float] = {}  #: entry/summary id -> static score part
         self._gap_text: dict[tuple, str] = {}  #: gap key -> LLM summary text (bounded)
+        self._gap_fallback: dict[tuple, str] = {}  #: gap key -> fallback summary (bounded)
         self._gap_inflight: dict[tuple, float] = {}  #: gap key -> retry-after (monotonic)
         self._msg_tokens: dict[tuple[str, str], int] = {}
         self.versions: dict[str, int] = {}  #: bumped by the engine on pin/compress/clear/import
@@ -416,7 +417,12 @@ class ContextBuilder:
             if cached is not None:
                 self._set_summary(g, cached, "llm", plan.model)
                 continue
-            self._set_summary(g, fallback_summary(g.items()), "fallback", plan.model)
+            text = self._gap_fallback.get(key)
+            if text is None:  # deterministic, and a gap's entries never change: compute once
+                if len(self._gap_fallback) > 4096:
+                    self._gap_fallback.clear()
+                text = self._gap_fallback[key] = fallback_summary(g.items())
+            self._set_summary(g, text, "fallback", plan.model)
             now = self.core.clock.monotonic()
             if (not emergency and summarizer.available
                     and self._gap_inflight.get(key, -1e18) < now

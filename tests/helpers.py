@@ -138,6 +138,17 @@ def daemon_env(root: Path) -> dict[str, str]:
     return env
 
 
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 30) -> None:
+    """SIGTERM (the daemon's graceful stop), then SIGKILL if it has not exited in time."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @contextlib.contextmanager
 def daemon_process(root: Path | None = None, *extra: str) -> Iterator[DaemonProcess]:
     """Run ``python -m memman_daemon`` as a subprocess on a fresh socket and data dir."""
@@ -153,12 +164,6 @@ def daemon_process(root: Path | None = None, *extra: str) -> Iterator[DaemonProc
         wait_for_socket(sock, proc)
         yield dp
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
         if own:
             shutil.rmtree(root, ignore_errors=True)

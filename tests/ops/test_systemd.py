@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import pytest
 
 from memman.sync_client import SyncClient
 from memman_daemon import systemd_units
-from tests.helpers import daemon_env, short_tmpdir
+from tests.helpers import daemon_env, short_tmpdir, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 UNITS = REPO / "systemd"
@@ -137,12 +136,6 @@ def test_socket_activated_daemon_answers_and_notifies_ready(tmp: Path) -> None:
         assert f"MAINPID={proc.pid}" in ready  # socket-activate execs the daemon in place
     finally:
         notify.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
         log.close()
     assert proc.returncode == 0, (tmp / "daemon.log").read_text()

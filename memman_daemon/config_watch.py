@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 class ConfigWatcher:
     def __init__(self, core: Core) -> None:
         self.core = core
-        self.path = core.config.config_file or paths.config_path()
+        self.path = Path(core.config.config_file or paths.config_path()).absolute()
         self.reloads = 0
         self.last_error: str | None = None
         self._task: asyncio.Task[None] | None = None
@@ -49,10 +49,12 @@ class ConfigWatcher:
 
     async def _watch(self, directory: Path) -> None:
         stop = asyncio.Event()
-        async for changes in watchfiles.awatch(directory, stop_event=stop, debounce=200,
-                                               step=50, recursive=False):
-            if any(Path(p) == self.path for _, p in changes):
-                self.reload()
+        target = str(self.path)
+        # only the config file: other files in its folder (a log, say) must not wake us
+        async for _changes in watchfiles.awatch(directory, stop_event=stop, debounce=200,
+                                                step=50, recursive=False,
+                                                watch_filter=lambda _c, p: p == target):
+            self.reload()
 
     def reload(self) -> bool:
         """Apply the file's current values; False (and the old values kept) if it is invalid."""

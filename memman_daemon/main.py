@@ -28,6 +28,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # watchfiles logs every batch of changes at INFO; memman logs what it does with them
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
     _, warning = paths.socket_path(args.socket)
     if warning and not args.socket:
         logging.getLogger("memman.daemon").warning(warning)

@@ -147,6 +147,10 @@ class Session:
     def append(self, entry: Entry) -> None:
         self.entries.append(entry)
         self.by_id[entry.id] = entry
+        # last activity is never older than the newest entry; the same rule rebuilds it at load
+        # (an add writes only its entry row, not the session's)
+        if entry.created_at > self.meta.updated_at:
+            self.meta.updated_at = entry.created_at
         if entry.active:
             self.active_tokens += entry.tokens
             self.active_count += 1

@@ -80,8 +80,6 @@ class Sessions:
             max_id = max(max_id, sm.id)
         for s in self.by_id.values():
             s.recount()
-            if s.entries:
-                s.meta.updated_at = max(s.meta.updated_at, s.entries[-1].created_at)
         self._ids = itertools.count(max_id + 1)
 
     async def reload(self, session_id: str) -> None:
@@ -99,8 +97,6 @@ class Sessions:
             sm = Summary.from_wire(json.loads(row[0]))
             s.summaries[sm.id] = sm
         s.recount()
-        if s.entries:
-            s.meta.updated_at = max(s.meta.updated_at, s.entries[-1].created_at)
         self.by_id[session_id] = s
 
     # --- queries -------------------------------------------------------------------------
@@ -188,10 +184,9 @@ class Sessions:
         s = self.get(session_id)
         e = self.build_entry(s, raw)
         e.id = self.next_id()
-        s.append(e)
-        s.meta.updated_at = e.created_at
-        # only the entry row: updated_at is re-derived from the newest entry at load, so that
-        # concurrent adds are runs of one statement (one executemany per group commit)
+        s.append(e)  # also moves updated_at
+        # only the entry row (updated_at is re-derived at load), so that concurrent adds are
+        # runs of one statement: one executemany per group commit
         await self.persist(s, [self.entry_op(e)])
         self.core.events.publish("session", "entry_added",
                                  lambda: {"entry": e.to_wire(), "session": s.overview()},

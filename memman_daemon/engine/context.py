@@ -332,6 +332,7 @@ class ContextBuilder:
                 total -= g.message_tokens
                 g.message_tokens = 0
                 g.source = "none"
+        self.counters["markers"] += sum(g.source == "marker" for g in plan.gaps)
         messages = self._messages(plan)
         gaps_out = [{"first_id": g.first_id, "last_id": g.last_id, "count": g.count,
                      "tokens": g.tokens, "action": _action(g), "source": g.source,
@@ -422,6 +423,8 @@ class ContextBuilder:
                 if len(self._gap_fallback) > 4096:
                     self._gap_fallback.clear()
                 text = self._gap_fallback[key] = fallback_summary(g.items())
+                summarizer.count_fallback("emergency" if emergency else
+                                          None if summarizer.available else "no_key")
             self._set_summary(g, text, "fallback", plan.model)
             now = self.core.clock.monotonic()
             if (not emergency and summarizer.available

@@ -180,7 +180,7 @@ class SessionEngine:
             kept, summarized = answer, False
             if size > ccfg.answer_max_bytes:
                 kept, src = await summ.condense_text(answer, target_bytes=ccfg.answer_target_bytes,
-                                                     deadline=ccfg.llm_deadline_s)
+                                                     session_id=s.id, deadline=ccfg.llm_deadline_s)
                 summarized = True
                 _bump(m, "answers_summarized")
                 if src == "llm":
@@ -195,7 +195,7 @@ class SessionEngine:
                 if len(m.summary.encode()) > ccfg.summary_max_bytes:
                     m.summary, src = await summ.condense_text(
                         m.summary, target_bytes=ccfg.summary_target_bytes, keep="tail",
-                        deadline=ccfg.llm_deadline_s)
+                        session_id=s.id, deadline=ccfg.llm_deadline_s)
                     compressed = True
                     _bump(m, "summary_compressions")
                     if src == "llm":
@@ -204,7 +204,7 @@ class SessionEngine:
             agent_ids = [e.id for e in current + added if e.role != "user"]
             m.cycle = Cycle(user_question="", agent_message_ids=[], final_answer=None,
                             start_id=last_id + 1)
-            m.updated_at = now
+            m.updated_at = max(m.updated_at, now)  # never behind the entries just logged
             _bump(m, "cycles")
             ops = [Sessions.entry_op(e) for e in added] + [Sessions.meta_op(s)]
             await self.core.sessions.persist(s, ops)

@@ -38,7 +38,7 @@ Keep the summary concise but informative, at most about {target} tokens. Answer 
 
 TEXT_PROMPT = """Condense the following text to at most about {target} bytes, preserving topics,
 decisions, tools and their outcomes, errors and open tasks. Answer with the condensed text only.
-
+{notes}
 {content}"""
 
 
@@ -216,6 +216,14 @@ class Summarizer:
                 self.counters["completion_tokens"] += int(getattr(usage, "completion_tokens", 0) or 0)
             return text
 
+    def count_fallback(self, why: str | None) -> None:
+        """A fallback summary made without asking the LLM: why = "emergency" / "no_key"
+        (None: the LLM is asked in the background and its answer replaces this one later)."""
+        if why is None:
+            return
+        self.counters["fallbacks"] += 1
+        self.counters["emergency_skips" if why == "emergency" else "no_key"] += 1
+
     def _fail(self, key: str, detail: str) -> None:
         self.counters["failures"] += 1
         self.counters[key] += 1
@@ -225,13 +233,8 @@ class Summarizer:
     async def _bounded(self, prompt: str, max_tokens: int, fallback: str,
                        deadline: float | None, emergency: bool,
                        on_late: Callable[[str], Any] | None) -> tuple[str, str]:
-        if emergency:
-            self.counters["emergency_skips"] += 1
-            self.counters["fallbacks"] += 1
-            return fallback, "fallback"
-        if not self.available:
-            self.counters["no_key"] += 1
-            self.counters["fallbacks"] += 1
+        if emergency or not self.available:
+            self.count_fallback("emergency" if emergency else "no_key")
             return fallback, "fallback"
         task = asyncio.create_task(self.complete(prompt, max_tokens))
         self._tasks.add(task)
@@ -281,11 +284,13 @@ class Summarizer:
                                    on_late)
 
     async def condense_text(self, text: str, *, target_bytes: int, keep: str = "head",
-                            deadline: float | None = None, emergency: bool = False,
+                            session_id: str | None = None, deadline: float | None = None,
+                            emergency: bool = False,
                             on_late: Callable[[str], Any] | None = None) -> tuple[str, str]:
         """Condense free text (an answer, the rolling summary) to about ``target_bytes``."""
         fallback = truncate_bytes(text, target_bytes, keep=keep)
-        prompt = TEXT_PROMPT.format(target=target_bytes, content=text)
+        prompt = TEXT_PROMPT.format(target=target_bytes, content=text,
+                                    notes=self._scratchpad_notes(session_id))
         out, source = await self._bounded(prompt, max(target_bytes // 3, 16), fallback, deadline,
                                           emergency, on_late)
         if source == "llm" and len(out.encode()) > target_bytes * 1.25:
@@ -293,21 +298,15 @@ class Summarizer:
         return out, source
 
     def _scratchpad_notes(self, session_id: str | None) -> str:
-        """The session's scratchpad snippets, when a component offers them."""
-        if not session_id:
+        """The session's scratchpad snippets (seed 002: MM's summaries can use its insights)."""
+        scratchpad = getattr(self.core, "scratchpad", None)
+        if not session_id or scratchpad is None:
             return ""
-        for c in self.core.components:
-            fn = getattr(c, "snippets", None)
-            if fn is None or getattr(c, "stats_key", "") != "scratchpad":
-                continue
-            try:
-                snippets = [str(s) for s in fn(session_id)][:16]
-            except Exception:
-                log.debug("scratchpad snippets unavailable", exc_info=True)
-                return ""
-            if snippets:
-                return "Notes the agent kept (scratchpad):\n" + "\n".join(f"- {s}" for s in snippets) + "\n"
-        return ""
+        snippets = [str(s) for s in scratchpad.snippets(session_id)][:16]
+        if not snippets:
+            return ""
+        return ("\nNotes the agent kept (scratchpad):\n"
+                + "\n".join(f"- {s}" for s in snippets) + "\n")
 
 
 def _extract(resp: Any) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 from memman import __version__, names
 from memman.errors import invalid_params
+from memman_daemon.engine import usage
 from memman_daemon.rpc import REGISTRY, Call, Param, method
 
 
@@ -120,6 +121,7 @@ def session_get(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, 
         "entries": [e.to_wire() for e in entries],
         "summaries": [sm.to_wire() for sm in s.summaries.values()],
         "encoding": call.core.tokens.encoding_name(s.meta.model),
+        "usage": usage.stats(s.meta),  # billed vs counted tokens (memman_session_report_usage)
     }
 
 

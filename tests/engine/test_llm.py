@@ -115,3 +115,29 @@ async def test_llm_compresses_the_rolling_summary(llm_key):
             assert r["state"]["llm_compressions"] >= 1
             rep = await c.call("memman_session_report", "s")
             assert "LLM compressions: " in rep["text"]
+
+
+async def test_condensing_an_answer_uses_the_scratchpad(llm_key):
+    with LLMServer(reply="Short answer.") as srv:
+        async with running_daemon(config=llm_config(srv, cycle={"llm_deadline_s": 5.0})) as d, \
+                d.client() as c:
+            await c.call("memman_session_open", "s", {})
+            await c.call("memman_scratchpad_write", "s", "Revenue is reported in EUR.", {})
+            await c.call("memman_session_finalize", "s", "What was revenue?", "Revenue rose. " * 80)
+            prompt = srv.chat_requests()[-1]["messages"][0]["content"]
+            assert prompt.startswith("Condense the following text")
+            assert "Notes the agent kept (scratchpad):\n- Revenue is reported in EUR." in prompt
+
+
+async def test_emergency_and_marker_counters():
+    async with running_daemon() as d, d.client() as c:
+        await c.call("memman_session_open", "s", {"max_tokens": 300})
+        for i in range(30):
+            await add(c, "s", f"{FILLER} {i}", role="assistant")
+        r = await c.call("memman_session_context", "s", {})
+        assert r["band"] == "emergency"
+        st = await c.call("memman_stats")
+        summarized = sum(g["action"] == "summarized" for g in r["gaps"])
+        omitted = sum(g["source"] == "marker" for g in r["gaps"])
+        assert st["summarizer"]["emergency_skips"] == summarized > 0
+        assert st["session_engine"]["context"]["markers"] == omitted

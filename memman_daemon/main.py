@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from memman import paths
@@ -31,7 +32,9 @@ def run(args: argparse.Namespace) -> int:
     # watchfiles logs every batch of changes at INFO; memman logs what it does with them
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
     _, warning = paths.socket_path(args.socket)
-    if warning and not args.socket:
+    socket_activated = os.environ.get("LISTEN_PID") == str(os.getpid())
+    os.umask(0o077)  # the database, agent.md files and logs hold private memory: owner only
+    if warning and not socket_activated:
         logging.getLogger("memman.daemon").warning(warning)
     try:
         config = Config.load(args.config, socket=args.socket, data_dir=args.data_dir)

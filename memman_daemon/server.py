@@ -81,8 +81,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         refusal = self.server.refusal(transport)
         if refusal is not None:
-            self.send_error_event(*refusal)
-            self.close()
+            self.refuse(*refusal)
             return
         self.server.state.connections.add(self)
         self.core.connections = len(self.server.state.connections)
@@ -96,6 +95,16 @@ class Connection(asyncio.Protocol):
         self.core.connections = len(self.server.state.connections)
         if not self.lost.done():
             self.lost.set_result(None)
+
+    def refuse(self, code: int, message: str) -> None:
+        """Tell the client why, then close gently: a client that already sent a request must
+        still read the error (closing with its bytes unread would reset the connection)."""
+        self.closing = True  # what it sends is read and dropped
+        self.send_error_event(code, message)
+        assert self.transport is not None
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        asyncio.get_running_loop().call_later(self.limits.refusal_linger_s, self.transport.close)
 
     def close(self) -> None:
         """Stop reading; what is already written is still flushed, then the socket closes."""
@@ -161,7 +170,7 @@ class Connection(asyncio.Protocol):
         self._watch_partial_frame()
 
     def eof_received(self) -> bool | None:
-        return None  # close our side too
+        return None  # the client is done: close our side too (after flushing)
 
     def _watch_partial_frame(self) -> None:
         """A frame that has started must keep arriving: no bytes for frame_timeout_s closes."""
@@ -265,6 +274,9 @@ class Server:
         else:
             sock = inherited[0]
             sock.setblocking(False)
+            name = sock.getsockname()  # report the path systemd bound, not our default
+            if isinstance(name, str) and name:
+                self.config.socket = Path(name)
         try:
             await self.core.start()
         except Exception:

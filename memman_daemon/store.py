@@ -71,7 +71,9 @@ class Store:
         async with self.db.execute("PRAGMA quick_check") as cur:
             rows = [r[0] for r in await cur.fetchall()]
         if rows != ["ok"]:
-            raise sqlite3.DatabaseError(f"integrity check failed: {'; '.join(rows[:5])}")
+            detail = "; ".join(rows[:3])
+            raise sqlite3.DatabaseError(
+                f"integrity check failed ({len(rows)} problems): {detail[:300]}")
 
     async def _migrate(self) -> None:
         assert self.db is not None

@@ -85,6 +85,9 @@ def install_units(dest_dir: str | os.PathLike[str] | None = None, *, dry_run: bo
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_text(text)
             tmp.replace(path)
+    if dest.resolve() != user_unit_dir().resolve():  # systemd does not look there by itself
+        return paths, ("systemctl --user link " + " ".join(str(p.resolve()) for p in paths)
+                       + " && systemctl --user enable --now memman.socket")
     return paths, NEXT_COMMAND
 
 

@@ -150,6 +150,9 @@ def cmd_systemd(args: argparse.Namespace) -> int:
             print(f"# {name}\n{text}")
         return 0
     written, next_cmd = install_units(args.dest)
+    if args.json:
+        _print_json({"written": [str(p) for p in written], "next": next_cmd})
+        return 0
     for p in written:
         print(f"wrote {p}")
     print(f"next: {next_cmd}")
@@ -178,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="run demo agents (flags: memman demo --help)", add_help=False)
     sd = sub.add_parser("systemd", help="systemd user units")
     sd_sub = sd.add_subparsers(dest="systemd_command", required=True)
-    inst = sd_sub.add_parser("install", help="write memman.socket and memman.service")
+    inst = sd_sub.add_parser("install", parents=[common],
+                             help="write memman.socket and memman.service")
     inst.add_argument("--dest", help="directory (default ~/.config/systemd/user)")
     inst.add_argument("--print", action="store_true", help="print the units, write nothing")
     return p

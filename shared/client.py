@@ -47,6 +47,8 @@ class Client:
         self._subs: dict[int, EventCallback] = {}
         #: called for every notification (event name, params) — e.g. memman_error_event
         self.notification_handlers: list[Callable[[str, Any], Any]] = []
+        #: the last memman_error_event (e.g. why the daemon refused or closed this connection)
+        self.error_event: dict[str, Any] | None = None
         self._decoder = FrameDecoder(max_message_bytes)
         self._closed = asyncio.Event()
         self._reader_task = asyncio.create_task(self._read_loop(), name=f"memman-client-{name}")
@@ -158,7 +160,9 @@ class Client:
             pass
         finally:
             self._closed.set()
-            self._fail_all(ConnectionLost())
+            err = self.error_event  # the daemon's own reason, when it said why it closed
+            self._fail_all(MemmanError(err.get("code", -32603), str(err.get("message")))
+                           if err else ConnectionLost())
 
     def _handle(self, msg: Any) -> None:
         if isinstance(msg, Response):
@@ -172,6 +176,8 @@ class Client:
         elif isinstance(msg, Notification):
             params = msg.params if isinstance(msg.params, list) else [msg.params]
             payload = params[0] if params else {}
+            if msg.method == names.ERROR_EVENT and isinstance(payload, dict):
+                self.error_event = payload
             for h in self.notification_handlers:
                 _run(h, msg.method, payload)
             if isinstance(payload, dict):

@@ -26,6 +26,7 @@ class LimitsConfig:
     max_clients: int = 1024  #: connections beyond this get an error and are closed
     subscriber_buffer_bytes: int = 4 * 1024 * 1024  #: unsent event bytes before a subscriber is dropped
     frame_timeout_s: float = 10.0  #: a half-received frame older than this closes the connection
+    refusal_linger_s: float = 1.0  #: a refused connection stays this long to read its error
 
 
 @dataclass

@@ -77,6 +77,7 @@ class FrameDecoder:
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes,
                                           strict_map_key=False)
         self._fed = 0
+        self._complete = 0  #: stream offset where the last whole object ended
 
     def feed(self, data: bytes) -> None:
         try:
@@ -88,20 +89,24 @@ class FrameDecoder:
 
     @property
     def pending(self) -> int:
-        return self._fed - self._unpacker.tell()
+        """Bytes of an object that has started but not finished. (Not ``fed - tell()``:
+        msgpack's ``tell()`` moves past the headers of a container still being filled.)"""
+        return self._fed - self._complete
 
     def __iter__(self) -> FrameDecoder:
         return self
 
     def __next__(self) -> Any:
         try:
-            return next(self._unpacker)
+            obj = next(self._unpacker)
         except StopIteration:
             raise
         except (ValueError, msgpack.UnpackException, UnicodeDecodeError, RecursionError) as exc:
             # FormatError, StackError, ExtraData, invalid UTF-8, oversized declared lengths
             raise ProtocolError(PARSE_ERROR, f"malformed msgpack: {type(exc).__name__}: {exc}".rstrip(": "),
                                 fatal=True) from None
+        self._complete = self._unpacker.tell()
+        return obj
 
 
 def _text(value: Any) -> str | None:

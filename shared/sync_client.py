@@ -53,13 +53,23 @@ class SyncClient:
         try:
             self._sock.sendall(pack_request(msgid, method, params))
         except OSError as exc:
-            raise ConnectionLost(f"connection to the memman daemon was lost: {exc}") from None
+            raise self._lost(f"connection to the memman daemon was lost: {exc}") from None
         while True:
-            msg = self._next_message(None)
+            try:
+                msg = self._next_message(None)
+            except ConnectionLost as exc:
+                raise self._lost(exc.message) from None
             if isinstance(msg, Response) and msg.msgid == msgid:
                 if msg.error is not None:
                     raise MemmanError.from_wire(msg.error)
                 return msg.result
+
+    def _lost(self, message: str) -> MemmanError:
+        """The daemon's own reason (a memman_error_event before it closed) when it gave one."""
+        for event, payload in reversed(self._events):
+            if event == names.ERROR_EVENT and isinstance(payload, dict):
+                return MemmanError(payload.get("code", -32603), str(payload.get("message")))
+        return ConnectionLost(message)
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_"):
@@ -106,6 +116,8 @@ class SyncClient:
                     data = self._sock.recv(2**18)
                 except TimeoutError:
                     raise TimeoutError from None
+                except OSError as exc:  # e.g. reset by the daemon
+                    raise ConnectionLost(f"connection to the memman daemon was lost: {exc}") from None
                 if not data:
                     raise ConnectionLost()
                 self._decoder.feed(data)

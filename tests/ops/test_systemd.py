@@ -128,6 +128,8 @@ def test_socket_activated_daemon_answers_and_notifies_ready(tmp: Path) -> None:
             info = c.call("memman_get_api_info")
             assert info["api_level"] >= 1
             assert c.call("memman_ping") == "pong"
+            # it reports the socket systemd handed it, not its own default path
+            assert c.call("memman_stats")["socket"] == str(sock_path)
         messages = []
         while not any("READY=1" in m for m in messages):
             messages.append(notify.recv(4096).decode())

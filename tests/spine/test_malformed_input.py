@@ -40,6 +40,10 @@ CASES = [
     ("declared 4 GiB bin",
      b"\x94\x00\x01\xabmemman_ping\x91\xc6\xff\xff\xff\xff" + b"\0" * 64, "close", errors.PARSE_ERROR),
     ("declared 4 GiB array", b"\xdd\xff\xff\xff\xff" + b"\xc0" * 64, "close", None),
+    # frames that stop at an element boundary: only the half-frame timeout can close them
+    ("frame cut after a container header", b"\x94\x00\x01", "close", errors.PARSE_ERROR),
+    ("declared 4 GiB bin, no body", b"\x94\x00\x01\xabmemman_ping\x91\xc6\xff\xff\xff\xff",
+     "close", errors.PARSE_ERROR),
     # the client is still writing when the daemon closes, so it may see EPIPE before the event
     ("message larger than the limit",
      pack_request(3, "memman_ping", [b"x" * (2 << 20)]), "close", None),

@@ -124,6 +124,28 @@ async def test_max_clients(root) -> None:
             await c.close()
 
 
+async def test_a_refused_client_that_already_sent_a_request_reads_why(root) -> None:
+    """Real clients send at once; they must get the -32004 reason, not a connection reset."""
+    from memman.client import Client
+    from memman.errors import MemmanError
+    from memman.sync_client import SyncClient
+
+    async with running_daemon(root, limits={"max_clients": 1}) as d:
+        first = await _client(d)
+        with pytest.raises(MemmanError) as exc:
+            await Client.connect(d.socket)  # sends memman_set_client_info straight away
+        assert exc.value.code == errors.LIMIT_EXCEEDED and "max_clients" in exc.value.message
+
+        def blocking() -> MemmanError:
+            with pytest.raises(MemmanError) as sync_exc:
+                SyncClient(d.socket)
+            return sync_exc.value
+        err = await asyncio.to_thread(blocking)
+        assert err.code == errors.LIMIT_EXCEEDED
+        assert await first.ping() == "pong"
+        await first.close()
+
+
 async def _client(d):
     from memman.client import Client
     return await Client.connect(d.socket)

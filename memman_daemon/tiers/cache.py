@@ -100,6 +100,7 @@ class ToolCache:
         self.session_counters: dict[str, dict[str, int]] = {}
         self._dirty: dict[tuple[str, str], CacheEntry] = {}  #: refreshed by hits, not yet written
         self._flush_task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[Any]] = set()  #: expiries committing in the background
 
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
@@ -118,6 +119,8 @@ class ToolCache:
     async def close(self) -> None:
         if self._flush_task is not None:
             await asyncio.gather(self._flush_task, return_exceptions=True)
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
         await self._flush()
 
     def stats(self) -> dict[str, Any]:
@@ -167,6 +170,17 @@ class ToolCache:
         if self._flush_task is None or self._flush_task.done():
             self._flush_task = asyncio.get_running_loop().create_task(self._flush())
 
+    def _background(self, work: Any) -> None:
+        """Run a removal's commit without making the caller wait; failures are logged."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._pending.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._pending.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.warning("cache expiry not committed: %s", t.exception())
+        task.add_done_callback(done)
+
     async def _flush(self) -> None:
         if not self._dirty:
             return
@@ -183,8 +197,11 @@ class ToolCache:
         """The session's cached entries, oldest first (no expiry check)."""
         return sorted(self.by_session.get(session_id, {}).values(), key=lambda e: e.cached_at)
 
-    async def lookup(self, session_id: str, tool: str, params: dict[str, Any]) -> CacheEntry | None:
-        """The cached result of ``tool(params)`` with its duration refreshed, or None."""
+    def lookup(self, session_id: str, tool: str, params: dict[str, Any]) -> CacheEntry | None:
+        """The cached result of ``tool(params)`` with its duration refreshed, or None.
+
+        Synchronous, so the protocol answers it inline like any in-memory read: the disk work
+        (a refresh, the removal of an expired entry) is committed in the background."""
         self.core.sessions.get(session_id)
         key = _key(tool, params)
         bucket = self.by_session.get(session_id)
@@ -195,7 +212,8 @@ class ToolCache:
             return None
         now = self.core.clock.now()
         if e.expired(now):
-            await self._remove(session_id, [e], "expired", "ttl", "")
+            bucket.pop(key, None)  # gone for every later lookup at once; the row goes below
+            self._background(self._remove(session_id, [e], "expired", "ttl", ""))
             self._count(session_id, "misses")
             self._publish("miss", session_id, key=key, tool_name=tool)
             return None

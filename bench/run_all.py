@@ -100,7 +100,11 @@ def rpc_section(rows: list[dict]) -> str:
              "Read = `memman_session_get(sid, {limit: 1})` (served from memory); durable add = "
              "`memman_session_add`, answered after its transaction commits (WAL, "
              "synchronous=NORMAL, group commit). 50 clients = 50 connections, one request "
-             "in flight each.", "",
+             "in flight each. Clients and both servers run pinned to one core (`--no-pin` "
+             "lifts it): across cores a round trip on this VM costs ~8x more and where the "
+             "scheduler puts the processes changes per run, so unpinned ratios for the same code "
+             "swung between 39 % and 56 %; on one core the ratio is the server's work per request.",
+             "",
              "| what | memman | echo server | memman / echo | target |",
              "|---|---|---|---:|---|"]
     for r in rpc:

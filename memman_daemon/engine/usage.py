@@ -23,8 +23,14 @@ def record(meta: SessionMeta, at: float, prompt_tokens: int, completion_tokens: 
     return rec
 
 
+_NONE = {"reports": 0, "prompt_tokens": 0, "completion_tokens": 0, "last_drift": None,
+         "mean_drift": None, "max_abs_drift": None, "drift_ratio": None}
+
+
 def stats(meta: SessionMeta) -> dict[str, Any]:
     recs = meta.usage
+    if not recs:  # the common case, on the read path of memman_session_get
+        return dict(_NONE)
     drifts = [r["drift"] for r in recs if r.get("drift") is not None]
     counted = [r["memman_tokens"] for r in recs if r.get("memman_tokens")]
     return {

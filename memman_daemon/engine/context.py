@@ -35,6 +35,14 @@ if TYPE_CHECKING:
 BANDS = ("ok", "warn", "prune", "aggressive", "emergency")
 
 
+def _only_appended(old: tuple, new: tuple) -> bool:
+    """Keys (session object, entries, active entries, summaries, version): the log only grew,
+    every new entry is active, and nothing was pinned, compressed, cleared or imported."""
+    grown = new[1] - old[1]
+    return (old[0] == new[0] and old[3:] == new[3:] and grown > 0
+            and new[2] - old[2] == grown)
+
+
 def band_for(usage: float, cfg: Any) -> str:
     if usage > 1.0:
         return "emergency"
@@ -70,11 +78,18 @@ class Unit:
         return [e.chat_message() for e in self.items]
 
 
+PENDING = "tool call whose results are not (all) in the log yet"
+
+
 @dataclass
 class Timeline:
     key: tuple
     units: list[Unit]
     entry_unit: dict[int, Unit]  #: active entry id -> its unit
+    # what extending the timeline with newly appended entries needs
+    open_calls: dict[str, Unit] = field(default_factory=dict)  #: call id -> unit awaiting it
+    seen_summaries: set[int] = field(default_factory=set)
+    consumed: int = 0  #: entries of the session's log already turned into units
 
 
 @dataclass
@@ -162,24 +177,28 @@ class ContextBuilder:
         tl = self._timelines.get(s.id)
         if tl is not None and tl.key == key:
             return tl
-        tl = self._build(s, key)
+        if tl is not None and _only_appended(tl.key, key):
+            # the common case (an agent added entries): extend, O(new entries), not O(log)
+            self._consume(tl, s, s.entries[tl.consumed:])
+            tl.key = key
+            return tl
+        tl = Timeline(key, [], {})
+        self._consume(tl, s, s.entries)
         self._timelines[s.id] = tl
         return tl
 
-    def _build(self, s: Session, key: tuple) -> Timeline:
+    def _consume(self, tl: Timeline, s: Session, entries: list[Entry]) -> None:
+        """Turn log entries into units, appending to ``tl``."""
         cfg = self.core.config
         sc = cfg.scoring
         keep_system = cfg.context.keep_system_prompts
         static = self._static
-        units: list[Unit] = []
-        entry_unit: dict[int, Unit] = {}
-        open_calls: dict[str, Unit] = {}
-        seen_summaries: set[int] = set()
-        for e in s.entries:
+        units, entry_unit, open_calls = tl.units, tl.entry_unit, tl.open_calls
+        for e in entries:
             if e.summary_id is not None:
-                if e.summary_id in seen_summaries:
+                if e.summary_id in tl.seen_summaries:
                     continue
-                seen_summaries.add(e.summary_id)
+                tl.seen_summaries.add(e.summary_id)
                 sm = s.summaries.get(e.summary_id)
                 if sm is None:
                     continue
@@ -198,6 +217,8 @@ class ContextBuilder:
                     owner.tokens += e.tokens
                     owner.static = max(owner.static, st)
                     owner.pending.discard(e.tool_call_id or "")
+                    if not owner.pending and owner.invalid == PENDING:
+                        owner.invalid = ""  # its last result arrived
                     if e.pinned:
                         owner.mandatory = "pinned"
                     entry_unit[e.id] = owner
@@ -216,10 +237,10 @@ class ContextBuilder:
                 u.mandatory = "system"
             units.append(u)
             entry_unit[e.id] = u
-        for u in units:
+        tl.consumed = len(s.entries)
+        for u in open_calls.values():
             if u.pending and not u.invalid:
-                u.invalid = "tool call whose results are not (all) in the log yet"
-        return Timeline(key, units, entry_unit)
+                u.invalid = PENDING
 
     def message_tokens(self, msg: dict[str, Any], model: str) -> int:
         key = (msg["role"], msg["content"] or "")

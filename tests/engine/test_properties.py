@@ -75,3 +75,43 @@ def test_context_fits_pairs_stay_valid_and_nothing_disappears(thread_daemon, ste
             ex = c.call("memman_session_expand", sid, sm["id"])
             assert [e["id"] for e in ex["entries"]] == sm["entry_ids"]
         c.call("memman_session_delete", sid)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(steps=st.lists(step, min_size=2, max_size=30), budget=st.integers(60, 3000))
+def test_timeline_extended_entry_by_entry_equals_one_built_at_once(thread_daemon, steps, budget):
+    """The context timeline is extended as entries arrive (not rebuilt); a forced rebuild must
+    decide exactly the same, tool pairs completed later included."""
+    sid = f"t{next(_ids)}"
+    with thread_daemon.client() as c:
+        c.call("memman_session_open", sid, {"max_tokens": budget})
+        first = None
+        for kind, role, words, pin in steps:
+            text = " ".join(words)
+            if kind == "msg":
+                e = c.call("memman_session_add", sid, {"role": role, "content": text, "pinned": pin})
+            elif kind == "tool":
+                calls = [{"id": f"{sid}-{k}-{text[:5]}-{len(words)}", "function": {"name": "t", "arguments": "{}"}}
+                         for k in range(role)]
+                e = c.call("memman_session_add", sid, {"type": "tool_call", "role": "assistant",
+                                                       "content": "", "tool_calls": calls})
+                c.call("memman_session_preview", sid, {})  # the call alone: pending
+                for call in calls:
+                    c.call("memman_session_add", sid, {"type": "tool_result", "role": "tool",
+                                                       "content": text, "tool_call_id": call["id"]})
+                    c.call("memman_session_preview", sid, {})
+            else:
+                e = c.call("memman_session_add", sid, {"type": "tool_result", "role": "tool",
+                                                       "content": text or "x",
+                                                       "tool_call_id": f"missing-{text}"})
+            first = first or e
+            c.call("memman_session_preview", sid, {})
+        incremental = c.call("memman_session_preview", sid, {})
+        # a pin and an unpin change nothing visible but force a rebuild from the whole log
+        was = next(x["pinned"] for x in incremental["entries"] if x["entry_id"] == first["id"])
+        c.call("memman_session_pin", sid, first["id"], not was)
+        c.call("memman_session_pin", sid, first["id"], was)
+        rebuilt = c.call("memman_session_preview", sid, {})
+        assert incremental["entries"] == rebuilt["entries"]
+        assert incremental["summaries"] == rebuilt["summaries"]
+        c.call("memman_session_delete", sid)

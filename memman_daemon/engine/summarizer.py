@@ -121,6 +121,8 @@ class Summarizer:
         self.core = core
         self.cfg = core.config.llm
         self._client: Any = None
+        self._client_settings: tuple[Any, ...] = ()
+        self._retired: list[Any] = []  #: clients replaced after a config reload
         self._sem = asyncio.Semaphore(max(1, self.cfg.max_concurrent))
         self._tasks: set[asyncio.Task] = set()
         self.counters: dict[str, float] = {
@@ -143,12 +145,16 @@ class Summarizer:
         return bool(self.cfg.enabled and self.api_key())
 
     def client(self) -> Any:
-        if self._client is None:
+        """The openai client for the current settings (a config reload may change them)."""
+        settings = (self.api_key(), self.base_url(), self.cfg.timeout_s, self.cfg.max_retries)
+        if self._client is None or settings != self._client_settings:
             import openai
 
-            self._client = openai.AsyncOpenAI(api_key=self.api_key(), base_url=self.base_url(),
-                                              timeout=self.cfg.timeout_s,
-                                              max_retries=self.cfg.max_retries)
+            old, self._client_settings = self._client, settings
+            self._client = openai.AsyncOpenAI(api_key=settings[0], base_url=settings[1],
+                                              timeout=settings[2], max_retries=settings[3])
+            if old is not None:  # calls still running on it may finish; closed at stop
+                self._retired.append(old)
         return self._client
 
     # --- component lifecycle -----------------------------------------------------------
@@ -160,12 +166,12 @@ class Summarizer:
             t.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._client is not None:
+        for client in [*self._retired, *([self._client] if self._client else [])]:
             try:
-                await self._client.close()
+                await client.close()
             except Exception:  # closing a half-open HTTP pool must not stop shutdown
                 log.debug("closing the openai client failed", exc_info=True)
-            self._client = None
+        self._client, self._retired = None, []
 
     def stats(self) -> dict[str, Any]:
         c = dict(self.counters)

@@ -141,3 +141,30 @@ async def test_emergency_and_marker_counters():
         omitted = sum(g["source"] == "marker" for g in r["gaps"])
         assert st["summarizer"]["emergency_skips"] == summarized > 0
         assert st["session_engine"]["context"]["markers"] == omitted
+
+
+async def test_a_config_reload_points_the_summarizer_at_the_new_endpoint(llm_key):
+    import asyncio
+
+    from memman.config import Config
+    from tests.helpers import short_tmpdir
+
+    with LLMServer(reply="From the first.") as one, LLMServer(reply="From the second.") as two:
+        root = short_tmpdir()
+        cfg_file = root / "config.toml"
+        body = ('[llm]\nbase_url = "{url}"\napi_key_env = "MEMMAN_TEST_LLM_KEY"\n'
+                '[compression]\nauto_compress = false\nllm_deadline_s = 5.0\n')
+        cfg_file.write_text(body.format(url=one.base_url))
+        cfg = Config.load(cfg_file, socket=root / "s" / "m.sock", data_dir=root / "data")
+        async with running_daemon(root, config=cfg) as d, d.client() as c:
+            assert (await _compact(c))["summary"]["content"].endswith("From the first.")
+            cfg_file.write_text(body.format(url=two.base_url))
+            for _ in range(100):
+                if d.core.config.llm.base_url == two.base_url:
+                    break
+                await asyncio.sleep(0.05)
+            for i in range(20):
+                await add(c, "s", f"{FILLER} more {i}")
+            r = await c.call("memman_session_compact", "s")
+            assert r["summary"]["content"].endswith("From the second.")
+            assert len(two.chat_requests()) == 1

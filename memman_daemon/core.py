@@ -17,18 +17,14 @@ from memman_daemon.clock import Clock
 from memman_daemon.config_watch import ConfigWatcher
 from memman_daemon.engine.session_engine import SessionEngine
 from memman_daemon.engine.summarizer import Summarizer
-from memman_daemon.events import EventBus
 from memman_daemon.sessions import Sessions
+from memman_daemon.shared_store import backend_for, wire
 from memman_daemon.store import Store
-from memman_daemon.tiers.agentmd import AgentMd
-from memman_daemon.tiers.audit import AuditLog
 from memman_daemon.tiers.cache import ToolCache
-from memman_daemon.tiers.docs import BusinessDocs
 from memman_daemon.tiers.embeddings import Embedder
 from memman_daemon.tiers.injection import Injection
 from memman_daemon.tiers.promotion import Promotion
 from memman_daemon.tiers.scratchpad import Scratchpad
-from memman_daemon.tiers.user_memory import UserMemory
 from memman_daemon.tokens import TokenCounter, use_cache_dir
 
 log = logging.getLogger(__name__)
@@ -42,7 +38,10 @@ class Core:
         self.started_at = time.time()
         self.store = Store(config.database_path, config.storage.synchronous,
                            config.storage.batch_max_rows)
-        self.events = EventBus()
+        # where user memory, business context and their audit live: SQLite or PostgreSQL
+        self.backend = backend_for(config)
+        self.shared = self.backend.store
+        self.events = self.backend.events
         self.tokens = TokenCounter()
         self.sessions = Sessions(self)
         #: filled by the server: live connection count, requests served, errors
@@ -53,18 +52,25 @@ class Core:
         # the sessions, in this order; closed in reverse.
         self.summarizer = Summarizer(self)  # the engine's LLM client and fallback
         self.engine = SessionEngine(self)  # cycles, compression, budgeted context (issue 3)
-        self.audit = AuditLog(self)  # promotions and evictions, readable over the protocol
+        self.audit = self.backend.audit(self)  # promotions and evictions, readable over the protocol
+        #: where changes to shared tiers are audited (core.audit itself with SQLite)
+        self.shared_audit = (self.backend.shared_audit(self) if self.backend.shared_audit
+                             else self.audit)
         self.embedder = Embedder(self)  # optional embeddings endpoint for hybrid search
         self.cache = ToolCache(self)
         self.injection = Injection(self)
         self.scratchpad = Scratchpad(self)
         self.promotion = Promotion(self)
-        self.user_memory = UserMemory(self)
-        self.docs = BusinessDocs(self)
-        self.agent_md = AgentMd(self)  # watches each tenant's agent.md and re-ingests it
+        self.user_memory = self.backend.user_memory(self)
+        self.docs = self.backend.docs(self)
+        self.agent_md = self.backend.agent_md(self)  # watches each tenant's agent.md
         self.components: list[Any] = [
-            self.summarizer, self.engine, self.audit, self.embedder, self.cache, self.injection,
-            self.scratchpad, self.promotion, self.user_memory, self.docs, self.agent_md]
+            self.summarizer, self.engine, self.shared, self.audit, self.embedder, self.cache,
+            self.injection, self.scratchpad, self.promotion, self.user_memory, self.docs,
+            self.agent_md]
+        if self.shared_audit is not self.audit:
+            self.components.insert(self.components.index(self.audit) + 1, self.shared_audit)
+        wire(self)
         self.config_watch = ConfigWatcher(self)
 
     async def start(self) -> None:

@@ -50,6 +50,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"  tokenizer  {tok.get('encoding')}")
     if summ:
         print(f"  summarizer {summ.get('mode', summ.get('model', '?'))}")
+    shared = stats.get("shared") or {}
+    if shared.get("backend") == "postgresql":
+        line = f"  shared     {shared.get('dsn')} — {shared.get('state')}"
+        if shared.get("state") != "up":
+            line += (f" (since {shared.get('down_for_s') or 0:.0f}s, reconnecting; retry in "
+                     f"{shared.get('retry_in_s') or 0:.1f}s; {shared.get('last_error')})")
+        print(line)
+    elif shared:
+        print("  shared     local (user memory and business context in the SQLite file)")
     return 0
 
 
@@ -159,6 +168,28 @@ def cmd_systemd(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shared(args: argparse.Namespace) -> int:
+    from memman.config import Config
+    from memman_daemon.shared_store import migrate
+
+    config = Config.load(args.config, data_dir=args.data_dir)
+    try:
+        out = migrate.run(config, args.to, batch=args.batch, limit=args.limit)
+    except (OSError, ValueError) as exc:
+        print(f"memman shared migrate: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # the server refused (auth, newer schema, ...): say what it said
+        print(f"memman shared migrate: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"moved into {out['to']}: copied {out['copied']}, already there "
+              f"{out['already_there']}, merged {out['merged']}, superseded {out['superseded']}"
+              + ("" if out["complete"] else " — limit reached, run again to continue"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memman", description="A memory manager for LLM agents.")
     p.add_argument("--socket", help="daemon socket (env MEMMAN_SOCKET)")
@@ -179,6 +210,17 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("--read-only", action="store_true", help="disable every change")
     tui.add_argument("--refresh", type=float, metavar="SECONDS", help="refresh interval")
     sub.add_parser("demo", help="run demo agents (flags: memman demo --help)", add_help=False)
+    sh = sub.add_parser("shared", help="the shared store (PostgreSQL)")
+    sh_sub = sh.add_subparsers(dest="shared_command", required=True)
+    mig = sh_sub.add_parser("migrate", parents=[common],
+                            help="copy local user memory and business context into the shared "
+                                 "store (idempotent, resumable)")
+    mig.add_argument("--to", required=True, metavar="POSTGRESQL_URL", help="the shared store")
+    mig.add_argument("--data-dir", help="data directory holding memman.db (env MEMMAN_DATA_DIR)")
+    mig.add_argument("--config", help="config file (env MEMMAN_CONFIG)")
+    mig.add_argument("--batch", type=int, default=500, help="records per transaction")
+    mig.add_argument("--limit", type=int, help="copy at most this many records now (a trial "
+                                               "run; run again to continue)")
     sd = sub.add_parser("systemd", help="systemd user units")
     sd_sub = sd.add_subparsers(dest="systemd_command", required=True)
     inst = sd_sub.add_parser("install", parents=[common],
@@ -201,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     commands = {"status": cmd_status, "sessions": cmd_sessions, "show": cmd_show,
-                "tui": cmd_tui, "systemd": cmd_systemd}
+                "tui": cmd_tui, "systemd": cmd_systemd, "shared": cmd_shared}
     try:
         return commands[args.command](args)
     except ConnectionLost as exc:

@@ -34,6 +34,13 @@ class StorageConfig:
     synchronous: str = "NORMAL"  #: SQLite synchronous pragma: NORMAL or FULL
     database: str = "memman.db"  #: file name inside the data dir (or an absolute path)
     batch_max_rows: int = 5000  #: most queued writes committed in one transaction
+    #: PostgreSQL DSN ("postgresql://user@host/db") holding user memory, business context,
+    #: promotions and the audit log for every daemon that names it; empty = the local SQLite
+    #: file (sessions stay local either way). Env MEMMAN_STORAGE_SHARED, flag --shared.
+    shared: str = ""
+    shared_timeout_s: float = 5.0  #: deadline of one shared-store call, connecting included (seconds)
+    shared_pool_size: int = 4  #: connections to the shared store (plus one for LISTEN)
+    shared_backoff_max_s: float = 5.0  #: longest wait between reconnection attempts (seconds)
 
 
 @dataclass

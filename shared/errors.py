@@ -20,6 +20,7 @@ LIMIT_EXCEEDED = -32004  # too many clients, message too large
 FORBIDDEN = -32005  # peer credentials refused, read-only mode
 ALREADY_DONE = -32006  # an idempotent one-time action already happened
 SHUTTING_DOWN = -32007  # the daemon is stopping and takes no new work
+SHARED_UNAVAILABLE = -32010  # the shared store (PostgreSQL) is down or unreachable: retry
 
 
 class MemmanError(Exception):

@@ -4,12 +4,19 @@ memory and business documents. Each is a thin shim over its component in
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from memman import names
 from memman.cache_state import format_cache_state
 from memman.errors import invalid_params
 from memman_daemon.rpc import Call, Param, method
+
+
+async def _answer(value: Any) -> Any:
+    """A tier's answer: read from memory (SQLite tiers) or from the shared store (awaited)."""
+    return await value if inspect.isawaitable(value) else value
+
 
 # --- tool cache and injection -------------------------------------------------------------
 
@@ -147,7 +154,7 @@ async def memory_learn(call: Call, user_id: str, key: str, value: Any,
 
 @method(names.MEMORY_RECALL, Param("user_id", str), Param("key", str))
 async def memory_recall(call: Call, user_id: str, key: str) -> dict[str, Any] | None:
-    return call.core.user_memory.recall(user_id, key)
+    return await _answer(call.core.user_memory.recall(user_id, key))
 
 
 @method(names.MEMORY_COMPACT, Param("user_id", str), Param("type", str),
@@ -192,7 +199,7 @@ async def docs_search(call: Call, tenant_id: str, query: str, opts: dict[str, An
 
 @method(names.DOCS_LIST, Param("tenant_id", str))
 async def docs_list(call: Call, tenant_id: str) -> dict[str, Any]:
-    return {"docs": call.core.docs.list(tenant_id),
+    return {"docs": await _answer(call.core.docs.list(tenant_id)),
             "agent_md": str(call.core.agent_md.path(tenant_id))}
 
 

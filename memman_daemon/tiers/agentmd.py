@@ -43,6 +43,32 @@ def _key_pattern(key: str) -> re.Pattern[str]:
     return re.compile(rf"^- \*\*{re.escape(key)}\*\*: (.*)$", re.MULTILINE)
 
 
+def edit_text(current: str, tenant_id: str, text: str, *, key: str | None,
+              replace: bool) -> tuple[str | None, str | None]:
+    """agent.md ``current`` with ``text`` appended (``- text``) or set as ``key``'s line.
+
+    Returns ``(new, previous)``: ``new`` None when nothing changes; CONFLICT when ``key``
+    already says something else and ``replace`` is false."""
+    flat = " ".join(text.split())
+    line = _key_line(key, text) if key else f"- {flat}"
+    if key:
+        m = _key_pattern(key).search(current)
+        if m is None:
+            return current.rstrip("\n") + "\n" + line + "\n", None
+        previous = m.group(1)
+        if previous == flat:
+            return None, previous
+        if not replace:
+            raise MemmanError(CONFLICT, f"agent.md of tenant {tenant_id!r} already says "
+                              f"{key!r} is {previous!r}; the promoted text differs. Pass "
+                              "replace=true to overwrite that line",
+                              {"key": key, "existing": previous, "proposed": flat})
+        return current[:m.start()] + line + current[m.end():], previous
+    if line in current.splitlines():
+        return None, None
+    return current.rstrip("\n") + "\n" + line + "\n", None
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so a reader sees the old file or the new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -207,27 +233,9 @@ class AgentMd:
                 current = path.read_text(encoding="utf-8")
             except FileNotFoundError:
                 current = HEADER
-            line = _key_line(key, text) if key else f"- {' '.join(text.split())}"
-            previous = None
-            if key:
-                m = _key_pattern(key).search(current)
-                if m is not None:
-                    previous = m.group(1)
-                    if previous == " ".join(text.split()):
-                        return {"path": str(path), "changed": False, "previous": previous}
-                    if not replace:
-                        raise MemmanError(CONFLICT, f"agent.md of tenant {tenant_id!r} already "
-                                          f"says {key!r} is {previous!r}; the promoted text "
-                                          "differs. Pass replace=true to overwrite that line",
-                                          {"key": key, "existing": previous,
-                                           "proposed": " ".join(text.split())})
-                    new = current[:m.start()] + line + current[m.end():]
-                else:
-                    new = current.rstrip("\n") + "\n" + line + "\n"
-            else:
-                if line in current.splitlines():
-                    return {"path": str(path), "changed": False, "previous": None}
-                new = current.rstrip("\n") + "\n" + line + "\n"
+            new, previous = edit_text(current, tenant_id, text, key=key, replace=replace)
+            if new is None:
+                return {"path": str(path), "changed": False, "previous": previous}
             await asyncio.to_thread(atomic_write, path, new)
             await self._ingest(tenant_id)
             return {"path": str(path), "changed": True, "previous": previous}

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, invalid_params
+from memman_daemon.shared_store.ops import write_mixed
 from memman_daemon.tiers.scratchpad import Snippet
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ class Promotion:
                                     **core.sessions.scope(s))
             raise
         before = list(sn.promoted)
-        rec, audit_op = core.audit.record(
+        rec, audit_op = core.shared_audit.record(
             "promote", sn.text, f"scratchpad:{session_id}#{sn.id}", ref, client,
             session_id=session_id, user_id=user, tenant_id=tenant, changed=changed,
             replaced=previous, target_kind=target)
@@ -173,7 +174,7 @@ class Promotion:
             if change is not None:
                 await core.user_memory.commit(change, extra)
             else:
-                await core.store.write(extra)
+                await write_mixed(core, extra)  # the shared audit first, then the snippet
         except Exception:
             sn.promoted[:] = before
             raise

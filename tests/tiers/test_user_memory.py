@@ -157,6 +157,7 @@ async def test_embeddings_path_hybrid_ranking() -> None:
         assert embed_calls >= 5
 
 
+@pytest.mark.sqlite_only  # swaps sqlite-vec for the Python ranking (shared_store has its own)
 async def test_python_vector_fallback_ranks_like_sqlite_vec() -> None:
     with LLMServer(dim=8) as srv:
         async with running_daemon(clock=FakeClock(),

@@ -1,0 +1,221 @@
+"""Business documents in the shared store (PostgreSQL).
+
+Same chunking, same rerank, same answers as ``tiers/docs.py``; documents, chunks and vectors
+live in PostgreSQL and are read from it on every call (no per-daemon copy to go stale).
+Candidates come from PostgreSQL's full text (``websearch_to_tsquery`` over the chunks'
+``tsvector``, ranked by ``ts_rank``) plus the nearest vectors, then the inherited local
+reranker orders them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from memman.errors import invalid_params, not_found
+from memman_daemon.shared_store import vectors
+from memman_daemon.shared_store.user_memory import informative_query
+from memman_daemon.tiers.chunking import chunk_text
+from memman_daemon.tiers.docs import BusinessDocs, Doc, rerank
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+    from memman_daemon.shared_store.pg import PgStore
+
+
+def doc_from_row(pk: int, data: str) -> Doc:
+    return Doc(**{**json.loads(data), "pk": pk})
+
+
+class PgBusinessDocs(BusinessDocs):
+    def __init__(self, core: Core) -> None:
+        super().__init__(core)
+        self.pg: PgStore = core.shared
+        self._counts = {"tenants": 0, "documents": 0, "chunks": 0}
+
+    async def load(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {**self._counts, "searches": self.searches,
+                "vector_backend": self.pg.vector_backend, "backend": "postgresql"}
+
+    async def fetch_doc(self, tenant_id: str, doc_id: str, conn: Any = None) -> Doc | None:
+        sql = "SELECT id, data FROM docs WHERE tenant_id=$1 AND doc_id=$2"
+        row = await (conn.fetchrow(sql, tenant_id, doc_id) if conn is not None
+                     else self.pg.fetchrow(sql, tenant_id, doc_id))
+        return doc_from_row(row[0], row[1]) if row else None
+
+    def prepare_check(self, tenant_id: str, doc: Any) -> None:
+        """The SQLite tier's parameter checks (-32602 naming the parameter)."""
+        if not tenant_id:
+            raise invalid_params("tenant_id", "must not be empty")
+        if not isinstance(doc, dict):
+            raise invalid_params("doc", "expected a map with at least 'content'")
+        content = doc.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise invalid_params("doc.content", "expected non-empty text")
+        for k in ("doc_id", "title", "source"):
+            if doc.get(k) is not None and not isinstance(doc[k], str):
+                raise invalid_params(f"doc.{k}", "expected a string")
+        if not isinstance(doc.get("metadata") or {}, dict):
+            raise invalid_params("doc.metadata", "expected a map")
+
+    def prepare(self, tenant_id: str, doc: dict[str, Any], old: Doc | None
+                ) -> tuple[Doc | None, list[Any], str]:
+        """Validate and chunk; ``(None, [], digest)`` when the content is unchanged."""
+        self.prepare_check(tenant_id, doc)
+        content = doc["content"]
+        meta = doc.get("metadata") or {}
+        digest = hashlib.sha256(content.encode()).hexdigest()
+        if old is not None and old.hash == digest:
+            return None, [], digest
+        cfg = self.core.config.docs
+        enc = self.core.tokens.encoding("gpt-4o-mini")
+        chunks = chunk_text(content, enc, cfg.chunk_tokens, cfg.chunk_overlap)
+        now = self.core.clock.now()
+        doc_id = doc.get("doc_id") or digest[:16]
+        d = Doc(pk=old.pk if old else 0, tenant_id=tenant_id, doc_id=doc_id,
+                title=doc.get("title") or doc_id, source=doc.get("source") or "upload",
+                hash=digest, chunks=len(chunks), tokens=len(enc.encode(content, disallowed_special=())),
+                bytes=len(content.encode()), created_at=old.created_at if old else now,
+                updated_at=now, metadata=meta)
+        return d, chunks, digest
+
+    async def write_doc(self, conn: Any, d: Doc, chunks: list[Any], ids: list[int],
+                        vecs: list[list[float]] | None, replacing: bool) -> None:
+        """The document's rows, inside the caller's transaction."""
+        data = {k: v for k, v in d.to_wire().items() if k != "pk"}
+        if replacing:
+            await conn.execute("DELETE FROM doc_chunks WHERE doc=$1", d.pk)
+        await conn.execute(
+            "INSERT INTO docs(id, tenant_id, doc_id, data) VALUES ($1,$2,$3,$4) "
+            "ON CONFLICT (id) DO UPDATE SET data=EXCLUDED.data",
+            d.pk, d.tenant_id, d.doc_id, json.dumps(data, ensure_ascii=False, default=str))
+        if chunks:
+            await conn.executemany(
+                "INSERT INTO doc_chunks(id, doc, tenant_id, seq, tokens, content) "
+                "VALUES ($1,$2,$3,$4,$5,$6)",
+                [(cid, d.pk, d.tenant_id, c.seq, c.tokens, c.text)
+                 for cid, c in zip(ids, chunks, strict=True)])
+        if vecs:
+            backend = self.pg.vector_backend
+            for cid, v in zip(ids, vecs, strict=True):
+                await vectors.put(conn, backend, "chunk_vectors", cid, v, d.tenant_id)
+
+    async def put(self, conn: Any, tenant_id: str, doc: dict[str, Any]
+                  ) -> tuple[Doc, bool, bool, bool]:
+        """Add or replace inside the caller's transaction (the row is locked, so two daemons
+        replacing one document are serialized). ``(doc, changed, replaced, vectors)``."""
+        content = doc["content"]
+        doc_id = doc.get("doc_id") or hashlib.sha256(content.encode()).hexdigest()[:16]
+        row = await conn.fetchrow("SELECT id, data FROM docs WHERE tenant_id=$1 AND doc_id=$2 "
+                                  "FOR UPDATE", tenant_id, doc_id)
+        old = doc_from_row(row[0], row[1]) if row else None
+        d, chunks, _ = self.prepare(tenant_id, doc, old)
+        if d is None:
+            assert old is not None
+            return old, False, False, False
+        ids = [r[0] for r in await conn.fetch(
+            "SELECT nextval('memman_ids') FROM generate_series(1, $1)",
+            len(chunks) + (0 if old else 1))]
+        if old is None:
+            d.pk = ids.pop(0)
+        vecs = await self.core.embedder.embed([c.text for c in chunks])
+        await self.write_doc(conn, d, chunks, ids, vecs, old is not None)
+        return d, True, old is not None, bool(vecs)
+
+    async def add(self, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
+        self.prepare_check(tenant_id, doc)
+        for attempt in range(3):
+            try:
+                d, changed, replaced, vecs = await self.pg.run(
+                    lambda conn: self.put(conn, tenant_id, doc))
+                break
+            except asyncpg.UniqueViolationError:  # another daemon added it first: replace it
+                if attempt == 2:
+                    raise
+        if changed:
+            self._publish("updated" if replaced else "added", tenant_id, doc=d.to_wire(),
+                          vectors=vecs)
+        return {"doc": d.to_wire(), "changed": changed}
+
+    async def list(self, tenant_id: str) -> list[dict[str, Any]]:  # type: ignore[override]
+        rows = await self.pg.fetch("SELECT id, data FROM docs WHERE tenant_id=$1 ORDER BY id",
+                                   tenant_id)
+        return [doc_from_row(pk, data).to_wire() for pk, data in rows]
+
+    async def delete(self, tenant_id: str, doc_id: str, *, extra: Any = None) -> dict[str, Any]:
+        async def tx(conn: Any) -> Doc | None:
+            row = await conn.fetchrow("DELETE FROM docs WHERE tenant_id=$1 AND doc_id=$2 "
+                                      "RETURNING id, data", tenant_id, doc_id)
+            if row is not None and extra is not None:
+                await extra(conn)
+            return doc_from_row(row[0], row[1]) if row else None
+
+        d = await self.pg.run(tx)
+        if d is None:
+            raise not_found("document", doc_id)
+        self._publish("deleted", tenant_id, doc_id=doc_id, chunks=d.chunks)
+        return {"deleted": doc_id, "chunks": d.chunks}
+
+    async def search(self, tenant_id: str, query: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
+        if not query.strip():
+            raise invalid_params("query", "must not be empty")
+        self.searches += 1
+        cfg = self.core.config.docs
+        top_k = int(opts.get("limit") or cfg.top_k)
+        n_cand = int(opts.get("candidates") or cfg.candidates)
+        qv = await self.core.embedder.embed([query]) if self.core.embedder.enabled else None
+        backend = self.pg.vector_backend
+
+        async def read(conn: Any) -> tuple[list[Any], list[tuple[int, float]], list[Any], list[Any]]:
+            found: list[Any] = []
+            tsq = await informative_query(conn, "doc_chunks", query)
+            if tsq:
+                found = await conn.fetch(
+                    "SELECT c.id, c.doc, c.seq, c.content, ts_rank(c.tsv, q) AS r "
+                    "FROM doc_chunks c, websearch_to_tsquery('english', $2) q "
+                    "WHERE c.tsv @@ q AND c.tenant_id=$1 ORDER BY r DESC, c.id DESC LIMIT $3",
+                    tenant_id, tsq, n_cand)
+            hits: list[tuple[int, float]] = []
+            extra: list[Any] = []
+            if qv:
+                hits = await vectors.knn(conn, backend, "FROM chunk_vectors v WHERE v.tenant_id=$1",
+                                         [tenant_id], qv[0], n_cand)
+                have = {r[0] for r in found}
+                missing = [i for i, _ in hits if i not in have]
+                if missing:
+                    extra = await conn.fetch("SELECT id, doc, seq, content FROM doc_chunks "
+                                             "WHERE id = ANY($1)", missing)
+            docs = await conn.fetch("SELECT id, data FROM docs WHERE tenant_id=$1", tenant_id)
+            return found, hits, extra, docs
+
+        found, hits, extra, doc_rows = await self.pg.run(read)
+        cands: dict[int, dict[str, Any]] = {}
+        for cid, doc, seq, text, r in found:
+            cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
+                          "lexical": float(r), "semantic": 0.0}
+        for cid, doc, seq, text in extra:
+            cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
+                          "lexical": 0.0, "semantic": 0.0}
+        for cid, sim in hits:
+            if cid in cands:
+                cands[cid]["semantic"] = max(0.0, sim)
+        ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc, bool(qv))
+        by_pk = {pk: doc_from_row(pk, data) for pk, data in doc_rows}
+        out = []
+        for c in ranked:
+            d = by_pk.get(c["doc"])
+            out.append({"doc_id": d.doc_id if d else None, "title": d.title if d else None,
+                        "source": d.source if d else None, "chunk_id": c["chunk_id"],
+                        "seq": c["seq"], "text": c["text"], "score": c["score"],
+                        "lexical": c["lexical"], "parts": c["parts"],
+                        "candidates": len(cands)})
+        return out

@@ -33,12 +33,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from memman.errors import SHARED_UNAVAILABLE, STORAGE_ERROR, MemmanError
+from memman.errors import SHARED_UNAVAILABLE, MemmanError
 from memman_daemon.shared_store.schema import MIGRATIONS, PGVECTOR_DDL, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "memman_events"
+ID_HEADROOM = 16  #: ids kept reserved beyond a request's own need
 T = TypeVar("T")
 
 #: what says "the server is not there (now)": connection refused/reset, shutdown, restart
@@ -318,18 +319,18 @@ class PgStore:
 
     # --- ids -----------------------------------------------------------------------------
     async def ensure_ids(self, n: int) -> None:
-        """Have at least ``n`` ids from ``memman_ids`` ready for ``take_id`` (a few extra
-        are fetched along, so most writes need no extra round trip)."""
-        if len(self._ids) >= n:
+        """Have at least ``n`` ids from ``memman_ids`` ready for ``take_id``, plus headroom
+        (``ID_HEADROOM``) for the other requests of this daemon that take theirs meanwhile;
+        most writes need no extra round trip."""
+        if len(self._ids) >= n + ID_HEADROOM:
             return
-        want = n - len(self._ids) + 16
+        want = n + 4 * ID_HEADROOM - len(self._ids)
         rows = await self.fetch("SELECT nextval('memman_ids') FROM generate_series(1, $1)", want)
         self._ids.extend(r[0] for r in rows)
 
     def take_id(self) -> int:
-        if not self._ids:
-            raise MemmanError(STORAGE_ERROR, "no shared id reserved (a memman bug: call "
-                              "ensure_ids before preparing a shared record)")
+        if not self._ids:  # only if very many requests interleaved: the caller may retry
+            raise SharedUnavailable("no shared record id was reserved in time; retry", 0.0)
         return self._ids.popleft()
 
     # --- events --------------------------------------------------------------------------

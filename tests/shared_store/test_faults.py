@@ -1,0 +1,139 @@
+"""The shared store going away: PostgreSQL is stopped (immediate mode, as a crash) in the
+middle of a stream of writes and started again. Shared-tier calls answer -32010 meanwhile,
+sessions are served throughout, `memman status` says what is going on, the daemons reconnect
+by themselves, and every acknowledged write is there afterwards — read from the other daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memman import names
+from memman.errors import SHARED_UNAVAILABLE, MemmanError
+from memman_daemon.clock import FakeClock
+from tests.helpers import running_daemon
+from tests.pg_server import PgServer, require_pg
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[PgServer]:
+    """Its own server: these tests stop it."""
+    require_pg()
+    with PgServer() as server:
+        yield server
+
+
+async def until(cond: Any, timeout: float = 30.0) -> None:
+    async def poll() -> None:
+        while not (await cond() if asyncio.iscoroutinefunction(cond) else cond()):
+            await asyncio.sleep(0.05)
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def memman_cli(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "memman.cli", *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_postgres_stopped_mid_run_loses_no_acknowledged_write(pg: PgServer) -> None:
+    dsn = pg.create_db("faults")
+    storage = {"shared": dsn, "shared_timeout_s": 3.0, "shared_backoff_max_s": 0.5}
+    async with running_daemon(clock=FakeClock(), storage=storage) as a, \
+            running_daemon(clock=FakeClock(), storage=storage) as b, \
+            a.client() as ca, a.client() as cs, b.client() as cb:
+        await cs.session_open("work", {"user_id": "ana"})
+        acked: dict[str, str] = {}
+        refused: list[MemmanError] = []
+        session_adds = {"ok": 0, "during_outage": 0}
+        outage = asyncio.Event()
+        stop = asyncio.Event()
+
+        async def writer() -> None:
+            i = 0
+            while not stop.is_set():
+                key, value = f"k{i}", f"value {i}"
+                try:
+                    await ca.call(names.MEMORY_LEARN, "ana", key, value)
+                    acked[key] = value
+                except MemmanError as exc:
+                    refused.append(exc)
+                    await asyncio.sleep(0.02)
+                i += 1
+
+        async def sessions() -> None:  # the session path never waits for PostgreSQL
+            n = 0
+            while not stop.is_set():
+                await cs.session_add("work", {"role": "user", "content": f"message {n}"})
+                session_adds["ok"] += 1
+                if outage.is_set():
+                    session_adds["during_outage"] += 1
+                n += 1
+                await asyncio.sleep(0.01)
+
+        tasks = [asyncio.create_task(writer()), asyncio.create_task(sessions())]
+        await until(lambda: len(acked) >= 20)
+        await asyncio.to_thread(pg.stop, "immediate")
+        outage.set()
+        await until(lambda: len(refused) >= 3)
+        # the answers say what happened and what to do
+        assert all(e.code == SHARED_UNAVAILABLE for e in refused), refused
+        assert "retry" in refused[-1].message and "retry_in_s" in refused[-1].data
+        # reads of shared tiers answer the same clear error; local ones keep working
+        with pytest.raises(MemmanError) as ei:
+            await cb.call(names.MEMORY_RECALL, "ana", "k0")
+        assert ei.value.code == SHARED_UNAVAILABLE
+        await until(lambda: session_adds["during_outage"] >= 5)
+        ctx = await cs.call(names.SESSION_GET, "work")
+        assert len(ctx["entries"]) >= session_adds["ok"]
+        # status says so (memman status, and memman_stats for the TUI)
+        shared = (await cs.stats())["shared"]
+        assert shared["state"] == "down" and shared["last_error"]
+        code, out, err = await memman_cli("--socket", str(a.socket), "status")
+        assert code == 0, err
+        assert "shared" in out and "down" in out and "reconnecting" in out
+        code, out, _ = await memman_cli("--socket", str(a.socket), "--json", "status")
+        assert json.loads(out)["shared"]["state"] == "down"
+        await asyncio.to_thread(pg.start)
+        outage.clear()
+        # both daemons reconnect by themselves; writes are acknowledged again
+        await until(lambda: a.core.shared.state == "up" and b.core.shared.state == "up")
+        before = len(acked)
+        await until(lambda: len(acked) >= before + 10)
+        stop.set()
+        await asyncio.gather(*tasks)
+        assert a.core.shared.reconnects >= 1
+        # every acknowledged write is in the shared store, read through the other daemon
+        for key, value in acked.items():
+            got = await cb.call(names.MEMORY_RECALL, "ana", key)
+            assert got is not None and got["value"] == value, key
+        code, out, _ = await memman_cli("--socket", str(b.socket), "status")
+        assert "— up" in out
+
+
+async def test_a_daemon_starts_while_postgres_is_down_and_connects_later(pg: PgServer) -> None:
+    dsn = pg.create_db("latecomer")
+    await asyncio.to_thread(pg.stop, "fast")
+    try:
+        storage = {"shared": dsn, "shared_timeout_s": 2.0, "shared_backoff_max_s": 0.3}
+        async with running_daemon(clock=FakeClock(), storage=storage) as d, d.client() as c:
+            await c.session_open("s1", {"user_id": "ana"})  # sessions serve from the start
+            await c.session_add("s1", {"role": "user", "content": "hello"})
+            with pytest.raises(MemmanError) as ei:
+                await c.call(names.MEMORY_LEARN, "ana", "k", "v")
+            assert ei.value.code == SHARED_UNAVAILABLE
+            assert (await c.stats())["shared"]["state"] == "down"
+            await asyncio.to_thread(pg.start)
+            await until(lambda: d.core.shared.state == "up")
+            await c.call(names.MEMORY_LEARN, "ana", "k", "v")
+            assert (await c.call(names.MEMORY_RECALL, "ana", "k"))["value"] == "v"
+    finally:
+        if not pg.running():
+            pg.start()

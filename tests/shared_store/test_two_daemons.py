@@ -174,6 +174,8 @@ async def test_agent_md_follows_the_shared_store_on_every_host(dsn: str) -> None
         # B's file is regenerated from the shared store
         await until(lambda: pb.exists() and "first Monday" in pb.read_text())
         assert pb.read_text() == pa.read_text()
+        hits = (await cb.call(names.DOCS_SEARCH, "acme", "signups monday"))["results"]
+        assert hits[0]["doc_id"] == "agent.md"
         # an edit on disk on B is imported (last writer wins) and reaches A's file, audited
         edited = pb.read_text() + "- Churn is measured monthly.\n"
         pb.write_text(edited)

@@ -16,6 +16,7 @@ import pytest
 from memman import names
 from memman.errors import SHARED_UNAVAILABLE, MemmanError
 from memman_daemon.clock import FakeClock
+from memman_tui.widgets.daemon_header import shared_label
 from tests.helpers import running_daemon
 from tests.pg_server import PgServer, require_pg
 
@@ -94,8 +95,11 @@ async def test_postgres_stopped_mid_run_loses_no_acknowledged_write(pg: PgServer
         ctx = await cs.call(names.SESSION_GET, "work")
         assert len(ctx["entries"]) >= session_adds["ok"]
         # status says so (memman status, and memman_stats for the TUI)
-        shared = (await cs.stats())["shared"]
+        stats = await cs.stats()
+        shared = stats["shared"]
         assert shared["state"] == "down" and shared["last_error"]
+        label, style = shared_label(stats)  # the TUI's header line
+        assert "DOWN" in label and "reconnecting" in label and "red" in style
         code, out, err = await memman_cli("--socket", str(a.socket), "status")
         assert code == 0, err
         assert "shared" in out and "down" in out and "reconnecting" in out

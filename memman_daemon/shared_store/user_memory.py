@@ -84,16 +84,12 @@ async def informative_query(conn: Any, table: str, text: str) -> str | None:
         total = await conn.fetchval(f"SELECT count(*) FROM {table}")
     if total < 200:
         return tsquery_text(text)
-    keep = []
-    for w in ws:
-        if not await conn.fetchval("SELECT numnode(websearch_to_tsquery('english', $1))",
-                                   f'"{w}"'):
-            continue  # a stop word: matches nothing
-        n = await conn.fetchval(
-            f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ "
-            f"websearch_to_tsquery('english', $1) LIMIT $2) x", f'"{w}"', total // 2 + 1)
-        if n * 2 <= total:
-            keep.append(w)
+    rows = await conn.fetch(  # one round trip: is each word a stop word, and how common
+        f"SELECT w, numnode(websearch_to_tsquery('english', w)), (SELECT count(*) FROM "
+        f"(SELECT 1 FROM {table} WHERE tsv @@ websearch_to_tsquery('english', w) LIMIT $2) x) "
+        "FROM unnest($1::text[]) WITH ORDINALITY AS t(w, i) ORDER BY i",
+        [f'"{w}"' for w in ws], total // 2 + 1)
+    keep = [w.strip('"') for w, nodes, n in rows if nodes and n * 2 <= total]
     return tsquery_text(" ".join(keep or ws))
 
 
@@ -187,13 +183,28 @@ class PgUserMemory(UserMemory):
         for r in rows:
             self._index(MemoryRecord.from_row(r))
 
+    async def _sync_key(self, user_id: str, kind: str, key: str) -> None:
+        """Refresh this daemon's view of one live preference/rule (or a flow's playbooks)."""
+        if kind == "playbook":
+            rows = await self.pg.fetch(
+                f"SELECT {COLS} FROM memories WHERE user_id=$1 AND kind='playbook' AND key=$2 "
+                "AND archived_by IS NULL ORDER BY id", user_id, key)
+            books = self.playbooks.setdefault(user_id, [])
+            books[:] = [b for b in books if b.key != key]
+        else:
+            rows = await self.pg.fetch(
+                f"SELECT {COLS} FROM memories WHERE user_id=$1 AND kind=$2 AND dedup=$3 "
+                "AND archived_by IS NULL", user_id, kind, key)
+            (self.prefs if kind == "preference" else self.rules).get(user_id, {}).pop(key, None)
+        for r in rows:
+            self._index(MemoryRecord.from_row(r))
+
     async def _retrying(self, user_id: str, fn: Callable[[], Awaitable[T]]) -> T:
         """Run a change; when another daemon won a race for the same key, run it again (it
         then sees the winner: no change, a replacement, or CONFLICT, as the caller asked)."""
         for attempt in range(3):
             try:
-                async with self._lock(user_id):
-                    return await fn()
+                return await fn()
             except RaceLost:
                 if attempt == 2:
                     raise
@@ -238,21 +249,23 @@ class PgUserMemory(UserMemory):
 
     async def prepare_preference(self, user_id: str, key: str, value: str, *, replace: bool,
                                  metadata: dict[str, Any] | None = None) -> Change:
-        await self._sync_user(user_id)
-        await self.pg.ensure_ids(1)
+        await self._sync_key(user_id, "preference", key)
+        await self.pg.ensure_ids(2)  # the record and, for a promotion, its audit record
         return await super().prepare_preference(user_id, key, value, replace=replace,
                                                 metadata=metadata)
 
     async def prepare_rule(self, user_id: str, condition: str, action: str, *, replace: bool,
                            metadata: dict[str, Any] | None = None) -> Change:
-        await self._sync_user(user_id)
-        await self.pg.ensure_ids(1)
+        await self._sync_key(user_id, "rule", condition)
+        await self.pg.ensure_ids(2)
         return await super().prepare_rule(user_id, condition, action, replace=replace,
                                           metadata=metadata)
 
     async def prepare_playbook(self, user_id: str, pb: dict[str, Any], *, replace: bool) -> Change:
-        await self._sync_user(user_id)
-        await self.pg.ensure_ids(1)
+        flow = pb.get("flow") or pb.get("flow_dact")
+        if isinstance(flow, str) and flow:
+            await self._sync_key(user_id, "playbook", flow)
+        await self.pg.ensure_ids(2)
         return await super().prepare_playbook(user_id, pb, replace=replace)
 
     # --- methods ---------------------------------------------------------------------------
@@ -281,8 +294,8 @@ class PgUserMemory(UserMemory):
 
     async def search(self, user_id: str, type_: str, query: str,
                      opts: dict[str, Any]) -> list[dict[str, Any]]:
-        if opts.get("flow") is not None and type_ != "working":
-            await self._sync_user(user_id)
+        if isinstance(opts.get("flow"), str) and type_ != "working":
+            await self._sync_key(user_id, "playbook", opts["flow"])
         return await super().search(user_id, type_, query, opts)
 
     async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,

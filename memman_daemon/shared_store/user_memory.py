@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
-from memman.errors import CONFLICT, MemmanError
+from memman.errors import CONFLICT, MemmanError, invalid_params
 from memman_daemon.shared_store import vectors
 from memman_daemon.shared_store.ops import execute, split
 from memman_daemon.tiers import fts
@@ -249,6 +249,8 @@ class PgUserMemory(UserMemory):
 
     async def prepare_preference(self, user_id: str, key: str, value: str, *, replace: bool,
                                  metadata: dict[str, Any] | None = None) -> Change:
+        if not key:  # bad params answer -32602 even while the shared store is down
+            raise invalid_params("key", "must not be empty")
         await self._sync_key(user_id, "preference", key)
         await self.pg.ensure_ids(2)  # the record and, for a promotion, its audit record
         return await super().prepare_preference(user_id, key, value, replace=replace,
@@ -256,6 +258,8 @@ class PgUserMemory(UserMemory):
 
     async def prepare_rule(self, user_id: str, condition: str, action: str, *, replace: bool,
                            metadata: dict[str, Any] | None = None) -> Change:
+        if not condition:
+            raise invalid_params("condition", "must not be empty")
         await self._sync_key(user_id, "rule", condition)
         await self.pg.ensure_ids(2)
         return await super().prepare_rule(user_id, condition, action, replace=replace,
@@ -277,6 +281,9 @@ class PgUserMemory(UserMemory):
                      client: str = "") -> dict[str, Any]:
         if type_ == "working":  # the local scratchpad: works while the shared store is down
             return await super().append(user_id, type_, entry, client)
+        _check_type(type_, MEMORY_TYPES)
+        if not isinstance(entry, dict):
+            raise invalid_params("entry", "expected a map")
 
         async def go() -> dict[str, Any]:
             await self.pg.ensure_ids(1)
@@ -393,7 +400,6 @@ class PgUserMemory(UserMemory):
     async def _compact_shared(self, user_id: str, type_: str,
                               opts: dict[str, Any]) -> dict[str, Any]:
         keep = opts.get("keep_last", self.core.config.memory.compact_keep_last)
-        from memman.errors import invalid_params
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
             raise invalid_params("opts.keep_last", "expected a whole number ≥ 0")
         summarize = bool(opts.get("summarize_older", True))

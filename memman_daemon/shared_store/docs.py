@@ -9,13 +9,14 @@ reranker orders them.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from memman.errors import invalid_params, not_found
+from memman.errors import MemmanError, invalid_params, not_found
 from memman_daemon.shared_store import vectors
 from memman_daemon.shared_store.user_memory import informative_query
 from memman_daemon.tiers.chunking import chunk_text
@@ -37,14 +38,28 @@ class PgBusinessDocs(BusinessDocs):
         self._counts = {"tenants": 0, "documents": 0, "chunks": 0}
 
     async def load(self) -> None:
-        pass
+        self._counting: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
-        pass
+        if self._counting is not None:
+            self._counting.cancel()
 
     def stats(self) -> dict[str, Any]:
+        """Counts as of the previous call (refreshed in the background: stats are sync)."""
+        if self._counting is None or self._counting.done():
+            self._counting = asyncio.get_running_loop().create_task(self._refresh_counts())
         return {**self._counts, "searches": self.searches,
                 "vector_backend": self.pg.vector_backend, "backend": "postgresql"}
+
+    async def _refresh_counts(self) -> None:
+        try:
+            row = await self.pg.fetchrow(
+                "SELECT (SELECT count(DISTINCT tenant_id) FROM docs), (SELECT count(*) FROM docs), "
+                "(SELECT count(*) FROM doc_chunks)")
+        except MemmanError:
+            return
+        if row is not None:
+            self._counts = dict(zip(("tenants", "documents", "chunks"), row, strict=True))
 
     async def fetch_doc(self, tenant_id: str, doc_id: str, conn: Any = None) -> Doc | None:
         sql = "SELECT id, data FROM docs WHERE tenant_id=$1 AND doc_id=$2"

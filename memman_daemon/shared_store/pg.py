@@ -210,7 +210,22 @@ class PgStore:
             log.info("pgvector is available but could not be enabled (%s); vector ranking "
                      "runs in Python", exc)
             return "python"
+        await self._backfill_vectors(conn)
         return "pgvector"
+
+    async def _backfill_vectors(self, conn: asyncpg.Connection) -> None:
+        """Embeddings stored before pgvector was there get their ``vec`` copy."""
+        from memman_daemon.shared_store.vectors import literal
+        from memman_daemon.tiers.vectors import unpack
+
+        for table in ("memory_vectors", "chunk_vectors"):
+            while True:
+                rows = await conn.fetch(f"SELECT id, embedding FROM {table} WHERE vec IS NULL "
+                                        "LIMIT 500")
+                if not rows:
+                    break
+                await conn.executemany(f"UPDATE {table} SET vec=$2::text::vector WHERE id=$1",
+                                       [(r[0], literal(list(unpack(r[1])))) for r in rows])
 
     async def _drop_connections(self) -> None:
         listener, pool = self.listener, self.pool

@@ -146,6 +146,7 @@ class PgUserMemory(UserMemory):
             self._counting.cancel()
 
     def stats(self) -> dict[str, Any]:
+        """Counts as of the previous call (refreshed in the background: stats are sync)."""
         if self._counting is None or self._counting.done():
             self._counting = asyncio.get_running_loop().create_task(self._refresh_counts())
         return {**{k: self._counts.get(k, 0) for k in

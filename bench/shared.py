@@ -8,8 +8,10 @@ same run.
 Setup: a throwaway PostgreSQL server (the Debian binaries, a temporary directory, a Unix socket
 only; ``tests/pg_server.py``) and daemons started as subprocesses (``python -m memman_daemon``,
 ``--shared postgresql://...`` for the PostgreSQL runs). The benchmark process runs 8 clients,
-each with one request in flight, split evenly over the daemons of a run. Each measure is timed
-per round trip over the daemon's socket:
+each with one request in flight, split evenly over the daemons of a setup. All setups run at
+once; each measure is cut in 5 parts and the setups take turns part by part, so a busy moment
+on the machine falls on all of them alike. Each call is timed per round trip over the
+daemon's socket:
 
 - learn: ``memman_memory_learn(user, key_i, value)`` — each a durable write (SQLite: committed
   in WAL; PostgreSQL: committed on the server, synchronous_commit on, fsync on);
@@ -88,8 +90,8 @@ def daemons(n: int, shared: str | None, embeddings: str | None) -> Iterator[list
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def measure(clients: list[Client], calls: list[tuple[str, tuple[Any, ...]]]) -> dict[str, float]:
-    """Run ``calls`` over the clients (one in flight each); rate and latency percentiles."""
+async def measure(clients: list[Client], calls: list[tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
+    """Run ``calls`` over the clients (one in flight each): latencies (s) and wall time."""
     lat: list[float] = []
     queue = list(reversed(calls))
 
@@ -102,60 +104,103 @@ async def measure(clients: list[Client], calls: list[tuple[str, tuple[Any, ...]]
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker(c) for c in clients))
-    wall = time.perf_counter() - t0
-    lat.sort()
-    return {"rate": len(lat) / wall, "p50_ms": statistics.median(lat) * 1000,
-            "p95_ms": lat[int(len(lat) * 0.95) - 1] * 1000}
+    return {"lat": lat, "wall": time.perf_counter() - t0}
 
 
 def query(rng: random.Random) -> str:
     return " ".join(rng.sample(WORDS, rng.randint(1, 2)))
 
 
-async def run_config(socks: list[Path], ops: int, entries: int, hybrid: bool,
-                     tag: str) -> dict[str, dict[str, float]]:
-    clients = [await Client.connect(socks[i % len(socks)], name=f"bench{i}")
-               for i in range(CLIENTS)]
-    rng = random.Random(7)
-    try:
-        users = [f"{tag}-u{i}" for i in range(max(1, entries // 500))]
-        loads = [(names.MEMORY_APPEND, (users[i % len(users)], "episodic", {
-            "content": " ".join(rng.choice(WORDS) for _ in range(12)) + f" #{i}"}))
-            for i in range(entries)]
-        await measure(clients, loads)
-        out = {}
-        out["learn"] = await measure(clients, [
-            (names.MEMORY_LEARN, (f"{tag}-ana", f"key{i}", f"value {i}")) for i in range(ops)])
-        out["recall"] = await measure(clients, [
-            (names.MEMORY_RECALL, (f"{tag}-ana", f"key{rng.randrange(ops)}")) for _ in range(ops)])
-        n_search = max(100, ops // 4)
-        out["search"] = await measure(clients, [
-            (names.MEMORY_SEARCH, (rng.choice(users), "episodic", query(rng)))
-            for _ in range(n_search)])
-        if hybrid:
-            out["hybrid"] = out["search"]
-        return out
-    finally:
-        for c in clients:
+class Config:
+    """One setup under test: its daemons' clients and the corpus' users."""
+
+    def __init__(self, name: str, socks: list[Path]) -> None:
+        self.name, self.socks = name, socks
+        self.clients: list[Client] = []
+        self.users: list[str] = []
+
+    async def open(self, entries: int) -> None:
+        self.clients = [await Client.connect(self.socks[i % len(self.socks)], name=f"b{i}")
+                        for i in range(CLIENTS)]
+        rng = random.Random(7)
+        self.users = [f"u{i}" for i in range(max(1, entries // 500))]
+        await measure(self.clients, [(names.MEMORY_APPEND, (self.users[i % len(self.users)],
+                                                           "episodic", {"content": " ".join(
+                                                               rng.choice(WORDS) for _ in range(12))
+                                                               + f" #{i}"}))
+                                     for i in range(entries)])
+
+    async def close(self) -> None:
+        for c in self.clients:
             await c.close()
 
 
+def workload(op: str, part: int, n: int, users: list[str], ops: int) -> list[tuple[str, tuple]]:
+    rng = random.Random(1000 * part + len(op))
+    if op == "learn":
+        return [(names.MEMORY_LEARN, ("ana", f"key{part}-{i}", f"value {i}")) for i in range(n)]
+    if op == "recall":
+        return [(names.MEMORY_RECALL, ("ana", f"key{rng.randrange(ROUNDS)}-{rng.randrange(n)}"))
+                for _ in range(n)]
+    return [(names.MEMORY_SEARCH, (rng.choice(users), "episodic", query(rng))) for _ in range(n)]
+
+
+ROUNDS = 5
+
+
+async def interleaved(configs: list[Config], ops: int, which: tuple[str, ...]
+                      ) -> dict[str, dict[str, dict[str, float]]]:
+    """Each measure in ROUNDS parts, the setups taking turns part by part (so a busy moment
+    on the machine falls on all of them alike); rates and percentiles over all parts."""
+    out: dict[str, dict[str, dict[str, float]]] = {c.name: {} for c in configs}
+    for op in which:
+        n = max(20, (ops if op != "search" else ops // 4) // ROUNDS)
+        lat: dict[str, list[float]] = {c.name: [] for c in configs}
+        wall = dict.fromkeys(lat, 0.0)
+        for part in range(ROUNDS):
+            for c in configs:
+                r = await measure(c.clients, workload(op, part, n, c.users, ops))
+                lat[c.name] += r["lat"]
+                wall[c.name] += r["wall"]
+        for name, ls in lat.items():
+            ls.sort()
+            out[name][op] = {"rate": len(ls) / wall[name], "p50_ms": statistics.median(ls) * 1000,
+                             "p95_ms": ls[int(len(ls) * 0.95) - 1] * 1000}
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, dict[str, dict[str, float]]]:
-    results: dict[str, dict[str, dict[str, float]]] = {}
     with PgServer() as pg, LLMServer(dim=8) as llm:
-        configs = [("sqlite", 1, False), ("pg1", 1, True), ("pg2", 2, True)]
-        for name, n, shared in configs:
-            dsn = pg.create_db(f"bench_{name}") if shared else None
-            with daemons(n, dsn, None) as socks:
-                results[name] = asyncio.run(run_config(socks, args.ops, args.entries, False, name))
-            print(f"  {name}: done", file=sys.stderr, flush=True)
-        for name, n, shared in configs[:2]:
-            dsn = pg.create_db(f"bench_{name}_vec") if shared else None
-            with daemons(n, dsn, llm.base_url) as socks:
-                r = asyncio.run(run_config(socks, args.ops // 4, args.entries // 4, True,
-                                           name + "v"))
-            results[name]["hybrid"] = r["hybrid"]
-            print(f"  {name} hybrid: done", file=sys.stderr, flush=True)
+        with daemons(1, None, None) as s0, daemons(1, pg.create_db("b1"), None) as s1, \
+                daemons(2, pg.create_db("b2"), None) as s2:
+            configs = [Config("sqlite", s0), Config("pg1", s1), Config("pg2", s2)]
+
+            async def go() -> dict[str, dict[str, dict[str, float]]]:
+                for c in configs:
+                    await c.open(args.entries)
+                try:
+                    return await interleaved(configs, args.ops, ("learn", "recall", "search"))
+                finally:
+                    for c in configs:
+                        await c.close()
+            results = asyncio.run(go())
+        print("  plain: done", file=sys.stderr, flush=True)
+        with daemons(1, None, llm.base_url) as s0, \
+                daemons(1, pg.create_db("bv"), llm.base_url) as s1:
+            configs = [Config("sqlite", s0), Config("pg1", s1)]
+
+            async def go_hybrid() -> dict[str, dict[str, dict[str, float]]]:
+                for c in configs:
+                    await c.open(args.entries // 4)
+                try:
+                    return await interleaved(configs, args.ops // 4, ("search",))
+                finally:
+                    for c in configs:
+                        await c.close()
+            hybrid = asyncio.run(go_hybrid())
+        print("  hybrid: done", file=sys.stderr, flush=True)
+    for name, r in hybrid.items():
+        results[name]["hybrid"] = r["search"]
     return results
 
 

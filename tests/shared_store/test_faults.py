@@ -51,6 +51,9 @@ async def test_postgres_stopped_mid_run_loses_no_acknowledged_write(pg: PgServer
             running_daemon(clock=FakeClock(), storage=storage) as b, \
             a.client() as ca, a.client() as cs, b.client() as cb:
         await cs.session_open("work", {"user_id": "ana"})
+        states: list[str] = []  # what a TUI subscribed to `stats` is told
+        await cs.subscribe(["stats"], {}, lambda n, p: states.append(
+            p["shared"]["state"]) if p.get("kind") == "shared_store" else None)
         acked: dict[str, str] = {}
         refused: list[MemmanError] = []
         session_adds = {"ok": 0, "during_outage": 0}
@@ -114,6 +117,7 @@ async def test_postgres_stopped_mid_run_loses_no_acknowledged_write(pg: PgServer
         stop.set()
         await asyncio.gather(*tasks)
         assert a.core.shared.reconnects >= 1
+        assert states[:1] == ["down"] and states[-1] == "up"
         # every acknowledged write is in the shared store, read through the other daemon
         for key, value in acked.items():
             got = await cb.call(names.MEMORY_RECALL, "ana", key)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,15 @@ import pytest
 from memman import names
 from memman.errors import CONFLICT, MemmanError
 from memman_daemon.clock import FakeClock
-from tests.helpers import RunningDaemon, running_daemon
+from tests.helpers import (
+    RunningDaemon,
+    daemon_env,
+    daemon_process,
+    running_daemon,
+    short_tmpdir,
+    stop_process,
+    wait_for_socket,
+)
 from tests.pg_server import fresh_db, session_server
 
 
@@ -206,3 +217,35 @@ async def test_bad_shared_url_and_a_newer_schema_are_refused(dsn: str) -> None:
     with pytest.raises(StoreError, match="newer than this memman understands"):
         async with running_daemon(storage={"shared": dsn}):
             pass
+
+
+def test_flag_and_environment_choose_the_shared_store(dsn: str) -> None:
+    """`memman daemon --shared URL` and MEMMAN_STORAGE_SHARED (subprocess daemons), seen
+    through `memman status`."""
+    def status(sock: Path, env: dict[str, str]) -> dict[str, Any]:
+        r = subprocess.run([sys.executable, "-m", "memman.cli", "--socket", str(sock), "--json",
+                            "status"], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    with daemon_process(None, "--shared", dsn) as p:
+        st = status(p.socket, daemon_env(p.root))
+        assert st["shared"]["backend"] == "postgresql" and st["shared"]["state"] == "up"
+        r = subprocess.run([sys.executable, "-m", "memman.cli", "--socket", str(p.socket),
+                            "status"], capture_output=True, text=True, timeout=60,
+                           env=daemon_env(p.root))
+        assert "shared" in r.stdout and "— up" in r.stdout
+    root = short_tmpdir()
+    env = {**daemon_env(root), "MEMMAN_STORAGE_SHARED": dsn}
+    sock = root / "s" / "memman.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "memman_daemon", "--socket", str(sock),
+                             "--data-dir", str(root / "data")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_socket(sock, proc)
+        assert status(sock, env)["shared"]["backend"] == "postgresql"
+    finally:
+        stop_process(proc)
+    with daemon_process() as p:  # the default: everything in the SQLite file
+        assert status(p.socket, daemon_env(p.root))["shared"] == {"backend": "sqlite",
+                                                                  "state": "local"}

@@ -1,4 +1,9 @@
-"""Seed 001 importance scores (0.0-1.0), as its section 6 implementation computes them.
+"""Importance scores (0.0-1.0) of the context window's units.
+
+Two profiles (``[scoring] profile``): ``salience`` (the default) weighs recency, role, content
+keywords, salience (what an entry carries: identifiers, numbers, instructions, decisions) and
+relevance to the current question, less a part for superseded values; ``seed001`` is the
+original formula, as its section 6 implementation computes it:
 
     total = recency * recency_weight + role * role_weight + content * content_weight
 
@@ -8,6 +13,9 @@ the role and content parts do not depend on position, so they are computed once 
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from memman.config import ScoringConfig
 from memman_daemon.model import Entry, Summary
@@ -68,3 +76,76 @@ def recency(index: int, total: int) -> float:
 
 def importance(static: float, index: int, total: int, cfg: ScoringConfig) -> float:
     return min(recency(index, total) * cfg.recency_weight + static, 1.0)
+
+
+# --- the default profile: what an entry carries, and what the question is about -------------
+@dataclass(slots=True)
+class Parts:
+    """One unit's score and its parts (each 0..1; ``superseded`` is subtracted)."""
+
+    recency: float
+    role: float
+    content: float
+    salience: float
+    relevance: float
+    superseded: float
+    total: float
+
+    def priority(self, tokens: int) -> float:
+        """Value per room: a long unit must score higher to be kept whole (its facts survive
+        in a summary when it is not)."""
+        return self.total / (1.0 + tokens / 300.0) ** 0.5
+
+    def wire(self) -> dict[str, float]:
+        return {k: round(getattr(self, k), 4) for k in
+                ("recency", "role", "content", "salience", "relevance", "superseded")}
+
+    def explain(self) -> str:
+        parts = self.wire()
+        return ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if v)
+
+
+def score_units(units: list, tl: Any, relevance: dict[int, float],
+                cfg: ScoringConfig) -> dict[int, Parts]:
+    """Score parts of every unit of a timeline. ``profile = "seed001"`` keeps seed 001's
+    formula for the total (the other parts are still reported)."""
+    n = len(units)
+    denom = max(n - 1, 1)
+    seed = cfg.profile == "seed001"
+    out: dict[int, Parts] = {}
+    w = cfg.weights
+    for u in units:
+        rec = u.index / denom
+        role = cfg.salience_role_scores.get(u.items[0].role, cfg.default_role_score)
+        content = 0.0
+        sal = 0.0
+        sup_n = val_n = 0
+        rel = 0.0
+        static = 0.0
+        for e in u.items:
+            cands = tl.cands.get(e.id, ())
+            for k, c in enumerate(cands):
+                if c.salience > sal:
+                    sal = c.salience
+                if c.salience >= 0.3:
+                    val_n += 1
+                    if (e.id, k) in tl.sup.by:
+                        sup_n += 1
+            r = relevance.get(e.id, 0.0)
+            if r > rel:
+                rel = r
+            if seed:
+                static = max(static, static_score(e, cfg))
+            else:
+                tool = cfg.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
+                content = max(content, content_score(entry_text(e), cfg, tool=tool))
+        sup = sup_n / val_n if val_n else 0.0
+        if seed:
+            total = min(rec * cfg.recency_weight + static, 1.0)
+            content = static
+        else:
+            total = (w["recency"] * rec + w["role"] * role + w["content"] * content
+                     + w["salience"] * sal + w["relevance"] * rel - w["superseded"] * sup)
+            total = min(max(total, 0.0), 1.0)
+        out[u.index] = Parts(rec, role, content, sal, rel, sup, total)
+    return out

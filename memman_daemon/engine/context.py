@@ -23,6 +23,8 @@ summaries); ``preview`` renders the same plan without waiting, so both agree.
 from __future__ import annotations
 
 import asyncio
+import heapq
+from bisect import insort
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +56,7 @@ def band_for(usage: float, cfg: Any) -> str:
 # --- 1. the timeline ------------------------------------------------------------------------
 @dataclass
 class Unit:
-    """Entries that enter or leave the context together."""
+    """Entries that enter or leave the context together, with their cached score inputs."""
 
     index: int  #: position in the timeline
     items: list[Entry]
@@ -62,13 +64,18 @@ class Unit:
     mandatory: str = ""  #: "system" / "pinned" when it always stays
     invalid: str = ""  #: why it can never be sent (broken tool pairing)
     pending: set[str] = field(default_factory=set)  #: tool_call ids still without a result
+    salience: float = 0.0  #: best candidate's salience
+    content: float = 0.0  #: seed 001 keyword part (best item)
+    seed: float = 0.0  #: seed 001's role/content total (best item)
+    const: float = 0.0  #: the request-independent part of the total
+    fact_chars: int = 0  #: characters of fact candidates (what a summary of it would need)
+    val_n: int = 0  #: candidates that carry a value
+    sup_n: int = 0  #: ...of which a later entry superseded
+    sizef: float = 1.0  #: how much its size weighs against keeping it whole
 
     @property
     def first(self) -> Entry:
         return self.items[0]
-
-    def messages(self) -> list[dict[str, Any]]:
-        return [e.chat_message() for e in self.items]
 
 
 @dataclass
@@ -85,37 +92,89 @@ class Request:
 
 
 @dataclass
-class Timeline:
-    key: tuple
-    units: list[Unit] = field(default_factory=list)
-    entry_unit: dict[int, Unit] = field(default_factory=dict)
+class Analysis:
+    """What each entry of one session's log carries, computed once per entry (entries never
+    change): candidates, words (BM25), superseded values, header features, summary picks."""
+
+    session: int  #: id() of the session object analysed
+    done: int = 0  #: entries analysed: a prefix of the log
     cands: dict[int, list[facts.Candidate]] = field(default_factory=dict)
     index: TermIndex = field(default_factory=TermIndex)
     sup: Supersession = field(default_factory=Supersession)
+    picks: list[tuple[float, int, int]] = field(default_factory=list)  #: (-score, id, k), sorted
+    pick: dict[tuple[int, int], extractive.Pick] = field(default_factory=dict)
+    feat: dict[int, tuple[bool, tuple[str, ...], bool]] = field(default_factory=dict)
+    stat: dict[int, tuple[float, float, float, int, int]] = field(default_factory=dict)
+    heads: dict[tuple, str] = field(default_factory=dict)  #: gap key -> header (bounded)
+    tok: dict[str, int] = field(default_factory=dict)  #: summary line -> tokens (bounded)
+
+    def feed(self, entries: list[Entry], sc: Any) -> None:
+        for e in entries:
+            text = scoring.entry_text(e)
+            cands = facts.analyse(text, structured=e.role == "tool")
+            self.cands[e.id] = cands
+            self.index.add(e.id, facts.terms(text))
+            self.sup.feed(e.id, cands, f"tool:{e.name}" if e.role == "tool" else "message")
+            for p in extractive.picks_of(e, cands):
+                self.pick[p.order] = p
+                insort(self.picks, (-p.score, p.order[0], p.order[1]))
+            self.feat[e.id] = extractive.features(e)
+            tool = sc.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
+            self.stat[e.id] = (
+                max((c.salience for c in cands), default=0.0),
+                scoring.content_score(text, sc, tool=tool),
+                scoring.static_score(e, sc),
+                sum(len(c.text) for c in cands if c.salience >= extractive.MIN_SALIENCE),
+                sum(1 for c in cands if c.salience >= extractive.MIN_SALIENCE))
+        self.done += len(entries)
+
+
+@dataclass
+class Timeline:
+    key: tuple
+    an: Analysis
+    units: list[Unit] = field(default_factory=list)
+    entry_unit: dict[int, Unit] = field(default_factory=dict)
     open_calls: dict[str, Unit] = field(default_factory=dict)
     consumed: int = 0  #: entries of the log already turned into units
     system_id: int | None = None  #: the session's leading system prompt
 
+    @property
+    def cands(self) -> dict[int, list[facts.Candidate]]:
+        return self.an.cands
+
+    @property
+    def sup(self) -> Supersession:
+        return self.an.sup
+
 
 def _only_appended(old: tuple, new: tuple) -> bool:
-    """Keys (session object, entries, version): the log only grew."""
+    """Keys (session object, entries, version, config): the log only grew."""
     return old[0] == new[0] and old[2:] == new[2:] and new[1] > old[1]
 
 
-def entry_text(e: Entry) -> str:
-    return scoring.entry_text(e)
+def _restat(u: Unit, an: Analysis, sc: Any) -> None:
+    """A unit's cached score inputs, from its items' analysis."""
+    sal = content = seed = 0.0
+    chars = vals = sups = 0
+    by = an.sup.by
+    for e in u.items:
+        st = an.stat[e.id]
+        sal, content, seed = max(sal, st[0]), max(content, st[1]), max(seed, st[2])
+        chars += st[3]
+        vals += st[4]
+        if by:
+            sups += sum(1 for k, c in enumerate(an.cands[e.id])
+                        if (e.id, k) in by and c.salience >= extractive.MIN_SALIENCE)
+    u.salience, u.content, u.seed, u.fact_chars, u.val_n, u.sup_n = sal, content, seed, chars, vals, sups
+    u.const = scoring.unit_constant(u.first.role, content, sal, sc)
+    u.sizef = (1.0 + u.tokens / 300.0) ** 0.5
 
 
-def extend(tl: Timeline, s: Session, entries: list[Entry], keep_system: bool) -> None:
-    """Turn log entries into units and analyse them, appending to ``tl``."""
-    units, entry_unit, open_calls = tl.units, tl.entry_unit, tl.open_calls
+def extend(tl: Timeline, entries: list[Entry], keep_system: bool, sc: Any) -> None:
+    """Turn analysed log entries into units, appending to ``tl``."""
+    units, entry_unit, open_calls, an = tl.units, tl.entry_unit, tl.open_calls, tl.an
     for e in entries:
-        text = entry_text(e)
-        cands = tl.cands.get(e.id)
-        if cands is None:
-            cands = tl.cands[e.id] = facts.analyse(text, structured=e.role == "tool")
-        tl.index.add(e.id, facts.terms(text))
-        tl.sup.feed(e.id, cands, f"tool:{e.name}" if e.role == "tool" else "message")
         if tl.system_id is None and not units and e.role == "system":
             tl.system_id = e.id
         if e.role == "tool":
@@ -129,6 +188,7 @@ def extend(tl: Timeline, s: Session, entries: list[Entry], keep_system: bool) ->
                 if e.pinned:
                     owner.mandatory = owner.mandatory or "pinned"
                 entry_unit[e.id] = owner
+                _restat(owner, an, sc)
                 continue
             u = Unit(len(units), [e], e.tokens,
                      invalid="tool result without its tool call in the log")
@@ -144,12 +204,22 @@ def extend(tl: Timeline, s: Session, entries: list[Entry], keep_system: bool) ->
             u.mandatory = "pinned"
         elif keep_system and e.role == "system" and e.type == "message":
             u.mandatory = "system"
+        _restat(u, an, sc)
         units.append(u)
         entry_unit[e.id] = u
-    tl.consumed = len(s.entries)
+    tl.consumed += len(entries)
     for u in open_calls.values():
         if u.pending and not u.invalid:
             u.invalid = PENDING
+
+
+def _apply_superseded(tl: Timeline) -> None:
+    """Units holding values that later entries superseded recount them (a score input)."""
+    new, tl.an.sup.new = tl.an.sup.new, []
+    by, cands = tl.an.sup.by, tl.an.cands
+    for u in {id(u): u for u in (tl.entry_unit.get(eid) for eid, _ in new) if u}.values():
+        u.sup_n = sum(1 for e in u.items for k, c in enumerate(cands[e.id])
+                      if (e.id, k) in by and c.salience >= extractive.MIN_SALIENCE)
 
 
 # --- 3. the plan ----------------------------------------------------------------------------
@@ -165,6 +235,7 @@ class Gap:
     reason: str = ""
     message_tokens: int = 0
     summary_id: int | None = None  #: the linked compression summary used
+    fact_chars: int = 0  #: characters of fact candidates in it
 
     @property
     def first_id(self) -> int:
@@ -196,7 +267,8 @@ class Plan:
     usage: float
     band: str
     units: list[Unit]
-    scores: dict[int, scoring.Parts]
+    scores: list[float]  #: unit index -> total score
+    relevance: dict[int, float]  #: entry id -> relevance to the question (0..1)
     selected: set[int] = field(default_factory=set)
     gaps: list[Gap] = field(default_factory=list)
     rolling: dict[str, Any] | None = None
@@ -231,21 +303,27 @@ class ContextBuilder:
             self._gap_llm.clear()
 
     def timeline(self, s: Session) -> Timeline:
-        key = (id(s), len(s.entries), self.versions.get(s.id, 0))
+        """The session's units, extended as entries arrive (O(new entries)); rebuilt from the
+        cached analysis after a pin or a config change, from scratch for a new session object."""
+        cfg = self.core.config
+        key = (id(s), len(s.entries), self.versions.get(s.id, 0), id(cfg.scoring))
         tl = self._timelines.get(s.id)
-        keep_system = self.core.config.context.keep_system_prompts
         if tl is not None and tl.key == key:
             return tl
-        if tl is not None and _only_appended(tl.key, key):
-            extend(tl, s, s.entries[tl.consumed:], keep_system)  # O(new entries)
+        an = tl.an if tl is not None and tl.an.session == id(s) else Analysis(id(s))
+        if an.done < len(s.entries):
+            an.feed(s.entries[an.done:], cfg.scoring)
+        keep_system = cfg.context.keep_system_prompts
+        if tl is not None and tl.an is an and _only_appended(tl.key, key):
+            extend(tl, s.entries[tl.consumed:], keep_system, cfg.scoring)
             tl.key = key
-            return tl
-        fresh = Timeline(key)
-        if tl is not None and tl.key[0] == key[0]:
-            fresh.cands = tl.cands  # entries never change: keep their analysis
-        extend(fresh, s, s.entries, keep_system)
-        self._timelines[s.id] = fresh
-        return fresh
+        else:
+            an.sup.new = []
+            tl = Timeline(key, an)
+            extend(tl, s.entries, keep_system, cfg.scoring)
+            self._timelines[s.id] = tl
+        _apply_superseded(tl)
+        return tl
 
     def message_tokens(self, msg: dict[str, Any], model: str) -> int:
         key = (msg["role"], msg["content"] or "")
@@ -267,34 +345,40 @@ class ContextBuilder:
         tl = self.timeline(s)
         units = tl.units
         query, query_id = _query(s, req.query)
-        rel = tl.index.scores(facts.terms(query)) if query else {}
+        rel = tl.an.index.scores(facts.terms(query)) if query else {}
         if query_id is not None:
             rel.pop(query_id, None)
-        scores = scoring.score_units(units, tl, rel, self.core.config.scoring)
+        rel_unit: dict[int, float] = {}
+        for eid, r in rel.items():
+            u = tl.entry_unit.get(eid)
+            if u is not None and r > rel_unit.get(u.index, 0.0):
+                rel_unit[u.index] = r
+        scores = scoring.totals(units, rel_unit, self.core.config.scoring)
         reserved = req.tool_tokens + req.cached_tokens
         budget = max(req.budget - reserved, 0)
         valid = [u for u in units if not u.invalid]
         full = sum(u.tokens for u in valid) + REPLY_PRIMING
         usage = (full + reserved) / req.budget
-        plan = Plan(s, req, budget, full, usage, band_for(usage, cfg), units, scores,
+        plan = Plan(s, req, budget, full, usage, band_for(usage, cfg), units, scores, rel,
                     target_tokens=int(cfg.target_usage * req.budget))
         rolling = self.rolling_message(s)
         if usage < cfg.prune_threshold:
             plan.selected = {u.index for u in valid}
             plan.target_tokens = req.budget
+            self._supersede_notes(plan, tl)
             if rolling is not None:
                 rt = self.message_tokens(rolling, req.model)
                 if (full + reserved + rt) / req.budget < cfg.prune_threshold:
                     plan.rolling, plan.rolling_reason = rolling, "included"
                 else:
                     plan.rolling_reason = "dropped: the whole log fits and it repeats it"
-            self._gaps(plan, tl, query, rel, room=0)
+            self._gaps(plan, tl, query, room=0)
             return plan
         plan.pruned = True
-        self._select(plan, tl, query, rel, rolling)
+        self._select(plan, tl, query, rolling)
         return plan
 
-    def _select(self, plan: Plan, tl: Timeline, query: str, rel: dict[int, float],
+    def _select(self, plan: Plan, tl: Timeline, query: str,
                 rolling: dict[str, Any] | None) -> None:
         cfg = self.core.config.context
         req = plan.request
@@ -305,10 +389,9 @@ class ContextBuilder:
         if used + REPLY_PRIMING > plan.budget:
             plan.over_budget = True
             plan.rolling_reason = "dropped: pinned entries and system prompts alone exceed the budget"
-            self._gaps(plan, tl, query, rel, room=0)
+            self._gaps(plan, tl, query, room=0)
             return
-        # the exchange in progress (the newest user message and what followed) stays first
-        # (the question first, then its newest steps, within half the room)
+        # the exchange in progress: the question first, then its newest steps (half the room)
         current = _current_exchange(plan.units)
         for k, u in enumerate([current[0], *reversed(current[1:])]):
             if u.index in plan.selected or u.invalid:
@@ -317,34 +400,34 @@ class ContextBuilder:
                 plan.selected.add(u.index)
                 used += u.tokens
         # room for summaries of what does not fit: what the dropped facts need, within bounds
-        value = sum(_fact_chars(tl, u) for u in plan.units
-                    if u.index not in plan.selected and not u.invalid) // 4
+        selected = plan.selected
+        rest = [u for u in plan.units if u.index not in selected and not u.invalid]
+        value = sum(u.fact_chars for u in rest) // 4
         summary_room = min(max(int(value * 0.8), int(cfg.summary_min_share * cap)),
                            int(cfg.summary_max_share * cap))
-        order = sorted((u for u in plan.units if u.index not in plan.selected and not u.invalid),
-                       key=lambda u: (plan.scores[u.index].priority(u.tokens), u.index),
-                       reverse=True)
+        pri = [sc / u.sizef for sc, u in zip(plan.scores, plan.units, strict=True)]
+        rest.sort(key=lambda u: pri[u.index], reverse=True)
         room = cap - summary_room
-        for u in order:
+        for u in rest:
             if used + u.tokens <= room:
-                plan.selected.add(u.index)
+                selected.add(u.index)
                 used += u.tokens
-        used = self._gaps(plan, tl, query, rel, room=cap - used) + used
+        used += self._gaps(plan, tl, query, room=cap - used)
         # what the summaries did not need goes to more originals (then summaries are redone)
         left = cap - used
         added = False
-        for u in order:
-            if u.index not in plan.selected and u.tokens <= left:
-                plan.selected.add(u.index)
+        for u in rest:
+            if u.index not in selected and u.tokens <= left:
+                selected.add(u.index)
                 left -= u.tokens
                 added = True
         if added:
-            used = sum(plan.units[i].tokens for i in plan.selected)
-            used += self._gaps(plan, tl, query, rel, room=cap - used)
+            used = sum(plan.units[i].tokens for i in selected)
+            used += self._gaps(plan, tl, query, room=cap - used)
         self._supersede_notes(plan, tl)
         used += sum(self._note_cost(plan, i) for i in plan.notes)
         if rolling is not None:
-            text = _dedupe(rolling["content"], plan)
+            text = _dedupe(rolling["content"], plan, tl)
             msg = {"role": "system", "content": text}
             rt = self.message_tokens(msg, req.model)
             if text.strip() != "[Conversation summary]" and used + rt <= cap:
@@ -352,93 +435,142 @@ class ContextBuilder:
             else:
                 plan.rolling_reason = "dropped: the budget went to originals and their summaries"
 
-    def _gaps(self, plan: Plan, tl: Timeline, query: str, rel: dict[int, float],
-              room: int) -> int:
+    def _gaps(self, plan: Plan, tl: Timeline, query: str, room: int) -> int:
         """Runs of units not selected -> one summary or marker each; returns their tokens."""
         cfg = self.core.config.context
         model = plan.request.model
+        an = tl.an
         gaps: list[Gap] = []
         run: list[Unit] = []
-        for u in [*plan.units, None]:
-            if u is None or u.index in plan.selected:
+        selected = plan.selected
+        count = tokens = facts_in = 0
+        for u in plan.units:
+            if u.index in selected:
                 if run:
-                    gaps.append(Gap(list(run), sum(len(x.items) for x in run),
-                                    sum(x.tokens for x in run)))
+                    gaps.append(Gap(run, count, tokens, fact_chars=facts_in))
                     run = []
+                    count = tokens = facts_in = 0
             else:
                 run.append(u)
+                count += len(u.items)
+                tokens += u.tokens
+                facts_in += u.fact_chars
+        if run:
+            gaps.append(Gap(run, count, tokens, fact_chars=facts_in))
         plan.gaps = gaps
         sendable = [g for g in gaps if not all(u.invalid for u in g.units)]
         for g in gaps:
-            if g not in sendable:
+            if not any(not u.invalid for u in g.units):
                 g.reason = "dropped: " + g.units[0].invalid
         if room <= 0:
             return 0
         sid = plan.session.id
         used = 0
-        # LLM summaries (from earlier requests) and linked compression summaries first
-        pool: list[extractive.Pick] = []
-        owner: dict[int, Gap] = {}
-        qterms = set(facts.terms(query)) if query else set()
-        idf = {t: tl.index.idf(t) for t in qterms}
-        # a line that matches two or three of the question's words is about it: a long
-        # question asking for many things must not dilute each of them
-        enough = 2.0 * (sum(idf.values()) / len(idf)) if idf else 1.0
-
-        def relevance(c: facts.Candidate) -> float:
-            if not qterms:
-                return 0.0
-            return min(1.0, sum(idf[t] for t in qterms & c.terms) / enough)
-
+        gap_of: dict[int, Gap] = {}  #: unit index -> its (sendable) gap
+        for g in sendable:
+            for u in g.units:
+                if not u.invalid:
+                    gap_of[u.index] = g
+        # LLM summaries of a gap (from earlier requests) first
         for g in sendable:
             llm = self._gap_llm.get(g.key(sid))
             if llm is not None:
                 self._set_text(g, f"[Summary of {g.count} earlier messages: {llm}]", "llm", model)
                 if used + g.message_tokens <= room:
                     used += g.message_tokens
+                    for u in g.units:
+                        gap_of.pop(u.index, None)
                     continue
                 g.text, g.source, g.message_tokens = "", "none", 0
-            linked = _linked_summary(plan.session, g)
-            skip: set[int] = set()
-            if linked is not None and linked.tokens <= (room - used) // 2:
-                g.summary_id = linked.id
-                pool.append(extractive.Pick((linked.entry_ids[0], -1), "summary", linked.content,
-                                            10.0))
-                skip = set(linked.entry_ids)
-                owner[linked.entry_ids[0]] = g
-            for u in g.units:
-                if u.invalid:
-                    continue
-                for e in u.items:
-                    if e.id in skip:
-                        continue
-                    sup = {(e.id, i) for i in range(len(tl.cands[e.id])) if (e.id, i) in tl.sup.by}
-                    for p in extractive.picks_of(e, tl.cands[e.id], skip=sup,
-                                                 relevance=relevance):
-                        pool.append(p)
-                        owner[p.order[0]] = g
+        # linked compression summaries made by the LLM stand for their whole stretch
+        linked: list[extractive.Pick] = []
+        skip: set[int] = set()
+        owner: dict[int, Gap] = {}  #: entry id -> the gap its picks belong to
+        for sm in s_llm_summaries(plan.session):
+            us = {tl.entry_unit[i].index for i in sm.entry_ids if i in tl.entry_unit}
+            gs = {id(gap_of.get(i)) for i in us}
+            g = gap_of.get(next(iter(us), -1))
+            if g is not None and len(gs) == 1 and sm.tokens <= (room - used) // 2:
+                g.summary_id = sm.id
+                linked.append(extractive.Pick((sm.entry_ids[0], -1), "summary", sm.content, 10.0))
+                owner[sm.entry_ids[0]] = g
+                skip.update(sm.entry_ids)
+        # the pool: lines that match the question (scored again), then by salience alone
+        qterms = set(facts.terms(query)) if query else set()
+        idf = {t: an.index.idf(t) for t in qterms}
+        # a line that matches two or three of the question's words is about it: a long
+        # question asking for many things must not dilute each of them
+        enough = 2.0 * (sum(idf.values()) / len(idf)) if idf else 1.0
 
-        enc = self.core.tokens.encoding(model)
+        def relevance(c: facts.Candidate) -> float:
+            return min(1.0, sum(idf[t] for t in qterms & c.terms) / enough)
+
+        by = an.sup.by
+        boosted: list[extractive.Pick] = []
+        for eid in plan.relevance:
+            u = tl.entry_unit.get(eid)
+            if u is None or u.index not in gap_of or eid in skip:
+                continue
+            e = plan.session.by_id.get(eid)
+            if e is None:
+                continue
+            sup = {(eid, k) for k in range(len(an.cands[eid])) if (eid, k) in by}
+            boosted += extractive.picks_of(e, an.cands[eid], skip=sup, relevance=relevance)
+            owner[eid] = gap_of[u.index]
+        boosted.sort(key=lambda p: p.score, reverse=True)
+        rel_ids = plan.relevance
+        entry_unit = tl.entry_unit
+
+        def static() -> Any:
+            for _neg, eid, k in an.picks:
+                if eid in rel_ids or eid in skip or (eid, k) in by:
+                    continue
+                u = entry_unit.get(eid)
+                if u is None:
+                    continue
+                g = gap_of.get(u.index)
+                if g is not None:
+                    owner[eid] = g
+                    yield an.pick[(eid, k)]
+
+        tok = an.tok
 
         def measure(text: str) -> int:
-            return len(enc.encode(text, disallowed_special=()))
+            n = tok.get(text)
+            if n is None:
+                if len(tok) > 65536:
+                    tok.clear()
+                n = tok[text] = self.core.tokens.count_text(text, model)
+            return n
 
-        heads = {id(g): f"[Summary of {g.count} earlier messages ({extractive.header(g.entries())})]"
-                 for g in sendable}
-        offered = {id(owner[p.order[0]]) for p in pool if p.order[0] in owner}
-        # every gap that may get fact lines costs a message frame and its header line too
-        overhead = sum(measure(heads[id(g)]) + 4 for g in sendable if id(g) in offered)
-        chosen, _ = extractive.choose(pool, room - used - overhead, measure)
+        heads: dict[int, str] = {}
+
+        def head(g: Gap) -> str:
+            h = heads.get(id(g))
+            if h is None:
+                key = (g.first_id, g.last_id, g.count)
+                h = an.heads.get(key)
+                if h is None:
+                    if len(an.heads) > 4096:
+                        an.heads.clear()
+                    h = an.heads[key] = (f"[Summary of {g.count} earlier messages ("
+                                         f"{extractive.header_of([an.feat[e.id] for e in g.entries()])})]")
+                heads[id(g)] = h
+            return h
+
+        # every gap that may get lines costs a frame and its header: reserve for likely ones
+        overhead = sum(measure(head(g)) + 4 for g in sendable
+                       if g.source != "llm" and g.fact_chars)
+        pool = heapq.merge(linked, boosted, static(), key=lambda p: -p.score)
+        chosen, _ = extractive.choose(pool, room - used - overhead, measure, presorted=True)
         by_gap: dict[int, list[extractive.Pick]] = {}
         for p in chosen:
-            g = owner.get(p.order[0])
-            if g is not None:
-                by_gap.setdefault(id(g), []).append(p)
+            by_gap.setdefault(id(owner[p.order[0]]), []).append(p)
 
         def render(g: Gap) -> None:
             picks = by_gap.get(id(g), [])
             src = "linked" if any(p.label == "summary" for p in picks) else "fallback"
-            self._set_text(g, extractive.render(heads[id(g)], picks), src, model)
+            self._set_text(g, extractive.render(head(g), picks), src, model)
             g.reason = f"summarized: {len(picks)} fact lines of {g.count} entries"
 
         for g in sendable:
@@ -457,39 +589,15 @@ class ContextBuilder:
                 used += g.message_tokens
             else:
                 g.text, g.source, g.message_tokens = "", "none", 0
-        # what the header estimate did not use: more lines for gaps that already have some
-        if room - used > 16:
-            taken = {id(p) for p in chosen}
-            more, _ = extractive.choose(
-                [p for p in pool if id(p) not in taken and p.order[0] in owner
-                 and by_gap.get(id(owner[p.order[0]]))], room - used - 4, measure)
-            if more:
-                for p in more:
-                    by_gap[id(owner[p.order[0]])].append(p)
-                    chosen.append(p)
-                for gid in {id(owner[p.order[0]]) for p in more}:
-                    g = next(x for x in sendable if id(x) == gid)
-                    used -= g.message_tokens
-                    by_gap[gid].sort(key=lambda p: p.order)
-                    render(g)
-                    used += g.message_tokens
-                while used > room and chosen:
-                    worst = min(chosen, key=lambda p: p.score)
-                    chosen.remove(worst)
-                    g = owner[worst.order[0]]
-                    used -= g.message_tokens
-                    by_gap[id(g)].remove(worst)
-                    render(g)
-                    used += g.message_tokens
         # gaps with nothing worth a line: the header alone if room is left, else a marker
         for g in sendable:
             if g.source != "none":
                 continue
             if g.count >= cfg.min_gap_for_summary:
-                head = heads[id(g)]
-                cost = self.message_tokens({"role": cfg.gap_role, "content": head}, model)
+                h = head(g)
+                cost = self.message_tokens({"role": cfg.gap_role, "content": h}, model)
                 if used + cost <= room:
-                    self._set_text(g, head, "fallback", model)
+                    self._set_text(g, h, "fallback", model)
                     g.reason = f"summarized: a gap of {g.count} entries without fact lines " \
                                "(header only)"
                     used += cost
@@ -560,7 +668,7 @@ class ContextBuilder:
                           summary_id=g.summary_id, mark="omitted" if kind == "omission_marker"
                           else "summarized"))
             if u.index in plan.selected:
-                sc = plan.scores[u.index].total
+                sc = plan.scores[u.index]
                 for e in u.items:
                     msg = e.chat_message()
                     tokens = e.tokens
@@ -700,12 +808,15 @@ class ContextBuilder:
         cfg = self.core.config.context
         tl = self.timeline(s)
         gap_of = {u.index: g for g in plan.gaps for u in g.units}
+        sconf = self.core.config.scoring
+        n = len(tl.units)
         rows: list[dict[str, Any]] = []
         for e in s.entries:
             u = tl.entry_unit.get(e.id)
             if u is None:
                 continue
-            sc = plan.scores[u.index]
+            rel = max((plan.relevance.get(it.id, 0.0) for it in u.items), default=0.0)
+            sc = scoring.parts(u, n, rel, plan.scores[u.index], sconf)
             row: dict[str, Any] = {"entry_id": e.id, "type": e.type, "role": e.role,
                                    "tokens": e.tokens, "pinned": e.pinned,
                                    "score": round(sc.total, 4), "score_parts": sc.wire(),
@@ -788,30 +899,23 @@ def _current_exchange(units: list[Unit]) -> list[Unit]:
     return units[-1:]
 
 
-def _fact_chars(tl: Timeline, u: Unit) -> int:
-    return sum(len(c.text) for e in u.items for c in tl.cands.get(e.id, ())
-               if c.salience >= extractive.MIN_SALIENCE)
+def s_llm_summaries(s: Session) -> list[Summary]:
+    """Compression summaries the LLM wrote: they may say more than an extract of the same
+    entries, so a gap that covers one sends it (an extractive one says what the pool says)."""
+    return [sm for sm in s.summaries.values() if sm.source == "llm"]
 
 
-def _linked_summary(s: Session, g: Gap) -> Summary | None:
-    """A compression summary whose entries all lie in this gap (LLM-made ones say more than an
-    extract would; an extractive one says the same as the pool, so it is not preferred)."""
-    ids = {e.id for e in g.entries()}
-    for e in g.entries():
-        if e.summary_id is not None:
-            sm = s.summaries.get(e.summary_id)
-            if sm is not None and sm.source == "llm" and ids.issuperset(sm.entry_ids):
-                return sm
-    return None
-
-
-def _dedupe(text: str, plan: Plan) -> str:
-    """Rolling-summary lines whose facts the window already holds are left out."""
+def _dedupe(text: str, plan: Plan, tl: Timeline) -> str:
+    """Rolling-summary lines whose facts the window already holds, or that state a value a
+    later entry superseded, are left out."""
     have = "\n".join(g.text for g in plan.gaps)
+    stale = [tl.an.cands[eid][k].text for eid, k in tl.an.sup.by]
     keep = []
     for ln in text.splitlines():
         body = ln.split(": ", 1)[-1].strip()
         if body and body in have:
+            continue
+        if any(t in ln for t in stale):
             continue
         keep.append(ln)
     return "\n".join(keep)

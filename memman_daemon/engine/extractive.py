@@ -38,33 +38,44 @@ def label(e: Entry) -> str:
     return e.role
 
 
-def header(entries: list[Entry]) -> str:
-    """Seed 004's header: counts, tools, errors (an error is an error line, not the word)."""
-    users = sum(1 for e in entries if e.role == "user")
-    tools: list[str] = []
-    errors = 0
-    for e in entries:
-        for c in e.tool_calls or []:
-            n = c.get("function", {}).get("name", "")
-            if n and n not in tools:
-                tools.append(n)
-        if e.role == "tool" and e.name and e.name not in tools:
-            tools.append(e.name)
-        if e.role == "tool" and (e.metadata.get("is_error") or e.metadata.get("error")):
-            errors += 1
-        elif e.role == "tool" and any(facts.is_error_line(ln) for ln in e.content.splitlines()[:50]):
-            errors += 1
-    parts = [f"{len(entries)} entries, {users} user message{'s' if users != 1 else ''}"]
-    if tools:
-        parts.append("tools: " + ", ".join(tools[:8]) + (" ..." if len(tools) > 8 else ""))
+def features(e: Entry) -> tuple[bool, tuple[str, ...], bool]:
+    """What the header counts of one entry: a user message?, its tools, an error result?"""
+    tools = [c.get("function", {}).get("name", "") for c in e.tool_calls or []]
+    if e.role == "tool" and e.name:
+        tools.append(e.name)
+    error = e.role == "tool" and bool(
+        e.metadata.get("is_error") or e.metadata.get("error")
+        or any(facts.is_error_line(ln) for ln in e.content.splitlines()[:50]))
+    return e.role == "user", tuple(t for t in tools if t), error
+
+
+def header_of(feats: list[tuple[bool, tuple[str, ...], bool]]) -> str:
+    """Seed 004's header: counts, tools, errors (an error is an error line of a tool result,
+    not the word "error" in prose)."""
+    users = sum(1 for f in feats if f[0])
+    errors = sum(1 for f in feats if f[2])
+    tools: dict[str, None] = {}
+    for f in feats:
+        for t in f[1]:
+            tools[t] = None
+    names = list(tools)
+    parts = [f"{len(feats)} entries, {users} user message{'s' if users != 1 else ''}"]
+    if names:
+        parts.append("tools: " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else ""))
     if errors:
         parts.append(f"{errors} error{'s' if errors != 1 else ''} encountered")
     return "; ".join(parts)
 
 
-def choose(picks: Iterable[Pick], room: int, measure: Callable[[str], int]) -> tuple[list[Pick], int]:
-    """The best picks that fit ``room`` (in ``measure``'s units), best value per cost first."""
-    ranked = sorted(picks, key=lambda p: p.score, reverse=True)
+def header(entries: list[Entry]) -> str:
+    return header_of([features(e) for e in entries])
+
+
+def choose(picks: Iterable[Pick], room: int, measure: Callable[[str], int],
+           presorted: bool = False) -> tuple[list[Pick], int]:
+    """The best picks that fit ``room`` (in ``measure``'s units), best value per cost first
+    (``presorted``: ``picks`` already come best first, and are only read as far as needed)."""
+    ranked = picks if presorted else sorted(picks, key=lambda p: p.score, reverse=True)
     chosen: list[Pick] = []
     seen: set[str] = set()
     used = misses = 0

@@ -105,47 +105,36 @@ class Parts:
         return ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if v)
 
 
-def score_units(units: list, tl: Any, relevance: dict[int, float],
-                cfg: ScoringConfig) -> dict[int, Parts]:
-    """Score parts of every unit of a timeline. ``profile = "seed001"`` keeps seed 001's
-    formula for the total (the other parts are still reported)."""
-    n = len(units)
-    denom = max(n - 1, 1)
-    seed = cfg.profile == "seed001"
-    out: dict[int, Parts] = {}
+def unit_constant(role: str, content: float, salience: float, cfg: ScoringConfig) -> float:
+    """The parts of a unit's total that do not depend on the request (cached per unit)."""
     w = cfg.weights
+    role_part = cfg.salience_role_scores.get(role, cfg.default_role_score)
+    return w["role"] * role_part + w["content"] * content + w["salience"] * salience
+
+
+def totals(units: list, relevance: dict[int, float], cfg: ScoringConfig) -> list[float]:
+    """Every unit's total (indexed like ``units``): recency by position, the cached constant,
+    relevance to the question (unit index -> 0..1), less the superseded share.
+    ``profile = "seed001"`` keeps seed 001's formula."""
+    denom = max(len(units) - 1, 1)
+    if cfg.profile == "seed001":
+        rw = cfg.recency_weight
+        return [min(u.index / denom * rw + u.seed, 1.0) for u in units]
+    w = cfg.weights
+    wr, wrel, wsup = w["recency"] / denom, w["relevance"], w["superseded"]
+    get = relevance.get
+    out = []
     for u in units:
-        rec = u.index / denom
-        role = cfg.salience_role_scores.get(u.items[0].role, cfg.default_role_score)
-        content = 0.0
-        sal = 0.0
-        sup_n = val_n = 0
-        rel = 0.0
-        static = 0.0
-        for e in u.items:
-            cands = tl.cands.get(e.id, ())
-            for k, c in enumerate(cands):
-                if c.salience > sal:
-                    sal = c.salience
-                if c.salience >= 0.3:
-                    val_n += 1
-                    if (e.id, k) in tl.sup.by:
-                        sup_n += 1
-            r = relevance.get(e.id, 0.0)
-            if r > rel:
-                rel = r
-            if seed:
-                static = max(static, static_score(e, cfg))
-            else:
-                tool = cfg.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
-                content = max(content, content_score(entry_text(e), cfg, tool=tool))
-        sup = sup_n / val_n if val_n else 0.0
-        if seed:
-            total = min(rec * cfg.recency_weight + static, 1.0)
-            content = static
-        else:
-            total = (w["recency"] * rec + w["role"] * role + w["content"] * content
-                     + w["salience"] * sal + w["relevance"] * rel - w["superseded"] * sup)
-            total = min(max(total, 0.0), 1.0)
-        out[u.index] = Parts(rec, role, content, sal, rel, sup, total)
+        t = wr * u.index + u.const + wrel * get(u.index, 0.0)
+        if u.sup_n:
+            t -= wsup * u.sup_n / u.val_n
+        out.append(0.0 if t < 0.0 else 1.0 if t > 1.0 else t)
     return out
+
+
+def parts(u: Any, n: int, relevance: float, total: float, cfg: ScoringConfig) -> Parts:
+    """One unit's parts, for preview and report."""
+    return Parts(u.index / max(n - 1, 1),
+                 cfg.salience_role_scores.get(u.first.role, cfg.default_role_score),
+                 u.seed if cfg.profile == "seed001" else u.content, u.salience, relevance,
+                 u.sup_n / u.val_n if u.val_n else 0.0, total)

@@ -137,11 +137,10 @@ class SessionEngine:
             for e in entries:
                 e.summary_id = sm.id
             s.summaries[sm.id] = sm
-            s.recount()
+            s.recount()  # the context timeline stays: it holds every entry, compressed or not
             s.meta.counters["compressions"] = s.meta.counters.get("compressions", 0) + 1
             if source == "llm":
                 s.meta.counters["compression_llm"] = s.meta.counters.get("compression_llm", 0) + 1
-            self.builder.invalidate(s.id)
             ops = [Sessions.summary_op(sm), Sessions.meta_op(s)]
             ops += [Sessions.entry_op(e) for e in entries]
             await self.core.sessions.persist(s, ops)

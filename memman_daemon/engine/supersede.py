@@ -49,6 +49,7 @@ class Supersession:
     """Incremental: feed entries in log order; ``by`` maps an old candidate to its replacement."""
 
     by: dict[Ref, tuple[int, str]] = field(default_factory=dict)  #: old -> (entry id, new text)
+    new: list[Ref] = field(default_factory=list)  #: refs marked since the caller last drained it
     _kv: dict[tuple[str, str], tuple[int, int, str]] = field(default_factory=dict)
     _seen: list[tuple[int, int, Candidate]] = field(default_factory=list)
 
@@ -57,8 +58,10 @@ class Supersession:
             if c.kv is not None and c.kv[0] not in _GENERIC_KEYS:
                 key = (scope, c.kv[0])
                 prev = self._kv.get(key)
-                if prev is not None and prev[0] != entry_id and _norm(prev[2]) != _norm(c.kv[1]):
-                    self.by.setdefault((prev[0], prev[1]), (entry_id, c.text))
+                if (prev is not None and prev[0] != entry_id and _norm(prev[2]) != _norm(c.kv[1])
+                        and (prev[0], prev[1]) not in self.by):
+                    self.by[(prev[0], prev[1])] = (entry_id, c.text)
+                    self.new.append((prev[0], prev[1]))
                 self._kv[key] = (entry_id, i, c.kv[1])
             for old, new, subject in _changes(c.text):
                 self._mark(entry_id, c.text, old, new, subject)
@@ -82,6 +85,7 @@ class Supersession:
                     _VALUEISH.search(c.text))
             if hit:
                 self.by[(eid, idx)] = (entry_id, text)
+                self.new.append((eid, idx))
 
 
 def _norm(v: str) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from bisect import insort
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from memman_daemon.engine import extractive, facts, scoring
@@ -89,6 +89,7 @@ class Request:
     cached: list[dict[str, Any]] = field(default_factory=list)  #: cached tool results to send
     cached_tokens: int = 0
     cached_note: str = ""
+    slack: int = 0  #: tokens held back after a first plan came out over the budget
 
 
 @dataclass
@@ -355,14 +356,14 @@ class ContextBuilder:
                 rel_unit[u.index] = r
         scores = scoring.totals(units, rel_unit, self.core.config.scoring)
         reserved = req.tool_tokens + req.cached_tokens
-        budget = max(req.budget - reserved, 0)
+        budget = max(req.budget - reserved - req.slack, 0)
         valid = [u for u in units if not u.invalid]
         full = sum(u.tokens for u in valid) + REPLY_PRIMING
         usage = (full + reserved) / req.budget
         plan = Plan(s, req, budget, full, usage, band_for(usage, cfg), units, scores, rel,
                     target_tokens=int(cfg.target_usage * req.budget))
         rolling = self.rolling_message(s)
-        if usage < cfg.prune_threshold:
+        if usage < cfg.prune_threshold and not req.slack:
             plan.selected = {u.index for u in valid}
             plan.target_tokens = req.budget
             self._supersede_notes(plan, tl)
@@ -740,8 +741,18 @@ class ContextBuilder:
 
     # --- the request path (LLM at the edge) ---------------------------------------------
     def build(self, s: Session, req: Request) -> tuple[Plan, dict[str, Any]]:
+        """Plan and render; a window that came out over the budget (notes on superseded
+        values, rounding of summary lines) is planned again with that much held back."""
         plan = self.plan(s, req)
-        return plan, self.window(plan)
+        out = self.window(plan)
+        for _ in range(3):
+            over = out["tokens"] - req.budget
+            if over <= 0 or plan.over_budget:
+                break
+            req = replace(req, slack=req.slack + over + 8)
+            plan = self.plan(s, req)
+            out = self.window(plan)
+        return plan, out
 
     async def context(self, s: Session, req: Request) -> dict[str, Any]:
         plan, out = self.build(s, req)

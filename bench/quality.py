@@ -49,7 +49,7 @@ if str(ROOT) not in sys.path:
 
 import tiktoken  # noqa: E402
 
-from bench.data import session_a  # noqa: E402
+from bench.data import session_a, session_b  # noqa: E402
 from bench.data.common import Fact, FixtureSession  # noqa: E402
 
 BUDGETS = (1000, 2000, 4000, 8000)
@@ -71,7 +71,6 @@ def build_session_a() -> FixtureSession:
 
 
 def build_session_b() -> FixtureSession:
-    from bench.data import session_b
     return session_b.build()
 
 
@@ -407,7 +406,8 @@ def report(res: dict[str, Any], details: bool = False) -> str:
 
 def doc_section(res: dict[str, Any]) -> str:
     intro = (
-        "`bench/quality.py` (run by `make bench`; `--quick` for the four budgets only). Two "
+        "`bench/quality.py` (run by `make bench`; `--quick` measures 1k-8k only, the full run "
+        "adds 16k and 32k). Two "
         "sessions of our own making (`bench/data/`), replayed into a real daemon over its socket "
         "as an agent would (every entry added, every cycle finalized, the final question added "
         "last), offline: no LLM, so every summary is the deterministic fallback. Beside memman's "
@@ -417,9 +417,12 @@ def doc_section(res: dict[str, Any]) -> str:
         "include_system=True, start_on=\"human\")`. *Kept* = the fact's current value verbatim "
         "in a message (content or tool-call arguments; summaries count); *stale-only* = a "
         "replaced value present while the current one is absent; *tokens* by an independent "
-        f"count ({res['encoding']}; 3 per message + 3 priming); *valid* = roles valid, every "
-        "tool call answered right after it, no orphan tool result, starts with system or user, "
-        "within budget.")
+        f"count, not the daemon's: {res['encoding']}, 3 per message + 3 priming; *valid* = roles "
+        "valid, every tool call answered right after it, no orphan tool result, starts with "
+        "system or user, within budget. Targets are the issue's (memman ≥ newest-first at every "
+        "budget; on A ≥ 50 % / 75 % / 90 % of the facts at 2k / 4k / 8k, on B ≥ 75 % at 8k; "
+        "0 stale-only; valid). `--json` prints everything, `--details` the missing facts per "
+        "budget.")
     parts = [SECTION, "", intro, "", f"- date: {time.strftime('%Y-%m-%d')}", ""]
     for s in res["sessions"]:
         kf = sum(f["keyword_free"] for f in s["facts"])

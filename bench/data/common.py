@@ -154,6 +154,12 @@ class Builder:
         return s
 
 
+def visible_text(e: dict[str, Any]) -> str:
+    """What the model sees of an entry: its content and its tool calls' arguments."""
+    return "\n".join([e.get("content") or ""] + [c["function"].get("arguments", "")
+                                                  for c in e.get("tool_calls") or []])
+
+
 def place(cycles: list[Cycle], facts: list[Fact]) -> list[Fact]:
     """Find where each fact is stated and check the fixture is sound: the current value first
     appears in the stated role, after every stale value; no value is in the final question."""
@@ -163,7 +169,7 @@ def place(cycles: list[Cycle], facts: list[Fact]) -> list[Fact]:
         first: tuple[int, dict[str, Any]] | None = None
         for ci, c in enumerate(cycles):
             for e in c.entries:
-                if f.current in (e.get("content") or ""):
+                if f.current in visible_text(e):
                     first = first or (ci, e)
         assert first is not None, f"fact {f.key}: {f.current!r} never stated"
         ci, e = first
@@ -174,11 +180,11 @@ def place(cycles: list[Cycle], facts: list[Fact]) -> list[Fact]:
         for old in f.stale:
             assert f.current not in old and old not in f.current, f.key
             firsts = [i for i, c in enumerate(cycles) for x in c.entries
-                      if old in (x.get("content") or "")]
+                      if old in visible_text(x)]
             assert firsts and firsts[0] < ci, f"fact {f.key}: stale {old!r} must come first"
             assert old not in final, f.key
         out.append(Fact(f.key, f.current, f.what, f.where, f.stale, cycle=ci,
-                        keyword_free=not seed_keywords_in(e.get("content") or "")))
+                        keyword_free=not seed_keywords_in(visible_text(e))))
     return out
 
 

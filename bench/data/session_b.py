@@ -43,7 +43,8 @@ FACTS = [
     Fact("redis_prefix", "thr:v2:", "the Redis key prefix for v2 (design)", "context"),
     Fact("go_image", "golang:1.21.9-bookworm", "the Go toolchain CI builds with", "user",
          stale=("Go 1.22",)),
-    Fact("failing_test", "TestSlidingWindowRollover", "the test that failed", "tool"),
+    Fact("overshoot", "allowed 103 in one window", "what the failing rollover test reported",
+         "tool"),
     Fact("race_site", "ring.go:88", "where the race detector pointed", "tool"),
     Fact("diagnosis", "w.prevCount after releasing w.mu", "the cause of the race", "assistant"),
     Fact("constructor", "NewSlidingLimiter", "the constructor's name", "user",
@@ -982,8 +983,8 @@ def build() -> FixtureSession:
             "cover: the title with the ticket; the branch; the Go toolchain CI uses (and that "
             "go.mod stays as is); the constructor name we settled on; the design choices from "
             "the notes I pasted (shard count and the Redis key prefix); the batch method's "
-            "signature; the test that failed, where the race detector pointed and what the "
-            "cause was; the benchmark figure; which environment variable the Redis store and "
+            "signature; the test that failed and what it reported, where the race detector "
+            "pointed and what the cause was; the benchmark figure; which environment variable the Redis store and "
             "the integration tests read; and the linter's line limit after the rebase. Address "
             "it to the reviewer by name.")
     return b.finish("B: coding agent, Go library feature", "coding", FACTS)

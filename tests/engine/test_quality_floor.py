@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.data.common import seed_keywords_in
+from bench.data.common import seed_keywords_in, visible_text
 from bench.quality import (
     BUDGETS,
     build_session_a,
@@ -43,8 +43,8 @@ def test_quality_fixture_is_what_the_benchmark_claims(build) -> None:
     assert sum(f.superseded for f in facts) >= 3
     assert {"user", "assistant", "tool"} <= {f.where for f in facts}
     for f in facts:  # keyword_free really means: the stating entry has none of seed 001's words
-        stating = [e for e in fx.cycles[f.cycle].entries if f.current in (e.get("content") or "")]
-        assert stating and (not seed_keywords_in(stating[0]["content"])) == f.keyword_free
+        stating = [e for e in fx.cycles[f.cycle].entries if f.current in visible_text(e)]
+        assert stating and (not seed_keywords_in(visible_text(stating[0]))) == f.keyword_free
     assert fx.cycles[-1].answer is None and msgs[-1]["role"] == "user"
     for budget in BUDGETS:
         for window in (newest_first(msgs, budget), trim_window(msgs, budget)):

@@ -346,9 +346,7 @@ class ContextBuilder:
         tl = self.timeline(s)
         units = tl.units
         query, query_id = _query(s, req.query)
-        rel = tl.an.index.scores(facts.terms(query)) if query else {}
-        if query_id is not None:
-            rel.pop(query_id, None)
+        rel = tl.an.index.scores(facts.terms(query), exclude=query_id) if query else {}
         rel_unit: dict[int, float] = {}
         for eid, r in rel.items():
             u = tl.entry_unit.get(eid)
@@ -503,8 +501,12 @@ class ContextBuilder:
         # question asking for many things must not dilute each of them
         enough = 2.0 * (sum(idf.values()) / len(idf)) if idf else 1.0
 
+        entry_rel = 0.0  # a line shares some of its entry's relevance (its neighbours'
+        # words say what it is about: "ring.go:88" sits in the race detector's output)
+
         def relevance(c: facts.Candidate) -> float:
-            return min(1.0, sum(idf[t] for t in qterms & c.terms) / enough)
+            own = min(1.0, sum(idf[t] for t in qterms & c.terms) / enough)
+            return max(own, 0.5 * entry_rel)
 
         by = an.sup.by
         boosted: list[extractive.Pick] = []
@@ -516,6 +518,7 @@ class ContextBuilder:
             if e is None:
                 continue
             sup = {(eid, k) for k in range(len(an.cands[eid])) if (eid, k) in by}
+            entry_rel = plan.relevance[eid]
             boosted += extractive.picks_of(e, an.cands[eid], skip=sup, relevance=relevance)
             owner[eid] = gap_of[u.index]
         boosted.sort(key=lambda p: p.score, reverse=True)

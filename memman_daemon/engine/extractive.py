@@ -59,9 +59,9 @@ def header_of(feats: list[tuple[bool, tuple[str, ...], bool]]) -> str:
         for t in f[1]:
             tools[t] = None
     names = list(tools)
-    parts = [f"{len(feats)} entries, {users} user message{'s' if users != 1 else ''}"]
+    parts = [f"{len(feats)} entries, {users} from the user"]
     if names:
-        parts.append("tools: " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else ""))
+        parts.append("tools: " + ", ".join(names[:4]) + (" ..." if len(names) > 4 else ""))
     if errors:
         parts.append(f"{errors} error{'s' if errors != 1 else ''} encountered")
     return "; ".join(parts)

@@ -112,7 +112,13 @@ class Analysis:
     def feed(self, entries: list[Entry], sc: Any) -> None:
         for e in entries:
             text = scoring.entry_text(e)
-            cands = facts.analyse(text, structured=e.role == "tool")
+            cands = facts.analyse(e.content, structured=e.role == "tool")
+            for c in e.tool_calls or []:  # a call's arguments: the command, rarely the fact
+                fn = c.get("function", {})
+                for cand in facts.analyse(f"{fn.get('name', '')}({fn.get('arguments', '')})",
+                                          structured=True):
+                    cand.salience *= 0.5
+                    cands.append(cand)
             self.cands[e.id] = cands
             self.index.add(e.id, facts.terms(text))
             self.sup.feed(e.id, cands, f"tool:{e.name}" if e.role == "tool" else "message")
@@ -558,15 +564,17 @@ class ContextBuilder:
                     if len(an.heads) > 4096:
                         an.heads.clear()
                     h = an.heads[key] = (f"[Summary of {g.count} earlier messages ("
-                                         f"{extractive.header_of([an.feat[e.id] for e in g.entries()])})]")
+                                         f"{extractive.header_of([an.feat[e.id] for e in g.entries()])})]")  # noqa: E501
                 heads[id(g)] = h
             return h
 
-        # every gap that may get lines costs a frame and its header: reserve for likely ones
-        overhead = sum(measure(head(g)) + 4 for g in sendable
-                       if g.source != "llm" and g.fact_chars)
+        def group(p: extractive.Pick) -> tuple[int, int]:
+            # the first line of a gap opens its message: a frame and the header line
+            g = owner[p.order[0]]
+            return id(g), measure(head(g)) + 4
+
         pool = heapq.merge(linked, boosted, static(), key=lambda p: -p.score)
-        chosen, _ = extractive.choose(pool, room - used - overhead, measure, presorted=True)
+        chosen, _ = extractive.choose(pool, room - used, measure, presorted=True, group=group)
         by_gap: dict[int, list[extractive.Pick]] = {}
         for p in chosen:
             by_gap.setdefault(id(owner[p.order[0]]), []).append(p)

@@ -162,12 +162,24 @@ def start_daemon(sock: Path, timeout: float = 30.0) -> int:
                          f"see {log_dir / 'daemon.log'}")
 
 
+def find_socket(flag: str | None) -> Path:
+    """The daemon socket. MCP clients start servers with a reduced environment, often without
+    ``XDG_RUNTIME_DIR``; then an existing daemon at the usual ``/run/user/UID`` place is used
+    rather than the per-user fallback under /tmp."""
+    path, warning = paths.socket_path(flag)
+    if warning:
+        usual = Path(f"/run/user/{os.getuid()}") / "memman" / paths.SOCKET_NAME
+        if daemon_answers(usual):
+            return usual
+    return path
+
+
 class Daemon:
     """One memman.Client, connected on first use and again after the daemon restarts."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.socket = paths.socket_path(settings.socket)[0]
+        self.socket = find_socket(settings.socket)
         self._client: Any = None
         self._lock = asyncio.Lock()
         self.started_pid: int | None = None

@@ -3,10 +3,13 @@ loopback, against a real daemon (a subprocess on a real socket and SQLite file).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +21,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from memman.integrations.mcp_server import Settings, parse_http
+from memman.integrations.mcp_server import Settings, daemon_answers, parse_http
 from memman.sync_client import SyncClient
 from tests.helpers import daemon_env, daemon_process, short_tmpdir, stop_process
 
@@ -200,17 +203,32 @@ async def test_starts_a_daemon_when_none_runs_unless_no_start() -> None:
         async with stdio_client(root, sock, "--no-start") as client:
             await client.list_tools()
     assert not sock.exists()
-    pid = None
+    pids: list[int] = []
     try:
         async with stdio_client(root, sock) as client:
             out = _data(await client.call_tool("remember", {"text": "kept", "key": "k"}))
             assert out["stored_as"] == "preference"
+            with SyncClient(sock) as mm:
+                pids.append(mm.stats()["pid"])
+            # the daemon dies hard: the next call starts another and the answered write is there
+            os.kill(pids[0], signal.SIGKILL)
+            async with asyncio.timeout(30):
+                while daemon_answers(sock):
+                    await asyncio.sleep(0.05)
+            assert _data(await client.call_tool("recall", {"key": "k"}))["value"] == "kept"
         with SyncClient(sock) as mm:  # the daemon it started keeps running in the background
-            pid = mm.stats()["pid"]
+            pids.append(mm.stats()["pid"])
             assert mm.memory_recall("default", "k")["value"] == "kept"
+        assert pids[0] != pids[1]
+        assert (root / "data" / "daemon.log").exists()
     finally:
-        if pid:
-            os.kill(pid, 15)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        async with asyncio.timeout(30):
+            while daemon_answers(sock):
+                await asyncio.sleep(0.05)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_settings_from_flags_and_environment() -> None:

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -248,3 +249,18 @@ def test_settings_from_flags_and_environment() -> None:
     for bad in ("0.0.0.0:80", "example.com:80", "10.1.2.3:5", "abc", "70000"):
         with pytest.raises(ValueError):
             parse_http(bad)
+
+
+def test_http_refuses_other_hosts_and_a_busy_port() -> None:
+    with daemon_process() as dp:
+        env = _env(dp.root, dp.socket)
+        out = subprocess.run([MEMMAN, "mcp", "--http", "0.0.0.0:8080"], capture_output=True,
+                             text=True, env=env, timeout=60)
+        assert out.returncode == 2 and "loopback only" in out.stderr
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            out = subprocess.run([MEMMAN, "mcp", "--http", f"127.0.0.1:{port}"],
+                                 capture_output=True, text=True, env=env, timeout=60)
+        assert out.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in out.stderr

@@ -564,7 +564,12 @@ async def serve_http(server: MCPServer, host: str, port: int) -> None:
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(fam, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConnectionLost(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick "
+                             "another port with --http, or 0 for a free one") from None
     bound = sock.getsockname()[1]
     app = server.streamable_http_app(host=host)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from memman.integrations.mcp_server import Settings, daemon_answers, parse_http
 from memman.sync_client import SyncClient
@@ -170,6 +171,9 @@ async def exercise(client: Client, sock: Path) -> None:
     assert "drink: tea" in mem
     agent_md = (await client.read_resource("memman://tenant/acme/agent.md")).contents[0].text
     assert "agent.md" in agent_md
+    with pytest.raises(MCPError, match="session 'nope' not found"):
+        await client.read_resource("memman://session/nope")
+    assert "agent1" in (await client.read_resource("memman://session/agent1")).contents[0].text
     templates = {t.uri_template for t in (await client.list_resource_templates())
                  .resource_templates}
     assert templates == {"memman://session/{id}", "memman://user/{id}/memory",

@@ -152,11 +152,11 @@ def start_daemon(sock: Path, timeout: float = 30.0) -> int:
                                 start_new_session=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if daemon_answers(sock):  # ours, or one another client started at the same moment
+            return proc.pid
         if proc.poll() is not None:
             raise ConnectionLost(f"the memman daemon exited at start (code {proc.returncode}); "
                                  f"see {log_dir / 'daemon.log'}")
-        if daemon_answers(sock):
-            return proc.pid
         time.sleep(0.05)
     raise ConnectionLost(f"the memman daemon did not open {sock} within {timeout:.0f} s; "
                          f"see {log_dir / 'daemon.log'}")
@@ -172,6 +172,11 @@ def find_socket(flag: str | None) -> Path:
         if daemon_answers(usual):
             return usual
     return path
+
+
+_READS = frozenset({names.SESSION_CONTEXT, names.SESSION_GET, names.SESSION_LIST,
+                    names.SESSION_REPORT, names.MEMORY_RECALL, names.MEMORY_SEARCH,
+                    names.MEMORY_LIST, names.MEMORY_STATS, names.DOCS_SEARCH, names.DOCS_LIST})
 
 
 class Daemon:
@@ -206,7 +211,11 @@ class Daemon:
     async def call(self, method: str, *params: Any) -> Any:
         try:
             return await (await self.client()).call(method, *params)
-        except ConnectionLost:  # the daemon restarted: one more try on a new connection
+        except ConnectionLost:
+            # the daemon went away mid-call: a read is tried once more on a new connection (a
+            # write is not: it may have been committed before the connection broke)
+            if method not in _READS:
+                raise
             return await (await self.client()).call(method, *params)
 
     async def close(self) -> None:

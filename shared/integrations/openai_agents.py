@@ -177,8 +177,12 @@ class MemmanSession:
             self._opened = True
         try:
             return await (await self._conn()).call(method, *params)
-        except ConnectionLost:  # the daemon restarted: once more on a new connection
+        except ConnectionLost:
+            # the daemon went away: the next call connects again; a read is retried now (a
+            # write is not: it may have been committed before the connection broke)
             self._client = None if self._own_client else self._client
+            if method not in (names.SESSION_GET, names.SESSION_CONTEXT):
+                raise
             return await (await self._conn()).call(method, *params)
         except MemmanError as exc:  # deleted meanwhile: open it again
             if exc.code != NOT_FOUND or "session" not in exc.message:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memman import names
-from memman.errors import NOT_FOUND, MemmanError
+from memman.errors import NOT_FOUND, ConnectionLost, MemmanError
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
@@ -124,6 +124,10 @@ class MemmanChatMessageHistory(BaseChatMessageHistory):
                 self._opened = True
             try:
                 return self._client.call(method, *params)
+            except ConnectionLost:  # the daemon went away: the next call connects again
+                self._client.close()
+                self._client, self._opened = None, False
+                raise
             except MemmanError as exc:  # deleted meanwhile: open it again
                 if exc.code != NOT_FOUND or "session" not in exc.message:
                     raise

@@ -443,10 +443,15 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
                                                             "session's, 8000)", ge=1)] = None,
         format: Annotated[Literal["text", "messages"], Field(
             description="'text' (a transcript) or 'messages' (OpenAI chat format)")] = "text",
+        query: Annotated[str | None, Field(
+            description="the question about to be answered: older entries about it come "
+                        "back into the window (default: the newest user message)")] = None,
         session_id: SessionArg = None, user_id: UserArg = None, tenant_id: TenantArg = None,
     ) -> dict[str, Any]:
         sid, user, tenant = scopes(session_id, user_id, tenant_id)
-        opts = {"max_tokens": max_tokens} if max_tokens else {}
+        opts: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
+        if query:
+            opts["query"] = query
         out = await on_session(sid, user, tenant, names.SESSION_CONTEXT, sid, opts)
         res = {"session_id": sid, "tokens": out["tokens"], "budget": out["budget"],
                "band": out["band"], "usage": out["usage"],

@@ -1,4 +1,4 @@
-"""The ``memman`` command: daemon, status, sessions, show, tui, demo, systemd.
+"""The ``memman`` command: daemon, status, sessions, show, tui, demo, mcp, systemd.
 
 Human output by default; ``--json`` prints the raw result for scripts. Sub-commands that need
 the daemon's or the TUI's code import it only when run, so ``memman status`` stays light.
@@ -151,6 +151,15 @@ def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
     return demo_main(argv) or 0
 
 
+def cmd_mcp(args: argparse.Namespace, rest: list[str]) -> int:
+    try:
+        from memman.integrations.mcp_server import main as mcp_main
+    except ImportError as exc:
+        print(f"memman: {exc}", file=sys.stderr)
+        return 1
+    return mcp_main((["--socket", args.socket] if args.socket else []) + rest)
+
+
 def cmd_systemd(args: argparse.Namespace) -> int:
     from memman_daemon.systemd_units import install_units, render_units
 
@@ -210,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("--read-only", action="store_true", help="disable every change")
     tui.add_argument("--refresh", type=float, metavar="SECONDS", help="refresh interval")
     sub.add_parser("demo", help="run demo agents (flags: memman demo --help)", add_help=False)
+    sub.add_parser("mcp", help="an MCP server for agents (flags: memman mcp --help)",
+                   add_help=False)
     sh = sub.add_parser("shared", help="the shared store (PostgreSQL)")
     sh_sub = sh.add_subparsers(dest="shared_command", required=True)
     mig = sh_sub.add_parser("migrate", parents=[common],
@@ -240,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         return daemon_main((["--socket", args.socket] if args.socket else []) + rest)
     if args.command == "demo":
         return cmd_demo(args, rest)
+    if args.command == "mcp":
+        return cmd_mcp(args, rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     commands = {"status": cmd_status, "sessions": cmd_sessions, "show": cmd_show,

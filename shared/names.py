@@ -83,3 +83,9 @@ TOPICS: dict[str, str] = {
     "docs": DOCS_EVENT,
     "stats": STATS_EVENT,
 }
+
+# --- forget one thing (one entry, record or document, audited) ---------------------------
+SESSION_REMOVE = "memman_session_remove"
+SESSION_POP = "memman_session_pop"
+MEMORY_FORGET = "memman_memory_forget"
+DOCS_REMOVE = "memman_docs_remove"

@@ -166,19 +166,37 @@ class PgBusinessDocs(BusinessDocs):
                                    tenant_id)
         return [doc_from_row(pk, data).to_wire() for pk, data in rows]
 
-    async def delete(self, tenant_id: str, doc_id: str, *, extra: Any = None) -> dict[str, Any]:
-        async def tx(conn: Any) -> Doc | None:
-            row = await conn.fetchrow("DELETE FROM docs WHERE tenant_id=$1 AND doc_id=$2 "
-                                      "RETURNING id, data", tenant_id, doc_id)
-            if row is not None and extra is not None:
-                await extra(conn)
-            return doc_from_row(row[0], row[1]) if row else None
+    async def remove(self, tenant_id: str, ref: str | int, client: str = "") -> dict[str, Any]:
+        """As the SQLite tier: one document (by doc_id, or by one of its chunks' ids) with all
+        its chunks and vectors, audited in the same transaction."""
+        if isinstance(ref, bool) or not isinstance(ref, (str, int)) or ref == "":
+            raise invalid_params("ref", "expected a doc_id (text) or a chunk id (integer)")
+        await self.pg.ensure_ids(1)
+        audit = self.core.shared_audit
 
-        d = await self.pg.run(tx)
-        if d is None:
-            raise not_found("document", doc_id)
-        self._publish("deleted", tenant_id, doc_id=doc_id, chunks=d.chunks)
-        return {"deleted": doc_id, "chunks": d.chunks}
+        async def tx(conn: Any) -> tuple[Doc, Any]:
+            if isinstance(ref, int):
+                row = await conn.fetchrow(
+                    "SELECT d.id, d.data FROM doc_chunks c JOIN docs d ON d.id = c.doc "
+                    "WHERE c.id=$1 AND c.tenant_id=$2 FOR UPDATE OF d", ref, tenant_id)
+                if row is None:
+                    raise not_found("chunk", ref)
+            else:
+                row = await conn.fetchrow("SELECT id, data FROM docs WHERE tenant_id=$1 AND "
+                                          "doc_id=$2 FOR UPDATE", tenant_id, ref)
+                if row is None:
+                    raise not_found("document", ref)
+            d = doc_from_row(row[0], row[1])
+            rec, aop = audit.record("remove", d.title, f"docs:{tenant_id}/{d.doc_id}", "-",
+                                    client, tenant_id=tenant_id, doc=d.to_wire(), ref=ref)
+            await conn.execute("DELETE FROM docs WHERE id=$1", d.pk)  # chunks, vectors cascade
+            await conn.execute(aop.sql, *aop.args)
+            return d, rec
+
+        d, rec = await self.pg.run(tx)
+        self._publish("deleted", tenant_id, doc_id=d.doc_id, chunks=d.chunks, doc=d.to_wire(),
+                      audit_id=rec.id, client=client)
+        return {"removed": d.to_wire(), "chunks": d.chunks, "audit_id": rec.id}
 
     async def search(self, tenant_id: str, query: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
         if not query.strip():

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
-from memman.errors import CONFLICT, MemmanError, invalid_params
+from memman.errors import CONFLICT, NOT_FOUND, MemmanError, invalid_params
 from memman_daemon.shared_store import vectors
 from memman_daemon.shared_store.ops import execute, split
 from memman_daemon.tiers import fts
@@ -215,9 +215,13 @@ class PgUserMemory(UserMemory):
     async def _vector_ops(self, recs: list[MemoryRecord]) -> list[Any]:
         return []  # embedded at commit, written in the same PostgreSQL transaction
 
-    async def commit(self, change: Change, extra_ops: list[Any] | None = None) -> None:
+    async def commit(self, change: Change, extra_ops: list[Any] | None = None,
+                     client: str = "") -> None:
         shared, local = split(extra_ops or [])
         rec = change.record
+        edit = self._edit_audit(change, client)  # an edit's history, in the same transaction
+        if edit is not None:
+            shared.append(edit[1])
         if change.changed or shared:
             vecs = await self.core.embedder.embed([rec.content]) if change.changed else None
             backend = self.pg.vector_backend
@@ -244,9 +248,9 @@ class PgUserMemory(UserMemory):
                                "overwrite it, or keep it",
                                {"key": rec.key, "existing": won["content"] if won else None,
                                 "proposed": rec.content, "winner": won}) from exc
-        # the rest (local operations, apply, event) as with SQLite
-        await super().commit(Change(rec, [], change.apply, change.event, change.previous,
-                                    change.changed), local)
+        if local:  # a snippet's "promoted" mark: after the shared commit
+            await self.core.store.write(local)
+        self._applied(change, edit[0].id if edit else None)
 
     async def prepare_preference(self, user_id: str, key: str, value: str, *, replace: bool,
                                  metadata: dict[str, Any] | None = None) -> Change:
@@ -274,9 +278,10 @@ class PgUserMemory(UserMemory):
         return await super().prepare_playbook(user_id, pb, replace=replace)
 
     # --- methods ---------------------------------------------------------------------------
-    async def learn(self, user_id: str, key: str, value: Any, opts: dict[str, Any]) -> dict[str, Any]:
+    async def learn(self, user_id: str, key: str, value: Any, opts: dict[str, Any],
+                    client: str = "") -> dict[str, Any]:
         return await self._retrying(user_id, lambda: super(PgUserMemory, self).learn(
-            user_id, key, value, opts))
+            user_id, key, value, opts, client))
 
     async def append(self, user_id: str, type_: str, entry: dict[str, Any],
                      client: str = "") -> dict[str, Any]:
@@ -485,6 +490,56 @@ class PgUserMemory(UserMemory):
             + sum(len(sn.text.encode()) for sn in working),
             "search_mode": self.search_mode,
         }
+
+    async def forget(self, user_id: str, record_id: int, client: str = "") -> dict[str, Any]:
+        """As the SQLite tier: delete one record (its vector goes with it), audited; a summary
+        that linked it drops the link and says so."""
+        await self.pg.ensure_ids(1)
+        audit = self.core.shared_audit
+
+        async def tx(conn: Any) -> tuple[MemoryRecord, int | None, int, Any]:
+            row = await conn.fetchrow(f"SELECT {COLS} FROM memories WHERE id=$1 AND user_id=$2 "
+                                      "FOR UPDATE", record_id, user_id)
+            if row is None:
+                raise MemmanError(NOT_FOUND, f"memory record {record_id} of user {user_id!r} "
+                                  "not found; memman_memory_search or memman_memory_list show "
+                                  "the ids")
+            rec = MemoryRecord.from_row(row)
+            await conn.execute("DELETE FROM memories WHERE id=$1", rec.id)
+            summary_id = rec.archived_by or None
+            if summary_id:
+                found = await conn.fetchrow(f"SELECT {COLS} FROM memories WHERE id=$1 "
+                                            "FOR UPDATE", summary_id)
+                if found is not None:
+                    sm = MemoryRecord.from_row(found)
+                    meta = dict(sm.metadata)
+                    meta["entry_ids"] = [i for i in meta.get("entry_ids", []) if i != rec.id]
+                    meta["removed_entry_ids"] = [*meta.get("removed_entry_ids", []), rec.id]
+                    note = (f"\n[Entry {rec.id} was removed on request after this summary was "
+                            "written; the summary no longer links it and its text above may "
+                            "still reflect it.]")
+                    await conn.execute("UPDATE memories SET content=$1, metadata=$2 WHERE id=$3",
+                                       sm.content + note,
+                                       json.dumps(meta, ensure_ascii=False, default=str), sm.id)
+                else:
+                    summary_id = None
+            unlinked = 0
+            if rec.kind == "summary":
+                unlinked = int(await conn.fetchval(
+                    "WITH u AS (UPDATE memories SET archived_by=0 WHERE archived_by=$1 "
+                    "RETURNING 1) SELECT count(*) FROM u", rec.id))
+            arec, aop = audit.record("forget", rec.content, f"memory:{user_id}#{rec.id}", "-",
+                                     client, user_id=user_id, record=rec.to_wire(),
+                                     summary_id=summary_id, unlinked=unlinked)
+            await execute(conn, [aop])
+            return rec, summary_id, unlinked, arec
+
+        rec, summary_id, unlinked, arec = await self.pg.run(tx)
+        self._unindex(rec)
+        out = {"forgotten": rec.to_wire(), "summary_id": summary_id, "unlinked": unlinked,
+               "audit_id": arec.id}
+        self._publish("forgotten", user_id, record_id=rec.id, client=client, **out)
+        return out
 
     async def clear(self, user_id: str, type_: str, client: str = "") -> dict[str, Any]:
         types = MEMORY_TYPES if type_ in ("", "all") else (type_,)

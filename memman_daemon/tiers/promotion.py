@@ -172,7 +172,7 @@ class Promotion:
         extra = [core.scratchpad.op(sn), audit_op]
         try:
             if change is not None:
-                await core.user_memory.commit(change, extra)
+                await core.user_memory.commit(change, extra, client=client)
             else:
                 await write_mixed(core, extra)  # the shared audit first, then the snippet
         except Exception:

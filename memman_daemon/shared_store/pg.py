@@ -33,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from memman.errors import SHARED_UNAVAILABLE, MemmanError
+from memman.errors import SHARED_UNAVAILABLE, STORAGE_ERROR, MemmanError
 from memman_daemon.shared_store.schema import MIGRATIONS, PGVECTOR_DDL, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,12 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     OSError, asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError,
     asyncpg.exceptions.InsufficientResourcesError, asyncpg.InterfaceError,
     asyncpg.exceptions.InternalClientError, ConnectionError, EOFError)
+
+
+#: the server answers but refuses writes: -32003 (not "retry": retrying will not help)
+REFUSED_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.DiskFullError, asyncpg.exceptions.ReadOnlySQLTransactionError,
+    asyncpg.exceptions.OutOfMemoryError)
 
 
 class SharedUnavailable(MemmanError):
@@ -177,6 +183,13 @@ class PgStore:
                 log.exception("resync after connecting to the shared store failed")
 
     async def _migrate(self, conn: asyncpg.Connection) -> None:
+        # a current schema is only read (a read-only role or server can still be used)
+        if await conn.fetchval("SELECT to_regclass('memman_schema') IS NOT NULL"):
+            version = await conn.fetchval("SELECT version FROM memman_schema")
+            self._check_version(version)
+            if version == SCHEMA_VERSION:
+                self.schema_version = version
+                return
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(7301)")  # one migrator at a time
             await conn.execute("CREATE TABLE IF NOT EXISTS memman_schema (version INTEGER NOT NULL)")
@@ -184,18 +197,21 @@ class PgStore:
             if version is None:
                 await conn.execute("INSERT INTO memman_schema VALUES (0)")
                 version = 0
-            if version > SCHEMA_VERSION:
-                self.state = "refused"
-                self.schema_version = version
-                raise SchemaTooNew(
-                    f"the shared store {redact(self.dsn)} has schema version {version}, newer "
-                    f"than this memman understands ({SCHEMA_VERSION}); upgrade memman on this "
-                    "host (daemons of one shared store must run the same or newer versions)")
+            self._check_version(version)
             for v in range(version, SCHEMA_VERSION):
                 log.info("migrating shared store %s to schema version %d", redact(self.dsn), v + 1)
                 await conn.execute(MIGRATIONS[v])
                 await conn.execute("UPDATE memman_schema SET version=$1", v + 1)
             self.schema_version = SCHEMA_VERSION
+
+    def _check_version(self, version: int | None) -> None:
+        if version is not None and version > SCHEMA_VERSION:
+            self.state = "refused"
+            self.schema_version = version
+            raise SchemaTooNew(
+                f"the shared store {redact(self.dsn)} has schema version {version}, newer "
+                f"than this memman understands ({SCHEMA_VERSION}); upgrade memman on this "
+                "host (daemons of one shared store must run the same or newer versions)")
 
     async def _detect_pgvector(self, conn: asyncpg.Connection) -> str:
         has = await conn.fetchval(
@@ -310,6 +326,11 @@ class PgStore:
                 f"the shared store {redact(self.dsn)} did not answer within "
                 f"{self.timeout_s:g}s; the change may not have been made. Retry (every shared "
                 "write can be repeated safely)", 0.0) from exc
+        except REFUSED_ERRORS as exc:  # the server is there but will not take the write
+            raise MemmanError(STORAGE_ERROR, f"the shared store {redact(self.dsn)} refused the "
+                              f"write ({type(exc).__name__}: {exc}); nothing was changed. Check "
+                              "the server's disk space and that it is a primary, not a "
+                              "read-only standby; the daemon keeps running") from exc
         except asyncpg.PostgresError as exc:
             if isinstance(exc, UNAVAILABLE_ERRORS):
                 self.failures += 1

@@ -11,10 +11,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import asyncpg
 import pytest
 
 from memman import names
-from memman.errors import SHARED_UNAVAILABLE, MemmanError
+from memman.errors import SHARED_UNAVAILABLE, STORAGE_ERROR, MemmanError
 from memman_daemon.clock import FakeClock
 from memman_tui.widgets.daemon_header import shared_label
 from tests.helpers import running_daemon
@@ -145,3 +146,24 @@ async def test_a_daemon_starts_while_postgres_is_down_and_connects_later(pg: PgS
     finally:
         if not pg.running():
             pg.start()
+
+
+async def test_a_server_that_refuses_writes_is_an_error_not_an_outage(pg: PgServer) -> None:
+    """A read-only server (a standby, say): writes answer -32003 saying why, reads work, the
+    store stays up."""
+    dsn = pg.create_db("readonly")
+    async with running_daemon(clock=FakeClock(), storage={"shared": dsn}) as d, d.client() as c:
+        await c.call(names.MEMORY_LEARN, "ana", "tone", "brief")
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute("ALTER DATABASE readonly SET default_transaction_read_only = on")
+            await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                               "datname = 'readonly' AND pid <> pg_backend_pid()")
+        finally:
+            await conn.close()
+        await until(lambda: d.core.shared.reconnects >= 1 and d.core.shared.state == "up")
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.MEMORY_LEARN, "ana", "tone", "formal")
+        assert ei.value.code == STORAGE_ERROR and "read-only" in ei.value.message
+        assert (await c.call(names.MEMORY_RECALL, "ana", "tone"))["value"] == "brief"
+        assert d.core.shared.state == "up"

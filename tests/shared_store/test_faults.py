@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from memman import names
-from memman.errors import SHARED_UNAVAILABLE, STORAGE_ERROR, MemmanError
+from memman.errors import INVALID_PARAMS, SHARED_UNAVAILABLE, STORAGE_ERROR, MemmanError
 from memman_daemon.clock import FakeClock
 from memman_tui.widgets.daemon_header import shared_label
 from tests.helpers import running_daemon
@@ -95,6 +95,13 @@ async def test_postgres_stopped_mid_run_loses_no_acknowledged_write(pg: PgServer
         with pytest.raises(MemmanError) as ei:
             await cb.call(names.MEMORY_RECALL, "ana", "k0")
         assert ei.value.code == SHARED_UNAVAILABLE
+        # bad input is still named as such (-32602), not blamed on the outage
+        with pytest.raises(MemmanError) as ei:
+            await cb.call(names.MEMORY_LEARN, "ana", "", "v")
+        assert ei.value.code == INVALID_PARAMS and "key" in ei.value.message
+        with pytest.raises(MemmanError) as ei:
+            await cb.call(names.DOCS_ADD, "acme", {"content": 3})
+        assert ei.value.code == INVALID_PARAMS and "doc.content" in ei.value.message
         await until(lambda: session_adds["during_outage"] >= 5)
         ctx = await cs.call(names.SESSION_GET, "work")
         assert len(ctx["entries"]) >= session_adds["ok"]

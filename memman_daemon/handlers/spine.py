@@ -71,16 +71,54 @@ def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
     return {"removed": bool(removed)}
 
 
-@method(names.COUNT_TOKENS, Param("messages", list), Param("model", str, default="gpt-4o-mini"))
-def count_tokens(call: Call, messages: list[Any], model: str) -> dict[str, Any]:
-    """Prompt tokens of a chat request as the API bills it, and the encoding that counted."""
+@method(names.COUNT_TOKENS, Param("messages", list), Param("model", str, default="gpt-4o-mini"),
+        Param("tools", (list, dict), default=list,
+              doc="the tools= list as sent to the chat API, or an options map {tools: [...]}"))
+def count_tokens(call: Call, messages: list[Any], model: str,
+                 tools: list[Any] | dict[str, Any]) -> dict[str, Any]:
+    """Prompt tokens of a chat request as the API bills it, and the encoding that counted.
+
+    ``tools`` (the function definitions as sent to the API) are counted with the cookbook's
+    billing formula and reported apart as ``tool_tokens``; ``tokens`` includes them.
+    """
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise invalid_params(f"messages[{i}]", "expected a map with role and content")
-    tokens = call.core.tokens
-    return {"tokens": tokens.count_messages(messages, model),
-            "per_message": [tokens.count_message(m, model) for m in messages],
-            "encoding": tokens.encoding_name(model), "model": model}
+    where = "tools"
+    if isinstance(tools, dict):
+        unknown = sorted(set(tools) - {"tools"})
+        if unknown:
+            raise invalid_params(f"tools.{unknown[0]}", "unknown option (known: tools)")
+        tools, where = tools.get("tools") or [], "tools.tools"
+        if not isinstance(tools, list):
+            raise invalid_params(where, "expected an array of tool definitions")
+    check_tools(tools, where)
+    counter = call.core.tokens
+    message_tokens = counter.count_messages(messages, model)
+    tool_tokens = counter.count_tools(tools, model)
+    return {"tokens": message_tokens + tool_tokens, "message_tokens": message_tokens,
+            "tool_tokens": tool_tokens,
+            "per_message": [counter.count_message(m, model) for m in messages],
+            "encoding": counter.encoding_name(model), "model": model}
+
+
+def check_tools(tools: Any, where: str = "opts.tools") -> list[dict[str, Any]]:
+    """Tool definitions as the chat API takes them; -32602 naming the first bad one."""
+    if not isinstance(tools, list):
+        raise invalid_params(where, "expected an array of tool definitions")
+    for i, t in enumerate(tools):
+        if not isinstance(t, dict):
+            raise invalid_params(f"{where}[{i}]", "expected a map {type: function, function: {...}}")
+        fn = t.get("function", t)
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise invalid_params(f"{where}[{i}].function.name", "expected a string")
+        params = fn.get("parameters")
+        if params is not None and not isinstance(params, dict):
+            raise invalid_params(f"{where}[{i}].function.parameters", "expected a map (JSON schema)")
+        props = params.get("properties") if isinstance(params, dict) else None
+        if props is not None and not isinstance(props, dict):
+            raise invalid_params(f"{where}[{i}].function.parameters.properties", "expected a map")
+    return tools
 
 
 @method(names.SESSION_OPEN, Param("session_id", str), Param("opts", dict, default=dict), writes=True)

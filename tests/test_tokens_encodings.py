@@ -148,3 +148,74 @@ def test_last_resort_is_reported_when_no_package_ships_the_file(
     status = tc.status()
     assert status["fallbacks"]["gpt-4o-mini"] == {"wanted": "o200k_base", "used": OFFLINE_ENCODING}
     assert "bpe-openai" in status["failed"]["o200k_base"]
+
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_current_weather",
+        "description": "Get the current weather in a given location.",
+        "parameters": {"type": "object", "properties": {
+            "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+            "unit": {"type": "string", "description": "The unit of temperature.",
+                     "enum": ["celsius", "fahrenheit"]}},
+            "required": ["location"]}}},
+    {"type": "function", "function": {
+        "name": "search_orders",
+        "description": "Find a customer's orders by status",
+        "parameters": {"type": "object", "properties": {
+            "customer_id": {"type": "integer", "description": "The customer's numeric id."},
+            "status": {"type": "string", "description": "Order status",
+                       "enum": ["open", "shipped", "cancelled", "returned"]},
+            "limit": {"type": "integer", "description": "At most this many orders"}}}}},
+    {"type": "function", "function": {
+        "name": "ping_service", "description": "Check that the service answers.",
+        "parameters": {"type": "object", "properties": {}}}},
+]
+
+
+def _cookbook_tool_tokens(enc: tiktoken.Encoding, functions: list[dict[str, Any]]) -> int:
+    """OpenAI cookbook, "How to count tokens with tiktoken", num_tokens_for_tools, gpt-4o-mini."""
+    func_init, prop_init, prop_key, enum_init, enum_item, func_end = 7, 3, 3, -3, 3, 12
+    total = 0
+    for f in functions:
+        fn = f["function"]
+        total += func_init
+        desc = fn["description"].removesuffix(".")
+        total += len(enc.encode(fn["name"] + ":" + desc))
+        props = fn["parameters"]["properties"]
+        if len(props) > 0:
+            total += prop_init
+            for key, p in props.items():
+                total += prop_key
+                if "enum" in p:
+                    total += enum_init
+                    for item in p["enum"]:
+                        total += enum_item + len(enc.encode(item))
+                total += len(enc.encode(f"{key}:{p['type']}:{p['description'].removesuffix('.')}"))
+    return total + func_end
+
+
+async def test_three_tool_definitions_count_as_the_api_bills_them(
+        reference_o200k: tiktoken.Encoding) -> None:
+    msgs = MESSAGES["en"]
+    tool_tokens = _cookbook_tool_tokens(reference_o200k, TOOLS)
+    assert 40 < tool_tokens < 200  # a real count, not a constant
+    assert TokenCounter(short_tmpdir()).count_tools(TOOLS, "gpt-4o-mini") == tool_tokens
+    async with running_daemon() as d, d.client() as c:
+        answer = await c.count_tokens(msgs, "gpt-4o-mini", TOOLS)
+        assert answer["tool_tokens"] == tool_tokens
+        assert answer["tokens"] == _reference_count(reference_o200k, msgs) + tool_tokens
+        as_opts = await c.count_tokens(msgs, "gpt-4o-mini", {"tools": TOOLS})
+        assert as_opts == answer
+        none = await c.count_tokens(msgs, "gpt-4o-mini")
+        assert none["tool_tokens"] == 0 and none["tokens"] == answer["tokens"] - tool_tokens
+        # gpt-4 (cl100k_base) starts each function at 10, not 7
+        gpt4 = await c.count_tokens([], "gpt-4", TOOLS[2:])
+        enc = tiktoken.get_encoding("cl100k_base")
+        assert gpt4["tool_tokens"] == 10 + len(enc.encode("ping_service:Check that the service answers")) + 12
+        # a bad definition is -32602 naming its path, and the daemon keeps serving
+        from memman.errors import MemmanError
+        with pytest.raises(MemmanError) as err:
+            await c.count_tokens(msgs, "gpt-4o-mini", [TOOLS[0], {"type": "function", "function": {}}])
+        assert err.value.code == -32602 and "tools[1].function.name" in err.value.message
+        assert await c.ping() == "pong"

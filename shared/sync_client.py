@@ -52,6 +52,7 @@ class SyncClient(SyncMethods):
         self._events: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
         self._subs = Subscriptions(on_gap=on_gap)
         self._closed_by_caller = False
+        self._connected_once = False
         self._connect()
 
     def _connect(self) -> None:
@@ -68,7 +69,6 @@ class SyncClient(SyncMethods):
             sock.close()
             raise ConnectionLost(f"cannot connect to the memman daemon at {self.socket_path}: "
                                  f"{exc}") from None
-        was_connected = self._sock is not None
         self._sock = sock
         self._decoder = FrameDecoder(64 * 1024 * 1024)
         self._events = collections.deque(e for e in self._events if e[0] != names.ERROR_EVENT)
@@ -83,8 +83,9 @@ class SyncClient(SyncMethods):
         except BaseException:
             self._drop()
             raise
-        if was_connected:
+        if self._connected_once:
             self.reconnects += 1
+        self._connected_once = True
 
     def _drop(self) -> None:
         if self._sock is not None:
@@ -120,8 +121,8 @@ class SyncClient(SyncMethods):
                         raise _Unsent(ConnectionLost())
                     try:
                         self._connect()
-                    except MemmanError as exc:
-                        raise _Unsent(exc) from None
+                    except MemmanError as refused:
+                        raise _Unsent(refused) from None
                 return self._request(method, params)
             except _Unsent as unsent:
                 exc, sent = unsent.error, False

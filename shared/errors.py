@@ -181,6 +181,17 @@ def error_for(code: int, message: str, data: object = None) -> MemmanError:
     return cls(message, data, code)
 
 
+ERROR_STYLES = ("memman", "nvim")  #: memman_set_client_info(name, {errors: ...})
+
+
+def styled(wire: list, style: str) -> list:
+    """An error as a connection asked for it: memman's ``[code, message(, data)]``, or
+    Neovim's ``[0, "[code] message"]`` (what ``vim.rpcrequest`` can show)."""
+    if style == "nvim":
+        return [0, f"[{wire[0]}] {wire[1]}"]
+    return wire
+
+
 def invalid_params(name: str, why: str) -> MemmanError:
     return MemmanError(INVALID_PARAMS, f"invalid parameter '{name}': {why}")
 

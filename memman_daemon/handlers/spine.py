@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memman import __version__, names
-from memman.errors import invalid_params
+from memman.errors import ERROR_STYLES, invalid_params
 from memman_daemon.engine import usage
 from memman_daemon.rpc import REGISTRY, Call, Param, method
 
@@ -32,9 +32,21 @@ def ping(call: Call) -> str:
 
 @method(names.SET_CLIENT_INFO, Param("name", str), Param("info", dict, default=dict))
 def set_client_info(call: Call, name: str, info: dict[str, Any]) -> dict[str, Any]:
-    """Name this connection (as Neovim's nvim_set_client_info): the audit log and stats show it."""
+    """Name this connection (as Neovim's nvim_set_client_info): the audit log and stats show it.
+
+    ``info.errors = "nvim"`` sends this connection's errors Neovim-style, ``[0, "[code]
+    message"]``, so that ``vim.rpcrequest`` shows the message; ``"memman"`` (the default) is
+    ``[code, message]``.
+    """
     if not name or len(name) > 128:
         raise invalid_params("name", "expected 1 to 128 characters")
+    style = info.get("errors", "memman")
+    if isinstance(style, bytes):
+        style = style.decode(errors="replace")
+    if style not in ERROR_STYLES:
+        raise invalid_params("info.errors", f"expected one of {', '.join(ERROR_STYLES)}, "
+                             f"got {style!r}")
+    call.connection.error_style = style
     call.connection.name = name
     call.connection.client_info = dict(info)
     return {"connection": call.connection.id, "name": name}

@@ -12,7 +12,6 @@ from memman.config import Config
 from memman_daemon.server import Server, StartupError
 from memman_daemon.store import StoreError
 
-
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 

@@ -55,7 +55,10 @@ def cmd_status(args: argparse.Namespace) -> int:
           f"synchronous={stats['store']['synchronous']})")
     print(f"  clients    {stats['clients']}   requests {stats['requests']}   errors {stats['errors']}")
     print(f"  sessions   {stats['sessions']}   entries {stats['entries']}")
-    print(f"  tokenizer  {tok.get('encoding')}")
+    source = (tok.get("sources") or {}).get(tok.get("encoding"), "")
+    print(f"  tokenizer  {tok.get('encoding')}{f' ({source})' if source else ''}")
+    for model, fb in (tok.get("fallbacks") or {}).items():
+        print(f"  tokenizer  {model}: {fb.get('wanted')} unavailable, counted with {fb.get('used')}")
     if summ:
         print(f"  summarizer {summ.get('mode', summ.get('model', '?'))}")
     return 0

@@ -8,6 +8,7 @@ from memman import __version__, names
 from memman.errors import ERROR_STYLES, invalid_params
 from memman_daemon.engine import usage
 from memman_daemon.rpc import REGISTRY, Call, Param, method
+from memman_daemon.tokens import check_tools
 
 
 @method(names.GET_API_INFO)
@@ -112,25 +113,6 @@ def count_tokens(call: Call, messages: list[Any], model: str,
             "tool_tokens": tool_tokens,
             "per_message": [counter.count_message(m, model) for m in messages],
             "encoding": counter.encoding_name(model), "model": model}
-
-
-def check_tools(tools: Any, where: str = "opts.tools") -> list[dict[str, Any]]:
-    """Tool definitions as the chat API takes them; -32602 naming the first bad one."""
-    if not isinstance(tools, list):
-        raise invalid_params(where, "expected an array of tool definitions")
-    for i, t in enumerate(tools):
-        if not isinstance(t, dict):
-            raise invalid_params(f"{where}[{i}]", "expected a map {type: function, function: {...}}")
-        fn = t.get("function", t)
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise invalid_params(f"{where}[{i}].function.name", "expected a string")
-        params = fn.get("parameters")
-        if params is not None and not isinstance(params, dict):
-            raise invalid_params(f"{where}[{i}].function.parameters", "expected a map (JSON schema)")
-        props = params.get("properties") if isinstance(params, dict) else None
-        if props is not None and not isinstance(props, dict):
-            raise invalid_params(f"{where}[{i}].function.parameters.properties", "expected a map")
-    return tools
 
 
 @method(names.SESSION_OPEN, Param("session_id", str), Param("opts", dict, default=dict), writes=True)

@@ -169,3 +169,26 @@ def test_a_jump_in_seq_is_reported_with_the_number_missed() -> None:
         ev = {"subscription": 7, "seq": seq}
         assert subs.event(ev) is s and ev["subscription"] == s.id
     assert gaps == [EventGap(s.id, "seq", 2, 5, 2)]
+
+
+async def test_a_busy_answer_is_retried_and_retry_off_raises_busy() -> None:
+    """The daemon answers -32007 while it is stopping; the call goes again when it takes work."""
+    async with running_daemon() as d:
+        patient = await Client.connect(d.socket, retry=PATIENT)
+        impatient = await Client.connect(d.socket, retry=False)
+        await patient.session_open("busy")
+        errors_before = d.core.counters["errors"]
+        d.server.stopping = True  # the state a SIGTERM puts it in: new requests get -32007
+        try:
+            with pytest.raises(Busy) as err:
+                await impatient.session_get("busy")
+            assert err.value.code == -32007 and "retry" in err.value.message
+            task = asyncio.create_task(patient.session_get("busy"))
+            await _wait_for(lambda: d.core.counters["errors"] >= errors_before + 2,
+                            "the patient client's first -32007")
+            assert not task.done()
+        finally:
+            d.server.stopping = False
+        assert (await asyncio.wait_for(task, GUARD))["session_id"] == "busy"
+        await patient.close()
+        await impatient.close()

@@ -60,3 +60,33 @@ def test_vim_rpcrequest_shows_memmans_error_message() -> None:
     assert "session 'nope' not found" not in got["default_err"]  # why the option exists
     assert "[-32602]" in got["params_err"] and "entry" in got["params_err"]
     assert got["opened"] == "from-nvim"
+
+
+def _doc_example(lang: str) -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    start = text.index(f"```{lang}\n", text.index("### Neovim-style errors")) + len(lang) + 4
+    return text[start:text.index("```", start)]
+
+
+def test_the_neovim_example_in_protocol_md_works() -> None:
+    assert NVIM is not None, "nvim is missing: .ci/run installs Debian's neovim"
+    tmp = short_tmpdir()
+    out = tmp / "printed.json"
+    script = tmp / "example.lua"
+    script.write_text(
+        "local printed = {}\n"
+        "print = function(...) local t = {} for i = 1, select('#', ...) do "
+        "t[#t + 1] = tostring(select(i, ...)) end table.insert(printed, table.concat(t, ' ')) end\n"
+        + _doc_example("lua")
+        + f"\nlocal f = io.open({json.dumps(str(out))}, 'w')\n"
+          "f:write(vim.fn.json_encode(printed))\nf:close()\nvim.cmd('qa!')\n")
+    with daemon_process() as d:
+        env = {**__import__("os").environ, "MEMMAN_SOCKET": str(d.socket)}
+        r = subprocess.run([NVIM, "--headless", "--clean", "-u", "NONE", "-i", "NONE", "-n",
+                            "-c", f"luafile {script}"], capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL, env=env)
+        assert out.exists(), f"nvim wrote nothing: {r.returncode} {r.stdout} {r.stderr}"
+    printed = json.loads(out.read_text())
+    tokens, n = printed[0].split()
+    assert int(tokens) > 0 and int(n) == 1
+    assert printed[1].endswith("[-32001] session 'nope' not found")

@@ -27,7 +27,7 @@ import contextlib
 import inspect
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -187,7 +187,7 @@ class Client(AsyncMethods):
     # --- calls ---------------------------------------------------------------------------
     async def call(self, method: str, *params: Any) -> Any:
         """Send one request; retried per ``self.retry`` after -32007 or a lost connection."""
-        delays = self.retry.delays()
+        delays: Iterator[float] | None = None  # made at the first failure: the common path pays nothing for retries
         while True:
             try:
                 conn = await self._live_connection()
@@ -200,6 +200,8 @@ class Client(AsyncMethods):
                 raise exc
             if not retryable(exc, method, sent, self.retry):
                 raise exc
+            if delays is None:
+                delays = self.retry.delays()
             delay = next(delays, None)
             if delay is None:
                 raise exc

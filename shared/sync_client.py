@@ -17,6 +17,7 @@ import itertools
 import os
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +112,7 @@ class SyncClient(SyncMethods):
 
     def call(self, method: str, *params: Any) -> Any:
         """Send one request; retried per ``self.retry`` after -32007 or a lost connection."""
-        delays = self.retry.delays()
+        delays: Iterator[float] | None = None  # made at the first failure: the common path pays nothing for retries
         while True:
             try:
                 if self._closed_by_caller:
@@ -132,6 +133,8 @@ class SyncClient(SyncMethods):
                 raise exc
             if not retryable(exc, method, sent, self.retry):
                 raise exc
+            if delays is None:
+                delays = self.retry.delays()
             delay = next(delays, None)
             if delay is None:
                 raise exc

@@ -422,7 +422,8 @@ def _apply_section(cfg: Config, section: str, values: Any, source: str) -> None:
 
 
 #: MEMMAN_* variables that are not MEMMAN_<SECTION>_<KEY> settings
-ENV_NAMES = ("MEMMAN_SOCKET", "MEMMAN_DATA_DIR", "MEMMAN_CONFIG")
+ENV_NAMES = ("MEMMAN_SOCKET", "MEMMAN_DATA_DIR", "MEMMAN_CONFIG",
+             "MEMMAN_TUI_LOG_SIZE")  # the TUI's own setting (memman_tui/settings.py)
 
 
 def env_names(cfg: Config | None = None) -> list[str]:

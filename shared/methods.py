@@ -58,11 +58,12 @@ class AsyncMethods:
     async def count_tokens(
             self,
             messages: list[Any],
-            model: str | None = None,
+            model: str | dict[str, Any] | None = None,
             tools: list[Any] | dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Prompt tokens of a chat request as the API bills it (tools counted apart as
-        tool_tokens), and the encoding that counted.
+        tool_tokens), and the encoding that counted; model may be an options map {model,
+        tools}.
 
         ``memman_count_tokens(messages, model='gpt-4o-mini', tools=[])``.
         """
@@ -471,11 +472,12 @@ class SyncMethods:
     def count_tokens(
             self,
             messages: list[Any],
-            model: str | None = None,
+            model: str | dict[str, Any] | None = None,
             tools: list[Any] | dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Prompt tokens of a chat request as the API bills it (tools counted apart as
-        tool_tokens), and the encoding that counted.
+        tool_tokens), and the encoding that counted; model may be an options map {model,
+        tools}.
 
         ``memman_count_tokens(messages, model='gpt-4o-mini', tools=[])``.
         """

@@ -113,9 +113,11 @@ METHODS: tuple[MethodSpec, ...] = (
        "Start receiving events on this connection (topics: event nouns, empty = all; filter: "
        "session_id, user_id, tenant_id)."),
     _M(UNSUBSCRIBE, "subscription: int", "dict", "Stop a subscription."),
-    _M(COUNT_TOKENS, "messages: list, model: str = 'gpt-4o-mini', tools: list | dict = []",
-       "dict", "Prompt tokens of a chat request as the API bills it (tools counted apart as "
-       "tool_tokens), and the encoding that counted."),
+    _M(COUNT_TOKENS,
+       "messages: list, model: str | dict = 'gpt-4o-mini', tools: list | dict = []", "dict",
+       "Prompt tokens of a chat request as the API bills it (tools counted apart as "
+       "tool_tokens), and the encoding that counted; model may be an options map {model, "
+       "tools}."),
     _M(SESSION_OPEN, "session_id: str, opts: dict = {}", "dict",
        "Create a session (or return the existing one); opts: user_id, tenant_id, model, "
        "max_tokens.", writes=True),

@@ -207,6 +207,7 @@ async def test_three_tool_definitions_count_as_the_api_bills_them(
         assert answer["tokens"] == _reference_count(reference_o200k, msgs) + tool_tokens
         as_opts = await c.count_tokens(msgs, "gpt-4o-mini", {"tools": TOOLS})
         assert as_opts == answer
+        assert await c.count_tokens(msgs, {"model": "gpt-4o-mini", "tools": TOOLS}) == answer
         none = await c.count_tokens(msgs, "gpt-4o-mini")
         assert none["tool_tokens"] == 0 and none["tokens"] == answer["tokens"] - tool_tokens
         # gpt-4 (cl100k_base) starts each function at 10, not 7

@@ -84,27 +84,38 @@ def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
     return {"removed": bool(removed)}
 
 
-@method(names.COUNT_TOKENS, Param("messages", list), Param("model", str, default="gpt-4o-mini"),
+@method(names.COUNT_TOKENS, Param("messages", list),
+        Param("model", (str, dict), default="gpt-4o-mini",
+              doc="a model name, or an options map {model, tools}"),
         Param("tools", (list, dict), default=list,
               doc="the tools= list as sent to the chat API, or an options map {tools: [...]}"))
-def count_tokens(call: Call, messages: list[Any], model: str,
+def count_tokens(call: Call, messages: list[Any], model: str | dict[str, Any],
                  tools: list[Any] | dict[str, Any]) -> dict[str, Any]:
     """Prompt tokens of a chat request as the API bills it, and the encoding that counted.
 
     ``tools`` (the function definitions as sent to the API) are counted with the cookbook's
-    billing formula and reported apart as ``tool_tokens``; ``tokens`` includes them.
+    billing formula and reported apart as ``tool_tokens``; ``tokens`` includes them. The
+    second parameter may also be an options map ``{model, tools}``.
     """
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise invalid_params(f"messages[{i}]", "expected a map with role and content")
     where = "tools"
+    if isinstance(model, dict):
+        opts = model
+        unknown = sorted(set(opts) - {"model", "tools"})
+        if unknown:
+            raise invalid_params(f"model.{unknown[0]}", "unknown option (known: model, tools)")
+        if "tools" in opts:
+            tools, where = opts["tools"], "model.tools"
+        model = opts.get("model", "gpt-4o-mini")
+        if not isinstance(model, str) or not model:
+            raise invalid_params("model.model", "expected a model name")
     if isinstance(tools, dict):
         unknown = sorted(set(tools) - {"tools"})
         if unknown:
             raise invalid_params(f"tools.{unknown[0]}", "unknown option (known: tools)")
         tools, where = tools.get("tools") or [], "tools.tools"
-        if not isinstance(tools, list):
-            raise invalid_params(where, "expected an array of tool definitions")
     check_tools(tools, where)
     counter = call.core.tokens
     message_tokens = counter.count_messages(messages, model)

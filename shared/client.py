@@ -169,6 +169,7 @@ class Client(AsyncMethods):
             for sub in list(self._subs.by_id.values()):
                 result = await self._request(conn, names.SUBSCRIBE, (sub.topics, sub.filter))
                 self._subs.resubscribed(sub, result["subscription"])
+                self._deliver_early(sub)
         except _Unsent as unsent:
             await conn.close()
             raise unsent.error from None
@@ -267,7 +268,14 @@ class Client(AsyncMethods):
         The id returned stays valid across reconnects (events carry it as ``subscription``).
         """
         result = await self.call(names.SUBSCRIBE, list(topics), filter or {})
-        return self._subs.add(result["subscription"], list(topics), filter or {}, callback).id
+        sub = self._subs.add(result["subscription"], list(topics), filter or {}, callback)
+        self._deliver_early(sub)
+        return sub.id
+
+    def _deliver_early(self, sub: Any) -> None:
+        for name, payload in self._subs.early_events(sub):
+            if sub.callback is not None:
+                _run(sub.callback, name, payload)
 
     async def unsubscribe(self, sub_id: int) -> bool:
         sub = self._subs.remove(sub_id)
@@ -310,7 +318,7 @@ class Client(AsyncMethods):
             payload = params[0] if params else {}
             if msg.method == names.ERROR_EVENT and isinstance(payload, dict):
                 self.error_event = payload
-            sub = self._subs.event(payload) if isinstance(payload, dict) else None
+            sub = self._subs.event(payload, msg.method) if isinstance(payload, dict) else None
             for h in self.notification_handlers:
                 _run(h, msg.method, payload)
             if sub is not None and sub.callback is not None:

@@ -14,6 +14,7 @@ retried.
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -107,6 +108,10 @@ class Subscriptions:
     by_server: dict[int, Subscribed] = field(default_factory=dict)
     gaps: list[EventGap] = field(default_factory=list)  #: every gap seen, oldest first
     on_gap: GapCallback | None = None
+    #: events whose subscription was not known yet: the daemon may push one between answering
+    #: memman_subscribe and the client reading that answer; they are matched when it is
+    unmatched: collections.deque[tuple[str, dict[str, Any]]] = field(
+        default_factory=lambda: collections.deque(maxlen=1024))
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def add(self, server_id: int, topics: list[str], filter: dict[str, str],
@@ -117,6 +122,16 @@ class Subscriptions:
         self.by_server[server_id] = sub
         return sub
 
+    def early_events(self, sub: Subscribed) -> list[tuple[str, dict[str, Any]]]:
+        """(event name, payload) for ``sub`` that arrived before it was known, now checked and
+        re-labelled (in place: a queue holding them sees the stable id)."""
+        mine = [e for e in self.unmatched if e[1].get("subscription") == sub.server_id]
+        if not mine:
+            return []
+        for e in mine:
+            self.unmatched.remove(e)
+        return [e for e in mine if self.event(e[1], e[0]) is sub]
+
     def remove(self, sub_id: int) -> Subscribed | None:
         sub = self.by_id.pop(sub_id, None)
         if sub is not None:
@@ -125,6 +140,7 @@ class Subscriptions:
 
     def connection_lost(self) -> None:
         self.by_server.clear()
+        self.unmatched.clear()
 
     def resubscribed(self, sub: Subscribed, server_id: int) -> EventGap:
         sub.server_id = server_id
@@ -134,10 +150,12 @@ class Subscriptions:
         self._report(gap)
         return gap
 
-    def event(self, payload: dict[str, Any]) -> Subscribed | None:
+    def event(self, payload: dict[str, Any], name: str = "") -> Subscribed | None:
         """Check ``seq``, put the stable id into the payload; the subscription, if it is ours."""
         sub = self.by_server.get(payload.get("subscription"))  # type: ignore[arg-type]
         if sub is None:
+            if isinstance(payload.get("subscription"), int):
+                self.unmatched.append((name, payload))
             return None
         seq = payload.get("seq")
         if isinstance(seq, int):

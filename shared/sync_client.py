@@ -78,6 +78,7 @@ class SyncClient(SyncMethods):
             for sub in list(self._subs.by_id.values()):
                 result = self._request(names.SUBSCRIBE, (sub.topics, sub.filter))
                 self._subs.resubscribed(sub, result["subscription"])
+                self._subs.early_events(sub)  # queued already; relabelled in place
         except _Unsent as unsent:
             self._drop()
             raise unsent.error from None
@@ -185,7 +186,9 @@ class SyncClient(SyncMethods):
                   filter: dict[str, str] | None = None) -> int:
         """Subscribe; events queue for ``next_event``. The id stays valid across reconnects."""
         result = self.call(names.SUBSCRIBE, list(topics), filter or {})
-        return self._subs.add(result["subscription"], list(topics), filter or {}, None).id
+        sub = self._subs.add(result["subscription"], list(topics), filter or {}, None)
+        self._subs.early_events(sub)  # queued already; relabelled in place
+        return sub.id
 
     def unsubscribe(self, sub_id: int) -> bool:
         sub = self._subs.remove(sub_id)
@@ -236,7 +239,7 @@ class SyncClient(SyncMethods):
                         params = msg.params if isinstance(msg.params, list) else [msg.params]
                         payload = params[0] if params else {}
                         if isinstance(payload, dict):
-                            self._subs.event(payload)
+                            self._subs.event(payload, msg.method)
                         self._events.append((msg.method, payload))
                         if timeout is not None:
                             return msg

@@ -192,3 +192,15 @@ async def test_a_busy_answer_is_retried_and_retry_off_raises_busy() -> None:
         assert (await asyncio.wait_for(task, GUARD))["session_id"] == "busy"
         await patient.close()
         await impatient.close()
+
+
+def test_an_event_before_the_subscribe_answer_is_read_is_kept_for_its_subscription() -> None:
+    from memman.reconnect import Subscriptions
+
+    subs = Subscriptions()
+    early = {"subscription": 9, "seq": 1, "kind": "entry_added"}
+    assert subs.event(early, "memman_session_event") is None  # not known yet: kept
+    s = subs.add(9, ["session"], {}, None)
+    assert subs.early_events(s) == [("memman_session_event", early)]
+    assert early["subscription"] == s.id and s.last_seq == 1 and subs.gaps == []
+    assert subs.early_events(s) == []

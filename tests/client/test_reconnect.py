@@ -154,6 +154,14 @@ async def test_one_exception_class_per_error_family() -> None:
         # a method newer than this client is still reachable by name
         assert await c.call("memman_ping") == "pong"
         assert await c.ping() == "pong"
+        # a connection that asked for Neovim-style errors still gets the right class and code
+        nv = await Client.connect(d.socket, info={"errors": "nvim"})
+        with pytest.raises(SessionNotFound) as nf2:
+            await nv.session_get("nope")
+        assert nf2.value.code == -32001 and nf2.value.message == "session 'nope' not found"
+        with pytest.raises(InvalidParams):
+            await nv.set_client_info("x", {"errors": "vim"})
+        await nv.close()
     assert issubclass(Busy, MemmanError) and Busy("x").code == -32007
     assert ConnectionLost().code == -32099
     assert isinstance(MemmanError.from_wire([0, "[-32001] session 'x' not found"]), SessionNotFound)

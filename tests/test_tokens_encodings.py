@@ -220,3 +220,18 @@ async def test_three_tool_definitions_count_as_the_api_bills_them(
             await c.count_tokens(msgs, "gpt-4o-mini", [TOOLS[0], {"type": "function", "function": {}}])
         assert err.value.code == -32602 and "tools[1].function.name" in err.value.message
         assert await c.ping() == "pong"
+
+
+async def test_context_and_preview_count_tool_definitions_in_the_budget(
+        reference_o200k: tiktoken.Encoding) -> None:
+    tool_tokens = _cookbook_tool_tokens(reference_o200k, TOOLS)
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("t", {"model": "gpt-4o-mini"})
+        for m in MESSAGES["en"]:
+            await c.session_add("t", m)
+        plain = await c.session_context("t", {"max_tokens": 4000})
+        with_tools = await c.session_context("t", {"max_tokens": 4000, "tools": TOOLS})
+        assert with_tools["tool_tokens"] == tool_tokens
+        assert with_tools["tokens"] == plain["tokens"] + tool_tokens
+        preview = await c.session_preview("t", {"max_tokens": 4000, "tools": TOOLS})
+        assert preview["tool_tokens"] == tool_tokens

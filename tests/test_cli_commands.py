@@ -63,6 +63,9 @@ def test_call_export_import_search_context_and_json_errors() -> None:
         assert any("90 days" in (m.get("content") or "") for m in ctx["messages"])
         r = memman("--socket", sock, "context", "cli-1")
         assert "[user] The deploy key rotates every 90 days." in r.stdout
+        r = memman("--socket", sock, "--json", "context", "cli-1", "--query", "how often does the key rotate?")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["query"] == "how often does the key rotate?"
         # every error under --json: JSON on stdout, non-zero exit
         for args in (["show", "nope"], ["call", "memman_session_get", "nope"],
                      ["call", "memman_no_such_method"], ["context", "nope"],

@@ -434,6 +434,34 @@ class AsyncMethods:
         """
         return await self.call('memman_docs_delete', *_given([tenant_id, doc_id], 2))
 
+    async def session_remove(self, session_id: str, entry_id: int) -> dict[str, Any]:
+        """Remove one entry (audited); summaries that linked it drop the link and say so.
+
+        ``memman_session_remove(session_id, entry_id)``. Writes (refused on a read-only daemon).
+        """
+        return await self.call('memman_session_remove', *_given([session_id, entry_id], 2))
+
+    async def session_pop(self, session_id: str) -> dict[str, Any]:
+        """Remove the newest entry (audited) and return it.
+
+        ``memman_session_pop(session_id)``. Writes (refused on a read-only daemon).
+        """
+        return await self.call('memman_session_pop', *_given([session_id], 1))
+
+    async def memory_forget(self, user_id: str, record_id: int) -> dict[str, Any]:
+        """Forget one user-memory record (audited).
+
+        ``memman_memory_forget(user_id, record_id)``. Writes (refused on a read-only daemon).
+        """
+        return await self.call('memman_memory_forget', *_given([user_id, record_id], 2))
+
+    async def docs_remove(self, tenant_id: str, ref: Any) -> dict[str, Any]:
+        """Remove one document, by doc_id or by one of its chunk ids (audited).
+
+        ``memman_docs_remove(tenant_id, ref)``. Writes (refused on a read-only daemon).
+        """
+        return await self.call('memman_docs_remove', *_given([tenant_id, ref], 2))
+
 
 class SyncMethods:
     """``client.session_open("s1")`` == ``client.call("memman_session_open", "s1")``."""
@@ -831,3 +859,31 @@ class SyncMethods:
         ``memman_docs_delete(tenant_id, doc_id)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_docs_delete', *_given([tenant_id, doc_id], 2))
+
+    def session_remove(self, session_id: str, entry_id: int) -> dict[str, Any]:
+        """Remove one entry (audited); summaries that linked it drop the link and say so.
+
+        ``memman_session_remove(session_id, entry_id)``. Writes (refused on a read-only daemon).
+        """
+        return self.call('memman_session_remove', *_given([session_id, entry_id], 2))
+
+    def session_pop(self, session_id: str) -> dict[str, Any]:
+        """Remove the newest entry (audited) and return it.
+
+        ``memman_session_pop(session_id)``. Writes (refused on a read-only daemon).
+        """
+        return self.call('memman_session_pop', *_given([session_id], 1))
+
+    def memory_forget(self, user_id: str, record_id: int) -> dict[str, Any]:
+        """Forget one user-memory record (audited).
+
+        ``memman_memory_forget(user_id, record_id)``. Writes (refused on a read-only daemon).
+        """
+        return self.call('memman_memory_forget', *_given([user_id, record_id], 2))
+
+    def docs_remove(self, tenant_id: str, ref: Any) -> dict[str, Any]:
+        """Remove one document, by doc_id or by one of its chunk ids (audited).
+
+        ``memman_docs_remove(tenant_id, ref)``. Writes (refused on a read-only daemon).
+        """
+        return self.call('memman_docs_remove', *_given([tenant_id, ref], 2))

@@ -210,5 +210,14 @@ METHODS: tuple[MethodSpec, ...] = (
     _M(DOCS_LIST, "tenant_id: str", "dict", "The tenant's documents."),
     _M(DOCS_DELETE, "tenant_id: str, doc_id: str", "dict",
        "Delete a document and its chunks.", writes=True),
+    _M(SESSION_REMOVE, "session_id: str, entry_id: int", "dict",
+       "Remove one entry (audited); summaries that linked it drop the link and say so.",
+       writes=True),
+    _M(SESSION_POP, "session_id: str", "dict",
+       "Remove the newest entry (audited) and return it.", writes=True),
+    _M(MEMORY_FORGET, "user_id: str, record_id: int", "dict",
+       "Forget one user-memory record (audited).", writes=True),
+    _M(DOCS_REMOVE, "tenant_id: str, ref: Any", "dict",
+       "Remove one document, by doc_id or by one of its chunk ids (audited).", writes=True),
 )
 del _M

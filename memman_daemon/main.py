@@ -12,6 +12,8 @@ from memman.config import Config
 from memman_daemon.server import Server, StartupError
 from memman_daemon.store import StoreError
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(prog="memman daemon", description="Run the memman daemon.")
@@ -26,12 +28,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    help="keep user memory, business context and their audit in this PostgreSQL "
                         "database, shared with every daemon naming it (env MEMMAN_STORAGE_SHARED; "
                         "[storage] shared; default: the local SQLite file)")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", type=str.upper, metavar="LEVEL",
+                   choices=LOG_LEVELS, help=f"one of {', '.join(LOG_LEVELS)} (default INFO)")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+    logging.basicConfig(level=getattr(logging, args.log_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # watchfiles logs every batch of changes at INFO; memman logs what it does with them
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
@@ -44,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         config = Config.load(args.config, socket=args.socket, data_dir=args.data_dir)
         if getattr(args, "shared", None):
             config.storage.shared = args.shared
+        for warning in config.warnings:
+            logging.getLogger("memman.config").warning(warning)
         Server(config, read_only=args.read_only).run()
     except (StartupError, StoreError, ValueError) as exc:
         print(f"memman daemon: {exc}", file=sys.stderr)

@@ -15,7 +15,13 @@ import asyncpg
 import pytest
 
 from memman import names
-from memman.errors import INVALID_PARAMS, SHARED_UNAVAILABLE, STORAGE_ERROR, MemmanError
+from memman.errors import (
+    INVALID_PARAMS,
+    SHARED_UNAVAILABLE,
+    STORAGE_ERROR,
+    MemmanError,
+    SharedStoreUnavailable,
+)
 from memman_daemon.clock import FakeClock
 from memman_tui.widgets.daemon_header import shared_label
 from tests.helpers import running_daemon
@@ -90,6 +96,7 @@ async def test_postgres_stopped_mid_run_loses_no_acknowledged_write(pg: PgServer
         await until(lambda: len(refused) >= 3)
         # the answers say what happened and what to do
         assert all(e.code == SHARED_UNAVAILABLE for e in refused), refused
+        assert all(isinstance(e, SharedStoreUnavailable) for e in refused)
         assert "retry" in refused[-1].message and "retry_in_s" in refused[-1].data
         # reads of shared tiers answer the same clear error; local ones keep working
         with pytest.raises(MemmanError) as ei:

@@ -341,7 +341,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "docs.top_k", "docs.max_chunks_per_doc", "docs.max_scan", "scratchpad.frequency_saturation")},
     **{k: (1e-9, None) for k in (
         "limits.frame_timeout_s", "compression.check_interval_s", "llm.timeout_s",
-        "tui.refresh_s")},
+        "tui.refresh_s", "storage.shared_timeout_s", "storage.shared_backoff_max_s")},
+    "storage.shared_pool_size": (1, None),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "storage.synchronous": ("NORMAL", "FULL", "EXTRA", "OFF"),
@@ -409,6 +410,11 @@ def _check(key: str, value: Any, hint: Any, where: str) -> Any:
 
 
 def _check_relations(cfg: Config) -> None:
+    shared = cfg.storage.shared.strip()
+    if shared and not shared.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(f"{_where(cfg, 'storage.shared')}: storage.shared = {shared[:40]!r} "
+                          "is not a PostgreSQL URL; expected postgresql://user@host/db (or "
+                          "empty: user memory and business context in the local SQLite file)")
     c = cfg.context
     if not c.warn_threshold <= c.prune_threshold <= c.aggressive_threshold:
         raise ConfigError(

@@ -299,9 +299,22 @@ class Config:
                 continue
             for sf in dataclasses.fields(sub):
                 key = f"{f.name}.{sf.name}"
-                rows.append({"key": key, "value": getattr(sub, sf.name),
+                value = getattr(sub, sf.name)
+                if key == "storage.shared":  # a DSN may carry a password: never print it
+                    value = _hide_password(value)
+                rows.append({"key": key, "value": value,
                              "source": self.sources.get(key, "default")})
         return rows
+
+
+def _hide_password(url: str) -> str:
+    """``url`` with the password of ``scheme://user:password@host`` replaced by ``***``."""
+    head, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    cred, _, host = rest.partition("@")
+    user, colon, _ = cred.partition(":")
+    return f"{head}://{user}{':***' if colon else ''}@{host}"
 
 
 class ConfigError(ValueError):

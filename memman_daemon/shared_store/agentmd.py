@@ -11,13 +11,15 @@
 - A promotion to business edits the shared row under a row lock (``SELECT ... FOR UPDATE``),
   so two daemons promoting the same key are serialized by the database: the second sees the
   first's line and gets -32002 with it (``existing``), unless it asked to replace.
-- A deleted file is regenerated from the shared row (delete the ``agent.md`` document to
-  remove it everywhere).
+- A deleted file is regenerated from the shared row. Removing the ``agent.md`` document
+  (``memman_docs_delete`` / ``memman_docs_remove``) removes the shared content, and each host
+  then deletes its file (unless it was edited there meanwhile: then that edit is imported).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -46,6 +48,11 @@ def _read(path: Path) -> tuple[str | None, float]:
         return path.read_text(encoding="utf-8"), path.stat().st_mtime
     except FileNotFoundError:
         return None, 0.0
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
 
 
 class PgAgentMd(AgentMd):
@@ -103,6 +110,10 @@ class PgAgentMd(AgentMd):
         if row is None:
             if text is None or not text.strip():
                 return {"changed": False, "chunks": 0}
+            if fh == self._known.get(tenant_id):  # removed from the shared store: follow
+                await asyncio.to_thread(_unlink, path)
+                self._known.pop(tenant_id, None)
+                return {"changed": True, "chunks": 0, "removed": True}
             return await self._import(tenant_id, path, text)
         content, shared_hash, updated_at = row
         if fh == shared_hash:

@@ -19,6 +19,7 @@ import asyncpg
 from memman.errors import MemmanError, invalid_params, not_found
 from memman_daemon.shared_store import vectors
 from memman_daemon.shared_store.user_memory import informative_query
+from memman_daemon.tiers.agentmd import DOC_ID
 from memman_daemon.tiers.chunking import chunk_text
 from memman_daemon.tiers.docs import BusinessDocs, Doc, rerank
 
@@ -190,12 +191,20 @@ class PgBusinessDocs(BusinessDocs):
             rec, aop = audit.record("remove", d.title, f"docs:{tenant_id}/{d.doc_id}", "-",
                                     client, tenant_id=tenant_id, doc=d.to_wire(), ref=ref)
             await conn.execute("DELETE FROM docs WHERE id=$1", d.pk)  # chunks, vectors cascade
+            if d.doc_id == DOC_ID:  # agent.md removed everywhere: its shared content too
+                await conn.execute("DELETE FROM agent_md WHERE tenant_id=$1", tenant_id)
             await conn.execute(aop.sql, *aop.args)
             return d, rec
 
         d, rec = await self.pg.run(tx)
         self._publish("deleted", tenant_id, doc_id=d.doc_id, chunks=d.chunks, doc=d.to_wire(),
                       audit_id=rec.id, client=client)
+        if d.doc_id == DOC_ID:  # each host's file follows (this one now, others by event)
+            self.core.events.publish("docs", "agent_md_ingested",
+                                     {"path": str(self.core.agent_md.path(tenant_id)),
+                                      "changed": True, "chunks": 0, "removed": True},
+                                     tenant_id=tenant_id)
+            await self.core.agent_md.ingest(tenant_id)
         return {"removed": d.to_wire(), "chunks": d.chunks, "audit_id": rec.id}
 
     async def search(self, tenant_id: str, query: str, opts: dict[str, Any]) -> list[dict[str, Any]]:

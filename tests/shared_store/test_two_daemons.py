@@ -201,6 +201,10 @@ async def test_agent_md_follows_the_shared_store_on_every_host(dsn: str) -> None
         final = edited.replace("monthly", "weekly")
         pa.write_text(final)
         await until(lambda: pb.read_text() == final)
+        # removing the document removes the shared content and every host's file
+        await cb.call(names.DOCS_DELETE, "acme", "agent.md")
+        await until(lambda: not pa.exists() and not pb.exists())
+        assert (await ca.call(names.DOCS_LIST, "acme"))["docs"] == []
 
 
 async def test_bad_shared_url_and_a_newer_schema_are_refused(dsn: str) -> None:

@@ -181,3 +181,28 @@ async def test_a_server_that_refuses_writes_is_an_error_not_an_outage(pg: PgServ
         assert ei.value.code == STORAGE_ERROR and "read-only" in ei.value.message
         assert (await c.call(names.MEMORY_RECALL, "ana", "tone"))["value"] == "brief"
         assert d.core.shared.state == "up"
+
+
+async def test_a_shared_call_that_outlives_its_deadline_answers_retry(pg: PgServer) -> None:
+    """A server that does not answer in time (here: a table locked by someone else) costs a
+    caller at most storage.shared_timeout_s, then -32010; the store stays up and the next call
+    works."""
+    dsn = pg.create_db("deadline")
+    storage = {"shared": dsn, "shared_timeout_s": 1.0}
+    async with running_daemon(clock=FakeClock(), storage=storage) as d, d.client() as c:
+        await c.call(names.MEMORY_LEARN, "ana", "tone", "brief")
+        blocker = await asyncpg.connect(dsn)
+        try:
+            tx = blocker.transaction()
+            await tx.start()
+            await blocker.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(SharedStoreUnavailable) as ei:
+                await c.call(names.MEMORY_LEARN, "ana", "tone", "formal")
+            assert "did not answer within 1s" in ei.value.message
+            await c.session_open("s1", {"user_id": "ana"})  # sessions are not held up
+            await tx.rollback()
+        finally:
+            await blocker.close()
+        assert d.core.shared.state == "up"
+        await c.call(names.MEMORY_LEARN, "ana", "tone", "formal")
+        assert (await c.call(names.MEMORY_RECALL, "ana", "tone"))["value"] == "formal"

@@ -120,7 +120,7 @@ class PgBusinessDocs(BusinessDocs):
                 "VALUES ($1,$2,$3,$4,$5,$6)",
                 [(cid, d.pk, d.tenant_id, c.seq, c.tokens, c.text)
                  for cid, c in zip(ids, chunks, strict=True)])
-        if vecs:
+        if vecs is not None and len(vecs):
             backend = self.pg.vector_backend
             for cid, v in zip(ids, vecs, strict=True):
                 await vectors.put(conn, backend, "chunk_vectors", cid, v, d.tenant_id)
@@ -145,7 +145,7 @@ class PgBusinessDocs(BusinessDocs):
             d.pk = ids.pop(0)
         vecs = await self.core.embedder.embed([c.text for c in chunks])
         await self.write_doc(conn, d, chunks, ids, vecs, old is not None)
-        return d, True, old is not None, bool(vecs)
+        return d, True, old is not None, vecs is not None and len(vecs) > 0
 
     async def add(self, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
         self.prepare_check(tenant_id, doc)
@@ -228,7 +228,7 @@ class PgBusinessDocs(BusinessDocs):
                     tenant_id, tsq, n_cand)
             hits: list[tuple[int, float]] = []
             extra: list[Any] = []
-            if qv:
+            if qv is not None:
                 hits = await vectors.knn(conn, backend, "FROM chunk_vectors v WHERE v.tenant_id=$1",
                                          [tenant_id], qv[0], n_cand)
                 have = {r[0] for r in found}
@@ -250,7 +250,7 @@ class PgBusinessDocs(BusinessDocs):
         for cid, sim in hits:
             if cid in cands:
                 cands[cid]["semantic"] = max(0.0, sim)
-        ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc, bool(qv))
+        ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc, qv is not None)
         by_pk = {pk: doc_from_row(pk, data) for pk, data in doc_rows}
         out = []
         for c in ranked:

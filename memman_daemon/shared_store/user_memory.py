@@ -229,7 +229,7 @@ class PgUserMemory(UserMemory):
             async def tx(conn: Any) -> None:
                 if change.changed:
                     await conn.execute(UPSERT, *upsert_args(rec))
-                    if vecs:
+                    if vecs is not None and len(vecs):
                         await vectors.put(conn, backend, "memory_vectors", rec.id, vecs[0])
                 await execute(conn, shared)
 
@@ -335,7 +335,7 @@ class PgUserMemory(UserMemory):
                     f"ORDER BY r DESC, m.id DESC LIMIT ${n + 2}", *args, tsq, cfg.candidates)
             hits: list[tuple[int, float]] = []
             extra: list[Any] = []
-            if qv:
+            if qv is not None:
                 hits = await vectors.knn(
                     conn, backend, f"FROM memory_vectors v JOIN memories m ON m.id = v.id "
                     f"WHERE {filt}", args, qv[0], cfg.candidates)
@@ -361,7 +361,7 @@ class PgUserMemory(UserMemory):
         for rid, rec in rows.items():
             rec_bonus = self._recency(rec.updated_at, now)
             lex = lexical.get(rid, 0.0)
-            if qv:
+            if qv is not None:
                 sem = semantic.get(rid, 0.0)
                 score = cfg.lexical_weight * (lex / top_lex) + cfg.semantic_weight * sem + rec_bonus
             else:
@@ -439,7 +439,7 @@ class PgUserMemory(UserMemory):
                                [r.id for r in older])
             if summary is not None:
                 await conn.execute(UPSERT, *upsert_args(summary))
-                if vecs:
+                if vecs is not None and len(vecs):
                     await vectors.put(conn, backend, "memory_vectors", summary.id, vecs[0])
         await self.pg.run(tx)
         for r in older:

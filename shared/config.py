@@ -157,6 +157,7 @@ class ScratchpadConfig:
         "unexpected", "surprising", "surprisingly", "anomaly", "anomalous", "spike", "outlier",
         "contrary", "unusual", "despite", "however", "dropped", "jumped", "doubled", "!",
     ])
+    duplicate_threshold: float = 0.92  #: cosine at or above which a new snippet bumps an old one
 
 
 @dataclass
@@ -170,6 +171,12 @@ class MemoryConfig:
     semantic_weight: float = 0.5  #: hybrid ranking: share of the cosine similarity
     compact_keep_last: int = 10  #: entries compaction keeps live
     max_scan: int = 10_000  #: a query matching more entries ranks only the newest this many
+    rrf_k: int = 60  #: hybrid ranking: reciprocal rank fusion constant (score = sum 1/(k + rank))
+    rrf_recency: float = 0.005  #: hybrid ranking: most a brand-new entry adds to its fused score
+    similarity_threshold: float = 0.2  #: preferences/rules/playbooks found by meaning: least cosine
+    playbook_threshold: float = 0.2  #: memman_memory_playbook: least cosine to the query
+    dedupe: bool = True  #: an episodic append this similar to a stored entry bumps it instead
+    duplicate_threshold: float = 0.92  #: cosine at or above which an append is a near-duplicate
 
 
 @dataclass
@@ -183,6 +190,25 @@ class DocsConfig:
     max_scan: int = 5_000  #: a query matching more chunks ranks only the newest this many
     watch: bool = True  #: watch agent.md files and re-ingest on change
     watch_debounce_ms: int = 50  #: watchfiles debounce (milliseconds)
+
+
+@dataclass
+class EmbeddingsConfig:
+    """Vectors for hybrid search, near-duplicates and relevance.
+
+    ``provider``: "local" (a small model shipped inside a PyPI wheel, run on the CPU, nothing
+    fetched at run time), "openai" (the OpenAI-compatible endpoint of ``[llm]
+    embeddings_base_url`` / ``embeddings_model``) or "none" (FTS5 only). Empty: "openai" when
+    an endpoint is configured, else "local".
+    """
+
+    provider: str = ""
+    model: str = "l2_supercat"  #: local model (wordllama config name)
+    dim: int = 256  #: local model dimension (64, 128 or 256: truncated from the shipped 256)
+    batch_size: int = 256  #: texts embedded per background batch (re-embed, backfill)
+    reembed: bool = True  #: embed, in the background, rows whose vector is missing or of another model
+    prefetch_entries: bool = True  #: embed session entries in the background for relevance
+    cache_texts: int = 20_000  #: vectors of recent texts kept in memory (relevance lookups)
 
 
 @dataclass
@@ -209,6 +235,7 @@ class Config:
     scratchpad: ScratchpadConfig = field(default_factory=ScratchpadConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     docs: DocsConfig = field(default_factory=DocsConfig)
+    embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
     tui: TuiConfig = field(default_factory=TuiConfig)
 
     @property

@@ -138,6 +138,15 @@ async def memory_search(call: Call, user_id: str, type: str, query: str,
     return {"results": results, "mode": um.search_mode if type != "working" else "terms"}
 
 
+@method(names.MEMORY_PLAYBOOK, Param("user_id", str), Param("query", str),
+        Param("opts", dict, default=dict))
+async def memory_playbook(call: Call, user_id: str, query: str,
+                          opts: dict[str, Any]) -> dict[str, Any]:
+    """The playbook for this query: opts.flow exact first, else by similarity above the
+    threshold; with opts.session_id it is written to that session's scratchpad."""
+    return await call.core.user_memory.playbook(user_id, query, opts, call.client_name)
+
+
 @method(names.MEMORY_LEARN, Param("user_id", str), Param("key", str), Param("value", object),
         Param("opts", dict, default=dict), writes=True)
 async def memory_learn(call: Call, user_id: str, key: str, value: Any,

@@ -171,7 +171,9 @@ class MemoryConfig:
     semantic_weight: float = 0.5  #: hybrid ranking: share of the cosine similarity
     compact_keep_last: int = 10  #: entries compaction keeps live
     max_scan: int = 10_000  #: a query matching more entries ranks only the newest this many
-    rrf_k: int = 60  #: hybrid ranking: reciprocal rank fusion constant (score = sum 1/(k + rank))
+    rrf_k: int = 5  #: hybrid ranking: reciprocal rank fusion constant (score = sum w/(k + rank))
+    bm25_weight: float = 0.5  #: hybrid ranking: weight w of the BM25 list in the fusion
+    vector_weight: float = 1.0  #: hybrid ranking: weight w of the vector list in the fusion
     rrf_recency: float = 0.005  #: hybrid ranking: most a brand-new entry adds to its fused score
     similarity_threshold: float = 0.2  #: preferences/rules/playbooks found by meaning: least cosine
     playbook_threshold: float = 0.2  #: memman_memory_playbook: least cosine to the query
@@ -208,6 +210,7 @@ class EmbeddingsConfig:
     batch_size: int = 256  #: texts embedded per background batch (re-embed, backfill)
     reembed: bool = True  #: embed, in the background, rows whose vector is missing or of another model
     prefetch_entries: bool = True  #: embed session entries in the background for relevance
+    prefetch_share: float = 0.2  #: most of the time (0..1) the background prefetch may run
     cache_texts: int = 20_000  #: vectors of recent texts kept in memory (relevance lookups)
 
 

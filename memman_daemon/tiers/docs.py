@@ -348,7 +348,9 @@ class BusinessDocs:
             lex_list = sorted(((c["chunk_id"], c["lexical"]) for c in cands.values()
                                if c["lexical"] > 0), key=lambda t: -t[1])
             vec_list = [(cid, s) for cid, s in hits if cid in cands]
-            fused = rrf({BM25: lex_list, VECTOR: vec_list}, self.core.config.memory.rrf_k)
+            mc = self.core.config.memory
+            fused = rrf({BM25: lex_list, VECTOR: vec_list}, mc.rrf_k,
+                        {BM25: mc.bm25_weight, VECTOR: mc.vector_weight})
             fused_parts = {f.id: f.to_wire() for f in fused[:n_cand]}
             cands = {cid: c for cid, c in cands.items() if cid in fused_parts}
         ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc,

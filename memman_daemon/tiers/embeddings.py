@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
@@ -266,6 +267,7 @@ class Embedder:
                 if not batch or self._local is None:
                     continue
                 local = self._local
+                t0 = time.perf_counter()
                 try:
                     vecs = await asyncio.to_thread(local.embed, batch)
                 except Exception:  # a bad text must not stop the loop
@@ -276,7 +278,11 @@ class Embedder:
                 for t, v in zip(batch, vecs, strict=True):
                     self._remember(t, v)
                 self.prefetched += len(batch)
-                await asyncio.sleep(0)
+                # a background job: at most `prefetch_share` of the time, so a burst of
+                # adds is not slowed by embedding them (what is not prefetched is embedded
+                # when first needed)
+                share = min(1.0, max(0.01, self.core.config.embeddings.prefetch_share))
+                await asyncio.sleep((time.perf_counter() - t0) * (1 - share) / share)
 
     # --- reporting -------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

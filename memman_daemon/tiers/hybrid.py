@@ -39,11 +39,13 @@ class Fused:
                    for name, p in self.parts.items()}}
 
 
-def rrf(lists: dict[str, list[tuple[int, float]]], k: int = 60) -> list[Fused]:
-    """Fuse ``{list name: [(id, score), ...] best first}``; best fused first (ties: lower id
-    first is not assumed — ties keep the order of first appearance)."""
+def rrf(lists: dict[str, list[tuple[int, float]]], k: int = 60,
+        weights: dict[str, float] | None = None) -> list[Fused]:
+    """Fuse ``{list name: [(id, score), ...] best first}``; best fused first (ties keep the
+    order of first appearance). ``weights[list]`` (default 1) scales a list's 1/(k + rank)."""
     fused: dict[int, Fused] = {}
     for name, ranked in lists.items():
+        w = (weights or {}).get(name, 1.0)
         for rank, (rid, score) in enumerate(ranked, start=1):
             f = fused.get(rid)
             if f is None:
@@ -51,7 +53,7 @@ def rrf(lists: dict[str, list[tuple[int, float]]], k: int = 60) -> list[Fused]:
             if name in f.parts:
                 continue  # a list naming an id twice: its best rank counts
             f.parts[name] = {"rank": rank, "score": score}
-            f.rrf += 1.0 / (k + rank)
+            f.rrf += w / (k + rank)
     return sorted(fused.values(), key=lambda f: -f.rrf)
 
 
@@ -65,6 +67,20 @@ def memory_vector_text(kind: str, key: str | None, content: str,
     if kind in ("preference", "rule") and key:
         return f"{key}: {content}"
     return content
+
+
+#: words that carry no topic: left out of the BM25 half of a hybrid query (they match a
+#: random share of memories, which fusion would then reward for appearing in both lists)
+STOP_WORDS = frozenset("""a about an and any are as at be been but by can could did do does
+for from had has have he her hers him his how i if in into is it its me my no not of on or our
+ours she so some than that the their them then there these they this those to too up us was we
+were what when where which who whom why will with would you your yours""".split())
+
+
+def content_words(words: list[str]) -> list[str]:
+    """``words`` without stop words, unless that leaves none."""
+    kept = [w for w in words if w not in STOP_WORDS]
+    return kept or words
 
 
 _NUMERIC = re.compile(r"\w*\d[\w.,:/-]*", re.UNICODE)

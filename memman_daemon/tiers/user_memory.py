@@ -33,6 +33,7 @@ from memman_daemon.tiers import fts
 from memman_daemon.tiers.hybrid import (
     BM25,
     VECTOR,
+    content_words,
     may_be_duplicate,
     memory_vector_text,
     rrf,
@@ -524,7 +525,18 @@ class UserMemory:
                                       opts.get("threshold"))
         if not query.strip():
             raise invalid_params("query", "must not be empty (or pass opts.flow for playbooks)")
-        return await self._search_stored(user_id, types, query, limit, kind)
+        return await self._search_stored(user_id, types, query, limit, kind,
+                                         self.mode_for(opts))
+
+    def mode_for(self, opts: dict[str, Any]) -> str:
+        """``opts.mode``: "hybrid" (default with embeddings on), "fts" or "vector"; with
+        embeddings off every mode is "fts"."""
+        mode = opts.get("mode")
+        if mode is not None and mode not in ("hybrid", "fts", "vector"):
+            raise invalid_params("opts.mode", "expected hybrid, fts or vector")
+        if not self.core.embedder.enabled:
+            return "fts"
+        return mode or "hybrid"
 
     def _recency(self, at: float, now: float) -> float:
         cfg = self.core.config.memory
@@ -534,8 +546,10 @@ class UserMemory:
         return cfg.recency_bonus * (1.0 - age / cfg.recency_window_s)
 
     async def _bm25(self, user_id: str, types: tuple[str, ...], query: str, limit: int,
-                    kind: str | None) -> tuple[dict[int, float], dict[int, MemoryRecord]]:
-        """FTS5 candidates: ``({id: bm25 (higher is better)}, {id: record})``, best first."""
+                    kind: str | None, content_only: bool = False
+                    ) -> tuple[dict[int, float], dict[int, MemoryRecord]]:
+        """FTS5 candidates: ``({id: bm25 (higher is better)}, {id: record})``, best first.
+        ``content_only``: stop words left out of the query (the hybrid half)."""
         cfg = self.core.config.memory
         store = self.core.store
         filt, fparams = _filter(user_id, types, kind)
@@ -544,8 +558,10 @@ class UserMemory:
         total = (sum(self.episodic_count.values()) + sum(len(v) for v in self.prefs.values())
                  + sum(len(v) for v in self.rules.values())
                  + sum(len(v) for v in self.playbooks.values()))
-        match = fts.match_expr(await fts.informative(store, "memories_fts", fts.words(query),
-                                                     total))
+        words = fts.words(query)
+        if content_only:
+            words = content_words(words)
+        match = fts.match_expr(await fts.informative(store, "memories_fts", words, total))
         if match:
             # BM25 over every match is what makes a query of very common words slow. When
             # the words match more than memory.max_scan entries (words that common carry
@@ -587,21 +603,26 @@ class UserMemory:
         return {r[0]: MemoryRecord.from_row(r) for r in rows}
 
     async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,
-                             limit: int, kind: str | None) -> list[dict[str, Any]]:
+                             limit: int, kind: str | None,
+                             mode: str = "hybrid") -> list[dict[str, Any]]:
         cfg = self.core.config.memory
         now = self.core.clock.now()
-        lexical, rows = await self._bm25(user_id, types, query, limit, kind)
-        qv = await self.core.embedder.embed([query]) if self.core.embedder.enabled else None
+        lexical: dict[int, float] = {}
+        rows: dict[int, MemoryRecord] = {}
+        if mode != "vector":
+            lexical, rows = await self._bm25(user_id, types, query, limit, kind,
+                                             content_only=mode == "hybrid")
+        qv = await self.core.embedder.embed([query]) if mode != "fts" else None
         if qv is None:  # FTS5 only: BM25 plus seed 003's recency bonus
-            out = []
+            scored = []
             for rid, rec in rows.items():
                 rec_bonus = self._recency(rec.updated_at, now)
                 lex = lexical[rid]
-                out.append({**rec.to_wire(), "score": round(lex + rec_bonus, 6),
-                            "lexical": round(lex, 6), "semantic": None,
-                            "recency": round(rec_bonus, 6), "matched": [BM25]})
-            out.sort(key=lambda d: (-d["score"], -d["id"]))
-            return out[:limit]
+                scored.append((round(lex + rec_bonus, 6), rec, lex, rec_bonus))
+            scored.sort(key=lambda t: (-t[0], -t[1].id))
+            return [{**rec.to_wire(), "score": sc, "lexical": round(lex, 6), "semantic": None,
+                     "recency": round(bonus, 6), "matched": [BM25]}
+                    for sc, rec, lex, bonus in scored[:limit]]
         # hybrid: ~candidates from BM25 and from vectors, fused by reciprocal rank
         q = qv[0]
         nearest = await self._nearest(user_id, types, q, cfg.candidates)
@@ -611,13 +632,15 @@ class UserMemory:
             rows = {i: r for i, r in rows.items() if r.kind == kind}
         vec_list = [(i, s) for i, s in nearest if i in rows]
         lex_list = sorted(lexical.items(), key=lambda t: -t[1])
-        fused = rrf({BM25: lex_list, VECTOR: vec_list}, cfg.rrf_k)
+        fused = rrf({BM25: lex_list, VECTOR: vec_list}, cfg.rrf_k,
+                    {BM25: cfg.bm25_weight, VECTOR: cfg.vector_weight})
         sims = {i: s for i, s in vec_list}
+        need = [f.id for f in fused[:limit * 4] if f.id not in sims]
         for t in types:  # cosine for BM25-only hits too, where their vector is loaded
             m = self.vscopes.scopes.get((user_id, t))
-            if m is not None:
-                sims.update(m.similarities(q, [f.id for f in fused if f.id not in sims]))
-        out = []
+            if m is not None and need:
+                sims.update(m.similarities(q, need))
+        scored = []
         for f in fused:
             rec = rows.get(f.id)
             if rec is None:
@@ -625,14 +648,17 @@ class UserMemory:
             rec_bonus = self._recency(rec.updated_at, now)
             rec_part = cfg.rrf_recency * (rec_bonus / cfg.recency_bonus if cfg.recency_bonus
                                           else 0.0)
+            scored.append((round(f.rrf + rec_part, 6), rec, f, rec_bonus, rec_part))
+        scored.sort(key=lambda t: (-t[0], -t[1].id))
+        out = []
+        for sc, rec, f, rec_bonus, rec_part in scored[:limit]:
             sem = sims.get(f.id)
-            out.append({**rec.to_wire(), "score": round(f.rrf + rec_part, 6),
+            out.append({**rec.to_wire(), "score": sc,
                         "lexical": round(lexical.get(f.id, 0.0), 6),
                         "semantic": None if sem is None else round(sem, 6),
                         "recency": round(rec_bonus, 6), "matched": f.matched,
                         "parts": {**f.to_wire(), "recency": round(rec_part, 6)}})
-        out.sort(key=lambda d: (-d["score"], -d["id"]))
-        return out[:limit]
+        return out
 
     # --- seed 002's lookup: exact id (flow) first, then similarity ---------------------------
     def _keyed(self, user_id: str, types: tuple[str, ...],

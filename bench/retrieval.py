@@ -241,6 +241,27 @@ def rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def daemon_rss_mib() -> dict[str, float]:
+    """RSS of a daemon subprocess that has appended and searched one memory, with the local
+    embedder and with ``provider = "none"``: what the model costs a daemon that lives all day."""
+    from memman.sync_client import SyncClient
+    from tests.helpers import daemon_process
+    out = {}
+    for provider in ("none", "local"):
+        os.environ["MEMMAN_EMBEDDINGS_PROVIDER"] = provider
+        try:
+            with daemon_process() as d:
+                with SyncClient(str(d.socket)) as c:
+                    c.call(names.MEMORY_APPEND, "u", "episodic", {"content": "hello there"})
+                    c.call(names.MEMORY_SEARCH, "u", "episodic", "greeting", {})
+                with open(f"/proc/{d.proc.pid}/status") as f:
+                    kib = next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
+                out[provider] = round(kib / 1024, 1)
+        finally:
+            os.environ.pop("MEMMAN_EMBEDDINGS_PROVIDER", None)
+    return out
+
+
 def embedder_cost(root: Path) -> dict:
     import numpy  # noqa: F401  (already loaded by the daemon: not the model's cost)
     import tokenizers  # noqa: F401
@@ -262,7 +283,8 @@ def embedder_cost(root: Path) -> dict:
         emb.embed([q])
     one_us = (time.perf_counter() - t) / 2000 * 1e6
     return {"load_s": round(load_s, 2), "rss_growth_mib": round((rss_kib() - before) / 1024, 1),
-            "texts_per_s": round(rate), "single_text_us": round(one_us, 1)}
+            "texts_per_s": round(rate), "single_text_us": round(one_us, 1),
+            "daemon_rss_mib": daemon_rss_mib()}
 
 
 def durable_adds(quick: bool) -> dict:
@@ -347,8 +369,18 @@ def rows(quick: bool = False) -> list[dict]:
     out.append({"benchmark": "retrieval",
                 "what": "local embedder (wordllama l2_supercat, 256-d), batches of 256",
                 "value": f"{emb['texts_per_s']:,} texts/s; one text {emb['single_text_us']} µs; "
-                         f"+{emb['rss_growth_mib']} MiB RSS; load {emb['load_s']} s",
-                "baseline": "-", "ratio": "-", "target": ""})
+                         f"daemon RSS {emb['daemon_rss_mib']['local']} MiB; load {emb['load_s']} s",
+                "baseline": f"daemon RSS with provider none: {emb['daemon_rss_mib']['none']} MiB",
+                "ratio": f"+{emb['daemon_rss_mib']['local'] - emb['daemon_rss_mib']['none']:.0f}"
+                         " MiB", "target": "state RSS and texts/s"})
+    out.append({"benchmark": "retrieval",
+                "what": f"recall@10 / MRR@10 of the {q['queries']} queries among "
+                        f"{lat['entries']:,} entries (hybrid){note}",
+                "value": f"{lat['recall_at_100k']['recall@10']:.2f} / "
+                         f"{lat['recall_at_100k']['mrr@10']:.2f}",
+                "baseline": f"among {q['memories']}: {q['hybrid']['all']['recall@10']:.2f} / "
+                            f"{q['hybrid']['all']['mrr@10']:.2f}",
+                "ratio": "-", "target": ""})
     return out
 
 

@@ -166,8 +166,7 @@ class BusinessDocs:
     def stats(self) -> dict[str, Any]:
         return {"tenants": len(self.docs), "documents": sum(len(v) for v in self.docs.values()),
                 "chunks": sum(d.chunks for v in self.docs.values() for d in v.values()),
-                "searches": self.searches, "vector_backend": "memory (numpy)"
-                if self.core.embedder.enabled else self.vectors.backend,
+                "searches": self.searches, "vector_backend": self.vectors.backend,
                 "vector_index": self.vscopes.stats()}
 
     # --- vectors ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 PROVIDERS = ("local", "openai", "none")
 INLINE_MAX = 64  #: local batches up to this many texts run on the event loop, larger in a thread
+PREFETCH_BATCH = 64  #: session entries embedded per background batch
 
 
 def resolve_provider(provider: str, embeddings_base_url: str) -> str:
@@ -254,7 +255,9 @@ class Embedder:
             self._prefetch_wake.set()
 
     async def _prefetch_loop(self) -> None:
-        batch_size = max(1, self.core.config.embeddings.batch_size)
+        # small batches: each holds the GIL for a few milliseconds at most, so requests
+        # answered meanwhile are not held up behind a long one
+        batch_size = PREFETCH_BATCH
         while True:
             await self._prefetch_wake.wait()
             self._prefetch_wake.clear()

@@ -170,8 +170,7 @@ class UserMemory:
                 "rules": sum(len(v) for v in self.rules.values()),
                 "playbooks": sum(len(v) for v in self.playbooks.values()),
                 "searches": self.searches, "search_mode": self.search_mode,
-                "duplicates": self.duplicates, "vector_backend": "memory (numpy)"
-                if self.core.embedder.enabled else self.vectors.backend,
+                "duplicates": self.duplicates, "vector_backend": self.vectors.backend,
                 "vector_index": self.vscopes.stats()}
 
     @property

@@ -279,3 +279,34 @@ async def test_model_change_by_config_reload_reembeds(tmp_path_factory) -> None:
         await _wait(done, "the re-embed after a config reload")
         rows = await d.core.store.fetchall("SELECT DISTINCT model, dim FROM memory_vectors")
         assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@64", 64)]
+
+
+def test_status_shows_the_embedder_and_reembed_progress() -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.helpers import daemon_process
+
+    with daemon_process() as p:
+        def status(*flags: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "memman.cli", "--socket", str(p.socket),
+                                   *flags, "status"], capture_output=True, text=True, timeout=60)
+        r = status()
+        assert r.returncode == 0, r.stderr
+        assert "embeddings local wordllama/l2_supercat@256" in r.stdout
+        j = json.loads(status("--json").stdout)
+        prog = j["embeddings"]["reembed"]
+        assert {"state", "done", "total", "rate_per_s", "model_id"} <= set(prog)
+        assert j["memory"]["search_mode"] == "hybrid"
+
+
+def test_status_line_while_reembedding() -> None:
+    from memman.cli import _embeddings_line
+
+    emb = {"enabled": True, "provider": "local", "model_id": "wordllama/l2_supercat@128",
+           "error": None, "reembed": {"state": "running", "done": 1200, "total": 5000,
+                                      "rate_per_s": 900.0, "passes": 1}}
+    assert _embeddings_line(emb) == ("local wordllama/l2_supercat@128, re-embedding "
+                                     "1,200/5,000 (24%, 900/s)")
+    assert _embeddings_line({"enabled": False, "error": None}) == "none (FTS5 only)"

@@ -144,12 +144,8 @@ class Embedder:
 
     # --- lifecycle -------------------------------------------------------------------------
     async def load(self) -> None:
-        if self._local is not None:
-            try:
-                await asyncio.to_thread(self._local.load)
-            except LocalEmbedderError as exc:
-                self.error = str(exc)
-                log.error("local embedder unavailable, searching with FTS5 only: %s", exc)
+        # the local model itself is loaded on first use (~0.3 s, off the event loop when
+        # awaited): a daemon that never searches or appends memory does not pay for it
         if self.core.config.embeddings.prefetch_entries:
             self._prefetch_task = asyncio.create_task(self._prefetch_loop(),
                                                       name="memman-embed-prefetch")
@@ -176,9 +172,19 @@ class Embedder:
                 timeout=cfg.timeout_s, max_retries=cfg.max_retries)
         return self._client
 
+    def _failed(self, exc: Exception) -> None:
+        self.error = str(exc)
+        log.error("local embedder unavailable, searching with FTS5 only: %s", exc)
+
     def embed_sync(self, texts: list[str]) -> np.ndarray | None:
-        """Unit vectors (n, dim) from the local model; None when the provider is not local."""
+        """Unit vectors (n, dim) from the local model; None when the provider is not local.
+        The first call loads the model (~0.3 s) unless an ``embed`` call already did."""
         if not self.local or self.error is not None or self._local is None:
+            return None
+        try:
+            self._local.load()
+        except LocalEmbedderError as exc:
+            self._failed(exc)
             return None
         self.calls += 1
         self.texts += len(texts)
@@ -188,6 +194,12 @@ class Embedder:
         """Unit vectors (n, dim), or None when embeddings are off or the call failed."""
         if not self.enabled or not texts:
             return None
+        if self.local and self._local is not None and not self._local.loaded:
+            try:
+                await asyncio.to_thread(self._local.load)
+            except LocalEmbedderError as exc:
+                self._failed(exc)
+                return None
         if self.local:
             if len(texts) <= INLINE_MAX:
                 return self.embed_sync(texts)
@@ -249,8 +261,10 @@ class Embedder:
 
     def prefetch(self, text: str) -> None:
         """Queue ``text`` to be embedded in the background (into the LRU ``cached`` reads).
-        Costs a queue append on the caller's path; nothing when embeddings are not local."""
-        if self._prefetch_task is not None and self.local and self.error is None:
+        Costs a queue append on the caller's path; nothing when embeddings are not local or
+        the model is not loaded yet (nothing has needed a vector so far)."""
+        if (self._prefetch_task is not None and self.local and self.error is None
+                and self._local is not None and self._local.loaded):
             self._prefetch.append(text)
             self._prefetch_wake.set()
 

@@ -240,7 +240,8 @@ async def test_changed_model_reembeds_in_background_while_search_works() -> None
         async def finished():  # type: ignore[no-untyped-def]
             nonlocal searched
             res = await c.call(names.MEMORY_SEARCH, "u1", "episodic", "EUR amounts")
-            assert res["results"][0]["content"] == "Ana wants every amount in EUR"
+            # found meanwhile (by BM25 at least; vectors of the new model fill in as it goes)
+            assert "Ana wants every amount in EUR" in [h["content"] for h in res["results"]]
             searched += 1
             p = (await c.call(names.STATS))["embeddings"]["reembed"]
             return p if p["state"] == "idle" and p["passes"] >= 1 else None
@@ -254,6 +255,7 @@ async def test_changed_model_reembeds_in_background_while_search_works() -> None
         rows = await d.core.store.fetchall("SELECT model, dim FROM chunk_vectors")
         assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@128", 128)]
         res = await c.call(names.MEMORY_SEARCH, "u1", "episodic", "EUR amounts")
+        assert res["results"][0]["content"] == "Ana wants every amount in EUR"
         assert res["results"][0]["matched"] == ["bm25", "vector"]  # the new vectors are used
         out = await c.call(names.DOCS_SEARCH, "acme", "when does the budget period begin")
         assert out["results"][0]["doc_id"] == "d1" and "vector" in out["results"][0]["matched"]

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 MEMORY_TYPES = ("working", "episodic", "semantic", "procedural")
 STORED_TYPES = ("episodic", "semantic", "procedural")
+#: kinds found by meaning only above memory.similarity_threshold (seed 002's key types)
+KEYED_KINDS = ("preference", "rule", "playbook")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -644,6 +646,9 @@ class UserMemory:
             rec = rows.get(f.id)
             if rec is None:
                 continue
+            if (rec.kind in KEYED_KINDS and BM25 not in f.parts
+                    and sims.get(f.id, 0.0) < cfg.similarity_threshold):
+                continue  # seed 002: a preference or rule applies or not — no weak neighbours
             rec_bonus = self._recency(rec.updated_at, now)
             rec_part = cfg.rrf_recency * (rec_bonus / cfg.recency_bonus if cfg.recency_bonus
                                           else 0.0)

@@ -156,12 +156,13 @@ class VectorScopes:
         m = self.scopes.get(key)
         if m is not None and m.dim == dim:
             return m
-        m = VectorMatrix(dim)
+        # registered before loading, so vectors written meanwhile are added to it (and are
+        # newer than what the loader reads: those ids are not overwritten)
+        m = self.scopes[key] = VectorMatrix(dim)
         ids, vecs = await self.loader(key)
-        if len(ids):
-            m.add(ids, vecs)
-        # rows written while loading were added to no matrix: the loader read after them
-        self.scopes[key] = m
+        keep = [i for i, rid in enumerate(ids) if rid not in m]
+        if keep:
+            m.add([ids[i] for i in keep], vecs[keep])
         return m
 
     def add(self, key: Hashable, ids: list[int], vecs: np.ndarray) -> None:

@@ -568,9 +568,11 @@ class UserMemory:
             # the words match more than memory.max_scan entries (words that common carry
             # little information), only the newest max_scan matches are ranked — unless
             # that leaves this user fewer than `limit` results, then all are.
+            # in a hybrid search the vectors carry the meaning, so BM25 needs fewer rows
+            scan = cfg.hybrid_max_scan if content_only else cfg.max_scan
             bound = await store.fetchall(
                 "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
-                "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, cfg.max_scan))
+                "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, scan))
             low = bound[0][0] if bound else 0
             sql = (f"SELECT {_prefixed('m')}, bm25(memories_fts) AS r "
                    f"FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "

@@ -172,7 +172,7 @@ class MemoryConfig:
     compact_keep_last: int = 10  #: entries compaction keeps live
     max_scan: int = 10_000  #: a query matching more entries ranks only the newest this many
     rrf_k: int = 5  #: hybrid ranking: reciprocal rank fusion constant (score = sum w/(k + rank))
-    bm25_weight: float = 0.5  #: hybrid ranking: weight w of the BM25 list in the fusion
+    bm25_weight: float = 0.75  #: hybrid ranking: weight w of the BM25 list in the fusion
     hybrid_max_scan: int = 2_000  #: hybrid ranking: BM25 ranks only the newest this many matches
     vector_weight: float = 1.0  #: hybrid ranking: weight w of the vector list in the fusion
     rrf_recency: float = 0.005  #: hybrid ranking: most a brand-new entry adds to its fused score

@@ -312,3 +312,31 @@ def test_status_line_while_reembedding() -> None:
     assert _embeddings_line(emb) == ("local wordllama/l2_supercat@128, re-embedding "
                                      "1,200/5,000 (24%, 900/s)")
     assert _embeddings_line({"enabled": False, "error": None}) == "none (FTS5 only)"
+
+
+async def test_bad_input_names_the_parameter_and_daemon_keeps_serving() -> None:
+    from memman.errors import INVALID_PARAMS, NOT_FOUND, MemmanError
+
+    async with running_daemon(clock=FakeClock()) as d, d.client() as c:
+        await c.session_open("s-bob", {"user_id": "bob"})
+        cases = [
+            ((names.MEMORY_SEARCH, "ana", "episodic", "x", {"mode": "semantic"}), "opts.mode"),
+            ((names.MEMORY_PLAYBOOK, "ana", "x", {"session_id": "s-bob"}), "opts.session_id"),
+            ((names.MEMORY_PLAYBOOK, "ana", "x", {"session": "s1"}), "opts.session"),
+            ((names.MEMORY_PLAYBOOK, "ana", "", {}), "query"),
+            ((names.MEMORY_PLAYBOOK, "ana", "x", {"flow": 7}), "opts.flow"),
+        ]
+        for call, path in cases:
+            with pytest.raises(MemmanError) as ei:
+                await c.call(*call)
+            assert ei.value.code == INVALID_PARAMS and path in ei.value.message, call
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.MEMORY_PLAYBOOK, "ana", "x", {"session_id": "nope"})
+        assert ei.value.code == NOT_FOUND
+        # still serving; vector-only search and FTS-only search on request
+        await c.call(names.MEMORY_APPEND, "ana", "episodic", {"content": "Ana wants every "
+                                                                      "amount in EUR"})
+        r = await c.call(names.MEMORY_SEARCH, "ana", "episodic", "currency", {"mode": "vector"})
+        assert r["mode"] == "vector" and r["results"][0]["matched"] == ["vector"]
+        r = await c.call(names.MEMORY_SEARCH, "ana", "episodic", "currency", {"mode": "fts"})
+        assert r["mode"] == "fts" and r["results"] == []

@@ -58,6 +58,7 @@ MEMORY_COMPACT = "memman_memory_compact"
 MEMORY_STATS = "memman_memory_stats"
 MEMORY_CLEAR = "memman_memory_clear"
 MEMORY_LIST = "memman_memory_list"
+MEMORY_PLAYBOOK = "memman_memory_playbook"
 
 # --- business context -----------------------------------------------------------------
 DOCS_ADD = "memman_docs_add"

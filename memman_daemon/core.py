@@ -24,6 +24,7 @@ from memman_daemon.tiers.cache import ToolCache
 from memman_daemon.tiers.embeddings import Embedder
 from memman_daemon.tiers.injection import Injection
 from memman_daemon.tiers.promotion import Promotion
+from memman_daemon.tiers.reembed import VectorSync
 from memman_daemon.tiers.scratchpad import Scratchpad
 from memman_daemon.tokens import TokenCounter, cache_dir_for
 
@@ -56,7 +57,10 @@ class Core:
         #: where changes to shared tiers are audited (core.audit itself with SQLite)
         self.shared_audit = (self.backend.shared_audit(self) if self.backend.shared_audit
                              else self.audit)
-        self.embedder = Embedder(self)  # optional embeddings endpoint for hybrid search
+        # vectors for hybrid search, near-duplicates and relevance: local model, endpoint or
+        # none. `await core.embedder.embed(texts)` / `core.embedder.cached(texts)` give unit
+        # vectors (numpy, rows normalized) to any part of the daemon
+        self.embedder = Embedder(self)
         self.cache = ToolCache(self)
         self.injection = Injection(self)
         self.scratchpad = Scratchpad(self)
@@ -64,10 +68,11 @@ class Core:
         self.user_memory = self.backend.user_memory(self)
         self.docs = self.backend.docs(self)
         self.agent_md = self.backend.agent_md(self)  # watches each tenant's agent.md
+        self.vector_sync = VectorSync(self)  # background (re-)embedding of stored rows
         self.components: list[Any] = [
             self.summarizer, self.engine, self.shared, self.audit, self.embedder, self.cache,
             self.injection, self.scratchpad, self.promotion, self.user_memory, self.docs,
-            self.agent_md]
+            self.agent_md, self.vector_sync]
         if self.shared_audit is not self.audit:
             self.components.insert(self.components.index(self.audit) + 1, self.shared_audit)
         wire(self)

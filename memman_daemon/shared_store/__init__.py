@@ -79,6 +79,7 @@ def wire(core: Core) -> None:
         core.events.publish("stats", "shared_store", lambda: {"shared": store.stats()})
 
     store.on_state = on_state
-    on_remote = getattr(core.agent_md, "on_remote", None)
-    if on_remote is not None:
-        core.events.on_remote.append(on_remote)  # type: ignore[attr-defined]
+    for component in (core.user_memory, core.docs, core.agent_md):
+        on_remote = getattr(component, "on_remote", None)
+        if on_remote is not None:  # e.g. drop vectors loaded for a scope another daemon changed
+            core.events.on_remote.append(on_remote)  # type: ignore[attr-defined]

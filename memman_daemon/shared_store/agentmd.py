@@ -89,8 +89,9 @@ class PgAgentMd(AgentMd):
             except Exception:
                 log.exception("syncing agent.md of tenant %s failed", tenant)
 
-    def on_remote(self, topic: str, kind: str, tenant_id: str | None) -> None:
+    def on_remote(self, topic: str, kind: str, scope: dict[str, Any]) -> None:
         """Another daemon changed a tenant's agent.md: bring the local file in line."""
+        tenant_id = scope.get("tenant_id")
         if topic == "docs" and kind == "agent_md_ingested" and tenant_id:
             asyncio.get_running_loop().create_task(self._quiet_ingest(tenant_id))
 

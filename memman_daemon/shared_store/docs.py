@@ -12,16 +12,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
 from memman.errors import MemmanError, invalid_params, not_found
 from memman_daemon.shared_store import vectors
-from memman_daemon.shared_store.user_memory import informative_query
+from memman_daemon.shared_store.ops import execute
+from memman_daemon.shared_store.user_memory import SharedVectorBackend, informative_query
 from memman_daemon.tiers.agentmd import DOC_ID
 from memman_daemon.tiers.chunking import chunk_text
 from memman_daemon.tiers.docs import BusinessDocs, Doc, rerank
+from memman_daemon.tiers.hybrid import BM25, VECTOR, rrf
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core
@@ -36,6 +39,7 @@ class PgBusinessDocs(BusinessDocs):
     def __init__(self, core: Core) -> None:
         super().__init__(core)
         self.pg: PgStore = core.shared
+        self.vectors = SharedVectorBackend(self.pg)  # type: ignore[assignment]
         self._counts = {"tenants": 0, "documents": 0, "chunks": 0}
 
     async def load(self) -> None:
@@ -50,7 +54,8 @@ class PgBusinessDocs(BusinessDocs):
         if self._counting is None or self._counting.done():
             self._counting = asyncio.get_running_loop().create_task(self._refresh_counts())
         return {**self._counts, "searches": self.searches,
-                "vector_backend": self.pg.vector_backend, "backend": "postgresql"}
+                "vector_backend": self.pg.vector_backend, "backend": "postgresql",
+                "vector_index": self.vscopes.stats()}
 
     async def _refresh_counts(self) -> None:
         try:
@@ -121,9 +126,10 @@ class PgBusinessDocs(BusinessDocs):
                 [(cid, d.pk, d.tenant_id, c.seq, c.tokens, c.text)
                  for cid, c in zip(ids, chunks, strict=True)])
         if vecs is not None and len(vecs):
-            backend = self.pg.vector_backend
-            for cid, v in zip(ids, vecs, strict=True):
-                await vectors.put(conn, backend, "chunk_vectors", cid, v, d.tenant_id)
+            backend, model = self.pg.vector_backend, self.core.embedder.model_id
+            await execute(conn, [vectors.put_op(backend, "chunk_vectors", cid, v, model,
+                                                d.tenant_id)
+                                 for cid, v in zip(ids, vecs, strict=True)])
 
     async def put(self, conn: Any, tenant_id: str, doc: dict[str, Any]
                   ) -> tuple[Doc, bool, bool, bool]:
@@ -143,8 +149,12 @@ class PgBusinessDocs(BusinessDocs):
             len(chunks) + (0 if old else 1))]
         if old is None:
             d.pk = ids.pop(0)
-        vecs = await self.core.embedder.embed([c.text for c in chunks])
+        emb = self.core.embedder
+        vecs = await emb.embed([c.text for c in chunks]) if emb.enabled and chunks else None
+        if emb.enabled and chunks and vecs is None:
+            self.core.vector_sync.request()  # stored without vectors: filled in later
         await self.write_doc(conn, d, chunks, ids, vecs, old is not None)
+        self.forget_scope(tenant_id)  # this daemon's loaded vectors reload on next search
         return d, True, old is not None, vecs is not None and len(vecs) > 0
 
     async def add(self, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
@@ -197,6 +207,7 @@ class PgBusinessDocs(BusinessDocs):
             return d, rec
 
         d, rec = await self.pg.run(tx)
+        self.forget_scope(tenant_id)
         self._publish("deleted", tenant_id, doc_id=d.doc_id, chunks=d.chunks, doc=d.to_wire(),
                       audit_id=rec.id, client=client)
         if d.doc_id == DOC_ID:  # each host's file follows (this one now, others by event)
@@ -207,17 +218,65 @@ class PgBusinessDocs(BusinessDocs):
             await self.core.agent_md.ingest(tenant_id)
         return {"removed": d.to_wire(), "chunks": d.chunks, "audit_id": rec.id}
 
+    # --- vectors ---------------------------------------------------------------------------
+    async def _load_scope(self, key: Hashable) -> tuple[list[int], Any]:
+        dim = self.vscopes.dim or 0
+        rows = await self.pg.fetch(
+            "SELECT id, embedding FROM chunk_vectors WHERE tenant_id=$1 AND model=$2 AND dim=$3",
+            key, self.core.embedder.model_id, dim)
+        return vectors.matrix(rows, dim)
+
+    def forget_scope(self, tenant_id: str) -> None:
+        self.vscopes.scopes.pop(tenant_id, None)
+
+    def on_remote(self, topic: str, kind: str, scope: dict[str, Any]) -> None:
+        if topic == "docs" and scope.get("tenant_id"):
+            self.forget_scope(scope["tenant_id"])
+
+    async def count_vector_backlog(self, model_id: str) -> int:
+        return int(await self.pg.fetchval(
+            "SELECT count(*) FROM doc_chunks c LEFT JOIN chunk_vectors v ON v.id = c.id "
+            "WHERE v.id IS NULL OR v.model <> $1", model_id))
+
+    async def vector_backlog(self, after: int, model_id: str, limit: int) -> list[tuple[int, str]]:
+        rows = await self.pg.fetch(
+            "SELECT c.id, c.tenant_id, c.content FROM doc_chunks c "
+            "LEFT JOIN chunk_vectors v ON v.id = c.id WHERE c.id > $1 "
+            "AND (v.id IS NULL OR v.model <> $2) ORDER BY c.id LIMIT $3", after, model_id, limit)
+        for cid, tenant, _ in rows:
+            self._backlog_scope[cid] = tenant
+        return [(cid, text) for cid, _, text in rows]
+
+    async def store_vectors(self, ids: list[int], vecs: Any, model_id: str) -> None:
+        backend = self.pg.vector_backend
+
+        async def tx(conn: Any) -> None:
+            tenants = {r[0]: r[1] for r in await conn.fetch(
+                "SELECT id, tenant_id FROM doc_chunks WHERE id = ANY($1)", ids)}
+            await execute(conn, [vectors.put_op(backend, "chunk_vectors", i, v, model_id,
+                                                tenants[i])
+                                 for i, v in zip(ids, vecs, strict=True) if i in tenants])
+        await self.pg.run(tx)
+        for i in ids:
+            tenant = self._backlog_scope.pop(i, None)
+            if tenant is not None:
+                self.forget_scope(tenant)
+
     async def search(self, tenant_id: str, query: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
+        """As the SQLite tier (BM25 and vector candidates fused by reciprocal rank, then the
+        reranker), with PostgreSQL's full text and the shared store's vectors."""
         if not query.strip():
             raise invalid_params("query", "must not be empty")
         self.searches += 1
         cfg = self.core.config.docs
         top_k = int(opts.get("limit") or cfg.top_k)
         n_cand = int(opts.get("candidates") or cfg.candidates)
-        qv = await self.core.embedder.embed([query]) if self.core.embedder.enabled else None
-        backend = self.pg.vector_backend
+        emb = self.core.embedder
+        emb.check_config()
+        qv = await emb.embed([query]) if emb.enabled else None
+        pgvector = self.pg.vector_backend == "pgvector"
 
-        async def read(conn: Any) -> tuple[list[Any], list[tuple[int, float]], list[Any], list[Any]]:
+        async def read(conn: Any) -> tuple[list[Any], list[tuple[int, float]], list[Any]]:
             found: list[Any] = []
             tsq = await informative_query(conn, "doc_chunks", query)
             if tsq:
@@ -227,30 +286,47 @@ class PgBusinessDocs(BusinessDocs):
                     "WHERE c.tsv @@ q AND c.tenant_id=$1 ORDER BY r DESC, c.id DESC LIMIT $3",
                     tenant_id, tsq, n_cand)
             hits: list[tuple[int, float]] = []
-            extra: list[Any] = []
-            if qv is not None:
-                hits = await vectors.knn(conn, backend, "FROM chunk_vectors v WHERE v.tenant_id=$1",
-                                         [tenant_id], qv[0], n_cand)
-                have = {r[0] for r in found}
-                missing = [i for i, _ in hits if i not in have]
-                if missing:
-                    extra = await conn.fetch("SELECT id, doc, seq, content FROM doc_chunks "
-                                             "WHERE id = ANY($1)", missing)
+            if qv is not None and pgvector:
+                hits = await vectors.nearest(conn, "FROM chunk_vectors v WHERE v.tenant_id=$1",
+                                             [tenant_id], qv[0], emb.model_id, n_cand)
             docs = await conn.fetch("SELECT id, data FROM docs WHERE tenant_id=$1", tenant_id)
-            return found, hits, extra, docs
+            return found, hits, docs
 
-        found, hits, extra, doc_rows = await self.pg.run(read)
+        found, hits, doc_rows = await self.pg.run(read)
         cands: dict[int, dict[str, Any]] = {}
         for cid, doc, seq, text, r in found:
             cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
                           "lexical": float(r), "semantic": 0.0}
-        for cid, doc, seq, text in extra:
-            cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
-                          "lexical": 0.0, "semantic": 0.0}
-        for cid, sim in hits:
-            if cid in cands:
-                cands[cid]["semantic"] = max(0.0, sim)
-        ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc, qv is not None)
+        fused_parts: dict[int, dict[str, Any]] = {}
+        if qv is not None:
+            m = None
+            if not pgvector:  # the fallback: this daemon's matrix of the tenant's vectors
+                self.vscopes.dim = int(qv.shape[1])
+                m = await self.vscopes.get(tenant_id, int(qv.shape[1]))
+                hits = m.search(qv[0], n_cand)
+            missing = [cid for cid, _ in hits if cid not in cands]
+            if missing:
+                for cid, doc, seq, text in await self.pg.fetch(
+                        "SELECT id, doc, seq, content FROM doc_chunks WHERE id = ANY($1)",
+                        missing):
+                    cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
+                                  "lexical": 0.0, "semantic": 0.0}
+            sims = dict(hits)
+            if m is not None:
+                sims.update(m.similarities(qv[0], list(cands)))
+            for cid, sim in sims.items():
+                if cid in cands:
+                    cands[cid]["semantic"] = max(0.0, sim)
+            lex_list = sorted(((c["chunk_id"], c["lexical"]) for c in cands.values()
+                               if c["lexical"] > 0), key=lambda t: -t[1])
+            vec_list = [(cid, sc) for cid, sc in hits if cid in cands]
+            mc = self.core.config.memory
+            fused = rrf({BM25: lex_list, VECTOR: vec_list}, mc.rrf_k,
+                        {BM25: mc.bm25_weight, VECTOR: mc.vector_weight})
+            fused_parts = {f.id: f.to_wire() for f in fused[:n_cand]}
+            cands = {cid: c for cid, c in cands.items() if cid in fused_parts}
+        ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc,
+                        qv is not None)
         by_pk = {pk: doc_from_row(pk, data) for pk, data in doc_rows}
         out = []
         for c in ranked:
@@ -258,6 +334,8 @@ class PgBusinessDocs(BusinessDocs):
             out.append({"doc_id": d.doc_id if d else None, "title": d.title if d else None,
                         "source": d.source if d else None, "chunk_id": c["chunk_id"],
                         "seq": c["seq"], "text": c["text"], "score": c["score"],
-                        "lexical": c["lexical"], "parts": c["parts"],
+                        "lexical": c["lexical"], "parts": {**c["parts"],
+                                                           **fused_parts.get(c["chunk_id"], {})},
+                        "matched": fused_parts.get(c["chunk_id"], {}).get("matched", [BM25]),
                         "candidates": len(cands)})
         return out

@@ -60,8 +60,8 @@ class SharedEventBus(EventBus):
 
     send: Callable[[str], None] | None = None  #: PgStore.notify
     origin: str = ""
-    #: called with (topic, kind, tenant_id) for each event from another daemon
-    on_remote: list[Callable[[str, str, str | None], None]] = field(default_factory=list)
+    #: called with (topic, kind, scope) for each event from another daemon
+    on_remote: list[Callable[[str, str, dict[str, Any]], None]] = field(default_factory=list)
     remote_received: int = 0
 
     def publish(self, topic: str, kind: str,
@@ -97,6 +97,6 @@ class SharedEventBus(EventBus):
                          tenant_id=scope.get("tenant_id"))
         for fn in self.on_remote:
             try:
-                fn(topic, kind, scope.get("tenant_id"))
+                fn(topic, kind, scope)
             except Exception:
                 log.exception("reacting to a shared event failed")

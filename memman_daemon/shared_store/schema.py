@@ -101,6 +101,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (source, tbl, old_id)
     );
     """,
+    # v2: the model that made each vector (one of another model is re-embedded)
+    """
+    ALTER TABLE memory_vectors ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    ALTER TABLE chunk_vectors ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
@@ -28,6 +28,7 @@ from memman.errors import CONFLICT, NOT_FOUND, MemmanError, invalid_params
 from memman_daemon.shared_store import vectors
 from memman_daemon.shared_store.ops import execute, split
 from memman_daemon.tiers import fts
+from memman_daemon.tiers.hybrid import content_words
 from memman_daemon.tiers.scratchpad import normalize
 from memman_daemon.tiers.user_memory import (
     MEMORY_TYPES,
@@ -110,15 +111,15 @@ class _SharedIds:
         return self.pg.take_id()
 
 
-class _NoVectors:
-    """Stands in for the SQLite VectorIndex (the shared store ranks vectors itself)."""
+class SharedVectorBackend:
+    """Stands in for the SQLite ``VectorIndex``: says how the shared store ranks vectors."""
 
     def __init__(self, pg: PgStore) -> None:
         self.pg = pg
 
     @property
     def backend(self) -> str:
-        return self.pg.vector_backend
+        return "pgvector" if self.pg.vector_backend == "pgvector" else "in-memory matrix"
 
     def open(self) -> None:
         pass
@@ -132,7 +133,7 @@ class PgUserMemory(UserMemory):
         super().__init__(core)
         self.pg: PgStore = core.shared
         self._ids = _SharedIds(self.pg)
-        self.vectors = _NoVectors(self.pg)  # type: ignore[assignment]
+        self.vectors = SharedVectorBackend(self.pg)  # type: ignore[assignment]
         self._locks: dict[str, asyncio.Lock] = {}
         self._counts: dict[str, int] = {}
         self._counting: asyncio.Task[None] | None = None
@@ -153,7 +154,8 @@ class PgUserMemory(UserMemory):
                    ("users", "episodic", "preferences", "rules", "playbooks")},
                 "searches": self.searches, "search_mode": self.search_mode,
                 "vector_backend": self.pg.vector_backend, "backend": "postgresql",
-                "races": self.races}
+                "races": self.races, "duplicates": self.duplicates,
+                "vector_index": self.vscopes.stats()}
 
     async def _refresh_counts(self) -> None:
         try:
@@ -212,25 +214,159 @@ class PgUserMemory(UserMemory):
         raise AssertionError("unreachable")
 
     # --- the storage underneath the inherited logic --------------------------------------
-    async def _vector_ops(self, recs: list[MemoryRecord]) -> list[Any]:
-        return []  # embedded at commit, written in the same PostgreSQL transaction
+    async def _vector_ops(self, recs: list[MemoryRecord],
+                          vecs: Any = None) -> tuple[list[Any], Callable[[], None]]:
+        """PgOps storing the records' vectors (committed with the record) and a callable that
+        adds them to this daemon's loaded matrices after the commit."""
+        emb = self.core.embedder
+        if not emb.enabled or not recs:
+            return [], lambda: None
+        if vecs is None:
+            vecs = await emb.embed([self.vector_text(r) for r in recs])
+        if vecs is None:
+            self.core.vector_sync.request()
+            return [], lambda: None
+        model, backend = emb.model_id, self.pg.vector_backend
+        ops = [vectors.put_op(backend, "memory_vectors", r.id, v, model)
+               for r, v in zip(recs, vecs, strict=True)]
+
+        def index() -> None:
+            if emb.model_id == model:
+                for r, v in zip(recs, vecs, strict=True):
+                    self.vscopes.add((r.user_id, r.type), [r.id], v[None, :])
+        return ops, index
+
+    async def _load_scope(self, key: Hashable) -> tuple[list[int], Any]:
+        user_id, type_ = key  # type: ignore[misc]
+        dim = self.vscopes.dim or 0
+        rows = await self.pg.fetch(
+            "SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.id "
+            "WHERE m.user_id=$1 AND m.type=$2 AND m.archived_by IS NULL AND v.model=$3 "
+            "AND v.dim=$4", user_id, type_, self.core.embedder.model_id, dim)
+        return vectors.matrix(rows, dim)
+
+    def forget_scopes(self, user_id: str) -> None:
+        """Drop this daemon's loaded vectors of a user (another daemon changed them)."""
+        for key in [k for k in self.vscopes.scopes if k[0] == user_id]:  # type: ignore[index]
+            self.vscopes.scopes.pop(key, None)
+
+    def on_remote(self, topic: str, kind: str, scope: dict[str, Any]) -> None:
+        if topic == "memory" and scope.get("user_id"):
+            self.forget_scopes(scope["user_id"])
+
+    async def _nearest(self, user_id: str, types: tuple[str, ...], qv: Any,
+                       k: int) -> list[tuple[int, float]]:
+        if self.pg.vector_backend != "pgvector":
+            return await super()._nearest(user_id, types, qv, k)
+        return await self.pg.run(lambda conn: vectors.nearest(
+            conn, "FROM memory_vectors v JOIN memories m ON m.id = v.id WHERE m.user_id=$1 "
+            "AND m.type = ANY($2::text[]) AND m.archived_by IS NULL", [user_id, list(types)],
+            qv, self.core.embedder.model_id, k))
+
+    async def _fetch(self, ids: list[int]) -> dict[int, MemoryRecord]:
+        if not ids:
+            return {}
+        rows = await self.pg.fetch(f"SELECT {COLS} FROM memories WHERE archived_by IS NULL "
+                                   "AND id = ANY($1)", ids)
+        return {r[0]: MemoryRecord.from_row(r) for r in rows}
+
+    async def _bm25(self, user_id: str, types: tuple[str, ...], query: str, limit: int,
+                    kind: str | None, content_only: bool = False
+                    ) -> tuple[dict[int, float], dict[int, MemoryRecord]]:
+        """PostgreSQL's full text: ``({id: ts_rank}, {id: record})``, best first."""
+        cfg = self.core.config.memory
+        args: list[Any] = [user_id, list(types)]
+        filt = "m.user_id=$1 AND m.type = ANY($2::text[]) AND m.archived_by IS NULL"
+        if kind:
+            args.append(kind)
+            filt += f" AND m.kind=${len(args)}"
+        text = " ".join(content_words(fts.words(query))) if content_only else query
+        cols = ", ".join(f"m.{c.strip()}" for c in COLS.split(","))
+
+        async def read(conn: Any) -> list[Any]:
+            tsq = await informative_query(conn, "memories", text)
+            if not tsq:
+                return []
+            n = len(args)
+            return await conn.fetch(
+                f"SELECT {cols}, ts_rank(m.tsv, q) AS r FROM memories m, "
+                f"websearch_to_tsquery('english', ${n + 1}) q WHERE m.tsv @@ q AND {filt} "
+                f"ORDER BY r DESC, m.id DESC LIMIT ${n + 2}", *args, tsq, cfg.candidates)
+
+        lexical: dict[int, float] = {}
+        rows: dict[int, MemoryRecord] = {}
+        for r in await self.pg.run(read):
+            rec = MemoryRecord.from_row(r)
+            rows[rec.id] = rec
+            lexical[rec.id] = float(r[10])
+        return lexical, rows
+
+    async def count_vector_backlog(self, model_id: str) -> int:
+        return int(await self.pg.fetchval(
+            "SELECT count(*) FROM memories m LEFT JOIN memory_vectors v ON v.id = m.id "
+            "WHERE m.archived_by IS NULL AND (v.id IS NULL OR v.model <> $1)", model_id))
+
+    async def vector_backlog(self, after: int, model_id: str, limit: int) -> list[tuple[int, str]]:
+        rows = await self.pg.fetch(
+            f"SELECT {', '.join('m.' + c.strip() for c in COLS.split(','))} FROM memories m "
+            "LEFT JOIN memory_vectors v ON v.id = m.id WHERE m.id > $1 AND m.archived_by IS NULL "
+            "AND (v.id IS NULL OR v.model <> $2) ORDER BY m.id LIMIT $3", after, model_id, limit)
+        out = []
+        for r in rows:
+            rec = MemoryRecord.from_row(r)
+            self._backlog_scope[rec.id] = (rec.user_id, rec.type)
+            out.append((rec.id, self.vector_text(rec)))
+        return out
+
+    async def store_vectors(self, ids: list[int], vecs: Any, model_id: str) -> None:
+        backend = self.pg.vector_backend
+        ops = [vectors.put_op(backend, "memory_vectors", i, v, model_id)
+               for i, v in zip(ids, vecs, strict=True)]
+
+        async def tx(conn: Any) -> None:
+            live = {r[0] for r in await conn.fetch("SELECT id FROM memories WHERE id = ANY($1)",
+                                                   ids)}
+            await execute(conn, [op for op, i in zip(ops, ids, strict=True) if i in live])
+        await self.pg.run(tx)
+        if self.core.embedder.model_id == model_id:
+            for i, v in zip(ids, vecs, strict=True):
+                scope = self._backlog_scope.pop(i, None)
+                if scope is not None:
+                    self.vscopes.add(scope, [i], v[None, :])
+
+    async def _bump(self, old: MemoryRecord, similarity: float,
+                    new: MemoryRecord) -> dict[str, Any]:
+        """A near-duplicate append: as the SQLite tier, the update in the shared store."""
+        meta = dict(old.metadata)
+        meta["frequency"] = int(meta.get("frequency", 1)) + 1
+        meta["last_duplicate"] = new.content if new.content != old.content else None
+        meta = {k: v for k, v in meta.items() if v is not None}
+        at = self.core.clock.now()
+        await self.pg.run(lambda conn: conn.execute(
+            "UPDATE memories SET metadata=$1, updated_at=$2 WHERE id=$3",
+            json.dumps(meta, ensure_ascii=False, default=str), at, old.id))
+        prev = MemoryRecord(**{**old.__dict__})
+        old.metadata, old.updated_at = meta, at
+        self.duplicates += 1
+        self._publish("updated", old.user_id, record=old.to_wire(), previous=prev.to_wire(),
+                      duplicate=True, similarity=round(similarity, 6))
+        return {"type": old.type, "record": old.to_wire(), "created": False,
+                "duplicate_of": old.id, "similarity": round(similarity, 6),
+                "frequency": meta["frequency"]}
 
     async def commit(self, change: Change, extra_ops: list[Any] | None = None,
                      client: str = "") -> None:
         shared, local = split(extra_ops or [])
+        vec_ops, _ = split(change.ops)  # the record's vector (PgOps from _vector_ops)
         rec = change.record
         edit = self._edit_audit(change, client)  # an edit's history, in the same transaction
         if edit is not None:
             shared.append(edit[1])
         if change.changed or shared:
-            vecs = await self.core.embedder.embed([rec.content]) if change.changed else None
-            backend = self.pg.vector_backend
-
             async def tx(conn: Any) -> None:
                 if change.changed:
                     await conn.execute(UPSERT, *upsert_args(rec))
-                    if vecs is not None and len(vecs):
-                        await vectors.put(conn, backend, "memory_vectors", rec.id, vecs[0])
+                    await execute(conn, vec_ops)
                 await execute(conn, shared)
 
             try:
@@ -308,70 +444,13 @@ class PgUserMemory(UserMemory):
     async def search(self, user_id: str, type_: str, query: str,
                      opts: dict[str, Any]) -> list[dict[str, Any]]:
         if isinstance(opts.get("flow"), str) and type_ != "working":
-            await self._sync_key(user_id, "playbook", opts["flow"])
+            await self._sync_user(user_id)  # exact flow, then similar keyed records
         return await super().search(user_id, type_, query, opts)
 
-    async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,
-                             limit: int, kind: str | None) -> list[dict[str, Any]]:
-        cfg = self.core.config.memory
-        now = self.core.clock.now()
-        args: list[Any] = [user_id, list(types)]
-        filt = "m.user_id=$1 AND m.type = ANY($2::text[]) AND m.archived_by IS NULL"
-        if kind:
-            args.append(kind)
-            filt += f" AND m.kind=${len(args)}"
-        qv = await self.core.embedder.embed([query]) if self.core.embedder.enabled else None
-        backend = self.pg.vector_backend
-        cols = ", ".join(f"m.{c.strip()}" for c in COLS.split(","))
-
-        async def read(conn: Any) -> tuple[list[Any], list[tuple[int, float]], list[Any]]:
-            found: list[Any] = []
-            tsq = await informative_query(conn, "memories", query)
-            if tsq:
-                n = len(args)
-                found = await conn.fetch(
-                    f"SELECT {cols}, ts_rank(m.tsv, q) AS r FROM memories m, "
-                    f"websearch_to_tsquery('english', ${n + 1}) q WHERE m.tsv @@ q AND {filt} "
-                    f"ORDER BY r DESC, m.id DESC LIMIT ${n + 2}", *args, tsq, cfg.candidates)
-            hits: list[tuple[int, float]] = []
-            extra: list[Any] = []
-            if qv is not None:
-                hits = await vectors.knn(
-                    conn, backend, f"FROM memory_vectors v JOIN memories m ON m.id = v.id "
-                    f"WHERE {filt}", args, qv[0], cfg.candidates)
-                have = {r[0] for r in found}
-                missing = [i for i, _ in hits if i not in have]
-                if missing:
-                    extra = await conn.fetch(f"SELECT {COLS} FROM memories WHERE id = ANY($1)",
-                                             missing)
-            return found, hits, extra
-
-        found, hits, extra = await self.pg.run(read)
-        rows: dict[int, MemoryRecord] = {}
-        lexical: dict[int, float] = {}
-        for r in found:
-            rec = MemoryRecord.from_row(r)
-            rows[rec.id] = rec
-            lexical[rec.id] = float(r[10])
-        for r in extra:
-            rows[r[0]] = MemoryRecord.from_row(r)
-        semantic = {i: max(0.0, s) for i, s in hits}
-        out = []
-        top_lex = max(lexical.values(), default=0.0) or 1.0
-        for rid, rec in rows.items():
-            rec_bonus = self._recency(rec.updated_at, now)
-            lex = lexical.get(rid, 0.0)
-            if qv is not None:
-                sem = semantic.get(rid, 0.0)
-                score = cfg.lexical_weight * (lex / top_lex) + cfg.semantic_weight * sem + rec_bonus
-            else:
-                sem = None
-                score = lex + rec_bonus
-            out.append({**rec.to_wire(), "score": round(score, 6), "lexical": round(lex, 6),
-                        "semantic": None if sem is None else round(sem, 6),
-                        "recency": round(rec_bonus, 6)})
-        out.sort(key=lambda d: (-d["score"], -d["id"]))
-        return out[:limit]
+    async def playbook(self, user_id: str, query: str, opts: dict[str, Any],
+                       client: str = "") -> dict[str, Any]:
+        await self._sync_user(user_id)
+        return await super().playbook(user_id, query, opts, client)
 
     async def list(self, user_id: str, type_: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
         _check_type(type_, MEMORY_TYPES)
@@ -431,17 +510,17 @@ class PgUserMemory(UserMemory):
                                  "start": older[0].created_at, "end": older[-1].created_at},
                                 older[-1].created_at)
         mark = summary.id if summary else 0
-        vecs = await self.core.embedder.embed([summary.content]) if summary else None
-        backend = self.pg.vector_backend
+        vops, vindex = await self._vector_ops([summary]) if summary else ([], lambda: None)
 
         async def tx(conn: Any) -> None:
             await conn.execute("UPDATE memories SET archived_by=$1 WHERE id = ANY($2)", mark,
                                [r.id for r in older])
             if summary is not None:
                 await conn.execute(UPSERT, *upsert_args(summary))
-                if vecs is not None and len(vecs):
-                    await vectors.put(conn, backend, "memory_vectors", summary.id, vecs[0])
+                await execute(conn, vops)
         await self.pg.run(tx)
+        vindex()
+        self.vscopes.remove((user_id, type_), [r.id for r in older])
         for r in older:
             self._unindex(r)
         self._publish("compacted", user_id, type=type_, archived=len(older),
@@ -536,6 +615,7 @@ class PgUserMemory(UserMemory):
 
         rec, summary_id, unlinked, arec = await self.pg.run(tx)
         self._unindex(rec)
+        self.vscopes.remove((user_id, rec.type), [rec.id])
         out = {"forgotten": rec.to_wire(), "summary_id": summary_id, "unlinked": unlinked,
                "audit_id": arec.id}
         self._publish("forgotten", user_id, record_id=rec.id, client=client, **out)
@@ -570,6 +650,7 @@ class PgUserMemory(UserMemory):
             self.prefs.pop(user_id, None)
             self.rules.pop(user_id, None)
             self.playbooks.pop(user_id, None)
+            self.forget_scopes(user_id)
         if "working" in types:
             cleared["working"] = await self.core.scratchpad.clear(self._user_sessions(user_id),
                                                                   client)

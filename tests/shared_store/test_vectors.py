@@ -4,6 +4,7 @@ pgvector — `<=>` in the server ranks like both."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,3 +105,60 @@ async def test_shared_vector_ranking_matches_sqlite_vec(
                 finally:
                     await conn.close()
                 same(await searches(c), local)
+
+
+async def _wait(cond: Any, timeout: float = 60.0) -> Any:
+    async def poll() -> Any:
+        while True:
+            r = await cond()
+            if r:
+                return r
+            await asyncio.sleep(0.05)
+    return await asyncio.wait_for(poll(), timeout)
+
+
+async def test_local_embedder_and_background_reembed_in_the_shared_store() -> None:
+    """The default local embedder stores its vectors (with their model) in PostgreSQL; a
+    daemon with another model re-embeds them there in the background while search works."""
+    dsn = fresh_db(session_server())
+    texts = [f"note {i}: the {w} pipeline finished" for i, w in
+             enumerate(["billing", "search", "export", "import"] * 5)]
+    async with running_daemon(clock=FakeClock(), storage={"shared": dsn}) as d, d.client() as c:
+        for t in texts:
+            await c.call(names.MEMORY_APPEND, "u1", "episodic", {"content": t})
+        await c.call(names.MEMORY_APPEND, "u1", "episodic",
+                     {"content": "Ana wants every amount in EUR"})
+        await c.call(names.DOCS_ADD, "acme", {"doc_id": "d1", "content": "Our fiscal year "
+                                              "starts in April."})
+        res = await c.call(names.MEMORY_SEARCH, "u1", "episodic", "EUR amounts")
+        assert res["mode"] == "hybrid"
+        assert res["results"][0]["content"] == "Ana wants every amount in EUR"
+        assert res["results"][0]["matched"] == ["bm25", "vector"]
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch("SELECT model, dim, count(*) FROM memory_vectors GROUP BY 1, 2")
+        assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@256", 256, len(texts) + 1)]
+    finally:
+        await conn.close()
+    async with running_daemon(clock=FakeClock(), storage={"shared": dsn},
+                              embeddings={"dim": 64, "batch_size": 4}) as d, d.client() as c:
+        async def finished() -> Any:
+            res = await c.call(names.MEMORY_SEARCH, "u1", "episodic", "EUR amounts")
+            assert "Ana wants every amount in EUR" in [h["content"] for h in res["results"]]
+            p = (await c.call(names.STATS))["embeddings"]["reembed"]
+            return p if p["state"] == "idle" and p["passes"] >= 1 else None
+
+        progress = await _wait(finished)
+        assert progress["done"] == progress["total"] == len(texts) + 2
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch("SELECT model, dim, count(*) FROM memory_vectors GROUP BY 1, 2")
+            assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@64", 64, len(texts) + 1)]
+            rows = await conn.fetch("SELECT model, dim FROM chunk_vectors")
+            assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@64", 64)]
+        finally:
+            await conn.close()
+        res = await c.call(names.MEMORY_SEARCH, "u1", "episodic", "EUR amounts")
+        assert res["results"][0]["matched"] == ["bm25", "vector"]  # the new vectors are used
+        out = await c.call(names.DOCS_SEARCH, "acme", "when does the budget period begin")
+        assert out["results"] and "vector" in out["results"][0]["matched"]

@@ -11,7 +11,14 @@ import pytest
 
 from tests.pg_server import fresh_db, session_server
 
-BOTH_BACKENDS = ("test_user_memory", "test_docs")
+BOTH_BACKENDS = ("test_user_memory", "test_docs", "test_semantic")
+#: tests that read the SQLite file's vector tables themselves (their PostgreSQL counterparts
+#: are in tests/shared_store/test_vectors.py)
+READS_THE_SQLITE_FILE = {
+    "test_currency_finds_eur_with_no_key_and_no_network",
+    "test_changed_model_reembeds_in_background_while_search_works",
+    "test_model_change_by_config_reload_reembeds",
+}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -20,7 +27,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKENDS \
-            and metafunc.definition.get_closest_marker("sqlite_only") is None:
+            and metafunc.definition.get_closest_marker("sqlite_only") is None \
+            and metafunc.definition.name not in READS_THE_SQLITE_FILE:
         metafunc.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
 
 

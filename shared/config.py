@@ -84,6 +84,7 @@ class ContextConfig:
     include_rolling_summary: bool = True  #: seed 000 rolling summary as a system message
     usage_history: int = 100  #: reported usage records kept per session
     max_gap_llm_calls: int = 4  #: gap summaries one context request asks the LLM for
+    series_points: int = 500  #: usage-series points (sent / history tokens over time) kept per session
 
 
 @dataclass

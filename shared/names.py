@@ -65,6 +65,11 @@ DOCS_SEARCH = "memman_docs_search"
 DOCS_LIST = "memman_docs_list"
 DOCS_DELETE = "memman_docs_delete"
 
+# --- the terminal app's views (issue: what the LLM receives, over time; safe hands) ------
+SESSION_SERIES = "memman_session_series"
+UNDO = "memman_undo"
+CLIENTS_LIST = "memman_clients_list"
+
 # --- events (notifications pushed to subscribers) -------------------------------------
 SESSION_EVENT = "memman_session_event"
 CACHE_EVENT = "memman_cache_event"

@@ -17,8 +17,8 @@ import os
 import signal
 import socket
 import stat
-import time
 import struct
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

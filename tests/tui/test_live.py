@@ -6,7 +6,7 @@ from memman import names
 from memman.errors import METHOD_NOT_FOUND, MemmanError
 from memman_tui.backend import UNAVAILABLE, Backend
 from memman_tui.live import LiveState
-from memman_tui.rows import context_rows, overview_matches
+from memman_tui.rows import overview_matches
 from memman_tui.widgets.gauge import band, gauge_text
 
 
@@ -67,18 +67,6 @@ def test_gauge_bands_always_show_the_number():
         "ok", "warn", "prune", "aggressive", "emergency", "emergency"]
     text = gauge_text(85, 100, 10).plain
     assert "85/100" in text and "85%" in text and "prune" in text
-
-
-def test_context_rows_join_preview_decisions_with_content():
-    session = {"entries": [{"id": i, "role": "user", "type": "message", "content": f"m{i}",
-                            "tokens": 5} for i in range(1, 21)]}
-    preview = {"entries": [{"entry_id": i, "decision": "compressed" if i < 3 else "kept",
-                            "score": 0.5, "reason": "r", "pinned": i == 4}
-                           for i in range(1, 21)]}
-    rows = context_rows(preview, session)
-    assert [r.entry_id for r in rows][:2] == [3, 4]  # compressed ones live in summaries
-    assert rows[0].content == "m3" and rows[1].pinned and not rows[1].next_out
-    assert rows[0].next_out and not rows[-1].next_out  # the recent window stays
 
 
 def test_overview_filter_matches_id_user_tenant():

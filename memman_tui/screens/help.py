@@ -31,12 +31,13 @@ class HelpScreen(ModalScreen[None]):
     def __init__(self, sections: list[tuple[str, list[keymap.Key]]]) -> None:
         super().__init__()
         self.sections = sections
+        self.table = keys_table(sections)  #: what the dialog lists (tests read it)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog help"):
             yield Label("memman tui — keys (j/k scroll, Esc closes)", classes="dialog-title")
             with VerticalScroll(id="help-keys"):
-                yield Static(keys_table(self.sections), id="help-table")
+                yield Static(self.table, id="help-table")
             yield Static("sent = what the LLM receives ÷ the session's budget; history = the "
                          "whole active log ÷ the budget. Bands: <60% ok, 60% warn, 80% prune, "
                          "90% aggressive, 100% emergency", classes="dialog-hint")

@@ -156,6 +156,7 @@ class OverviewScreen(MonitorScreen):
         self.marks.setdefault("sessions", set()).symmetric_difference_update({sid})
         cells = self._cells[sid] = self._row(sid)
         table.update_cell(sid, "session_id", cells[0])
+        table.action_cursor_down()
 
     def selected_id(self) -> str | None:
         return self.query_one("#sessions", SafeTable).selected_key

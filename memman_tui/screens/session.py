@@ -127,7 +127,9 @@ class SessionScreen(MonitorScreen):
         self.query_one("#filter", Input).display = False
         for n, wid in PANELS.items():
             self.query_one(f"#{wid}").border_title = f"[{n}] {TITLES[wid]}"
-        self.query_one("#summaries", Tree).show_root = False
+        tree = self.query_one("#summaries", Tree)
+        tree.show_root = False
+        tree.auto_expand = False  # Enter opens in full; Space expands in place
         self.show_head()
         self.update_banner()
         self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
@@ -370,6 +372,7 @@ class SessionScreen(MonitorScreen):
             return
         marks = self.marks.setdefault(table.id or "", set())
         marks.symmetric_difference_update({table.selected_key})
+        table.action_cursor_down()  # the user's own move: the next row is selected
         {"context": self.fill_context, "cache": self.fill_cache,
          "scratch": self.fill_scratch}.get(table.id or "", lambda: None)()
 
@@ -502,6 +505,10 @@ class SessionScreen(MonitorScreen):
             return
         self.app.copy_to_clipboard(item.body)
         self.notify(f"copied {len(item.body):,} characters")
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
+        if event.node.data is not None:
+            self.action_open()
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         data = event.node.data

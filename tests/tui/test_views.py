@@ -126,7 +126,7 @@ async def test_sent_and_history_are_the_daemons_figures_with_the_reserved_segmen
             line = str(screen.query_one("#fullness").render())
             sent = answer.get("sent_tokens", answer["tokens"])
             history = answer.get("history_tokens", answer["full_tokens"])
-            assert f"sent " in line and f"{sent:,}/{answer['budget']:,}" in line
+            assert "sent " in line and f"{sent:,}/{answer['budget']:,}" in line
             assert f"history {history:,}/{answer['budget']:,}" in line
             cached = answer["cached_tools"]["tokens"]
             assert cached > 0 and f"reserved {cached:,}" in line
@@ -148,7 +148,7 @@ async def test_the_chart_shows_the_past_and_thresholds_notify():
             chart = screen.query_one("#chart", UsageChart)
             assert [p["id"] for p in chart.points] == [p["id"] for p in before]
             # a smaller budget: the next context request crosses 100 % of it
-            for i in range(12):
+            for _ in range(12):
                 await c.session_add("s1", {"role": "user", "content": "more words " * 40})
             await c.call(names.SESSION_CONTEXT, "s1", {"max_tokens": 300})
             await wait_for(pilot, lambda: len(chart.points) > len(before), "the new point")

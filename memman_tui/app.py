@@ -198,7 +198,8 @@ class MemmanApp(App):
             self.refresh_overviews(changes.stale)
         screen = self.monitor_screen()
         if screen is not None:  # also under a dialog: the log and rows keep up behind it
-            screen.apply(changes)
+            with contextlib.suppress(NoMatches):  # the app may be closing meanwhile
+                screen.apply(changes)
 
     def monitor_screen(self) -> MonitorScreen | None:
         """The top-most monitor screen (the one showing, or the one under a dialog)."""
@@ -215,7 +216,8 @@ class MemmanApp(App):
             self.flush()
         screen = self.monitor_screen()
         if screen is not None:
-            screen.tick()
+            with contextlib.suppress(NoMatches):  # the app may be closing meanwhile
+                screen.tick()
 
     @work(exclusive=True, group="stats")
     async def refresh_stats(self) -> None:

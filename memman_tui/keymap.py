@@ -38,6 +38,7 @@ OVERVIEW: list[Key] = [
     ("space", "mark", "Mark", "Mark / unmark the row (act on all marked)", False),
     ("c", "compact", "Compact", "Compact the selected / marked sessions (asks first)", False),
     ("d,delete", "delete", "Delete", "Delete the selected / marked sessions (asks first)", False),
+    ("f", "freeze", "Freeze log", "Freeze / unfreeze the event log", False),
     ("escape", "back", "Back", "Clear the filter and marks", False),
     *PANELS[:2],
 ]

@@ -148,6 +148,12 @@ def _context(sid: str) -> dict[str, Any]:
         "cached_tool_result", 34)
     add({"role": "tool", "tool_call_id": "call_c1", "content": "[Tool: db_query] success: "
          "14,210 sign-ups on Nov 3rd"}, "cached_tool_result", 22)
+    # scale the canned messages up to a realistic share of the budget (~72 %, after pruning)
+    base = sum(p["tokens"] for p in parts) + 3 + 120
+    factor = max(1, int(0.72 * budget / base))
+    for p in parts:
+        if p["kind"] not in ("omission_marker", "system_prompt"):
+            p["tokens"] *= factor
     sent = sum(p["tokens"] for p in parts) + 3 + 120
     breakdown: dict[str, int] = {}
     for p in parts:

@@ -3,8 +3,8 @@ send-keys, the screen read with capture-pane, and the daemon asked what changed.
 
 from __future__ import annotations
 
-import shutil
 import re
+import shutil
 import subprocess
 import sys
 import time

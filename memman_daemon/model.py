@@ -94,6 +94,8 @@ class Exchange:
     answer_bytes: int  #: size of the original answer
     summarized: bool
     at: float
+    first_id: int = 0  #: the exchange's entries in the log: ids first_id..last_id
+    last_id: int = 0
 
 
 @dataclass

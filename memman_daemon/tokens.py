@@ -101,3 +101,33 @@ class TokenCounter:
     def count_messages(self, messages: list[dict[str, Any]], model: str) -> int:
         """Prompt tokens of a whole request, as ``usage.prompt_tokens`` reports it."""
         return sum(self.count_message(m, model) for m in messages) + REPLY_PRIMING
+
+    def count_tools(self, tools: list[dict[str, Any]], model: str) -> int:
+        """Tokens the function definitions add to a request (the OpenAI cookbook's recipe for
+        ``tools=``: name, description and each parameter's name, type, description, enum)."""
+        enc = self.encoding(model)
+
+        def n(text: Any) -> int:
+            return len(enc.encode(str(text), disallowed_special=()))
+
+        total = 0
+        for tool in tools:
+            fn = tool.get("function", tool) if isinstance(tool, dict) else {}
+            t = n(fn.get("name", "")) + n(fn.get("description", ""))
+            params = fn.get("parameters") or {}
+            props = params.get("properties") or {}
+            if props:
+                t += 11
+                for key, spec in props.items():
+                    t += n(key)
+                    for field, value in (spec or {}).items():
+                        if field == "type":
+                            t += 2 + n(value)
+                        elif field == "description":
+                            t += 2 + n(value)
+                        elif field == "enum":
+                            t -= 3
+                            for o in value:
+                                t += 3 + n(o)
+            total += t
+        return total + 12 if tools else 0

@@ -64,6 +64,15 @@ class ScoringConfig:
     short_content_penalty: float = 0.7
     #: typed tool_call / tool_result entries count as carrying the "[Tool:" marker
     typed_tools_count_as_marker: bool = True
+    #: "salience" (default: what an entry carries and what the question asks) or "seed001"
+    profile: str = "salience"
+    #: the salience profile's weights (the superseded part is subtracted)
+    weights: dict[str, float] = field(default_factory=lambda: {
+        "recency": 0.25, "role": 0.10, "content": 0.05, "salience": 0.35, "relevance": 0.35,
+        "superseded": 0.30})
+    #: the salience profile's role part: no role outranks a value-carrying tool result by itself
+    salience_role_scores: dict[str, float] = field(default_factory=lambda: {
+        "user": 0.8, "assistant": 0.6, "tool": 0.6, "system": 0.7})
 
 
 @dataclass
@@ -84,6 +93,9 @@ class ContextConfig:
     include_rolling_summary: bool = True  #: seed 000 rolling summary as a system message
     usage_history: int = 100  #: reported usage records kept per session
     max_gap_llm_calls: int = 4  #: gap summaries one context request asks the LLM for
+    fill_usage: float = 0.95  #: a pruned window (originals + summaries) fills up to this share
+    summary_min_share: float = 0.15  #: of a pruned window, at least this is kept for summaries
+    summary_max_share: float = 0.45  #: ...and at most this (the rest goes to originals)
     series_points: int = 500  #: usage-series points (sent / history tokens over time) kept per session
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
 from memman_daemon.engine import compression, cycles, portability, usage
-from memman_daemon.engine.context import ContextBuilder, preview
+from memman_daemon.engine.context import ContextBuilder, Request
 from memman_daemon.model import Cycle, Exchange, Session, SessionMeta
 from memman_daemon.sessions import Sessions
 
@@ -137,11 +137,10 @@ class SessionEngine:
             for e in entries:
                 e.summary_id = sm.id
             s.summaries[sm.id] = sm
-            s.recount()
+            s.recount()  # the context timeline stays: it holds every entry, compressed or not
             s.meta.counters["compressions"] = s.meta.counters.get("compressions", 0) + 1
             if source == "llm":
                 s.meta.counters["compression_llm"] = s.meta.counters.get("compression_llm", 0) + 1
-            self.builder.invalidate(s.id)
             ops = [Sessions.summary_op(sm), Sessions.meta_op(s)]
             ops += [Sessions.entry_op(e) for e in entries]
             await self.core.sessions.persist(s, ops)
@@ -185,12 +184,14 @@ class SessionEngine:
                 _bump(m, "answers_summarized")
                 if src == "llm":
                     _bump(m, "llm_answer_summaries")
-            m.exchanges.append(Exchange(question, kept, size, summarized, now))
+            first = current[0].id if current else (added[0].id if added else 0)
+            last = (added or current)[-1].id if (added or current) else 0
+            m.exchanges.append(Exchange(question, kept, size, summarized, now, first, last))
             folded = 0
             compressed = False
             while len(m.exchanges) > ccfg.max_exchanges:
                 oldest = m.exchanges.pop(0)
-                m.summary += cycles.format_exchange(oldest)
+                m.summary += cycles.format_exchange(oldest, s)
                 folded += 1
                 if len(m.summary.encode()) > ccfg.summary_max_bytes:
                     m.summary, src = await summ.condense_text(
@@ -256,31 +257,24 @@ class SessionEngine:
                 "kept_entries", "dropped_entries", "summarized_entries")})
         return out
 
+    def request(self, s: Session, opts: dict[str, Any]) -> Request:
+        """One context request with every default resolved here, once: the budget (option,
+        else the session's, else the configured default), the model, the question, the tool
+        definitions and the cached tool results that ride along."""
+        budget, model, query, tools = _opts(opts)
+        budget = budget or s.meta.max_tokens or self.core.config.context.max_tokens
+        model = model or s.meta.model
+        tool_tokens = self.core.tokens.count_tools(tools, model) if tools else 0
+        cached, cached_tokens, note = self._cached_tools(s, budget - tool_tokens, model)
+        return Request(budget, model, query or "", tool_tokens, cached, cached_tokens, note)
+
     async def assemble(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
         """The context window (history within the budget, plus cached tool results), with no
         side effects: used by ``context`` and by the report."""
-        budget, model = _opts(opts, self.core)
-        budget = budget or s.meta.max_tokens or self.core.config.context.max_tokens
-        model = model or s.meta.model
-        cached, cached_tokens, cached_note = self._cached_tools(s, budget, model)
-        out = await self.builder.context(s, budget - cached_tokens, model)
-        if cached:
-            out["messages"] = _splice_cached(out["messages"], cached)
-            out["tokens"] += cached_tokens
-            out["budget"] = budget
-            out["final_usage"] = round(out["tokens"] / budget, 4)
-        out["cached_tools"] = {"messages": len(cached), "tokens": cached_tokens,
-                               "note": cached_note}
-        return out
+        return await self.builder.context(s, self.request(s, opts))
 
     def preview(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
-        budget, model = _opts(opts, self.core)
-        budget = budget or s.meta.max_tokens or self.core.config.context.max_tokens
-        model = model or s.meta.model
-        cached, cached_tokens, cached_note = self._cached_tools(s, budget, model)
-        out = preview(self.builder, s, budget - cached_tokens, model)
-        out["cached_tools"] = {"messages": len(cached), "tokens": cached_tokens,
-                               "note": cached_note}
+        out = self.builder.preview(s, self.request(s, opts))
         out["compaction"] = self.compaction_preview(s)
         return out
 
@@ -302,7 +296,7 @@ class SessionEngine:
         cache = getattr(self.core, "cache", None)
         if cache is None:
             return [], 0, ""
-        msgs = cache.context_messages(s.id)
+        msgs = _not_in_log(cache.context_messages(s.id), s)
         if not msgs:
             return [], 0, ""
         tokens = sum(self.core.tokens.count_message(m, model) for m in msgs)
@@ -430,8 +424,25 @@ def _splice_cached(messages: list[dict[str, Any]],
     return [*messages, *cached]
 
 
-def _opts(opts: dict[str, Any], core: Core) -> tuple[int | None, str | None]:
-    known = {"max_tokens", "model"}
+def _not_in_log(msgs: list[dict[str, Any]], s: Session) -> list[dict[str, Any]]:
+    """Cached tool results whose result is already a tool entry of the log are sent once: as
+    part of the history (kept, or summarized with it)."""
+    if not msgs:
+        return msgs
+    logged = {e.content for e in s.entries if e.role == "tool"}
+    fresh = [m for m in msgs[1:] if m["content"] not in logged]
+    if len(fresh) == len(msgs) - 1:
+        return msgs
+    if not fresh:
+        return []
+    ids = {m["tool_call_id"] for m in fresh}
+    call = dict(msgs[0])
+    call["tool_calls"] = [c for c in msgs[0]["tool_calls"] if c["id"] in ids]
+    return [call, *fresh]
+
+
+def _opts(opts: dict[str, Any]) -> tuple[int | None, str | None, str | None, list | None]:
+    known = {"max_tokens", "model", "query", "tools"}
     for k in opts:
         if k not in known:
             raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(known))}")
@@ -442,4 +453,12 @@ def _opts(opts: dict[str, Any], core: Core) -> tuple[int | None, str | None]:
     model = opts.get("model")
     if model is not None and (not isinstance(model, str) or not model):
         raise invalid_params("opts.model", "expected a model name")
-    return budget, model
+    query = opts.get("query")
+    if query is not None and not isinstance(query, str):
+        raise invalid_params("opts.query", "expected the question as a string")
+    tools = opts.get("tools")
+    if tools is not None and (not isinstance(tools, list)
+                              or not all(isinstance(t, dict) for t in tools)):
+        raise invalid_params("opts.tools", "expected a list of tool definitions (maps) as sent "
+                                           "to the chat API")
+    return budget, model, query, tools

@@ -138,13 +138,7 @@ class Backend:
         answer = await self.optional(names.SESSION_CONTEXT, session_id, {"peek": True})
         if not isinstance(answer, dict):
             return UNAVAILABLE
-        per_message = None
-        if not isinstance(answer.get("parts"), list):  # FALLBACK: see memman_tui.sent
-            counted = await self.optional(names.COUNT_TOKENS, answer.get("messages") or [],
-                                          str(answer.get("model") or "gpt-4o-mini"))
-            if isinstance(counted, dict):
-                per_message = [int(n) for n in counted.get("per_message") or []]
-        return read_answer(answer, per_message)
+        return read_answer(answer)
 
     async def session_series(self, session_id: str, limit: int | None = None) -> Any:
         return await self.optional(names.SESSION_SERIES, session_id,

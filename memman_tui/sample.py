@@ -158,6 +158,7 @@ def _context(sid: str) -> dict[str, Any]:
     breakdown: dict[str, int] = {}
     for p in parts:
         breakdown[p["kind"]] = breakdown.get(p["kind"], 0) + p["tokens"]
+    breakdown["reply_priming"] = 3
     breakdown["tool_definitions"] = 120
     breakdown["free"] = max(0, budget - sent)
     history = ov["active_tokens"]

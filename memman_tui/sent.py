@@ -17,7 +17,7 @@ KINDS: tuple[str, ...] = (
     "system_prompt", "pinned", "context", "rolling_summary", "linked_summary", "gap_summary",
     "omission_marker", "message", "tool_call", "tool_result", "cached_tool_result")
 #: what takes room besides the messages (breakdown keys that are not part kinds)
-EXTRA = ("tool_definitions", "free")
+EXTRA = ("reply_priming", "tool_definitions", "free")
 #: kinds (and extras) that are the budget's reserved segment: not history, still sent
 RESERVED = ("cached_tool_result", "tool_definitions")
 
@@ -26,6 +26,7 @@ LABEL = {"system_prompt": "system prompt", "pinned": "pinned", "context": "conte
          "gap_summary": "gap summary", "omission_marker": "omission marker",
          "message": "message", "tool_call": "tool call", "tool_result": "tool result",
          "cached_tool_result": "cached tool result", "tool_definitions": "tool definitions",
+         "reply_priming": "reply priming",
          "free": "free space"}
 #: the kind as a table column shows it (narrow)
 SHORT_LABEL = {"system_prompt": "system", "pinned": "pinned", "context": "context",
@@ -37,7 +38,7 @@ STYLE = {"system_prompt": "magenta", "pinned": "bright_magenta", "context": "orc
          "rolling_summary": "cyan", "linked_summary": "dark_cyan", "gap_summary": "turquoise4",
          "omission_marker": "grey50", "message": "green", "tool_call": "yellow",
          "tool_result": "dark_goldenrod", "cached_tool_result": "blue",
-         "tool_definitions": "slate_blue1", "free": "grey23"}
+         "tool_definitions": "slate_blue1", "reply_priming": "grey50", "free": "grey23"}
 
 
 @dataclass
@@ -124,15 +125,15 @@ class SentView:
         }, ensure_ascii=False, indent=2, default=str)
 
 
-def read_answer(answer: dict[str, Any], per_message: list[int] | None = None) -> SentView:
-    """A SentView from the daemon's answer. ``per_message`` (token counts from
-    ``memman_count_tokens``) is only used by the fallback, when the answer has no ``parts``."""
+def read_answer(answer: dict[str, Any]) -> SentView:
+    """A SentView from the daemon's answer (its ``parts``, ``breakdown`` and sent / history
+    figures; an older daemon's answer goes through :func:`fallback_parts`)."""
     messages = [m for m in answer.get("messages") or [] if isinstance(m, dict)]
     budget = int(answer.get("budget") or 0) or 1
     raw_parts = answer.get("parts")
     fallback = not isinstance(raw_parts, list) or len(raw_parts) != len(messages)
     if fallback:
-        raw_parts = fallback_parts(answer, per_message)
+        raw_parts = fallback_parts(answer)
     parts = [Part(i, str(p.get("kind") or "message"), int(p.get("tokens") or 0),
                   str(p.get("mark") or "kept"), m, [int(x) for x in p.get("entry_ids") or []],
                   p.get("summary_id"), p.get("score"))
@@ -158,14 +159,14 @@ def read_answer(answer: dict[str, Any], per_message: list[int] | None = None) ->
         fallback=fallback, answer=answer)
 
 
-# --- FALLBACK: remove once the daemon's context answer carries `parts` on every supported
-# version. Until then, each message's kind is derived from today's fields: the rolling
+# --- FALLBACK, guarded: used only for a daemon whose context answer has no `parts` (before
+# api additions of the context-quality work). Each message's kind is derived from the rolling
 # summary's and gap texts' prefixes, the cached tool messages spliced before the newest user
-# message, and the roles. Tokens come from memman_count_tokens(per_message).
+# message, and the roles; tokens and entry ids are unknown (0 / none) there.
 _MARKER = re.compile(r"^\[\d+ messages? omitted\]$")
 
 
-def fallback_parts(answer: dict[str, Any], per_message: list[int] | None) -> list[dict[str, Any]]:
+def fallback_parts(answer: dict[str, Any]) -> list[dict[str, Any]]:
     messages = [m for m in answer.get("messages") or [] if isinstance(m, dict)]
     n = len(messages)
     cached = int((answer.get("cached_tools") or {}).get("messages") or 0)
@@ -196,28 +197,8 @@ def fallback_parts(answer: dict[str, Any], per_message: list[int] | None) -> lis
             kind = "tool_result"
         else:
             kind = "message"
-        tokens = per_message[i] if per_message and i < len(per_message) else 0
-        out.append({"kind": kind, "tokens": tokens, "entry_ids": [], "summary_id": None,
+        out.append({"kind": kind, "tokens": 0, "entry_ids": [], "summary_id": None,
                     "score": None, "mark": mark})
     return out
 
-
-def attach_entries(view: SentView, entries: list[dict[str, Any]]) -> None:
-    """FALLBACK: the entry behind each kept message, matched in order by role and content
-    (today's answer does not name it); pinned entries get the ``pinned`` mark."""
-    pool = [e for e in entries if isinstance(e, dict)]
-    start = 0
-    for p in view.parts:
-        if p.entry_ids or p.kind not in ("system_prompt", "message", "tool_call", "tool_result",
-                                         "context"):
-            continue
-        content = p.message.get("content") or ""
-        for j in range(start, len(pool)):
-            e = pool[j]
-            if e.get("role") == p.role and (e.get("content") or "") == content:
-                p.entry_ids = [int(e["id"])]
-                if e.get("pinned"):
-                    p.mark = "pinned"
-                start = j + 1
-                break
 # --- end of FALLBACK

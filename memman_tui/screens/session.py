@@ -35,7 +35,7 @@ from memman_tui.rows import (
 )
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.screens.context import ItemScreen
-from memman_tui.sent import SHORT_LABEL, STYLE, Part, SentView, attach_entries
+from memman_tui.sent import SHORT_LABEL, STYLE, Part, SentView
 from memman_tui.widgets.banner import Banner, RateLabel
 from memman_tui.widgets.breakdown import fullness_text
 from memman_tui.widgets.chart import UsageChart
@@ -179,8 +179,6 @@ class SessionScreen(MonitorScreen):
         self.loads += 1
         self.detail = detail
         self.view = detail.sent if isinstance(detail.sent, SentView) else None
-        if self.view is not None and self.view.fallback and isinstance(detail.session, dict):
-            attach_entries(self.view, detail.session.get("entries") or [])
         self.cache_items = as_list(detail.cache, "entries", "items", "cache")
         self.scratch_items = scratch_rows(detail.candidates)
         self.show_head()

@@ -66,8 +66,10 @@ async def test_context_view_equals_the_daemons_answer_at_the_same_moment():
             assert view.sent_tokens == answer.get("sent_tokens", answer["tokens"])
             assert view.budget == answer["budget"]
             kinds = [p.kind for p in view.parts]
-            assert {"system_prompt", "linked_summary", "cached_tool_result", "message",
-                    "tool_call", "tool_result", "rolling_summary"} <= set(kinds), kinds
+            assert {"system_prompt", "cached_tool_result", "message", "tool_call",
+                    "tool_result"} <= set(kinds), kinds
+            assert {"gap_summary", "linked_summary", "rolling_summary",
+                    "omission_marker"} & set(kinds), kinds  # something stands for the past
             table = screen.query_one("#parts")
             assert table.row_count == len(answer["messages"])
             for i, msg in enumerate(answer["messages"]):  # row i is message i
@@ -76,8 +78,11 @@ async def test_context_view_equals_the_daemons_answer_at_the_same_moment():
             # breakdown: every kind, tool definitions, free space; sums to the parts
             bd = view.breakdown
             assert "tool_definitions" in bd and bd["free"] == max(0, view.budget - view.sent_tokens)
-            assert sum(v for k, v in bd.items() if k not in ("tool_definitions", "free")) == \
+            extras = ("tool_definitions", "free", "reply_priming")
+            assert sum(v for k, v in bd.items() if k not in extras) == \
                 sum(p.tokens for p in view.parts)
+            assert view.sent_tokens == sum(p.tokens for p in view.parts) + \
+                bd.get("reply_priming", 0) + bd["tool_definitions"]  # the same token total
             assert screen.query_one("#breakdown").row_count >= len(set(kinds)) + 2
             # w writes the whole list as JSON
             await pilot.press("w")
@@ -157,44 +162,60 @@ async def test_the_chart_shows_the_past_and_thresholds_notify():
                            "the threshold notification")
 
 
+async def _own_row(c, sid: str, entry_id: int) -> bool:
+    """Does the daemon send this entry as its own message (not folded into a summary)?"""
+    answer = await c.call(names.SESSION_CONTEXT, sid, {"peek": True})
+    return any(p["entry_ids"] == [entry_id] for p in answer["parts"])
+
+
 async def test_selection_follows_its_entry_and_clears_when_it_is_folded_away():
     async with running_daemon() as d, d.client() as c:
-        await c.session_open("s1", {"user_id": "alice"})
+        await c.session_open("s1", {"user_id": "alice", "max_tokens": 600})
         await c.session_add("s1", {"type": "context", "role": "system", "pinned": True,
                                    "content": "[SYSTEM: keep me]"})
-        for i in range(20):
-            await c.session_add("s1", {"role": "user" if i % 2 == 0 else "assistant",
-                                       "content": f"message number {i} about the plan"})
+        ids = []
+        for i in range(12):
+            e = await c.session_add("s1", {"role": "user" if i % 2 == 0 else "assistant",
+                                           "content": f"message number {i} about the plan"})
+            ids.append(e["entry"]["id"] if "entry" in e else e["id"])
+        keep, doomed = ids[8], ids[2]
+        await c.call(names.SESSION_PIN, "s1", keep, True)
         app = real_app(str(d.socket))
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
             table = screen.query_one("#context")
-            parts = screen.view.parts
-            newest = parts[-2]
-            table.select_key(newest.key)
+            key = next(p.key for p in screen.view.parts if p.entry_ids == [keep])
+            table.select_key(key)
             row_before = table.cursor_row
-            loads = screen.loads
-            await c.call(names.SESSION_COMPACT, "s1")  # rows above it fold into a summary
-            await wait_for(pilot, lambda: screen.loads > loads
-                           and len(screen.view.parts) < len(parts), "the refill")
-            assert table.selected_key == newest.key  # followed its entry...
-            assert table.cursor_row < row_before  # ...to its new place
-            old = next(p for p in parts if p.kind == "message")
-            loads = screen.loads
-            table.select_key(screen.view.parts[-1].key)
+            n = 0
+            while await _own_row(c, "s1", doomed) and n < 40:  # the history grows past the budget
+                for _ in range(5):
+                    await c.session_add("s1", {"role": "user", "content": f"later words {n} "
+                                               + "filler " * 12})
+                    n += 1
+            assert not await _own_row(c, "s1", doomed), "the old entry never folded"
+            await wait_for(pilot, lambda: all(p.entry_ids != [doomed]
+                                              for p in screen.view.parts), "the refill")
+            # followed its entry to its new place (rows above it folded into a summary)
+            assert table.selected_key == key
+            assert table.get_row_index(key) == table.cursor_row != row_before
             # a selected entry that goes away: the selection clears, never jumps
-            gone = screen.view.parts[-1]
-            await c.session_add("s1", {"role": "user", "content": "one more"})
-            await wait_for(pilot, lambda: screen.loads > loads, "the refill")
-            assert table.selected_key == gone.key
-            assert old.key not in {p.key for p in screen.view.parts}
-            table.selected_key = old.key  # as if that row had been chosen before it folded
-            screen.fill_context()
-            assert table.selected_key is None and not table.show_cursor
+            victim = next(p for p in screen.view.parts if p.kind == "message"
+                          and p.entry_ids and p.entry_ids[0] not in (keep,))
+            table.select_key(victim.key)
+            m = 0
+            while await _own_row(c, "s1", victim.entry_ids[0]) and m < 60:
+                for _ in range(5):
+                    await c.session_add("s1", {"role": "user", "content": f"more {m} "
+                                               + "filler " * 12})
+                    m += 1
+            await wait_for(pilot, lambda: table.selected_key is None, "the selection to clear")
+            assert not table.show_cursor
+            pinned_before = [e["pinned"] for e in (await c.session_get("s1"))["entries"]]
             await pilot.press("x")  # nothing selected: nothing pinned or unpinned
             await pilot.pause()
-            s = await c.session_get("s1")
-            assert [e["pinned"] for e in s["entries"]] == [True] + [False] * 21
+            assert app.screen is screen
+            assert [e["pinned"] for e in (await c.session_get("s1"))["entries"]] == pinned_before
 
 
 async def test_unpin_of_a_system_entry_asks_with_its_text_and_u_restores_it():

@@ -157,17 +157,23 @@ def cache_cells(item: dict[str, Any], now: float, marked: bool) -> tuple[Any, ..
     total = first(item, "original_duration", "duration", default=remaining) or 1
     expires = first(item, "expires_at", "ttl_expires_at")
     ttl_total = first(item, "ttl_s", "ttl", default=None)
-    if expires:
+    if expires and float(expires) <= now:  # past its TTL: evicted on the next lookup
+        ttl = Text("expired", "bold red")
+    elif expires:
         left = max(0.0, float(expires) - now)
         ttl = countdown_text(left, float(ttl_total or max(left, 1)), 6, "s")
     else:
         ttl = Text("no TTL", "grey50")
     params = item.get("parameters")
     name = str(first(item, "tool_name", "tool", default="?"))
-    call = f"{name}({_short(params, 24)})" if params is not None else name
+    call = Text(f"{name}({_short(params, 24)})" if params is not None else name)
     key = Text(("● " if marked else "") + cache_key(item)[:8], "bold yellow" if marked else "")
-    return (countdown_text(float(remaining), float(total), 6, "x"), ttl,
-            str(first(item, "hits", default=0)), key, call)
+    hits = int(first(item, "hits", default=0) or 0)
+    last_hit = first(item, "last_hit_at")
+    hit_text = Text(str(hits), "bold blue" if hits else "")
+    if last_hit and now - float(last_hit) < 10:  # a hit just now stands out
+        hit_text = Text(f"{hits} ● hit", "bold reverse blue")
+    return (countdown_text(float(remaining), float(total), 6, "x"), ttl, hit_text, key, call)
 
 
 def _short(value: Any, n: int = 40) -> str:

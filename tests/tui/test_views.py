@@ -321,3 +321,26 @@ async def test_clients_view_lists_who_is_connected():
             watcher = next(r for r in rows if str(r[1]) == "watcher-agent")
             assert "session" in str(watcher[6])
             assert any("this TUI" in str(r[1]) for r in rows)
+
+
+async def test_a_cache_expiry_is_a_notification_and_shows_as_expired():
+    from memman_daemon.clock import FakeClock
+
+    clock = FakeClock()
+    async with running_daemon(clock=clock) as d, d.client() as c:
+        await c.session_open("s1")
+        await c.call(names.CACHE_PUT, "s1", "weather", {"city": "Oslo"}, "rain",
+                     {"duration": 3, "ttl_s": 5.0})
+        app = real_app(str(d.socket))
+        app.clock = clock.now  # the TUI reads TTLs on the daemon's clock
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_session(pilot)
+            table = screen.query_one("#cache")
+            await wait_for(pilot, lambda: table.row_count == 1, "the cache row")
+            clock.advance(10)
+            screen.fill_cache()
+            assert "expired" in str(table.get_row_at(0)[1])
+            assert await c.call(names.CACHE_LOOKUP, "s1", "weather", {"city": "Oslo"}) is None
+            await wait_for(pilot, lambda: any("expired" in n.message
+                                              for n in app._notifications),
+                           "the expiry notification")

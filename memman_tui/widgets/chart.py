@@ -47,6 +47,7 @@ class UsageChart(Widget):
     """Sent and history tokens per point, with band lines and compaction / prune marks."""
 
     DEFAULT_CSS = "UsageChart { height: 1fr; min-height: 6; }"
+    can_focus = True  #: panel [2] takes focus like the others (nothing to select in it)
 
     points: reactive[list[dict[str, Any]]] = reactive(list, always_update=True)
 

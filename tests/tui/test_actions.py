@@ -39,7 +39,7 @@ async def test_evict_snippet_with_keys():
         app = real_app(str(d.socket))
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
-            await pilot.press("tab", "tab")  # context -> cache -> scratchpad
+            await pilot.press("4")  # panel 4: the scratchpad
             table = screen.query_one("#scratch")
             await wait_for(pilot, lambda: screen.focused is table, "the scratchpad panel")
             table.select_key(str(gone["snippet"]["id"]))
@@ -64,7 +64,7 @@ async def test_evict_cache_entries_marked_with_space():
             screen = await open_session(pilot)
             table = screen.query_one("#cache")
             await wait_for(pilot, lambda: table.row_count == 3, "the cache rows")
-            await pilot.press("tab")
+            await pilot.press("3")  # panel 3: the tool cache
             await wait_for(pilot, lambda: screen.focused is table, "the cache panel")
             await pilot.press("space", "space")  # mark the first two rows
             await wait_for(pilot, lambda: len(screen.marks.get("cache", ())) == 2, "two marks")
@@ -85,7 +85,7 @@ async def test_cancelled_evict_changes_nothing():
         app = real_app(str(d.socket))
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
-            await pilot.press("tab", "tab", "e")
+            await pilot.press("4", "e")
             await wait_for(pilot, lambda: app.screen.query("#yes"), "the confirmation")
             await pilot.press("n")
             await wait_for(pilot, lambda: app.screen is screen, "the dialog to close")
@@ -182,7 +182,7 @@ async def test_read_only_disables_every_change():
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
             assert "read-only" in str(screen.query_one("#banner").render())
-            await pilot.press("x", "c", "p", "tab", "tab", "e")
+            await pilot.press("x", "c", "p", "4", "e")
             await pilot.pause()
             assert screen is app.screen  # no dialog opened
         s = await c.session_get("s1")

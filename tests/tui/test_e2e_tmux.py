@@ -58,7 +58,7 @@ def test_evict_a_snippet_from_the_terminal():
             wait_screen(name, "e2e-1")
             tmux("send-keys", "-t", name, "Enter")
             wait_screen(name, "2 snippets")
-            tmux("send-keys", "-t", name, "Tab", "Tab")  # context -> cache -> scratchpad
+            tmux("send-keys", "-t", name, "4")  # panel 4: the scratchpad
             # candidates are sorted best first; walk down until the status line names ours
             for _ in range(3):
                 if f"snippet {gone_id}: score" in screen(name):
@@ -114,6 +114,7 @@ def test_unpin_acts_on_the_selected_row_only_while_the_session_changes_and_u_res
             wait_screen(name, sid)
             tmux("send-keys", "-t", name, "Enter")
             wait_screen(name, "context as sent")
+            wait_screen(name, "step 15 of the plan")  # the rows are in: keys act on them
             # walk down the context panel until the status line names the target entry
             pattern = re.compile(rf"entries {target}\b")
             for n in range(2, 30):  # one key at a time, each waited for

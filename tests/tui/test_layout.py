@@ -73,8 +73,8 @@ async def test_vertical_keys_and_number_keys():
         assert table.cursor_row == table.row_count - 1
         await pilot.press("home")
         assert table.cursor_row == 0
-        for n, wid in ((3, "cache"), (4, "scratch"), (5, "summaries"), (6, "log"),
-                       (1, "context")):
+        for n, wid in ((2, "chart"), (3, "cache"), (4, "scratch"), (5, "summaries"),
+                       (6, "log"), (1, "context")):
             await pilot.press(str(n))
             assert screen.focused is screen.query_one(f"#{wid}"), n
 

@@ -234,9 +234,13 @@ async def test_banner_and_reconnect_when_the_daemon_restarts():
             await wait_for(pilot, lambda: app.backend is None, "the disconnect")
             await wait_for(pilot, lambda: "reconnect" in app.connection_text, "the banner")
             assert app.screen.query_one("#banner").display
+            # the figures from before the loss are greyed out while disconnected
+            assert app.screen.query_one("#daemon").has_class("-stale")
+            assert app.screen.query_one("#sessions").has_class("-stale")
             async with running_daemon(root) as d2:
                 await wait_for(pilot, lambda: app.backend is not None and not app.connection_text,
                                "the reconnect", steps=1000)
+                assert not app.screen.query_one("#daemon").has_class("-stale")
                 assert "s1" in app.live.sessions
                 assert d2.socket == d.socket
 

@@ -76,24 +76,35 @@ def usage_cell(share: float | None, bar: int = 5) -> Text:
     return out
 
 
-def overview_row(ov: dict[str, Any], now: float, cache: int | None, scratch: int | None,
-                 marked: bool = False, points: list[dict[str, Any]] | None = None,
-                 spark_width: int = 12) -> tuple[Any, ...]:
+def series_cells(points: list[dict[str, Any]] | None, spark_width: int = 12
+                 ) -> tuple[Text, Text, Text]:
+    """The sent, hist and trend cells of an overview row, from the session's usage series."""
     from memman_tui.widgets.chart import sparkline, usage_values
 
-    sid = Text(("● " if marked else "") + str(ov.get("session_id", "?")),
-               "bold yellow" if marked else "")
     last = points[-1] if points else None
     sent = None if last is None else last.get("sent_usage")
     hist = None if last is None else last.get("history_usage")
     hist_text = Text("-", "grey50") if hist is None else Text(
         f"{float(hist) * 100:3.0f}%", band(int(float(hist) * 10000), 10000)[1])
+    trend = sparkline(usage_values(points or []), spark_width) if points else Text("-", "grey50")
+    return usage_cell(None if sent is None else float(sent)), hist_text, trend
+
+
+def overview_row(ov: dict[str, Any], now: float, cache: int | None, scratch: int | None,
+                 marked: bool = False, points: list[dict[str, Any]] | None = None,
+                 spark_width: int = 12,
+                 series: tuple[Text, Text, Text] | None = None) -> tuple[Any, ...]:
+    """One overview row; ``series`` (from :func:`series_cells`) may be passed in when the
+    caller keeps it between repaints (it only changes with a new usage point)."""
+    sid = Text(("● " if marked else "") + str(ov.get("session_id", "?")),
+               "bold yellow" if marked else "")
+    sent_cell, hist_cell, trend_cell = series or series_cells(points, spark_width)
     return (
         sid,
         str(ov.get("user_id", "-")),
-        usage_cell(None if sent is None else float(sent)),
-        hist_text,
-        sparkline(usage_values(points or []), spark_width) if points else Text("-", "grey50"),
+        sent_cell,
+        hist_cell,
+        trend_cell,
         f"{ov.get('active_entries', 0)}/{ov.get('entries', 0)}",
         str(ov.get("exchanges", 0)),
         "-" if cache is None else str(cache),

@@ -10,7 +10,13 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from memman_tui import keymap
 from memman_tui.live import Drained
-from memman_tui.rows import OVERVIEW_COLUMNS, overview_matches, overview_row, sort_value
+from memman_tui.rows import (
+    OVERVIEW_COLUMNS,
+    overview_matches,
+    overview_row,
+    series_cells,
+    sort_value,
+)
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.widgets.banner import Banner, RateLabel
 from memman_tui.widgets.daemon_header import DaemonHeader
@@ -27,6 +33,8 @@ class OverviewScreen(MonitorScreen):
         self.sort_reverse = False
         self._order: list[str] = []
         self._cells: dict[str, tuple[Any, ...]] = {}  #: what each row shows now
+        #: per session: (newest point id, number of points) -> its sent / hist / trend cells
+        self._series: dict[str, tuple[tuple[Any, int], tuple[Any, Any, Any]]] = {}
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="title-row"):
@@ -71,9 +79,13 @@ class OverviewScreen(MonitorScreen):
 
     def _row(self, sid: str) -> tuple[Any, ...]:
         live = self.mm.live
+        points = live.series.get(sid) or []
+        stamp = (points[-1].get("id") if points else None, len(points))
+        memo = self._series.get(sid)
+        if memo is None or memo[0] != stamp:  # only a new usage point changes these cells
+            memo = self._series[sid] = (stamp, series_cells(points, 12))
         return overview_row(live.sessions[sid], self.mm.clock(), *live.counts(sid),
-                            marked=sid in self.marks.get("sessions", set()),
-                            points=live.series.get(sid), spark_width=12)
+                            marked=sid in self.marks.get("sessions", set()), series=memo[1])
 
     def rebuild(self) -> None:
         table = self.query_one("#sessions", SafeTable)

@@ -112,7 +112,13 @@ class Analysis:
     def feed(self, entries: list[Entry], sc: Any) -> None:
         for e in entries:
             text = scoring.entry_text(e)
-            cands = facts.analyse(text, structured=e.role == "tool")
+            cands = facts.analyse(e.content, structured=e.role == "tool")
+            for c in e.tool_calls or []:  # a call's arguments: the command, rarely the fact
+                fn = c.get("function", {})
+                for cand in facts.analyse(f"{fn.get('name', '')}({fn.get('arguments', '')})",
+                                          structured=True):
+                    cand.salience *= 0.5
+                    cands.append(cand)
             self.cands[e.id] = cands
             self.index.add(e.id, facts.terms(text))
             self.sup.feed(e.id, cands, f"tool:{e.name}" if e.role == "tool" else "message")
@@ -346,9 +352,7 @@ class ContextBuilder:
         tl = self.timeline(s)
         units = tl.units
         query, query_id = _query(s, req.query)
-        rel = tl.an.index.scores(facts.terms(query)) if query else {}
-        if query_id is not None:
-            rel.pop(query_id, None)
+        rel = tl.an.index.scores(facts.terms(query), exclude=query_id) if query else {}
         rel_unit: dict[int, float] = {}
         for eid, r in rel.items():
             u = tl.entry_unit.get(eid)
@@ -503,8 +507,12 @@ class ContextBuilder:
         # question asking for many things must not dilute each of them
         enough = 2.0 * (sum(idf.values()) / len(idf)) if idf else 1.0
 
+        entry_rel = 0.0  # a line shares some of its entry's relevance (its neighbours'
+        # words say what it is about: "ring.go:88" sits in the race detector's output)
+
         def relevance(c: facts.Candidate) -> float:
-            return min(1.0, sum(idf[t] for t in qterms & c.terms) / enough)
+            own = min(1.0, sum(idf[t] for t in qterms & c.terms) / enough)
+            return max(own, 0.5 * entry_rel)
 
         by = an.sup.by
         boosted: list[extractive.Pick] = []
@@ -516,6 +524,7 @@ class ContextBuilder:
             if e is None:
                 continue
             sup = {(eid, k) for k in range(len(an.cands[eid])) if (eid, k) in by}
+            entry_rel = plan.relevance[eid]
             boosted += extractive.picks_of(e, an.cands[eid], skip=sup, relevance=relevance)
             owner[eid] = gap_of[u.index]
         boosted.sort(key=lambda p: p.score, reverse=True)
@@ -555,15 +564,17 @@ class ContextBuilder:
                     if len(an.heads) > 4096:
                         an.heads.clear()
                     h = an.heads[key] = (f"[Summary of {g.count} earlier messages ("
-                                         f"{extractive.header_of([an.feat[e.id] for e in g.entries()])})]")
+                                         f"{extractive.header_of([an.feat[e.id] for e in g.entries()])})]")  # noqa: E501
                 heads[id(g)] = h
             return h
 
-        # every gap that may get lines costs a frame and its header: reserve for likely ones
-        overhead = sum(measure(head(g)) + 4 for g in sendable
-                       if g.source != "llm" and g.fact_chars)
+        def group(p: extractive.Pick) -> tuple[int, int]:
+            # the first line of a gap opens its message: a frame and the header line
+            g = owner[p.order[0]]
+            return id(g), measure(head(g)) + 4
+
         pool = heapq.merge(linked, boosted, static(), key=lambda p: -p.score)
-        chosen, _ = extractive.choose(pool, room - used - overhead, measure, presorted=True)
+        chosen, _ = extractive.choose(pool, room - used, measure, presorted=True, group=group)
         by_gap: dict[int, list[extractive.Pick]] = {}
         for p in chosen:
             by_gap.setdefault(id(owner[p.order[0]]), []).append(p)

@@ -10,6 +10,8 @@ by who said it. A candidate is taken whole or not at all: no value is ever cut.
 
 from __future__ import annotations
 
+import heapq
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -59,9 +61,9 @@ def header_of(feats: list[tuple[bool, tuple[str, ...], bool]]) -> str:
         for t in f[1]:
             tools[t] = None
     names = list(tools)
-    parts = [f"{len(feats)} entries, {users} user message{'s' if users != 1 else ''}"]
+    parts = [f"{len(feats)} entries, {users} from the user"]
     if names:
-        parts.append("tools: " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else ""))
+        parts.append("tools: " + ", ".join(names[:4]) + (" ..." if len(names) > 4 else ""))
     if errors:
         parts.append(f"{errors} error{'s' if errors != 1 else ''} encountered")
     return "; ".join(parts)
@@ -72,28 +74,77 @@ def header(entries: list[Entry]) -> str:
 
 
 def choose(picks: Iterable[Pick], room: int, measure: Callable[[str], int],
-           presorted: bool = False) -> tuple[list[Pick], int]:
+           presorted: bool = False,
+           group: Callable[[Pick], tuple[int, int]] | None = None) -> tuple[list[Pick], int]:
     """The best picks that fit ``room`` (in ``measure``'s units), best value per cost first
-    (``presorted``: ``picks`` already come best first, and are only read as far as needed)."""
-    ranked = picks if presorted else sorted(picks, key=lambda p: p.score, reverse=True)
+    (``presorted``: ``picks`` already come best first, and are only read as far as needed).
+
+    Diversity: each line already taken from the same entry, or of the same shape (the same
+    line with other numbers and names: a linter's hundred warnings), lowers the next one's
+    value, so one long log cannot fill the room with its lookalikes. ``group`` names the
+    message a pick goes to and what opening it costs (a frame and a header), paid once."""
+    opened: set[int] = set()
+    stream = iter(picks if presorted else sorted(picks, key=lambda p: p.score, reverse=True))
+    per_entry: dict[int, int] = {}
+    per_shape: dict[str, int] = {}
+    shapes: dict[int, str] = {}
+
+    def value(p: Pick) -> float:
+        sh = shapes.get(id(p))
+        if sh is None:
+            sh = shapes[id(p)] = _shape(p.text)
+        return p.score * 0.8 ** per_entry.get(p.order[0], 0) * 0.5 ** per_shape.get(sh, 0)
+
+    deferred: list[tuple[float, int, Pick]] = []
+    nxt = next(stream, None)
     chosen: list[Pick] = []
     seen: set[str] = set()
-    used = misses = 0
-    for p in ranked:
-        if room - used < 8 or misses > 400:
+    used = misses = seq = 0
+    while room - used >= 8 and misses <= 400:
+        if deferred and (nxt is None or -deferred[0][0] >= nxt.score):
+            neg, _, p = heapq.heappop(deferred)
+            v = value(p)
+            if v < -neg - 1e-12:  # lowered since it was deferred: wait again
+                seq += 1
+                heapq.heappush(deferred, (-v, seq, p))
+                continue
+        elif nxt is not None:
+            p, nxt = nxt, next(stream, None)
+            v = value(p)
+            if v < p.score - 1e-12:
+                seq += 1
+                heapq.heappush(deferred, (-v, seq, p))
+                continue
+        else:
             break
         key = p.text.lower()
         if key in seen:
             continue
         cost = measure(line(p))
+        if group is not None:
+            gid, opening = group(p)
+            if gid not in opened:
+                cost += opening
         if cost > room - used:
             misses += 1
             continue
+        if group is not None:
+            opened.add(gid)
         seen.add(key)
         chosen.append(p)
         used += cost
+        per_entry[p.order[0]] = per_entry.get(p.order[0], 0) + 1
+        sh = shapes[id(p)]
+        per_shape[sh] = per_shape.get(sh, 0) + 1
     chosen.sort(key=lambda p: p.order)
     return chosen, used
+
+
+_SHAPE_TOKEN = re.compile(r"[A-Za-z_][\w.\-]*|\d[\d.:,]*")
+
+
+def _shape(text: str) -> str:
+    return _SHAPE_TOKEN.sub("w", text)[:32]
 
 
 def line(p: Pick) -> str:

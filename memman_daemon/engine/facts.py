@@ -160,7 +160,15 @@ def salience(text: str, kv: bool = False) -> float:
         s += 0.25
     if len(text) < 12:
         s *= 0.6
+    if _CODE.search(text):
+        s *= 0.55  # source code is dense with identifiers but rarely the fact asked about
     return min(s, 1.0)
+
+
+_CODE = re.compile(
+    r"(?:^|\t|:\s*)(?:\d+\t|[+-]\t|[+-]?\s*(?:func|def|class|return|import|package|const|var|"
+    r"let|if|for|else|switch|case|type|struct|public|private|static|async|await)\b)"
+    r"|[;{}]\s*$|:=|=>|\)\s*\{|\b(?:err|nil|self|this)\b.*[(){}]|\\n\+", re.M)
 
 
 _OUTCOME = re.compile(
@@ -183,7 +191,8 @@ let lets us one get got""".split())
 
 def stem(w: str) -> str:
     """A light suffix stripper: deploy / deploys / deployed / deploying / deployment meet."""
-    for suf in ("ments", "ment", "ings", "ing", "ies", "ed", "es", "s"):
+    for suf in ("ments", "ment", "ings", "ing", "ers", "er", "ions", "ion", "ies", "ed", "es",
+                "ly", "s"):
         if len(w) > len(suf) + 2 and w.endswith(suf):
             w = w[: -len(suf)] + ("y" if suf == "ies" else "")
             break

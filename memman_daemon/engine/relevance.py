@@ -35,8 +35,9 @@ class TermIndex:
         df = len(self.postings.get(term, ()))
         return math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
 
-    def scores(self, query: list[str]) -> dict[int, float]:
-        """BM25 of every document that shares a term with ``query``, normalized to 0..1."""
+    def scores(self, query: list[str], exclude: int | None = None) -> dict[int, float]:
+        """BM25 of every document that shares a term with ``query``, normalized to 0..1 (the
+        best match is 1; ``exclude``, the question's own entry, is left out)."""
         n = len(self.length)
         if not n or not query:
             return {}
@@ -53,6 +54,7 @@ class TermIndex:
             length = self.length
             for doc, tf in post.items():
                 out[doc] += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length[doc] / avg))
+        out.pop(exclude, None)
         if not out:
             return {}
         top = max(out.values())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -328,6 +329,55 @@ class SessionEngine:
         self._publish(s, "pinned", out)
         return out
 
+    async def remove(self, s: Session, entry_id: int | None, client: str = "") -> dict[str, Any]:
+        """Remove one entry (``entry_id``; None: the newest, i.e. pop) from the log, audited.
+
+        A summary that linked the entry drops the link and says so: its ``removed_entry_ids``
+        names the entry and a note is appended to its text (which may still reflect it).
+        """
+        async with self.lock(s.id):
+            if entry_id is None:
+                if not s.entries:
+                    return {"removed": None, "summaries": [], "audit_id": None,
+                            "session": s.overview()}
+                e = s.entries[-1]
+            elif (e := s.by_id.get(entry_id)) is None:
+                raise not_found("entry", entry_id)
+            ops: list = [("DELETE FROM entries WHERE id=?", (e.id,))]
+            relinked = [sm for sm in s.summaries.values() if e.id in sm.entry_ids]
+            for sm in relinked:
+                sm.entry_ids = [i for i in sm.entry_ids if i != e.id]
+                sm.removed_entry_ids.append(e.id)
+                sm.original_tokens = max(0, sm.original_tokens - e.tokens)
+                sm.content += (f"\n[Entry {e.id} ({e.role} {e.type}) was removed on request "
+                               "after this summary was written; the summary no longer links it "
+                               "and its text above may still reflect it.]")
+                sm.tokens = self.core.tokens.count_message({"role": "system",
+                                                            "content": sm.content}, s.meta.model)
+                sm.ratio = round(sm.original_tokens / max(sm.tokens, 1), 3)
+                ops.append(Sessions.summary_op(sm))
+            s.entries.remove(e)
+            del s.by_id[e.id]
+            cycle = s.meta.cycle
+            if e.id in cycle.agent_message_ids:
+                cycle.agent_message_ids.remove(e.id)
+                ops.append(Sessions.meta_op(s))
+            s.recount()
+            self.builder.forget(s.id)
+            what = e.content or _json_text(e.tool_calls)
+            rec, audit_op = self.core.audit.record(
+                "remove", what, f"session:{s.id}#{e.id}", "-", client, **Sessions.scope(s),
+                entry_id=e.id, type=e.type, role=e.role, tokens=e.tokens,
+                summary_ids=[sm.id for sm in relinked], pop=entry_id is None)
+            ops.append(audit_op)
+            await self.core.sessions.persist(s, ops)
+            out = {"removed": e.to_wire(),
+                   "summaries": [{"summary_id": sm.id, "entry_ids": sm.entry_ids,
+                                  "removed_entry_ids": sm.removed_entry_ids} for sm in relinked],
+                   "audit_id": rec.id, "session": s.overview()}
+            self._publish(s, "entry_removed", {**out, "entry_id": e.id, "client": client})
+            return out
+
     async def clear(self, s: Session) -> dict[str, Any]:
         async with self.lock(s.id):
             n, k = len(s.entries), len(s.summaries)
@@ -410,6 +460,10 @@ class SessionEngine:
         out = {"record": rec, "usage": usage.stats(s.meta)}
         self._publish(s, "usage", out)
         return out
+
+
+def _json_text(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=str) if obj else ""
 
 
 def _bump(m: SessionMeta, key: str) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from memman_daemon.engine.facts import Candidate, terms
+from memman_daemon.engine.facts import STOPWORDS, Candidate, terms
 
 Ref = tuple[int, int]  #: (entry id, candidate index)
 
@@ -92,23 +92,31 @@ def _norm(v: str) -> str:
     return " ".join(v.lower().split()).strip("\"'`,;")
 
 
+def _named(token: str) -> bool:
+    """Only a value or a name can be replaced: "its", "the", "using" never are."""
+    return (len(token) > 1 and token.lower() not in STOPWORDS
+            and (bool(_VALUEISH.search(token)) or token[:1].isupper()))
+
+
 def _changes(text: str) -> list[tuple[str | None, str, list[str]]]:
     """(old token or None, new value, subject words) for each change statement in ``text``."""
     out: list[tuple[str | None, str, list[str]]] = []
     for rx in _RENAMED:
         for m in rx.finditer(text):
-            out.append((m.group(1), m.group(2), []))
+            if _named(m.group(1)):
+                out.append((m.group(1), m.group(2), []))
     for m in _INSTEAD.finditer(text):
-        out.append((m.group(2), m.group(1), []))
+        if _named(m.group(2)):
+            out.append((m.group(2), m.group(1), []))
     if _CORRECTION.search(text):
         for m in _NOT.finditer(text):
-            if _VALUEISH.search(m.group(1)) or m.group(1)[:1].isupper():
+            if _named(m.group(1)):
                 out.append((m.group(1), "", []))
     for m in _CHANGE.finditer(text):
         new = m.group("new").strip()
         old = m.group("old")
         subj = [w for w in terms(m.group("subj"))][-2:]
-        if old:
+        if old and _named(old.strip()):
             out.append((old.strip(), new, []))
         elif subj:
             out.append((None, new, subj))

@@ -3,4 +3,12 @@
 
 def load_all() -> None:
     """Import every handler module (idempotent)."""
-    from memman_daemon.handlers import clients, series, session_engine, spine, tiers, undo  # noqa: F401
+    from memman_daemon.handlers import (  # noqa: F401
+        clients,
+        forget,
+        series,
+        session_engine,
+        spine,
+        tiers,
+        undo,
+    )

@@ -142,7 +142,7 @@ async def memory_search(call: Call, user_id: str, type: str, query: str,
         Param("opts", dict, default=dict), writes=True)
 async def memory_learn(call: Call, user_id: str, key: str, value: Any,
                        opts: dict[str, Any]) -> dict[str, Any]:
-    return await call.core.user_memory.learn(user_id, key, value, opts)
+    return await call.core.user_memory.learn(user_id, key, value, opts, call.client_name)
 
 
 @method(names.MEMORY_RECALL, Param("user_id", str), Param("key", str))
@@ -198,4 +198,4 @@ async def docs_list(call: Call, tenant_id: str) -> dict[str, Any]:
 
 @method(names.DOCS_DELETE, Param("tenant_id", str), Param("doc_id", str), writes=True)
 async def docs_delete(call: Call, tenant_id: str, doc_id: str) -> dict[str, Any]:
-    return await call.core.docs.delete(tenant_id, doc_id)
+    return await call.core.docs.delete(tenant_id, doc_id, call.client_name)

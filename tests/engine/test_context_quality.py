@@ -69,6 +69,8 @@ async def test_a_keyword_free_fact_from_cycle_one_comes_back_when_asked_about() 
                                   "content": "Which box did I say we use as staging?"})
         ctx = await c.session_context("s")
         assert ctx["pruned"] and ctx["tokens"] <= 1500
+        # a history larger than the target share: the window fills at least that share
+        assert ctx["history_tokens"] > 0.7 * 1500 and ctx["tokens"] >= 0.7 * 1500
         assert "tarn-ops-7" in texts(ctx)
         assert_valid_chat(ctx["messages"])
         # the preview says why: the entry is relevant to the question

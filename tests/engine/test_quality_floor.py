@@ -63,7 +63,6 @@ def test_check_chat_catches_broken_lists() -> None:
     assert check_chat([{"role": "user", "content": "q"}], 100, 101)  # over budget
 
 
-@pytest.mark.xfail(strict=False, reason="context engine rewrite pending")
 async def test_context_quality_floor_session_a_not_worse_than_newest_first() -> None:
     fx = build_session_a()
     async with running_daemon() as d, d.client() as c:

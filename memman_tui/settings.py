@@ -22,7 +22,7 @@ class Settings:
     max_pending: int = 5000  #: events buffered per tick before a full resync replaces them
     start_daemon_cmd: tuple[str, ...] | None = None  #: how "start one" launches a daemon
     export_dir: str | None = None  #: where `w` writes the context as JSON (None: the current dir)
-    series_points: int = 40  #: points of each session's usage series the overview sparkline shows
+    series_points: int = 48  #: points of each session's usage series the overview sparkline shows
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:

@@ -34,7 +34,7 @@ class OverviewScreen(MonitorScreen):
         self._order: list[str] = []
         self._cells: dict[str, tuple[Any, ...]] = {}  #: what each row shows now
         #: per session: (newest point id, number of points) -> its sent / hist / trend cells
-        self._series: dict[str, tuple[tuple[Any, int], tuple[Any, Any, Any]]] = {}
+        self._series: dict[str, tuple[tuple[Any, ...], tuple[Any, Any, Any]]] = {}
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="title-row"):
@@ -80,12 +80,22 @@ class OverviewScreen(MonitorScreen):
     def _row(self, sid: str) -> tuple[Any, ...]:
         live = self.mm.live
         points = live.series.get(sid) or []
-        stamp = (points[-1].get("id") if points else None, len(points))
+        width = self.spark_width()
+        stamp = (points[-1].get("id") if points else None, len(points), width)
         memo = self._series.get(sid)
         if memo is None or memo[0] != stamp:  # only a new usage point changes these cells
-            memo = self._series[sid] = (stamp, series_cells(points, 12))
+            memo = self._series[sid] = (stamp, series_cells(points, width))
         return overview_row(live.sessions[sid], self.mm.clock(), *live.counts(sid),
                             marked=sid in self.marks.get("sessions", set()), series=memo[1])
+
+    def spark_width(self) -> int:
+        """The sparkline grows with the terminal: 12 points at 100-140 columns, up to 48."""
+        width = self.size.width or 100
+        return 12 if width < 140 else min(48, width - 128)
+
+    def on_resize(self) -> None:
+        if self._order:
+            self.rebuild()
 
     def rebuild(self) -> None:
         table = self.query_one("#sessions", SafeTable)

@@ -225,7 +225,11 @@ class SessionScreen(MonitorScreen):
         rows = [] if view is None else [
             (p.key, context_cells(p, width, p.key in marks)) for p in view.parts
             if self._matches(p.kind, p.mark, p.role, p.text)]
+        had = table.selected_key
         self._refill(table, rows, self.detail.sent is UNAVAILABLE)
+        if had is not None and table.selected_key is None and table.has_focus:
+            self.explain("the selected message left the context (folded into a summary or "
+                         "dropped): nothing is selected now; j / k selects again")
         if view is not None:
             table.border_subtitle = (f"{len(view.parts)} messages · {view.sent_tokens:,} tok sent"
                                      " · Enter opens · v full screen")

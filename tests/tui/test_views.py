@@ -211,6 +211,7 @@ async def test_selection_follows_its_entry_and_clears_when_it_is_folded_away():
                     m += 1
             await wait_for(pilot, lambda: table.selected_key is None, "the selection to clear")
             assert not table.show_cursor
+            assert "nothing is selected" in str(screen.query_one("#why").render())
             pinned_before = [e["pinned"] for e in (await c.session_get("s1"))["entries"]]
             await pilot.press("x")  # nothing selected: nothing pinned or unpinned
             await pilot.pause()

@@ -198,8 +198,8 @@ class SessionScreen(MonitorScreen):
         ov = self.overview()
         title = Text()
         title.append(f"session {self.session_id}", "bold")
-        title.append(f"  user {ov.get('user_id', '-')} · tenant {ov.get('tenant_id', '-')} · "
-                     f"{ov.get('model', '-')} · exchanges {ov.get('exchanges', 0)} · "
+        title.append(f"  {ov.get('user_id', '-')}@{ov.get('tenant_id', '-')} · "
+                     f"{ov.get('model', '-')} · {ov.get('exchanges', 0)} exchanges · "
                      f"rolling summary {ov.get('summary_bytes', 0):,} B", "grey70")
         self.query_one("#session-title", Static).update(title)
         self.query_one("#fullness", Static).update(fullness_text(self.view, self.size.width))

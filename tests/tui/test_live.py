@@ -86,3 +86,35 @@ async def test_unknown_methods_degrade_to_unavailable():
     assert not backend.has(names.CACHE_LIST)
     listed = Backend(_Missing(), {"methods": [{"name": names.STATS}]})
     assert await listed.scratchpad_candidates("s1") is UNAVAILABLE  # not even asked
+
+
+def test_an_answer_without_parts_gets_kinds_from_its_messages():
+    """The guarded fallback for a daemon whose context answer has no `parts`."""
+    from memman_tui.sent import read_answer
+
+    answer = {"session_id": "s1", "budget": 1000, "tokens": 120, "full_tokens": 300,
+              "cached_tools": {"messages": 2, "tokens": 30},
+              "messages": [
+                  {"role": "system", "content": "[SYSTEM: be careful]"},
+                  {"role": "system", "content": "[Conversation summary]\nQ: a A: b"},
+                  {"role": "assistant", "content": "[Summary of 4 earlier messages: x]"},
+                  {"role": "assistant", "content": "[3 messages omitted]"},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": "c1", "function": {"name": "db", "arguments": "{}"}}]},
+                  {"role": "tool", "tool_call_id": "c1", "content": "rows"},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": "c2", "function": {"name": "weather", "arguments": "{}"}}]},
+                  {"role": "tool", "tool_call_id": "c2", "content": "rain"},
+                  {"role": "user", "content": "and now?"}]}
+    view = read_answer(answer)
+    assert view.fallback
+    assert [p.kind for p in view.parts] == [
+        "system_prompt", "rolling_summary", "gap_summary", "omission_marker", "tool_call",
+        "tool_result", "cached_tool_result", "cached_tool_result", "message"]
+    assert view.sent_tokens == 120 and view.history_tokens == 300
+    assert view.sent_usage == 0.12 and view.history_usage == 0.3
+    assert view.breakdown["free"] == 880
+    with_parts = read_answer({**answer, "parts": [
+        {"kind": "message", "tokens": 5, "entry_ids": [i], "summary_id": None, "score": None,
+         "mark": "kept"} for i in range(9)]})
+    assert not with_parts.fallback and [p.entry_ids for p in with_parts.parts][0] == [0]

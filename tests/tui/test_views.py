@@ -345,3 +345,25 @@ async def test_a_cache_expiry_is_a_notification_and_shows_as_expired():
             await wait_for(pilot, lambda: any("expired" in n.message
                                               for n in app._notifications),
                            "the expiry notification")
+
+
+async def test_delete_asks_naming_the_session_and_d_is_delete_everywhere():
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("s1", {"user_id": "alice"})
+        await c.session_add("s1", {"role": "user", "content": "hello"})
+        await c.session_open("s2", {"user_id": "bob"})
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot)
+            await pilot.press("e")  # evict is not a verb here: nothing happens
+            await pilot.pause()
+            assert not isinstance(app.screen, ConfirmScreen)
+            await pilot.press("d")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
+            assert "s1: user alice, 1 entries" in app.screen.body
+            await pilot.press("y")
+
+            async def gone():
+                return [s["session_id"] for s in await c.call(names.SESSION_LIST)] == ["s2"]
+
+            await wait_async(pilot, gone, "the deletion")

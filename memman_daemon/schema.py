@@ -121,7 +121,12 @@ MIGRATIONS: list[str] = [
         embedding BLOB NOT NULL
     );
     """,
-    # v3: the usage series — sent and history tokens of each session over time (the TUI chart)
+    # v3: the model that made each vector (a vector of another model is re-embedded)
+    """
+    ALTER TABLE memory_vectors ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    ALTER TABLE chunk_vectors ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    """,
+    # v4: the usage series — sent and history tokens of each session over time (the TUI chart)
     """
     CREATE TABLE usage_series (
         id             INTEGER PRIMARY KEY,

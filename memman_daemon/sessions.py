@@ -188,6 +188,8 @@ class Sessions:
         # only the entry row (updated_at is re-derived at load), so that concurrent adds are
         # runs of one statement: one executemany per group commit
         await self.persist(s, [self.entry_op(e)])
+        if e.content:  # relevance vectors: embedded later, in batches, off this path
+            self.core.embedder.prefetch(e.content)
         self.core.events.publish("session", "entry_added",
                                  lambda: {"entry": e.to_wire(), "session": s.overview()},
                                  **self.scope(s))

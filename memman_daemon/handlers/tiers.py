@@ -132,10 +132,21 @@ async def memory_append(call: Call, user_id: str, type: str, entry: dict[str, An
         Param("opts", dict, default=dict))
 async def memory_search(call: Call, user_id: str, type: str, query: str,
                         opts: dict[str, Any]) -> dict[str, Any]:
-    """Best first with scores; opts: limit, kind, flow (playbooks, exact), session_id."""
+    """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
+    threshold, mode (hybrid, fts, vector), session_id."""
     um = call.core.user_memory
     results = await um.search(user_id, type, query, opts)
-    return {"results": results, "mode": um.search_mode if type != "working" else "terms"}
+    mode = "terms" if type == "working" else um.mode_for(opts)
+    return {"results": results, "mode": mode}
+
+
+@method(names.MEMORY_PLAYBOOK, Param("user_id", str), Param("query", str),
+        Param("opts", dict, default=dict))
+async def memory_playbook(call: Call, user_id: str, query: str,
+                          opts: dict[str, Any]) -> dict[str, Any]:
+    """The playbook for this query: opts.flow exact first, else by similarity above the
+    threshold; with opts.session_id it is written to that session's scratchpad."""
+    return await call.core.user_memory.playbook(user_id, query, opts, call.client_name)
 
 
 @method(names.MEMORY_LEARN, Param("user_id", str), Param("key", str), Param("value", object),

@@ -483,6 +483,11 @@ class SessionScreen(MonitorScreen):
         if panel == "summaries":
             node = self.query_one("#summaries", Tree).cursor_node
             data = node.data if node is not None else None
+            if isinstance(data, dict) and isinstance(data.get("entry"), dict):
+                e = data["entry"]
+                return ItemScreen(self.session_id, f"entry {e.get('id')} · {e.get('role', '?')}/"
+                                  f"{e.get('type', '?')} · {e.get('tokens', '?')} tokens "
+                                  "(replaced by the summary above)", str(e.get("content") or ""))
             if isinstance(data, dict) and "rolling" in data:
                 return ItemScreen(self.session_id, "rolling summary (seed 000: the oldest "
                                   "exchanges folded)", data["rolling"])
@@ -533,5 +538,6 @@ class SessionScreen(MonitorScreen):
         for e in entries:
             node.add_leaf(Text(f"{e.get('id')} {e.get('role', '?')}/{e.get('type', '?')} "
                                f"{e.get('tokens', '?')} tok: "
-                               + str(e.get("content") or "")[:90].replace("\n", " ")))
+                               + str(e.get("content") or "")[:90].replace("\n", " ")),
+                          data={"entry": e})
         node.expand()

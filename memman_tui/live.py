@@ -111,6 +111,8 @@ class LiveState:
         self.evicted_texts: dict[str, dict[str, Any]] = {}
         #: per-session ids of snippets written again after an eviction of the same text
         self.rewritten: dict[str, set[Any]] = {}
+        #: (session, threshold) -> may alert again (re-armed once sent falls 10 points below)
+        self._armed: dict[tuple[str, float], bool] = {}
 
     # --- full loads ----------------------------------------------------------------------
     def load_sessions(self, rows: list[dict[str, Any]]) -> None:
@@ -205,7 +207,11 @@ class LiveState:
         now = point.get("sent_usage")
         if isinstance(now, (int, float)):
             for line, label, severity in ((1.0, "100 %", "error"), (0.9, "90 %", "warning")):
-                if now >= line and (before is None or before < line):
+                armed = self._armed.setdefault((sid, line), True)
+                if now < line - 0.1:  # hysteresis: a window hovering at the line alerts once
+                    self._armed[(sid, line)] = True
+                if now >= line and armed and (before is None or before < line):
+                    self._armed[(sid, line)] = False
                     self._pending.alerts.append(
                         (severity, f"{sid}: sent crossed {label} of the budget "
                                    f"({point.get('sent_tokens'):,}/{point.get('budget'):,} "

@@ -118,3 +118,23 @@ def test_an_answer_without_parts_gets_kinds_from_its_messages():
         {"kind": "message", "tokens": 5, "entry_ids": [i], "summary_id": None, "score": None,
          "mark": "kept"} for i in range(9)]})
     assert not with_parts.fallback and [p.entry_ids for p in with_parts.parts][0] == [0]
+
+
+def test_threshold_crossings_alert_once_until_sent_falls_back():
+    live = LiveState()
+
+    def point(i: int, share: float) -> None:
+        live.on_event(names.SESSION_EVENT, {
+            "kind": "series_point", "session_id": "s1", "point": {
+                "id": i, "sent_usage": share, "sent_tokens": int(share * 1000), "budget": 1000}})
+
+    for i, share in enumerate((0.5, 0.92, 0.88, 0.93, 0.86, 0.95)):  # hovering at 90 %
+        point(i, share)
+    alerts = live.drain().alerts
+    assert len(alerts) == 1 and "crossed 90 %" in alerts[0][1]
+    point(10, 0.7)  # well below: armed again
+    point(11, 0.91)
+    point(12, 1.02)
+    alerts = live.drain().alerts
+    assert [a[1].split("crossed ")[1][:5] for a in alerts] == ["90 % ", "100 %"]
+    assert len(live.series["s1"]) == 9

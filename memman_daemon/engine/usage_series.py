@@ -141,7 +141,19 @@ class UsageSeries:
             body = data() if callable(data) else (data or {})
             extra["tokens_saved"] = int(body.get("tokens_saved") or 0)
         self._record(s, "exchange" if kind == "cycle_finalized" else "compaction",
-                     self.last_sent.get(s.id), s.active_tokens, self._budget(s), extra)
+                     self.last_sent.get(s.id), self._history(s), self._budget(s), extra)
+
+    def _history(self, s: Session) -> int:
+        """The whole log as originals, as the context answer's ``history_tokens`` counts it
+        (the builder's timeline, kept current as entries arrive)."""
+        try:
+            from memman_daemon.engine.context import REPLY_PRIMING
+
+            units = self.core.engine.builder.timeline(s).units
+            return sum(u.tokens for u in units if not u.invalid) + REPLY_PRIMING
+        except Exception:  # the builder's internals moved: the stored active tokens
+            log.debug("history from the timeline failed", exc_info=True)
+            return s.active_tokens
 
     def _record(self, s: Session, kind: str, sent: int | None, history: int, budget: int,
                 data: dict[str, Any]) -> None:

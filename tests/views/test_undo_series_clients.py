@@ -142,3 +142,13 @@ async def test_context_peek_must_be_a_boolean_and_has_no_side_effects() -> None:
         assert d.core.events.published == published  # and nothing published
         await c.call(names.SESSION_CONTEXT, "s1", {"max_tokens": 40})
         assert d.core.events.published > published  # while a real request does
+
+
+async def test_an_exchange_point_counts_history_as_the_context_answer_does() -> None:
+    async with running_daemon(clock=FakeClock()) as d, d.client() as c:
+        await _session(c)
+        await c.call(names.SESSION_FINALIZE, "s1", "hello there", "hi, how can I help?")
+        answer = await c.call(names.SESSION_CONTEXT, "s1", {"peek": True})
+        point = (await c.call(names.SESSION_SERIES, "s1", {}))["points"][-1]
+        assert point["kind"] == "exchange"
+        assert point["history_tokens"] == answer["history_tokens"]

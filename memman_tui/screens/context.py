@@ -31,11 +31,11 @@ MARK_STYLE = {"kept": "green", "summarized": "cyan", "omitted": "grey62", "pinne
 
 
 def part_cells(p: Part, content_width: int) -> tuple[Any, ...]:
-    content = p.text.replace("\n", " ⏎ ")
+    content = f"{p.role}: " + p.text.replace("\n", " ⏎ ")
     if len(content) > content_width:
         content = content[: max(1, content_width - 1)] + "…"
     return (str(p.index + 1), Text(SHORT_LABEL.get(p.kind, p.kind), STYLE.get(p.kind, "")),
-            p.role, f"{p.tokens:,}", Text(p.mark, MARK_STYLE.get(p.mark, "")), Text(content))
+            f"{p.tokens:,}", Text(p.mark, MARK_STYLE.get(p.mark, "")), Text(content))
 
 
 def export_path(directory: str | None, session_id: str, now: float) -> Path:
@@ -79,7 +79,7 @@ class ContextScreen(MonitorScreen):
         yield Static(id="kindbar")
         with Horizontal(id="context-body"):
             parts = SafeTable(id="parts", zebra_stripes=True)
-            parts.add_columns("#", "kind", "role", "tok", "mark", "content")
+            parts.add_columns("#", "kind", "tok", "mark", "content")
             yield parts
             side = DataTable(id="breakdown", cursor_type="none", show_cursor=False)
             side.add_columns("kind", "tokens", "share")
@@ -120,7 +120,7 @@ class ContextScreen(MonitorScreen):
     def show_view(self, error: str = "") -> None:
         view = self.view
         table = self.query_one("#parts", SafeTable)
-        width = max(12, (table.size.width or self.size.width - 38) - 50)
+        width = max(12, (table.size.width or self.size.width - 38) - 40)
         rows = [] if view is None else [(p.key, part_cells(p, width)) for p in view.parts]
         table.refill(rows)
         self.query_one("#fullness", Static).update(fullness_text(view, self.size.width))

@@ -74,7 +74,7 @@ async def test_context_view_equals_the_daemons_answer_at_the_same_moment():
             assert table.row_count == len(answer["messages"])
             for i, msg in enumerate(answer["messages"]):  # row i is message i
                 row = table.get_row_at(i)
-                assert row[0] == str(i + 1) and row[2] == msg["role"]
+                assert row[0] == str(i + 1) and str(row[4]).startswith(f"{msg['role']}: ")
             # breakdown: every kind, tool definitions, free space; sums to the parts
             bd = view.breakdown
             assert "tool_definitions" in bd and bd["free"] == max(0, view.budget - view.sent_tokens)

@@ -3,7 +3,7 @@
 Both draw the daemon's usage series (``memman_session_series``): ``sent_usage`` (what the LLM
 received, against the budget) and ``history_usage`` (the whole active log). The chart draws
 band lines at 60 / 80 / 90 / 100 % of the budget and marks compactions (``C``) and context
-requests that pruned (``p``) under the bars.
+requests that pruned (``p``) under the bars. History past 200 % is clipped (``▲``).
 """
 
 from __future__ import annotations
@@ -70,7 +70,9 @@ class UsageChart(Widget):
             legend = Text("no points yet: one per context request, exchange and compaction",
                           "grey50")
         lines.append(legend)
-        top = max(1.1, max([*sent, *hist, 0.0]) * 1.05)
+        # the scale shows the bands: history far past the budget is clipped at 200 % (the
+        # legend gives its value) so the sent bars stay readable
+        top = min(2.0, max(1.1, max([*sent, *hist, 0.0]) * 1.05))
         band_row = {b: rows - 1 - min(rows - 1, int(b / top * rows)) for b in BANDS}
         row_band = {r: b for b, r in band_row.items()}
         for r in range(rows):
@@ -85,7 +87,7 @@ class UsageChart(Widget):
                         line.append("█", band(int(sent[i] * 1000), 1000)[1])
                         continue
                     if hist[i] > lo:
-                        line.append("░", "cyan")
+                        line.append("▲" if r == 0 and hist[i] > top else "░", "cyan")
                         continue
                 if b is not None:
                     line.append("┄", band(int(b * 1000), 1000)[1])

@@ -17,6 +17,7 @@ from memman_daemon.clock import Clock
 from memman_daemon.config_watch import ConfigWatcher
 from memman_daemon.engine.session_engine import SessionEngine
 from memman_daemon.engine.summarizer import Summarizer
+from memman_daemon.engine.usage_series import UsageSeries
 from memman_daemon.sessions import Sessions
 from memman_daemon.shared_store import backend_for, wire
 from memman_daemon.store import Store
@@ -69,10 +70,11 @@ class Core:
         self.docs = self.backend.docs(self)
         self.agent_md = self.backend.agent_md(self)  # watches each tenant's agent.md
         self.vector_sync = VectorSync(self)  # background (re-)embedding of stored rows
+        self.series = UsageSeries(self)  # sent / history tokens over time (the TUI's chart)
         self.components: list[Any] = [
             self.summarizer, self.engine, self.shared, self.audit, self.embedder, self.cache,
             self.injection, self.scratchpad, self.promotion, self.user_memory, self.docs,
-            self.agent_md, self.vector_sync]
+            self.agent_md, self.vector_sync, self.series]
         if self.shared_audit is not self.audit:
             self.components.insert(self.components.index(self.audit) + 1, self.shared_audit)
         wire(self)

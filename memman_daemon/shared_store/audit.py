@@ -70,6 +70,20 @@ class PgAuditLog:
         return [AuditRecord(*r[:10], data=json.loads(r[10])).to_wire() for r in rows]
 
 
+    async def newest_promotion(self, client: str, session_id: str | None,
+                               after: float | None) -> dict[str, Any] | None:
+        """The client's newest promotion (of this session) made after ``after``, or None —
+        ``memman_undo`` does not reverse shared promotions and must not skip one silently."""
+        args: list[Any] = [client, after if after is not None else float("-inf")]
+        where = "client=$1 AND action='promote' AND at >= $2"
+        if session_id is not None:
+            args.append(session_id)
+            where += " AND session_id=$3"
+        row = await self.pg.fetchrow(f"SELECT {COLS} FROM audit WHERE {where} "
+                                     "ORDER BY at DESC, id DESC LIMIT 1", *args)
+        return AuditRecord(*row[:10], data=json.loads(row[10])).to_wire() if row else None
+
+
 class MergedAuditLog(AuditLog):
     """``core.audit`` with a shared store: records locally (session tiers), lists both."""
 

@@ -261,3 +261,23 @@ def test_config_lists_the_shared_store_without_its_password() -> None:
                       overrides={"storage": {"shared": "postgresql://mm:s3cret@db.internal/mm"}})
     row = next(r for r in cfg.describe() if r["key"] == "storage.shared")
     assert row["value"] == "postgresql://mm:***@db.internal/mm"
+
+
+async def test_undo_does_not_skip_a_shared_promotion(dsn: str) -> None:
+    """memman_undo reverses local actions; a newer promotion in the shared store is named in
+    the answer instead of an older action being undone in its place."""
+    clock = FakeClock()
+    async with running_daemon(clock=clock, storage={"shared": dsn}) as d, \
+            d.client(name="agent") as c:
+        await c.session_open("s", {"user_id": "ana"})
+        a = await _snippet(c, "s", "a note to evict")
+        b = await _snippet(c, "s", "The user prefers tea")
+        await c.call(names.SCRATCHPAD_EVICT, "s", a)
+        clock.advance(1)
+        await c.call(names.SCRATCHPAD_PROMOTE, "s", b, "preference", {"key": "drink"})
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.UNDO)
+        assert ei.value.code == CONFLICT and "drink" in ei.value.message
+        assert ei.value.data["promotion"]["target"] == "preference:drink"
+        assert a not in [s["id"] for s in (await c.call(names.SCRATCHPAD_READ, "s"))["snippets"]]
+        assert (await c.call(names.MEMORY_RECALL, "ana", "drink"))["value"] == "The user prefers tea"

@@ -10,6 +10,7 @@ import sys
 from memman import paths
 from memman.config import Config
 from memman_daemon.server import Server, StartupError
+from memman_daemon.sessions import LoadError
 from memman_daemon.store import StoreError
 
 
@@ -38,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("memman.daemon").warning(warning)
     try:
         config = Config.load(args.config, socket=args.socket, data_dir=args.data_dir)
-        Server(config, read_only=args.read_only).run()
-    except (StartupError, StoreError, ValueError) as exc:
+        return Server(config, read_only=args.read_only).run()
+    except (StartupError, StoreError, LoadError, ValueError) as exc:
         print(f"memman daemon: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

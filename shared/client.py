@@ -57,6 +57,7 @@ class Client:
     async def connect(cls, socket_path: str | os.PathLike | None = None, *, name: str = "client",
                       timeout: float = 5.0) -> Client:
         path = paths.socket_path(socket_path)[0]
+        paths.check_socket_owner(path)
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(str(path), limit=2**20), timeout)

@@ -221,8 +221,8 @@ class Config:
 
     def agent_md_path(self, tenant: str) -> Path:
         if self.docs.agent_md:
-            return Path(self.docs.agent_md.replace("{tenant}", tenant))
-        return self.data_dir / "tenants" / tenant / "agent.md"
+            return Path(self.docs.agent_md.replace("{tenant}", paths.id_to_filename(tenant)))
+        return self.data_dir / "tenants" / paths.id_to_filename(tenant) / "agent.md"
 
     @classmethod
     def load(

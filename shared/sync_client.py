@@ -26,6 +26,7 @@ class SyncClient:
                  timeout: float | None = 30.0) -> None:
         self.name = name
         self.socket_path: Path = paths.socket_path(socket_path)[0]
+        paths.check_socket_owner(self.socket_path)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:

@@ -158,7 +158,15 @@ class SessionEngine:
     async def finalize(self, s: Session, question: str, answer: str) -> dict[str, Any]:
         ccfg = self.core.config.cycle
         summ = self.core.summarizer
+        # the cycle this call ends; a concurrent finalize that ends it first wins
+        cycle_no = s.meta.counters.get("cycles", 0)
         async with self.lock(s.id):
+            if not self._alive(s):
+                raise not_found("session", s.id)
+            if s.meta.counters.get("cycles", 0) != cycle_no:
+                raise MemmanError(CONFLICT, f"the cycle of session {s.id!r} was finalized by a "
+                                  "concurrent call while this one waited; nothing was recorded. "
+                                  "Finalize once per cycle (add the next question first)")
             m = s.meta
             now = self.core.clock.now()
             current = cycles.cycle_entries(s)

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgpack
+
 from memman.errors import invalid_params
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -37,8 +39,16 @@ _NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolea
           dict: "a map", list: "an array", type(None): "nil", bytes: "binary data"}
 
 
+def is_array(value: Any) -> bool:
+    """A msgpack array (an ext value decodes to a tuple subclass: not an array)."""
+    return isinstance(value, list) or (isinstance(value, tuple)
+                                       and not isinstance(value, msgpack.ExtType))
+
+
 def kind(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, msgpack.ExtType):
+        return f"a msgpack ext value (type {value.code})"
+    if is_array(value):
         return "an array"
     return _NAMES.get(type(value), f"a {type(value).__name__}")
 
@@ -226,7 +236,8 @@ class Stored(Spec):
 
     def bad_samples(self) -> list[Any]:
         return [b"\x00bin", float("nan"), float("inf"), 2**64 - 1, {"k": b"\x01"},
-                {1: "int key"}, [float("-inf")], {"a": {"b": [2**63]}}]
+                {1: "int key"}, [float("-inf")], {"a": {"b": [2**63]}}, msgpack.ExtType(5, b"x"),
+                [msgpack.ExtType(1, b"")]]
 
 
 def _stored(value: Any, path: str, depth: int) -> Any:
@@ -242,7 +253,7 @@ def _stored(value: Any, path: str, depth: int) -> Any:
         if not math.isfinite(value):
             raise invalid_params(path, f"must be a finite number, got {value}")
         return value
-    if isinstance(value, (list, tuple)):
+    if is_array(value):
         return [_stored(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     if isinstance(value, dict):
         out = {}
@@ -258,7 +269,8 @@ def _stored(value: Any, path: str, depth: int) -> Any:
         return out
     if isinstance(value, (bytes, bytearray)):
         raise invalid_params(path, "binary data cannot be stored as JSON; send text (e.g. base64)")
-    raise invalid_params(path, f"{kind(value)} cannot be stored (msgpack ext types are refused)")
+    raise invalid_params(path, f"{kind(value)} cannot be stored as JSON (msgpack ext values "
+                               "are refused)")
 
 
 @dataclass
@@ -269,7 +281,7 @@ class Array(Spec):
     doc: str = "an array"
 
     def check(self, value: Any, path: str) -> list[Any]:
-        if not isinstance(value, (list, tuple)):
+        if not is_array(value):
             raise _wrong(path, self.doc, value)
         if len(value) < self.min_items:
             raise invalid_params(path, f"needs at least {self.min_items} items")
@@ -300,7 +312,7 @@ class Map(Spec):
     validate: Callable[[dict[str, Any], str], None] | None = None  #: cross-field rules
 
     def check(self, value: Any, path: str) -> dict[str, Any]:
-        if self.empty_array_ok and isinstance(value, (list, tuple)) and not value:
+        if self.empty_array_ok and is_array(value) and not value:
             value = {}
         if not isinstance(value, dict):
             raise _wrong(path, self.doc, value)

@@ -148,6 +148,7 @@ class Store:
             await asyncio.shield(fut)
 
     async def _write_loop(self) -> None:
+        batch: list[tuple[list[Op], asyncio.Future[None]]] = []
         try:
             while True:
                 await self._wakeup.wait()
@@ -159,16 +160,18 @@ class Store:
                         batch.append(item)
                         rows += len(item[0])
                     await self._commit_batch(batch)
+                    batch = []
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the writer cannot go on: say so, refuse, stop
             self._die(f"the database writer stopped ({type(exc).__name__}: {exc}); the daemon "
-                      "is exiting so that its supervisor restarts it", exc)
+                      "is exiting so that its supervisor restarts it", exc, batch)
 
-    def _die(self, why: str, exc: BaseException) -> None:
+    def _die(self, why: str, exc: BaseException,
+             batch: list[tuple[list[Op], asyncio.Future[None]]]) -> None:
         log.critical("%s", why, exc_info=exc)
         self.broken = why
-        for _, fut in self._queue:
+        for _, fut in [*batch, *self._queue]:
             self._fail(fut, exc)
         self._queue.clear()
         if self.on_fatal is not None:

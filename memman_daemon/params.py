@@ -69,12 +69,16 @@ class Spec:
         """Values this spec must refuse (the fuzzer sends each, at this spec's path)."""
         return []
 
+    def edge_samples(self) -> list[Any]:
+        """Valid values at the edges (bounds, empty, odd text): the handler must cope."""
+        return [self.sample()]
+
 
 def _wrong(path: str, want: str, value: Any) -> Exception:
     return invalid_params(path, f"expected {want}, got {kind(value)}")
 
 
-_GENERIC_BAD: list[Any] = [None, True, 2**64 - 1, -(2**63) - 1, float("nan"), float("inf"),
+_GENERIC_BAD: list[Any] = [None, True, 2**64 - 1, -(2**63), float("nan"), float("inf"),
                            "x", b"\xff\xfe", [], [[1]], {}, {"k": {"z": 1}}]
 
 
@@ -93,6 +97,9 @@ class Int(Spec):
 
     def sample(self) -> int:
         return max(self.min, min(self.max, 1))
+
+    def edge_samples(self) -> list[Any]:
+        return sorted({self.min, self.max, max(self.min, min(self.max, 0))})
 
     def bad_samples(self) -> list[Any]:
         out = [v for v in _GENERIC_BAD if not (isinstance(v, int) and not isinstance(v, bool)
@@ -126,6 +133,9 @@ class Float(Spec):
     def sample(self) -> float:
         return float(max(self.min, min(self.max, 0.5)))
 
+    def edge_samples(self) -> list[Any]:
+        return [self.min, self.max, float(max(self.min, min(self.max, 0.0)))]
+
     def bad_samples(self) -> list[Any]:
         return [None, True, float("nan"), float("inf"), float("-inf"), "1", b"\x01", [], {},
                 self.max * 2 + 1 if self.max < 1e300 else 2**64 - 1]
@@ -142,6 +152,9 @@ class Bool(Spec):
 
     def sample(self) -> bool:
         return True
+
+    def edge_samples(self) -> list[Any]:
+        return [False, True]
 
     def bad_samples(self) -> list[Any]:
         return [None, 1, 0, "true", float("nan"), [], {}]
@@ -185,6 +198,21 @@ class Str(Spec):
     def sample(self) -> str:
         return self.choices[0] if self.choices else self.example
 
+    def edge_samples(self) -> list[Any]:
+        if self.choices:
+            return list(self.choices)
+        cands: list[Any] = ["", " ", "../../etc", "/abs/path", "%2F..", "é\u2028\U0001f600",
+                            "a\x00b", "'; DROP TABLE entries; --", "\"NEAR(x", "x" * 5000,
+                            "x" * (self.max_bytes or 100_000), b"bin-utf8"]
+        out = []
+        for c in cands:
+            try:
+                self.check(c, "")
+            except Exception:  # noqa: BLE001 - not valid for this spec: not an edge
+                continue
+            out.append(c)
+        return out
+
     def bad_samples(self) -> list[Any]:
         out: list[Any] = [None, 1, True, 1.5, float("nan"), [], {}, b"\xff\xfe", [b"x"]]
         if self.min_len:
@@ -221,6 +249,9 @@ class Nullable(Spec):
     def bad_samples(self) -> list[Any]:
         return [v for v in self.inner.bad_samples() if v is not None]
 
+    def edge_samples(self) -> list[Any]:
+        return [None, *self.inner.edge_samples()]
+
 
 @dataclass
 class Stored(Spec):
@@ -233,6 +264,13 @@ class Stored(Spec):
 
     def sample(self) -> Any:
         return {"k": [1, "v", 2.5, None, True]}
+
+    def edge_samples(self) -> list[Any]:
+        deep: Any = "bottom"
+        for _ in range(MAX_DEPTH - 1):
+            deep = [deep]
+        return [None, "", INT64_MAX, INT64_MIN, -0.0, 1e308, {"": None}, [], {}, deep,
+                {"k": "é" * 1000}]
 
     def bad_samples(self) -> list[Any]:
         return [b"\x00bin", float("nan"), float("inf"), 2**64 - 1, {"k": b"\x01"},
@@ -292,6 +330,9 @@ class Array(Spec):
     def sample(self) -> list[Any]:
         return [self.item.sample()] if self.min_items else []
 
+    def edge_samples(self) -> list[Any]:
+        return [[], *[[e] for e in self.item.edge_samples()[:8]]]
+
     def bad_samples(self) -> list[Any]:
         out: list[Any] = [None, 1, "x", {"a": 1}, float("nan")]
         out += [[b] for b in self.item.bad_samples()[:6]]
@@ -343,6 +384,13 @@ class Map(Spec):
     def sample(self) -> dict[str, Any]:
         return {k: self.fields[k].sample() for k in self.required}
 
+    def edge_samples(self) -> list[Any]:
+        base = self.sample()
+        out: list[Any] = [base]
+        for k, spec in self.fields.items():
+            out += [{**base, k: e} for e in spec.edge_samples()[:8]]
+        return out
+
     def bad_samples(self) -> list[Any]:
         out: list[Any] = [None, 1, "x", [1], float("nan"), b"\x00"]
         if self.rest is None:
@@ -370,6 +418,9 @@ class AnyOf(Spec):
 
     def sample(self) -> Any:
         return self.options[0].sample()
+
+    def edge_samples(self) -> list[Any]:
+        return [e for o in self.options for e in o.edge_samples()]
 
     def bad_samples(self) -> list[Any]:
         bad = []

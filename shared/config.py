@@ -28,7 +28,6 @@ class LimitsConfig:
     frame_timeout_s: float = 10.0  #: a half-received frame older than this closes the connection
     refusal_linger_s: float = 1.0  #: a refused connection stays this long to read its error
     idle_timeout_s: float = 900.0  #: a connection silent this long is closed (0 = never; never for subscribers)
-    accept_backoff_s: float = 0.5  #: accept() failing (e.g. out of file descriptors): pause this long before retrying
     log_interval_s: float = 10.0  #: a repeated error (accept failures) is logged at most once per this interval
 
 

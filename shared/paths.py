@@ -83,7 +83,9 @@ def id_to_filename(name: str) -> str:
 def filename_to_id(component: str) -> str | None:
     """The id an ``id_to_filename`` component stands for (None for a shortened one, or a
     component no id maps to)."""
-    if "~" in component or component == "%":
+    if component == "%":
+        return ""
+    if "~" in component:
         return None
     from urllib.parse import unquote_to_bytes
 
@@ -121,10 +123,13 @@ def check_socket_owner(path: str | os.PathLike) -> None:
         return
     if stat.S_ISLNK(dst.st_mode):
         target = os.stat(d) if os.path.exists(d) else None
-        if target is None or target.st_uid != uid or os.lstat(d).st_uid != uid:
-            raise SocketOwnerError(f"refusing to use {p}: its directory {d} is a symlink not "
-                                   f"owned by you (uid {uid}); someone else may be listening "
-                                   "there. Remove it or set MEMMAN_SOCKET / XDG_RUNTIME_DIR")
+        owners = {dst.st_uid, target.st_uid if target is not None else -1}
+        if owners != {uid}:
+            other = ", ".join(f"uid {o}" for o in sorted(owners - {uid}) if o >= 0) or "nobody"
+            raise SocketOwnerError(f"refusing to use {p}: its directory {d} is a symlink (or "
+                                   f"points to a directory) owned by {other}, not by you (uid "
+                                   f"{uid}); someone else may be listening there. Remove it or "
+                                   "set MEMMAN_SOCKET / XDG_RUNTIME_DIR")
         dst = target
     if dst.st_uid != uid:
         raise SocketOwnerError(f"refusing to use {p}: its directory {d} is owned by uid "

@@ -163,10 +163,14 @@ class SessionEngine:
         async with self.lock(s.id):
             if not self._alive(s):
                 raise not_found("session", s.id)
-            if s.meta.counters.get("cycles", 0) != cycle_no:
-                raise MemmanError(CONFLICT, f"the cycle of session {s.id!r} was finalized by a "
-                                  "concurrent call while this one waited; nothing was recorded. "
-                                  "Finalize once per cycle (add the next question first)")
+            last = s.meta.exchanges[-1] if s.meta.exchanges else None
+            again = (last is not None and not cycles.cycle_entries(s) and s.meta.cycle.start_id
+                     and last.question == question and (last.answer == answer or last.summarized)
+                     and last.answer_bytes == len(answer.encode()))
+            if s.meta.counters.get("cycles", 0) != cycle_no or again:
+                raise MemmanError(CONFLICT, f"this cycle of session {s.id!r} was already "
+                                  "finalized (by a concurrent call with the same question and "
+                                  "answer); nothing was recorded. Finalize once per cycle")
             m = s.meta
             now = self.core.clock.now()
             current = cycles.cycle_entries(s)

@@ -99,7 +99,7 @@ async def measure(sizes: list[int], calls: int) -> list[dict]:
                 if cold:
                     await c.call("memman_session_add", sid, {"content": "one more line"})
                 t0 = time.perf_counter()
-                await d.core.engine.builder.context(s)
+                await d.core.engine.assemble(s, {})
                 algo.append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
                 msgs, base_tokens = window(s, budget)

@@ -25,7 +25,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 DOC = ROOT / "docs" / "performance.md"
-ORDER = ["rpc", "tokens", "context", "search", "retention", "tui"]  # then any others
+ORDER = ["rpc", "tokens", "context", "search", "retention", "quality", "tui"]  # then any others
 
 
 def modules(only: list[str] | None) -> list[Path]:

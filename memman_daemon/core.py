@@ -29,7 +29,7 @@ from memman_daemon.tiers.injection import Injection
 from memman_daemon.tiers.promotion import Promotion
 from memman_daemon.tiers.scratchpad import Scratchpad
 from memman_daemon.tiers.user_memory import UserMemory
-from memman_daemon.tokens import TokenCounter, use_cache_dir
+from memman_daemon.tokens import TokenCounter, cache_dir_for
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class Core:
         self.store = Store(config.database_path, config.storage.synchronous,
                            config.storage.batch_max_rows)
         self.events = EventBus()
-        self.tokens = TokenCounter()
+        self.tokens = TokenCounter(cache_dir_for(config.data_dir))
         self.sessions = Sessions(self)
         #: filled by the server: live connection count, requests served, errors
         self.counters: dict[str, int] = {"requests": 0, "errors": 0}
@@ -68,7 +68,6 @@ class Core:
         self.config_watch = ConfigWatcher(self)
 
     async def start(self) -> None:
-        use_cache_dir(self.config.data_dir)
         await self.store.open()
         await self.sessions.load()
         for c in self.components:
@@ -112,7 +111,7 @@ class Core:
                       "write_errors": self.store.write_errors,
                       "synchronous": self.store.synchronous},
             "tokenizer": {"encoding": self.tokens.encoding_name("gpt-4o-mini"),
-                          "default_model": "gpt-4o-mini"},
+                          "default_model": "gpt-4o-mini", **self.tokens.status()},
             "read_only": self.read_only,
             "config": self.config_watch.stats(),
         }

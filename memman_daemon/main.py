@@ -13,6 +13,8 @@ from memman_daemon.server import Server, StartupError
 from memman_daemon.sessions import LoadError
 from memman_daemon.store import StoreError
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(prog="memman daemon", description="Run the memman daemon.")
@@ -23,12 +25,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--config", help="config file (env MEMMAN_CONFIG; default "
                                     "$XDG_CONFIG_HOME/memman/config.toml)")
     p.add_argument("--read-only", action="store_true", help="refuse every method that changes memory")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", type=str.upper, metavar="LEVEL",
+                   choices=LOG_LEVELS, help=f"one of {', '.join(LOG_LEVELS)} (default INFO)")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+    logging.basicConfig(level=getattr(logging, args.log_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # watchfiles logs every batch of changes at INFO; memman logs what it does with them
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
@@ -39,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("memman.daemon").warning(warning)
     try:
         config = Config.load(args.config, socket=args.socket, data_dir=args.data_dir)
+        for warning in config.warnings:
+            logging.getLogger("memman.config").warning(warning)
         return Server(config, read_only=args.read_only).run()
     except (StartupError, StoreError, LoadError, ValueError) as exc:
         print(f"memman daemon: {exc}", file=sys.stderr)

@@ -76,6 +76,8 @@ class Summary:
     end: float  #: created_at of the last replaced entry
     created_at: float
     source: str = "fallback"  #: "llm" or "fallback"
+    #: entries this summary linked that were removed on request since (memman_session_remove)
+    removed_entry_ids: list[int] = field(default_factory=list)
 
     def to_wire(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +96,8 @@ class Exchange:
     answer_bytes: int  #: size of the original answer
     summarized: bool
     at: float
+    first_id: int = 0  #: the exchange's entries in the log: ids first_id..last_id
+    last_id: int = 0
 
 
 @dataclass

@@ -407,14 +407,18 @@ class AnyOf(Spec):
     doc: str = "a value"
 
     def check(self, value: Any, path: str) -> Any:
-        first: Exception | None = None
+        errors: list[Exception] = []
         for opt in self.options:
             try:
                 return opt.check(value, path)
-            except Exception as exc:  # noqa: BLE001 - the first error is reported
-                first = first or exc
-        assert first is not None
-        raise first
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+        # the option of the value's own type says best what is wrong with it
+        for exc in errors:
+            if ", got " not in str(exc):
+                raise exc
+        want = " or ".join(o.doc for o in self.options)
+        raise invalid_params(path, f"expected {want}, got {kind(value)}")
 
     def sample(self) -> Any:
         return self.options[0].sample()

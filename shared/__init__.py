@@ -9,12 +9,33 @@
 
 __version__ = "0.1.0"
 
-from memman.errors import MemmanError  # noqa: E402
+from memman.errors import (  # noqa: E402
+    AlreadyDone,
+    Busy,
+    Conflict,
+    ConnectionLost,
+    Forbidden,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    LimitExceeded,
+    MemmanError,
+    MethodNotFound,
+    NotFound,
+    SessionNotFound,
+    StorageError,
+)
 
-__all__ = ["__version__", "MemmanError", "Client", "SyncClient"]
+__all__ = ["__version__", "MemmanError", "Client", "SyncClient", "RetryPolicy", "AlreadyDone",
+           "Busy", "Conflict", "ConnectionLost", "Forbidden", "InternalError", "InvalidParams",
+           "InvalidRequest", "LimitExceeded", "MethodNotFound", "NotFound", "SessionNotFound",
+           "StorageError"]
 
 
 def __getattr__(name: str):  # lazy, so `import memman` stays light for the daemon
+    if name == "RetryPolicy":
+        from memman.reconnect import RetryPolicy
+        return RetryPolicy
     if name == "Client":
         from memman.client import Client
         return Client

@@ -1,7 +1,11 @@
-"""The ``memman`` command: daemon, status, sessions, show, tui, demo, systemd.
+"""The ``memman`` command: daemon, status, sessions, show, call, export, import, search,
+context, config, completion, tui, demo, mcp, systemd.
 
-Human output by default; ``--json`` prints the raw result for scripts. Sub-commands that need
-the daemon's or the TUI's code import it only when run, so ``memman status`` stays light.
+Human output by default; ``--json`` prints the raw result for scripts, and under ``--json`` every
+error is JSON on stdout (``{"error": {"code", "message", "data"}}``) with a non-zero exit.
+``memman call METHOD [ARG ...]`` calls one method from a shell (each ARG is JSON; a word that is
+not JSON is taken as a string) and prints the answer as JSON. Sub-commands that need the
+daemon's or the TUI's code import it only when run, so ``memman status`` stays light.
 """
 
 from __future__ import annotations
@@ -12,8 +16,12 @@ import sys
 import time
 from typing import Any
 
-from memman import names
-from memman.errors import ConnectionLost, MemmanError
+from memman import __version__, names
+from memman.errors import INVALID_PARAMS, ConnectionLost, MemmanError
+
+
+class UsageError(Exception):
+    """A command line memman cannot run (exit 2)."""
 
 
 def _client(args: argparse.Namespace) -> Any:
@@ -47,7 +55,10 @@ def cmd_status(args: argparse.Namespace) -> int:
           f"synchronous={stats['store']['synchronous']})")
     print(f"  clients    {stats['clients']}   requests {stats['requests']}   errors {stats['errors']}")
     print(f"  sessions   {stats['sessions']}   entries {stats['entries']}")
-    print(f"  tokenizer  {tok.get('encoding')}")
+    source = (tok.get("sources") or {}).get(tok.get("encoding"), "")
+    print(f"  tokenizer  {tok.get('encoding')}{f' ({source})' if source else ''}")
+    for model, fb in (tok.get("fallbacks") or {}).items():
+        print(f"  tokenizer  {model}: {fb.get('wanted')} unavailable, counted with {fb.get('used')}")
     if summ:
         print(f"  summarizer {summ.get('mode', summ.get('model', '?'))}")
     return 0
@@ -99,26 +110,143 @@ def render_session(s: dict[str, Any], cache: list[dict[str, Any]] | None) -> str
 
 def cmd_show(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        try:
-            if args.json:
-                _print_json(c.session_get(args.session))
-                return 0
-            try:  # the engine's full report (context, drops and reasons) when it exists
-                print(c.call(names.SESSION_REPORT, args.session)["text"])
-                return 0
-            except MemmanError as exc:
-                if exc.code != -32601:
-                    raise
-            s = c.session_get(args.session)
-            try:
-                cache = c.call(names.CACHE_LIST, args.session)
-                cache = cache.get("entries", cache) if isinstance(cache, dict) else cache
-            except MemmanError:
-                cache = None
-            print(render_session(s, cache))
+        if args.json:
+            _print_json(c.session_get(args.session))
+            return 0
+        try:  # the engine's full report (context, drops and reasons) when it exists
+            print(c.call(names.SESSION_REPORT, args.session)["text"])
+            return 0
         except MemmanError as exc:
-            print(f"memman: {exc.message}", file=sys.stderr)
-            return 1
+            if exc.code != -32601:
+                raise
+        s = c.session_get(args.session)
+        try:
+            cache = c.call(names.CACHE_LIST, args.session)
+            cache = cache.get("entries", cache) if isinstance(cache, dict) else cache
+        except MemmanError:
+            cache = None
+        print(render_session(s, cache))
+    return 0
+
+
+def _json_arg(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # `memman call session_get s1`: a bare word is a string
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    method = args.method if args.method.startswith("memman_") else f"memman_{args.method}"
+    with _client(args) as c:
+        _print_json(c.call(method, *[_json_arg(a) for a in args.args]))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        data = c.session_export(args.session)
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    if args.output and args.output != "-":
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        if args.json:
+            _print_json({"session_id": args.session, "file": args.output})
+        else:
+            print(f"exported {args.session} to {args.output}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    try:
+        raw = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise UsageError(f"{args.file} is not JSON: {exc}") from None
+    opts: dict[str, Any] = {}
+    if args.session:
+        opts["session_id"] = args.session
+    if args.replace:
+        opts["replace"] = True
+    with _client(args) as c:
+        result = c.session_import(data, opts)
+    if args.json:
+        _print_json(result)
+    else:
+        sid = result.get("session_id", "?") if isinstance(result, dict) else result
+        print(f"imported session {sid}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    opts: dict[str, Any] = {}
+    if args.limit is not None:
+        opts["limit"] = args.limit
+    with _client(args) as c:
+        result = c.memory_search(args.user, args.type, args.query, opts)
+    if args.json:
+        _print_json(result)
+        return 0
+    rows = result.get("results", []) if isinstance(result, dict) else result
+    if not rows:
+        print("no results")
+    for r in rows:
+        text = str(r.get("content") or r.get("text") or r.get("value") or "").replace("\n", " ")
+        print(f"{r.get('score', 0):6.3f}  {r.get('type', r.get('kind', '')):<10} {text[:110]}")
+    return 0
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    opts: dict[str, Any] = {}
+    if args.max_tokens is not None:
+        opts["max_tokens"] = args.max_tokens
+    if args.query:
+        opts["query"] = args.query
+    with _client(args) as c:
+        result = c.session_context(args.session, opts)
+    if args.json:
+        _print_json(result)
+        return 0
+    for m in result.get("messages", []):
+        content = m.get("content")
+        if content is None and m.get("tool_calls"):
+            content = json.dumps(m["tool_calls"], ensure_ascii=False)
+        print(f"[{m.get('role')}] {content}")
+    print(f"-- {result.get('tokens')} / {result.get('max_tokens', result.get('budget'))} tokens, "
+          f"band {result.get('band')}", file=sys.stderr)
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from memman.config import Config
+
+    cfg = Config.load(args.config, socket=args.socket)
+    rows = cfg.describe()
+    if args.json:
+        _print_json({"config_file": str(cfg.config_file), "values": rows})
+        return 0
+    print(f"# config file: {cfg.config_file}"
+          f"{'' if cfg.config_file and cfg.config_file.exists() else ' (not present)'}")
+    section = None
+    for r in rows:
+        sec, _, key = r["key"].rpartition(".")
+        if sec != section:
+            section = sec
+            print(f"\n[{sec}]" if sec else "")
+        print(f"{key} = {json.dumps(r['value'], ensure_ascii=False, default=str)}"
+              f"  # {r['source']}")
+    return 0
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    from memman.completion import script
+
+    print(script(args.shell, build_parser()))
     return 0
 
 
@@ -142,6 +270,15 @@ def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
     return demo_main(argv) or 0
 
 
+def cmd_mcp(args: argparse.Namespace, rest: list[str]) -> int:
+    try:
+        from memman.integrations.mcp_server import main as mcp_main
+    except ImportError as exc:
+        print(f"memman: {exc}", file=sys.stderr)
+        return 1
+    return mcp_main((["--socket", args.socket] if args.socket else []) + rest)
+
+
 def cmd_systemd(args: argparse.Namespace) -> int:
     from memman_daemon.systemd_units import install_units, render_units
 
@@ -159,26 +296,65 @@ def cmd_systemd(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so ``--json`` can answer errors as JSON."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="memman", description="A memory manager for LLM agents.")
+    p = _Parser(prog="memman", description="A memory manager for LLM agents.")
+    p.add_argument("--version", action="version", version=f"memman {__version__}")
     p.add_argument("--socket", help="daemon socket (env MEMMAN_SOCKET)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     # the same two flags after the sub-command (`memman status --json`); SUPPRESS keeps a value
     # given before the sub-command from being reset
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--socket", default=argparse.SUPPRESS, help="daemon socket")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           parser_class=_Parser)
     sub.add_parser("daemon", help="run the daemon (flags: memman daemon --help)", add_help=False)
     sub.add_parser("status", parents=[common], help="is the daemon running? (exit 1 if not)")
     sub.add_parser("sessions", parents=[common], help="list sessions")
     show = sub.add_parser("show", parents=[common], help="print a session's memory state")
     show.add_argument("session")
+    call = sub.add_parser("call", parents=[common],
+                          help="call one method, print the answer as JSON (memman call ping)")
+    call.add_argument("method", help="e.g. memman_get_api_info (the memman_ prefix may be left out)")
+    call.add_argument("args", nargs="*", metavar="ARG",
+                      help="positional params as JSON (a bare word is a string)")
+    exp = sub.add_parser("export", parents=[common], help="write a session as JSON")
+    exp.add_argument("session")
+    exp.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
+    imp = sub.add_parser("import", parents=[common], help="restore a session from an export")
+    imp.add_argument("file", metavar="FILE", help="an export (- for stdin)")
+    imp.add_argument("--as", dest="session", metavar="SESSION", help="import under this id")
+    imp.add_argument("--replace", action="store_true", help="overwrite an existing session")
+    srch = sub.add_parser("search", parents=[common], help="search a user's memory")
+    srch.add_argument("user")
+    srch.add_argument("query")
+    srch.add_argument("--type", default="all",
+                      help="episodic, semantic, procedural, working or all (default)")
+    srch.add_argument("--limit", type=int, metavar="N", help="most results")
+    ctx = sub.add_parser("context", parents=[common],
+                         help="the budgeted message list the model would get now")
+    ctx.add_argument("session")
+    ctx.add_argument("--max-tokens", type=int, metavar="N", help="budget (tokens)")
+    ctx.add_argument("--query", "-q", metavar="Q", help="the question being answered")
+    cfg = sub.add_parser("config", parents=[common],
+                         help="the effective configuration and where each value came from")
+    cfg.add_argument("--config", metavar="FILE", help="config file (env MEMMAN_CONFIG)")
+    comp = sub.add_parser("completion", help="shell completion script (bash, zsh, fish)")
+    comp.add_argument("shell", choices=["bash", "zsh", "fish"])
     tui = sub.add_parser("tui", parents=[common], help="open the terminal app")
     tui.add_argument("--read-only", action="store_true", help="disable every change")
     tui.add_argument("--refresh", type=float, metavar="SECONDS", help="refresh interval")
     sub.add_parser("demo", help="run demo agents (flags: memman demo --help)", add_help=False)
+    sub.add_parser("mcp", help="an MCP server for agents (flags: memman mcp --help)",
+                   add_help=False)
     sd = sub.add_parser("systemd", help="systemd user units")
     sd_sub = sd.add_subparsers(dest="systemd_command", required=True)
     inst = sd_sub.add_parser("install", parents=[common],
@@ -188,25 +364,53 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _fail(args_json: bool, code: int, message: str, data: Any = None, exit_code: int = 1) -> int:
+    if args_json:
+        err: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            err["data"] = data
+        _print_json({"error": err})
+    else:
+        print(f"memman: {message}", file=sys.stderr)
+    return exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    want_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
     parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
+    try:
+        args, rest = parser.parse_known_args(argv)
+    except UsageError as exc:
+        if want_json:
+            return _fail(True, INVALID_PARAMS, str(exc), exit_code=2)
+        parser.print_usage(sys.stderr)
+        print(str(exc), file=sys.stderr)
+        return 2
     if args.command == "daemon":
         from memman_daemon.main import main as daemon_main
 
         return daemon_main((["--socket", args.socket] if args.socket else []) + rest)
     if args.command == "demo":
         return cmd_demo(args, rest)
+    if args.command == "mcp":
+        return cmd_mcp(args, rest)
+    as_json = bool(getattr(args, "json", False))
     if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return _fail(as_json, INVALID_PARAMS, f"unrecognized arguments: {' '.join(rest)}",
+                     exit_code=2)
     commands = {"status": cmd_status, "sessions": cmd_sessions, "show": cmd_show,
-                "tui": cmd_tui, "systemd": cmd_systemd}
+                "call": cmd_call, "export": cmd_export, "import": cmd_import,
+                "search": cmd_search, "context": cmd_context, "config": cmd_config,
+                "completion": cmd_completion, "tui": cmd_tui, "systemd": cmd_systemd}
     try:
         return commands[args.command](args)
-    except ConnectionLost as exc:
-        print(f"memman: {exc.message}", file=sys.stderr)
-        return 1
+    except MemmanError as exc:  # ConnectionLost included
+        return _fail(as_json, exc.code, exc.message, exc.data)
+    except UsageError as exc:
+        return _fail(as_json, INVALID_PARAMS, str(exc), exit_code=2)
+    except ValueError as exc:  # a config that cannot be used (memman config)
+        return _fail(as_json, INVALID_PARAMS, str(exc))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `memman ... | head`

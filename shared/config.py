@@ -4,13 +4,24 @@ Every number the seeds name is a default here, never a constant in code. A secti
 TOML file maps to a dataclass below (``[limits]`` -> ``LimitsConfig``); unknown keys are an
 error that names the key, so typos do not pass silently. ``MEMMAN_<SECTION>_<KEY>`` environment
 variables override single values (e.g. ``MEMMAN_LIMITS_MAX_CLIENTS=64``).
+
+A value memman cannot use is refused when it is loaded, never at first use: the wrong type
+(``max_tokens = "lots"``) or out of range (``warn_threshold = 1.5``) raises ``ConfigError``
+naming the key, the value and what was expected, which stops the daemon at start and is
+refused on reload (the old values stay). An unknown ``MEMMAN_*`` variable is a warning naming
+the closest known one (``Config.warnings``). ``Config.describe()`` lists every value with where
+it came from (``memman config``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import json
+import math
 import os
 import tomllib
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +77,15 @@ class ScoringConfig:
     short_content_penalty: float = 0.7
     #: typed tool_call / tool_result entries count as carrying the "[Tool:" marker
     typed_tools_count_as_marker: bool = True
+    #: "salience" (default: what an entry carries and what the question asks) or "seed001"
+    profile: str = "salience"
+    #: the salience profile's weights (the superseded part is subtracted)
+    weights: dict[str, float] = field(default_factory=lambda: {
+        "recency": 0.25, "role": 0.10, "content": 0.05, "salience": 0.35, "relevance": 0.35,
+        "superseded": 0.30})
+    #: the salience profile's role part: no role outranks a value-carrying tool result by itself
+    salience_role_scores: dict[str, float] = field(default_factory=lambda: {
+        "user": 0.8, "assistant": 0.6, "tool": 0.6, "system": 0.7})
 
 
 @dataclass
@@ -86,6 +106,9 @@ class ContextConfig:
     include_rolling_summary: bool = True  #: seed 000 rolling summary as a system message
     usage_history: int = 100  #: reported usage records kept per session
     max_gap_llm_calls: int = 4  #: gap summaries one context request asks the LLM for
+    fill_usage: float = 0.95  #: a pruned window (originals + summaries) fills up to this share
+    summary_min_share: float = 0.15  #: of a pruned window, at least this is kept for summaries
+    summary_max_share: float = 0.45  #: ...and at most this (the rest goes to originals)
 
 
 @dataclass
@@ -212,6 +235,10 @@ class Config:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     docs: DocsConfig = field(default_factory=DocsConfig)
     tui: TuiConfig = field(default_factory=TuiConfig)
+    #: "section.key" -> where its value came from: "default", the file, "env MEMMAN_...", ...
+    sources: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    #: things worth a log line that do not stop anything (e.g. an unknown MEMMAN_* variable)
+    warnings: list[str] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def database_path(self) -> Path:
@@ -243,12 +270,154 @@ class Config:
         cfg = cls(config_file=path)  # the file consulted (it may not exist yet)
         top_socket = raw.pop("socket", None)
         top_data = raw.pop("data_dir", None)
-        for section, values in {**raw, **(overrides or {})}.items():
+        for section, values in raw.items():
             _apply_section(cfg, section, values, source=str(path))
+        for section, values in (overrides or {}).items():
+            _apply_section(cfg, section, values, source="argument")
         _apply_env(cfg)
+        _check_relations(cfg)
         cfg.socket = paths.socket_path(socket or top_socket)[0]
         cfg.data_dir = paths.data_dir(data_dir or top_data)
+        cfg.sources["socket"] = _path_source(socket, top_socket, "MEMMAN_SOCKET", path)
+        cfg.sources["data_dir"] = _path_source(data_dir, top_data, "MEMMAN_DATA_DIR", path)
         return cfg
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every value with where it came from: [{key, value, source}], top-level keys first."""
+        rows: list[dict[str, Any]] = [
+            {"key": "socket", "value": str(self.socket), "source": self.sources.get("socket", "default")},
+            {"key": "data_dir", "value": str(self.data_dir),
+             "source": self.sources.get("data_dir", "default")}]
+        for f in dataclasses.fields(self):
+            sub = getattr(self, f.name)
+            if not dataclasses.is_dataclass(sub) or isinstance(sub, type):
+                continue
+            for sf in dataclasses.fields(sub):
+                key = f"{f.name}.{sf.name}"
+                rows.append({"key": key, "value": getattr(sub, sf.name),
+                             "source": self.sources.get(key, "default")})
+        return rows
+
+
+class ConfigError(ValueError):
+    """A configuration value memman cannot use; the message names the key, value, expectation."""
+
+
+def _path_source(arg: Any, top: Any, env: str, path: Path) -> str:
+    if arg:
+        return "argument"
+    if os.environ.get(env):
+        return f"env {env}"
+    if top:
+        return str(path)
+    return "default"
+
+
+#: ranges beyond "a number is never negative": (low, high), either may be None
+_RANGES: dict[str, tuple[float | None, float | None]] = {
+    **{k: (0.0, 1.0) for k in (
+        "context.warn_threshold", "context.prune_threshold", "context.aggressive_threshold",
+        "context.target_usage", "compression.ratio", "scoring.recency_weight",
+        "scoring.role_weight", "scoring.content_weight", "scoring.default_role_score",
+        "scoring.short_content_penalty", "scratchpad.salience_weight",
+        "scratchpad.surprisal_weight", "scratchpad.frequency_weight",
+        "scratchpad.explicit_weight", "scratchpad.promote_threshold", "memory.lexical_weight",
+        "memory.semantic_weight")},
+    "llm.temperature": (0.0, 2.0),
+    **{k: (1, None) for k in (
+        "limits.max_message_bytes", "limits.max_clients", "limits.subscriber_buffer_bytes",
+        "storage.batch_max_rows", "context.max_tokens", "context.gap_summary_max_tokens",
+        "context.usage_history", "compression.max_tokens", "compression.max_entries",
+        "compression.min_entries", "cycle.max_exchanges", "cycle.answer_max_bytes",
+        "cycle.answer_target_bytes", "cycle.summary_max_bytes", "cycle.summary_target_bytes",
+        "llm.max_concurrent", "cache.default_duration", "cache.max_entries_per_session",
+        "scratchpad.max_snippets", "memory.max_working_entries", "memory.search_limit",
+        "memory.candidates", "memory.max_scan", "docs.chunk_tokens", "docs.candidates",
+        "docs.top_k", "docs.max_chunks_per_doc", "docs.max_scan", "scratchpad.frequency_saturation")},
+    **{k: (1e-9, None) for k in (
+        "limits.frame_timeout_s", "compression.check_interval_s", "llm.timeout_s",
+        "tui.refresh_s")},
+}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "storage.synchronous": ("NORMAL", "FULL", "EXTRA", "OFF"),
+    "context.gap_role": ("assistant", "system", "user"),
+}
+_TYPE_WORDS = {int: "an integer", float: "a number", bool: "a boolean (true or false)",
+               str: "a string", list: "a list", dict: "a table (map)", type(None): "nothing"}
+
+
+def _kind(value: Any) -> str:
+    return _TYPE_WORDS.get(type(value), type(value).__name__)
+
+
+def _hints(sub: Any) -> dict[str, Any]:
+    return typing.get_type_hints(type(sub))
+
+
+def _check(key: str, value: Any, hint: Any, where: str) -> Any:
+    """``value`` as the field's type wants it, or ConfigError naming key, value and expectation."""
+    def refuse(expected: str) -> ConfigError:
+        return ConfigError(f"{where}: {key} = {value!r} is {_kind(value)}; expected {expected}")
+
+    origin = typing.get_origin(hint)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise refuse("a boolean (true or false)")
+    elif hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise refuse("an integer")
+    elif hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise refuse("a number")
+        value = float(value)
+        if not math.isfinite(value):
+            raise refuse("a finite number")
+    elif hint is str:
+        if not isinstance(value, str):
+            raise refuse("a string")
+    elif origin is list:
+        (item,) = typing.get_args(hint) or (Any,)
+        if not isinstance(value, list) or (item is str and not all(isinstance(v, str) for v in value)):
+            raise refuse("a list of strings" if item is str else "a list")
+    elif origin is dict:
+        _, vt = typing.get_args(hint) or (str, Any)
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise refuse("a table (map) with text keys")
+        if vt is float:
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
+                raise refuse("a table of numbers")
+            value = {k: float(v) for k, v in value.items()}
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        low, high = _RANGES.get(key, (0, None))
+        if low is not None and value < low:
+            raise ConfigError(f"{where}: {key} = {value!r} is out of range; expected "
+                              + (f"a value from {low} to {high}" if high is not None else
+                                 f"at least {low:g}" if low >= 1 else
+                                 "more than 0" if low > 0 else "0 or more"))
+        if high is not None and value > high:
+            raise ConfigError(f"{where}: {key} = {value!r} is out of range; expected a value "
+                              f"from {low} to {high}")
+    if key in _CHOICES and value not in _CHOICES[key]:
+        raise ConfigError(f"{where}: {key} = {value!r} is not allowed; expected one of "
+                          f"{', '.join(_CHOICES[key])}")
+    return value
+
+
+def _check_relations(cfg: Config) -> None:
+    c = cfg.context
+    if not c.warn_threshold <= c.prune_threshold <= c.aggressive_threshold:
+        raise ConfigError(
+            f"{_where(cfg, 'context.warn_threshold')}: context thresholds must rise: warn_threshold "
+            f"({c.warn_threshold}) <= prune_threshold ({c.prune_threshold}) <= "
+            f"aggressive_threshold ({c.aggressive_threshold})")
+    if cfg.docs.chunk_overlap >= cfg.docs.chunk_tokens:
+        raise ConfigError(f"{_where(cfg, 'docs.chunk_overlap')}: docs.chunk_overlap = "
+                          f"{cfg.docs.chunk_overlap} must be less than docs.chunk_tokens "
+                          f"({cfg.docs.chunk_tokens})")
+
+
+def _where(cfg: Config, key: str) -> str:
+    return cfg.sources.get(key, "default")
 
 
 def _apply_section(cfg: Config, section: str, values: Any, source: str) -> None:
@@ -256,36 +425,78 @@ def _apply_section(cfg: Config, section: str, values: Any, source: str) -> None:
     if sub is None or not dataclasses.is_dataclass(sub) or not isinstance(values, dict):
         raise ValueError(f"{source}: unknown config section [{section}]")
     names = {f.name for f in dataclasses.fields(sub)}
+    hints = _hints(sub)
     for key, value in values.items():
         if key not in names:
-            raise ValueError(
+            raise ConfigError(
                 f"{source}: unknown key '{key}' in [{section}]; known keys: {', '.join(sorted(names))}"
             )
-        setattr(sub, key, value)
+        setattr(sub, key, _check(f"{section}.{key}", value, hints[key], source))
+        cfg.sources[f"{section}.{key}"] = source
+
+
+#: MEMMAN_* variables that are not MEMMAN_<SECTION>_<KEY> settings
+ENV_NAMES = ("MEMMAN_SOCKET", "MEMMAN_DATA_DIR", "MEMMAN_CONFIG",
+             "MEMMAN_TUI_LOG_SIZE")  # the TUI's own setting (memman_tui/settings.py)
+
+
+def env_names(cfg: Config | None = None) -> list[str]:
+    """Every MEMMAN_* variable memman reads."""
+    cfg = cfg or Config()
+    out = list(ENV_NAMES)
+    for f in dataclasses.fields(cfg):
+        sub = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(sub) and not isinstance(sub, type):
+            out += [f"MEMMAN_{f.name}_{sf.name}".upper() for sf in dataclasses.fields(sub)]
+    return out
 
 
 def _apply_env(cfg: Config) -> None:
+    known = set(env_names(cfg))
     for f in dataclasses.fields(cfg):
         sub = getattr(cfg, f.name)
-        if not dataclasses.is_dataclass(sub):
+        if not dataclasses.is_dataclass(sub) or isinstance(sub, type):
             continue
+        hints = _hints(sub)
         for sf in dataclasses.fields(sub):
             var = f"MEMMAN_{f.name}_{sf.name}".upper()
             if var in os.environ:
-                current = getattr(sub, sf.name)
-                setattr(sub, sf.name, _coerce(os.environ[var], current, var))
+                key = f"{f.name}.{sf.name}"
+                value = _parse_env(os.environ[var], hints[sf.name], var, key)
+                setattr(sub, sf.name, _check(key, value, hints[sf.name], f"env {var}"))
+                cfg.sources[key] = f"env {var}"
+    secrets = {cfg.llm.api_key_env}  # a key variable may be named MEMMAN_*: not a setting
+    for var in sorted(os.environ):
+        if var.startswith("MEMMAN_") and var not in known and var not in secrets:
+            close = difflib.get_close_matches(var, known, n=1, cutoff=0.6)
+            cfg.warnings.append(
+                f"unknown environment variable {var} ignored"
+                + (f"; did you mean {close[0]}?" if close else
+                   "; `memman config` lists every setting"))
 
 
-def _coerce(text: str, current: Any, var: str) -> Any:
+def _parse_env(text: str, hint: Any, var: str, key: str) -> Any:
+    """The text of a MEMMAN_* variable as the setting's type; _check then checks the range."""
+    origin = typing.get_origin(hint)
+    where = f"env {var}"
     try:
-        if isinstance(current, bool):
-            return text.lower() in ("1", "true", "yes", "on")
-        if isinstance(current, int):
+        if hint is bool:
+            low = text.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError
+        if hint is int:
             return int(text)
-        if isinstance(current, float):
+        if hint is float:
             return float(text)
-    except ValueError as exc:
-        raise ValueError(f"{var}={text!r} is not a valid {type(current).__name__}") from exc
-    if isinstance(current, list):
+        if origin is dict:
+            return json.loads(text)
+    except ValueError:
+        want = {bool: "a boolean (true/false, 1/0, yes/no, on/off)", int: "an integer",
+                float: "a number"}.get(hint, "a JSON table, e.g. {\"user\": 1.0}")
+        raise ConfigError(f"{where}: {key} = {text!r} is not {want}") from None
+    if origin is list:
         return [s.strip() for s in text.split(",") if s.strip()]
     return text

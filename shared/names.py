@@ -83,3 +83,143 @@ TOPICS: dict[str, str] = {
     "docs": DOCS_EVENT,
     "stats": STATS_EVENT,
 }
+
+# --- forget one thing (one entry, record or document, audited) ---------------------------
+SESSION_REMOVE = "memman_session_remove"
+SESSION_POP = "memman_session_pop"
+MEMORY_FORGET = "memman_memory_forget"
+DOCS_REMOVE = "memman_docs_remove"
+
+# --- signatures: the one list the typed client methods are generated from ----------------
+# scripts/gen_client_methods.py writes shared/methods.py (Client / SyncClient methods with these
+# signatures and docstrings); tests/spine/test_method_specs.py checks every entry against the
+# daemon's registry and that shared/methods.py is current. A method added to the daemon gets a
+# line here (clients older than it still reach it through ``call`` / ``__getattr__``).
+class MethodSpec:
+    """One method: ``params`` as a Python signature (``"session_id: str, opts: dict = {}"``)."""
+
+    __slots__ = ("name", "params", "returns", "doc", "writes")
+
+    def __init__(self, name: str, params: str, returns: str, doc: str, *,
+                 writes: bool = False) -> None:
+        self.name, self.params, self.returns, self.doc, self.writes = (
+            name, params, returns, doc, writes)
+
+
+_M = MethodSpec
+METHODS: tuple[MethodSpec, ...] = (
+    _M(GET_API_INFO, "", "dict",
+       "The api level, version, every method (with its parameters) and event."),
+    _M(STATS, "", "dict", "The daemon's counters: clients, requests, sessions, store, tokenizer."),
+    _M(PING, "", "str", 'Answers "pong".'),
+    _M(SET_CLIENT_INFO, "name: str, info: dict = {}", "dict",
+       'Name this connection; info.errors = "nvim" asks for Neovim-style errors.'),
+    _M(SUBSCRIBE, "topics: list = [], filter: dict = {}", "dict",
+       "Start receiving events on this connection (topics: event nouns, empty = all; filter: "
+       "session_id, user_id, tenant_id)."),
+    _M(UNSUBSCRIBE, "subscription: int", "dict", "Stop a subscription."),
+    _M(COUNT_TOKENS,
+       "messages: list, model: str | dict = 'gpt-4o-mini', tools: list | dict = []", "dict",
+       "Prompt tokens of a chat request as the API bills it (tools counted apart as "
+       "tool_tokens), and the encoding that counted; model may be an options map {model, "
+       "tools}."),
+    _M(SESSION_OPEN, "session_id: str, opts: dict = {}", "dict",
+       "Create a session (or return the existing one); opts: user_id, tenant_id, model, "
+       "max_tokens.", writes=True),
+    _M(SESSION_LIST, "filter: dict = {}", "list",
+       "Every session's overview row; filter by user_id / tenant_id."),
+    _M(SESSION_GET, "session_id: str, opts: dict = {}", "dict",
+       "The session's state: overview, rolling summary, exchanges, cycle, entries, summaries "
+       "(opts.limit: newest entries only; opts.entries=false: none; opts.after_id + limit: "
+       "one page by entry range, next_after_id says where the next starts)."),
+    _M(SESSION_ADD, "session_id: str, entry: dict", "dict",
+       "Append a typed entry; returns its id and tokens (counted once, here).", writes=True),
+    _M(SESSION_DELETE, "session_id: str", "dict",
+       "Delete the session and everything in it.", writes=True),
+    _M(SESSION_FINALIZE, "session_id: str, question: str, answer: str", "dict",
+       "End the current Q&A cycle: record the exchange, fold old ones into the rolling summary.",
+       writes=True),
+    _M(SESSION_CONTEXT, "session_id: str, opts: dict = {}", "dict",
+       "The budgeted message list for the chat API, with tokens, band and what was dropped "
+       "(opts: max_tokens, query, tools, ...)."),
+    _M(SESSION_PREVIEW, "session_id: str, opts: dict = {}", "dict",
+       "What context would keep, drop and summarize now, per entry with score and reason."),
+    _M(SESSION_PIN, "session_id: str, entry_id: int, pinned: bool = True", "dict",
+       "Pin (or unpin) an entry: pinned entries always stay in the context.", writes=True),
+    _M(SESSION_EXPAND, "session_id: str, summary_id: int", "dict",
+       "A compression summary and the original entries it replaced."),
+    _M(SESSION_COMPACT, "session_id: str", "dict",
+       "Compress entries older than the recent window now.", writes=True),
+    _M(SESSION_EXPORT, "session_id: str, opts: dict = {}", "dict",
+       "Everything: entries, summaries, links, exchanges, cycle, stats (opts.after_id + "
+       "limit: one page of entries; next_after_id says where the next starts)."),
+    _M(SESSION_IMPORT, "data: dict, opts: dict = {}", "dict",
+       "Restore an export (opts: session_id to rename, replace to overwrite).", writes=True),
+    _M(SESSION_CLEAR, "session_id: str", "dict",
+       "Remove every entry, summary, exchange and the rolling summary; keep the session.",
+       writes=True),
+    _M(SESSION_REPORT_USAGE, "session_id: str, prompt_tokens: int, completion_tokens: int = 0",
+       "dict", "Record what the provider billed; the drift against memman's count is in the "
+       "stats.", writes=True),
+    _M(SESSION_INJECT, "session_id: str, prompt_injection: str, tool_results: list = []", "dict",
+       "One-time context injection; a second call fails with ALREADY_DONE (-32006).",
+       writes=True),
+    _M(SESSION_REPORT, "session_id: str, opts: dict = {}", "dict",
+       "The MEMORY STATE text (what `memman show` prints) and the data behind it."),
+    _M(CACHE_LOOKUP, "session_id: str, tool: str, params: dict", "Any",
+       "The cached entry (duration refreshed; result as it was put), or None on a miss."),
+    _M(CACHE_PUT, "session_id: str, tool: str, params: dict, result: Any, opts: dict = {}",
+       "dict", "Cache a tool result of any type; opts: duration (exchanges), ttl_s (seconds), "
+       "call_id.", writes=True),
+    _M(CACHE_LIST, "session_id: str", "dict",
+       "Every cached entry of the session (oldest first), its counters and state text."),
+    _M(CACHE_EVICT, "session_id: str, key: str", "dict",
+       'Evict the entry with this key ("*": every entry of the session).', writes=True),
+    _M(SCRATCHPAD_WRITE, "session_id: str, text: str, opts: dict = {}", "dict",
+       "Add a snippet (or raise its frequency); opts: explicit, salience, surprisal, flow, "
+       "metadata.", writes=True),
+    _M(SCRATCHPAD_READ, "session_id: str, ids: list | None = None", "dict",
+       "All snippets (or the given ids) in writing order; a read counts as use for LRU."),
+    _M(SCRATCHPAD_EVICT, "session_id: str, snippet_id: int", "dict",
+       "Evict one snippet.", writes=True),
+    _M(SCRATCHPAD_CANDIDATES, "session_id: str", "dict",
+       "Every snippet's promotion score (best first), with the reason for each part."),
+    _M(SCRATCHPAD_PROMOTE, "session_id: str, snippet_id: int, target: str, opts: dict = {}",
+       "dict", "Promote to preference, rule, playbook or business; CONFLICT unless opts.replace.",
+       writes=True),
+    _M(AUDIT_LIST, "filter: dict = {}", "dict",
+       "Audit records, newest first; filter: session_id, user_id, tenant_id, action, limit."),
+    _M(MEMORY_APPEND, "user_id: str, type: str, entry: dict", "dict",
+       "Append to a user's episodic, semantic or procedural memory.", writes=True),
+    _M(MEMORY_SEARCH, "user_id: str, type: str, query: str, opts: dict = {}", "dict",
+       "Best first with scores; opts: limit, kind, flow, session_id."),
+    _M(MEMORY_LEARN, "user_id: str, key: str, value: Any, opts: dict = {}", "dict",
+       "Remember a keyed value (a preference); opts: replace, metadata.", writes=True),
+    _M(MEMORY_RECALL, "user_id: str, key: str", "Any",
+       "The value learned under key (with its record), or None."),
+    _M(MEMORY_COMPACT, "user_id: str, type: str, opts: dict = {}", "dict",
+       "Fold old entries of a memory type into a summary.", writes=True),
+    _M(MEMORY_STATS, "user_id: str", "dict", "Counts and tokens of a user's memory."),
+    _M(MEMORY_CLEAR, "user_id: str, type: str = ''", "dict",
+       "Clear a user's memory (one type, or all).", writes=True),
+    _M(MEMORY_LIST, "user_id: str, type: str, opts: dict = {}", "dict",
+       "A user's memory entries of one type."),
+    _M(DOCS_ADD, "tenant_id: str, doc: dict", "dict",
+       "Add or replace a document: doc = {content, doc_id?, title?, source?, metadata?}.",
+       writes=True),
+    _M(DOCS_SEARCH, "tenant_id: str, query: str, opts: dict = {}", "dict",
+       "Chunks best first; opts: limit, candidates."),
+    _M(DOCS_LIST, "tenant_id: str", "dict", "The tenant's documents."),
+    _M(DOCS_DELETE, "tenant_id: str, doc_id: str", "dict",
+       "Delete a document and its chunks.", writes=True),
+    _M(SESSION_REMOVE, "session_id: str, entry_id: int", "dict",
+       "Remove one entry (audited); summaries that linked it drop the link and say so.",
+       writes=True),
+    _M(SESSION_POP, "session_id: str", "dict",
+       "Remove the newest entry (audited) and return it.", writes=True),
+    _M(MEMORY_FORGET, "user_id: str, record_id: int", "dict",
+       "Forget one user-memory record (audited).", writes=True),
+    _M(DOCS_REMOVE, "tenant_id: str, ref: Any", "dict",
+       "Remove one document, by doc_id or by one of its chunk ids (audited).", writes=True),
+)
+del _M

@@ -4,6 +4,8 @@
         srv.base_url                         # "http://127.0.0.1:PORT/v1" -> openai base_url
         srv.mode = "good"                    # "good" | "500" | "hang" | "malformed" | "empty"
         srv.reply = "text"                   # what "good" answers (default: a summary line)
+        srv.respond = fn                     # optional: fn(body) -> the assistant message
+                                             # ("good" mode), e.g. one with tool_calls
         srv.requests                         # every JSON body received, in order
         srv.paths                            # the request paths, in order
 
@@ -29,6 +31,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -51,6 +54,9 @@ class LLMServer:
         self.reply = reply
         self.dim = dim
         self.hang_s = hang_s
+        #: when set, "good" answers with the message this returns for the request body (a
+        #: message with ``tool_calls`` finishes with "tool_calls"), instead of ``reply``
+        self.respond: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self._stop = threading.Event()
@@ -99,14 +105,17 @@ class LLMServer:
                         "created": int(time.time()), "model": body.get("model", "test"),
                         "choices": []}).encode())
                 prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+                message = ({"role": "assistant", "content": server.reply}
+                           if server.respond is None else server.respond(body))
+                reply = str(message.get("content") or "")
                 self._send(200, json.dumps({
                     "id": "chatcmpl-test", "object": "chat.completion",
                     "created": int(time.time()), "model": body.get("model", "test"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": server.reply}}],
+                    "choices": [{"index": 0, "message": message, "finish_reason":
+                                 "tool_calls" if message.get("tool_calls") else "stop"}],
                     "usage": {"prompt_tokens": len(prompt.split()),
-                              "completion_tokens": len(server.reply.split()),
-                              "total_tokens": len(prompt.split()) + len(server.reply.split())},
+                              "completion_tokens": len(reply.split()),
+                              "total_tokens": len(prompt.split()) + len(reply.split())},
                 }).encode())
 
             def _embeddings(self, body: dict[str, Any]) -> None:

@@ -20,11 +20,13 @@ def test_cookbook_example_bills_129_prompt_tokens() -> None:
     assert tc.count_messages(COOKBOOK, "gpt-3.5-turbo-0613") == 129
 
 
-def test_encoding_is_reported_and_offline_fallback_is_used_for_unknown_models() -> None:
+def test_encoding_is_reported_and_unknown_models_count_with_the_default_models_encoding() -> None:
     tc = TokenCounter()
-    assert tc.encoding_name("some-local-model") == OFFLINE_ENCODING
-    # gpt-4 uses cl100k; here offline it is served by the offline copy of the same table
-    assert tc.encoding_name("gpt-4-0613") in ("cl100k_base", OFFLINE_ENCODING)
+    # a model tiktoken does not know: memman's default model's encoding, not the last resort
+    assert tc.encoding_name("some-local-model") == "o200k_base"
+    # gpt-4 uses cl100k_base: the real table, offline, from a package that ships it
+    assert tc.encoding_name("gpt-4-0613") == "cl100k_base"
+    assert OFFLINE_ENCODING not in tc.sources and tc.fallbacks == {}
 
 
 def test_overhead_per_message_and_name() -> None:

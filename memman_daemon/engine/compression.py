@@ -25,8 +25,10 @@ def needs_compression(s: Session, cfg: CompressionConfig) -> bool:
 
 
 def select(tl: Timeline, cfg: CompressionConfig) -> list[Entry]:
-    """Active entries older than the recent window, whole units only; [] if fewer than min."""
-    units = [u for u in tl.units if not u.is_summary]
+    """Active entries older than the recent window, whole units only; [] if fewer than min.
+    The system prompt is never compressed, pinned or not; other pinned entries unless
+    ``keep_pinned`` is off."""
+    units = [u for u in tl.units if all(e.active for e in u.items)]
     recent = 0
     cut = len(units)
     while cut > 0 and recent < cfg.recent_window:
@@ -34,9 +36,11 @@ def select(tl: Timeline, cfg: CompressionConfig) -> list[Entry]:
         recent += len(units[cut].items)
     chosen: list[Entry] = []
     for u in units[:cut]:
+        if u.mandatory == "system" or u.first.id == tl.system_id:
+            continue
         if u.mandatory and cfg.keep_pinned:
             continue
-        chosen.extend(u.items)  # type: ignore[arg-type]
+        chosen.extend(u.items)
     chosen.sort(key=lambda e: e.id)
     return chosen if len(chosen) >= cfg.min_entries else []
 

@@ -8,11 +8,28 @@ rolling summary, which is condensed to ``summary_target_bytes`` once it passes
 
 from __future__ import annotations
 
+from memman_daemon.engine import extractive, facts
 from memman_daemon.model import Entry, Exchange, Session
 
+TOOL_FACT_BYTES = 400  #: facts of an exchange's tool results kept in the rolling summary
 
-def format_exchange(x: Exchange) -> str:
-    return f"Q: {x.question}\nA: {x.answer}\n"
+
+def format_exchange(x: Exchange, s: Session | None = None) -> str:
+    """Q, A, and the fact lines of the exchange's tool results (so the rolling summary keeps
+    what tools found, not only what was said)."""
+    out = f"Q: {x.question}\nA: {x.answer}\n"
+    if s is None or not x.last_id:
+        return out
+    picks = []
+    for e in s.entries:
+        if e.id < x.first_id or e.role != "tool":
+            continue
+        if e.id > x.last_id:
+            break
+        cands = facts.analyse(e.content, structured=True)
+        picks += extractive.picks_of(e, cands, min_salience=0.5)
+    chosen, _ = extractive.choose(picks, TOOL_FACT_BYTES, lambda t: len(t.encode()))
+    return out + "".join(extractive.line(p) for p in chosen)
 
 
 def cycle_entries(s: Session) -> list[Entry]:

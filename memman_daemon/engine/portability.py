@@ -47,7 +47,7 @@ FORMAT = "memman.session/1"
 
 _TOKENS = Int(0, 2**40, doc="a token count")
 _EXCHANGE = Map({"question": Str(), "answer": Str(), "answer_bytes": COUNT, "summarized": Bool(),
-                 "at": TIMESTAMP},
+                 "at": TIMESTAMP, "first_id": ROW_ID, "last_id": ROW_ID},
                 required=("question", "answer", "answer_bytes", "summarized", "at"),
                 empty_array_ok=False)
 _CYCLE = Map({"user_question": Str(), "agent_message_ids": Array(ROW_ID),
@@ -74,6 +74,7 @@ SUMMARY = Map({
     "id": ROW_ID, "session_id": Str(), "content": Str(), "entry_ids": Array(ROW_ID),
     "tokens": _TOKENS, "original_tokens": _TOKENS, "ratio": Float(0.0, 1e12),
     "start": TIMESTAMP, "end": TIMESTAMP, "created_at": TIMESTAMP, "source": Str(),
+    "removed_entry_ids": Array(ROW_ID),
 }, required=("id", "content", "entry_ids", "tokens", "original_tokens", "ratio", "start", "end",
              "created_at"), empty_array_ok=False)
 #: what memman_session_import accepts as ``data`` (what memman_session_export produces)
@@ -156,5 +157,8 @@ def parse(data: dict[str, Any], session_id: str, next_id: Callable[[], int]) -> 
         meta.cycle.start_id = min(later) if later else next_id()
     meta.cycle.agent_message_ids = [mapping[i] for i in meta.cycle.agent_message_ids
                                     if i in mapping]
+    for x in meta.exchanges:  # the exchange's entries in the log, under their new ids
+        x.first_id = mapping.get(x.first_id, 0)
+        x.last_id = mapping.get(x.last_id, 0)
     s.recount()
     return s

@@ -1,4 +1,9 @@
-"""Seed 001 importance scores (0.0-1.0), as its section 6 implementation computes them.
+"""Importance scores (0.0-1.0) of the context window's units.
+
+Two profiles (``[scoring] profile``): ``salience`` (the default) weighs recency, role, content
+keywords, salience (what an entry carries: identifiers, numbers, instructions, decisions) and
+relevance to the current question, less a part for superseded values; ``seed001`` is the
+original formula, as its section 6 implementation computes it:
 
     total = recency * recency_weight + role * role_weight + content * content_weight
 
@@ -8,6 +13,9 @@ the role and content parts do not depend on position, so they are computed once 
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from memman.config import ScoringConfig
 from memman_daemon.model import Entry, Summary
@@ -68,3 +76,65 @@ def recency(index: int, total: int) -> float:
 
 def importance(static: float, index: int, total: int, cfg: ScoringConfig) -> float:
     return min(recency(index, total) * cfg.recency_weight + static, 1.0)
+
+
+# --- the default profile: what an entry carries, and what the question is about -------------
+@dataclass(slots=True)
+class Parts:
+    """One unit's score and its parts (each 0..1; ``superseded`` is subtracted)."""
+
+    recency: float
+    role: float
+    content: float
+    salience: float
+    relevance: float
+    superseded: float
+    total: float
+
+    def priority(self, tokens: int) -> float:
+        """Value per room: a long unit must score higher to be kept whole (its facts survive
+        in a summary when it is not)."""
+        return self.total / (1.0 + tokens / 300.0) ** 0.5
+
+    def wire(self) -> dict[str, float]:
+        return {k: round(getattr(self, k), 4) for k in
+                ("recency", "role", "content", "salience", "relevance", "superseded")}
+
+    def explain(self) -> str:
+        parts = self.wire()
+        return ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if v)
+
+
+def unit_constant(role: str, content: float, salience: float, cfg: ScoringConfig) -> float:
+    """The parts of a unit's total that do not depend on the request (cached per unit)."""
+    w = cfg.weights
+    role_part = cfg.salience_role_scores.get(role, cfg.default_role_score)
+    return w["role"] * role_part + w["content"] * content + w["salience"] * salience
+
+
+def totals(units: list, relevance: dict[int, float], cfg: ScoringConfig) -> list[float]:
+    """Every unit's total (indexed like ``units``): recency by position, the cached constant,
+    relevance to the question (unit index -> 0..1), less the superseded share.
+    ``profile = "seed001"`` keeps seed 001's formula."""
+    denom = max(len(units) - 1, 1)
+    if cfg.profile == "seed001":
+        rw = cfg.recency_weight
+        return [min(u.index / denom * rw + u.seed, 1.0) for u in units]
+    w = cfg.weights
+    wr, wrel, wsup = w["recency"] / denom, w["relevance"], w["superseded"]
+    get = relevance.get
+    out = []
+    for u in units:
+        t = wr * u.index + u.const + wrel * get(u.index, 0.0)
+        if u.sup_n:
+            t -= wsup * u.sup_n / u.val_n
+        out.append(0.0 if t < 0.0 else 1.0 if t > 1.0 else t)
+    return out
+
+
+def parts(u: Any, n: int, relevance: float, total: float, cfg: ScoringConfig) -> Parts:
+    """One unit's parts, for preview and report."""
+    return Parts(u.index / max(n - 1, 1),
+                 cfg.salience_role_scores.get(u.first.role, cfg.default_role_score),
+                 u.seed if cfg.profile == "seed001" else u.content, u.salience, relevance,
+                 u.sup_n / u.val_n if u.val_n else 0.0, total)

@@ -9,12 +9,13 @@ Automatic compression runs in the background after ``entry_added`` events.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
 from memman_daemon.engine import compression, cycles, portability, usage
-from memman_daemon.engine.context import ContextBuilder, preview
+from memman_daemon.engine.context import ContextBuilder, Request
 from memman_daemon.model import Cycle, Exchange, Session, SessionMeta
 from memman_daemon.sessions import Sessions
 
@@ -136,11 +137,10 @@ class SessionEngine:
             for e in entries:
                 e.summary_id = sm.id
             s.summaries[sm.id] = sm
-            s.recount()
+            s.recount()  # the context timeline stays: it holds every entry, compressed or not
             s.meta.counters["compressions"] = s.meta.counters.get("compressions", 0) + 1
             if source == "llm":
                 s.meta.counters["compression_llm"] = s.meta.counters.get("compression_llm", 0) + 1
-            self.builder.invalidate(s.id)
             ops = [Sessions.summary_op(sm), Sessions.meta_op(s)]
             ops += [Sessions.entry_op(e) for e in entries]
             await self.core.sessions.persist(s, ops)
@@ -196,12 +196,14 @@ class SessionEngine:
                 _bump(m, "answers_summarized")
                 if src == "llm":
                     _bump(m, "llm_answer_summaries")
-            m.exchanges.append(Exchange(question, kept, size, summarized, now))
+            first = current[0].id if current else (added[0].id if added else 0)
+            last = (added or current)[-1].id if (added or current) else 0
+            m.exchanges.append(Exchange(question, kept, size, summarized, now, first, last))
             folded = 0
             compressed = False
             while len(m.exchanges) > ccfg.max_exchanges:
                 oldest = m.exchanges.pop(0)
-                m.summary += cycles.format_exchange(oldest)
+                m.summary += cycles.format_exchange(oldest, s)
                 folded += 1
                 if len(m.summary.encode()) > ccfg.summary_max_bytes:
                     m.summary, src = await summ.condense_text(
@@ -267,31 +269,24 @@ class SessionEngine:
                 "kept_entries", "dropped_entries", "summarized_entries")})
         return out
 
+    def request(self, s: Session, opts: dict[str, Any]) -> Request:
+        """One context request with every default resolved here, once: the budget (option,
+        else the session's, else the configured default), the model, the question, the tool
+        definitions and the cached tool results that ride along."""
+        budget, model, query, tools = _opts(opts)
+        budget = budget or s.meta.max_tokens or self.core.config.context.max_tokens
+        model = model or s.meta.model
+        tool_tokens = self.core.tokens.count_tools(tools, model) if tools else 0
+        cached, cached_tokens, note = self._cached_tools(s, budget - tool_tokens, model)
+        return Request(budget, model, query or "", tool_tokens, cached, cached_tokens, note)
+
     async def assemble(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
         """The context window (history within the budget, plus cached tool results), with no
         side effects: used by ``context`` and by the report."""
-        budget, model = _opts(opts, self.core)
-        budget = budget or s.meta.max_tokens or self.core.config.context.max_tokens
-        model = model or s.meta.model
-        cached, cached_tokens, cached_note = self._cached_tools(s, budget, model)
-        out = await self.builder.context(s, budget - cached_tokens, model)
-        if cached:
-            out["messages"] = _splice_cached(out["messages"], cached)
-            out["tokens"] += cached_tokens
-            out["budget"] = budget
-            out["final_usage"] = round(out["tokens"] / budget, 4)
-        out["cached_tools"] = {"messages": len(cached), "tokens": cached_tokens,
-                               "note": cached_note}
-        return out
+        return await self.builder.context(s, self.request(s, opts))
 
     def preview(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
-        budget, model = _opts(opts, self.core)
-        budget = budget or s.meta.max_tokens or self.core.config.context.max_tokens
-        model = model or s.meta.model
-        cached, cached_tokens, cached_note = self._cached_tools(s, budget, model)
-        out = preview(self.builder, s, budget - cached_tokens, model)
-        out["cached_tools"] = {"messages": len(cached), "tokens": cached_tokens,
-                               "note": cached_note}
+        out = self.builder.preview(s, self.request(s, opts))
         out["compaction"] = self.compaction_preview(s)
         return out
 
@@ -313,7 +308,7 @@ class SessionEngine:
         cache = getattr(self.core, "cache", None)
         if cache is None:
             return [], 0, ""
-        msgs = cache.context_messages(s.id)
+        msgs = _not_in_log(cache.context_messages(s.id), s)
         if not msgs:
             return [], 0, ""
         tokens = sum(self.core.tokens.count_message(m, model) for m in msgs)
@@ -344,6 +339,55 @@ class SessionEngine:
         out = {"entry_id": entry_id, "pinned": pinned}
         self._publish(s, "pinned", out)
         return out
+
+    async def remove(self, s: Session, entry_id: int | None, client: str = "") -> dict[str, Any]:
+        """Remove one entry (``entry_id``; None: the newest, i.e. pop) from the log, audited.
+
+        A summary that linked the entry drops the link and says so: its ``removed_entry_ids``
+        names the entry and a note is appended to its text (which may still reflect it).
+        """
+        async with self.lock(s.id):
+            if entry_id is None:
+                if not s.entries:
+                    return {"removed": None, "summaries": [], "audit_id": None,
+                            "session": s.overview()}
+                e = s.entries[-1]
+            elif (e := s.by_id.get(entry_id)) is None:
+                raise not_found("entry", entry_id)
+            ops: list = [("DELETE FROM entries WHERE id=?", (e.id,))]
+            relinked = [sm for sm in s.summaries.values() if e.id in sm.entry_ids]
+            for sm in relinked:
+                sm.entry_ids = [i for i in sm.entry_ids if i != e.id]
+                sm.removed_entry_ids.append(e.id)
+                sm.original_tokens = max(0, sm.original_tokens - e.tokens)
+                sm.content += (f"\n[Entry {e.id} ({e.role} {e.type}) was removed on request "
+                               "after this summary was written; the summary no longer links it "
+                               "and its text above may still reflect it.]")
+                sm.tokens = self.core.tokens.count_message({"role": "system",
+                                                            "content": sm.content}, s.meta.model)
+                sm.ratio = round(sm.original_tokens / max(sm.tokens, 1), 3)
+                ops.append(Sessions.summary_op(sm))
+            s.entries.remove(e)
+            del s.by_id[e.id]
+            cycle = s.meta.cycle
+            if e.id in cycle.agent_message_ids:
+                cycle.agent_message_ids.remove(e.id)
+                ops.append(Sessions.meta_op(s))
+            s.recount()
+            self.builder.forget(s.id)
+            what = e.content or _json_text(e.tool_calls)
+            rec, audit_op = self.core.audit.record(
+                "remove", what, f"session:{s.id}#{e.id}", "-", client, **Sessions.scope(s),
+                entry_id=e.id, type=e.type, role=e.role, tokens=e.tokens,
+                summary_ids=[sm.id for sm in relinked], pop=entry_id is None)
+            ops.append(audit_op)
+            await self.core.sessions.persist(s, ops)
+            out = {"removed": e.to_wire(),
+                   "summaries": [{"summary_id": sm.id, "entry_ids": sm.entry_ids,
+                                  "removed_entry_ids": sm.removed_entry_ids} for sm in relinked],
+                   "audit_id": rec.id, "session": s.overview()}
+            self._publish(s, "entry_removed", {**out, "entry_id": e.id, "client": client})
+            return out
 
     async def clear(self, s: Session) -> dict[str, Any]:
         async with self.lock(s.id):
@@ -409,6 +453,10 @@ class SessionEngine:
         return out
 
 
+def _json_text(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=str) if obj else ""
+
+
 def _bump(m: SessionMeta, key: str) -> None:
     m.counters[key] = m.counters.get(key, 0) + 1
 
@@ -421,8 +469,25 @@ def _splice_cached(messages: list[dict[str, Any]],
     return [*messages, *cached]
 
 
-def _opts(opts: dict[str, Any], core: Core) -> tuple[int | None, str | None]:
-    known = {"max_tokens", "model"}
+def _not_in_log(msgs: list[dict[str, Any]], s: Session) -> list[dict[str, Any]]:
+    """Cached tool results whose result is already a tool entry of the log are sent once: as
+    part of the history (kept, or summarized with it)."""
+    if not msgs:
+        return msgs
+    logged = {e.content for e in s.entries if e.role == "tool"}
+    fresh = [m for m in msgs[1:] if m["content"] not in logged]
+    if len(fresh) == len(msgs) - 1:
+        return msgs
+    if not fresh:
+        return []
+    ids = {m["tool_call_id"] for m in fresh}
+    call = dict(msgs[0])
+    call["tool_calls"] = [c for c in msgs[0]["tool_calls"] if c["id"] in ids]
+    return [call, *fresh]
+
+
+def _opts(opts: dict[str, Any]) -> tuple[int | None, str | None, str | None, list | None]:
+    known = {"max_tokens", "model", "query", "tools"}
     for k in opts:
         if k not in known:
             raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(known))}")
@@ -433,4 +498,12 @@ def _opts(opts: dict[str, Any], core: Core) -> tuple[int | None, str | None]:
     model = opts.get("model")
     if model is not None and (not isinstance(model, str) or not model):
         raise invalid_params("opts.model", "expected a model name")
-    return budget, model
+    query = opts.get("query")
+    if query is not None and not isinstance(query, str):
+        raise invalid_params("opts.query", "expected the question as a string")
+    tools = opts.get("tools")
+    if tools is not None and (not isinstance(tools, list)
+                              or not all(isinstance(t, dict) for t in tools)):
+        raise invalid_params("opts.tools", "expected a list of tool definitions (maps) as sent "
+                                           "to the chat API")
+    return budget, model, query, tools

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from memman_daemon.engine import extractive
+
 if TYPE_CHECKING:
     from memman_daemon.core import Core
     from memman_daemon.model import Entry
@@ -32,12 +34,16 @@ PROMPT = """Summarize the following conversation, preserving:
 3. Tools used and their outcomes
 4. Any errors or issues encountered
 5. Open tasks and the context needed to continue
+Copy every value verbatim: identifiers, numbers, dates, names, paths, settings, user
+instructions. Where a later message changed a value, keep only the current value.
 Keep the summary concise but informative, at most about {target} tokens. Answer with the summary text only.
 {notes}
 {content}"""
 
 TEXT_PROMPT = """Condense the following text to at most about {target} bytes, preserving topics,
-decisions, tools and their outcomes, errors and open tasks. Answer with the condensed text only.
+decisions, tools and their outcomes, errors and open tasks. Copy values verbatim (identifiers,
+numbers, dates, names, paths, instructions); where a value was changed later keep only the
+current one. Answer with the condensed text only.
 {notes}
 {content}"""
 
@@ -48,38 +54,21 @@ class SummaryFailed(Exception):
         self.reason = reason
 
 
-# --- the deterministic fallback (seed 004's shape) ---------------------------------------------
-def _quote(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+# --- the deterministic fallback: extractive (see ``extractive``) --------------------------------
+def fallback_summary(entries: list[Entry], target_tokens: int = 150,
+                     measure: Callable[[str], int] | None = None) -> str:
+    """A header line (counts, tools, errors), then the fact-carrying sentences and lines of
+    ``entries`` verbatim, within about ``target_tokens`` (``measure`` counts; default ~4 chars
+    per token)."""
+    return extractive.summarize_entries(entries, target_tokens, measure or _approx_tokens)
 
 
-def fallback_summary(entries: list[Entry], max_chars: int = 600) -> str:
-    """``[Previous conversation summary]`` with counts, first/last user message, tools, errors."""
-    users = [e for e in entries if e.role == "user" and e.content]
-    tools: list[str] = []
-    errors = 0
-    for e in entries:
-        names = [c.get("function", {}).get("name", "") for c in e.tool_calls or []]
-        if e.type in ("tool_call", "tool_result") and e.name:
-            names.append(e.name)
-        for n in names:
-            if n and n not in tools:
-                tools.append(n)
-        low = e.content.lower()
-        if "error" in low or "failed" in low or "exception" in low:
-            errors += 1
-    lines = ["[Previous conversation summary]", f"{len(entries)} entries, {len(users)} user messages"]
-    if users:
-        lines.append(f'First: "{_quote(users[0].content)}"')
-        if len(users) > 1:
-            lines.append(f'Last: "{_quote(users[-1].content)}"')
-    if tools:
-        lines.append("Tools used: " + ", ".join(tools))
-    if errors:
-        lines.append(f"{errors} error{'s' if errors != 1 else ''} encountered")
-    text = "\n".join(lines)
-    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+def _approx_tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode())
 
 
 def truncate_bytes(text: str, target: int, *, keep: str = "head") -> str:
@@ -280,7 +269,7 @@ class Summarizer:
                                 emergency: bool = False,
                                 on_late: Callable[[str], Any] | None = None) -> tuple[str, str]:
         """Summarize log entries; returns (text, "llm" | "fallback")."""
-        fallback = fallback_summary(entries)
+        fallback = fallback_summary(entries, max(target_tokens, 16), self._measure)
         if emergency or not self.available:
             return await self._bounded("", 0, fallback, deadline, emergency, on_late)
         notes = self._scratchpad_notes(session_id)
@@ -294,7 +283,7 @@ class Summarizer:
                             emergency: bool = False,
                             on_late: Callable[[str], Any] | None = None) -> tuple[str, str]:
         """Condense free text (an answer, the rolling summary) to about ``target_bytes``."""
-        fallback = truncate_bytes(text, target_bytes, keep=keep)
+        fallback = extractive.condense(text, target_bytes, _bytes)
         prompt = TEXT_PROMPT.format(target=target_bytes, content=text,
                                     notes=self._scratchpad_notes(session_id))
         out, source = await self._bounded(prompt, max(target_bytes // 3, 16), fallback, deadline,
@@ -302,6 +291,9 @@ class Summarizer:
         if source == "llm" and len(out.encode()) > target_bytes * 1.25:
             out = truncate_bytes(out, target_bytes, keep=keep)
         return out, source
+
+    def _measure(self, text: str) -> int:
+        return self.core.tokens.count_text(text, self.cfg.model)
 
     def _scratchpad_notes(self, session_id: str | None) -> str:
         """The session's scratchpad snippets (seed 002: MM's summaries can use its insights)."""

@@ -3,4 +3,4 @@
 
 def load_all() -> None:
     """Import every handler module (idempotent)."""
-    from memman_daemon.handlers import session_engine, spine, tiers  # noqa: F401
+    from memman_daemon.handlers import forget, session_engine, spine, tiers  # noqa: F401

@@ -117,4 +117,7 @@ async def session_report(call: Call, session_id: str, opts: dict[str, Any]) -> d
     cache = getattr(call.core, "cache", None)
     cache = [e.to_wire() for e in cache.entries(session_id)] if cache is not None else None
     data["cache"] = cache
-    return {"text": render_memory_state(data), "state": data["state"], "band": ctx["band"]}
+    # per entry: the decision and every score part, as the preview reports them
+    entries = eng.builder.preview(s, eng.request(s, opts))["entries"]
+    return {"text": render_memory_state(data), "state": data["state"], "band": ctx["band"],
+            "entries": entries}

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from memman import __version__, names
-from memman.errors import invalid_params
+from memman.errors import ERROR_STYLES, invalid_params
 from memman_daemon.engine import usage
 from memman_daemon.params import (
     COUNT,
     METADATA,
     ROW_ID,
+    AnyOf,
     Array,
     Bool,
     Id,
@@ -21,6 +22,7 @@ from memman_daemon.params import (
     Str,
 )
 from memman_daemon.rpc import REGISTRY, Call, Param, method
+from memman_daemon.tokens import check_tools
 
 SCOPE_FILTER = Map({"session_id": Id(), "user_id": Id(), "tenant_id": Id()})
 SESSION_ID = Id("s1")
@@ -67,9 +69,21 @@ def ping(call: Call) -> str:
 @method(names.SET_CLIENT_INFO, Param("name", Str(min_len=1, max_bytes=512)),
         Param("info", METADATA, default=dict))
 def set_client_info(call: Call, name: str, info: dict[str, Any]) -> dict[str, Any]:
-    """Name this connection (as Neovim's nvim_set_client_info): the audit log and stats show it."""
+    """Name this connection (as Neovim's nvim_set_client_info): the audit log and stats show it.
+
+    ``info.errors = "nvim"`` sends this connection's errors Neovim-style, ``[0, "[code]
+    message"]``, so that ``vim.rpcrequest`` shows the message; ``"memman"`` (the default) is
+    ``[code, message]``.
+    """
     if not name or len(name) > 128:
         raise invalid_params("name", "expected 1 to 128 characters")
+    style = info.get("errors", "memman")
+    if isinstance(style, bytes):
+        style = style.decode(errors="replace")
+    if style not in ERROR_STYLES:
+        raise invalid_params("info.errors", f"expected one of {', '.join(ERROR_STYLES)}, "
+                             f"got {style!r}")
+    call.connection.error_style = style
     call.connection.name = name
     call.connection.client_info = dict(info)
     return {"connection": call.connection.id, "name": name}
@@ -108,16 +122,47 @@ def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
 
 
 @method(names.COUNT_TOKENS, Param("messages", Array(CHAT_MESSAGE)),
-        Param("model", MODEL, default="gpt-4o-mini"))
-def count_tokens(call: Call, messages: list[Any], model: str) -> dict[str, Any]:
-    """Prompt tokens of a chat request as the API bills it, and the encoding that counted."""
+        Param("model", AnyOf((MODEL, Map({"model": MODEL, "tools": Array(Stored())},
+                                         empty_array_ok=False))), default="gpt-4o-mini",
+              doc="a model name, or an options map {model, tools}"),
+        Param("tools", AnyOf((Array(Stored()), Map({"tools": Nullable(Array(Stored()))}))),
+              default=list,
+              doc="the tools= list as sent to the chat API, or an options map {tools: [...]}"))
+def count_tokens(call: Call, messages: list[Any], model: str | dict[str, Any],
+                 tools: list[Any] | dict[str, Any]) -> dict[str, Any]:
+    """Prompt tokens of a chat request as the API bills it, and the encoding that counted.
+
+    ``tools`` (the function definitions as sent to the API) are counted with the cookbook's
+    billing formula and reported apart as ``tool_tokens``; ``tokens`` includes them. The
+    second parameter may also be an options map ``{model, tools}``.
+    """
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise invalid_params(f"messages[{i}]", "expected a map with role and content")
-    tokens = call.core.tokens
-    return {"tokens": tokens.count_messages(messages, model),
-            "per_message": [tokens.count_message(m, model) for m in messages],
-            "encoding": tokens.encoding_name(model), "model": model}
+    where = "tools"
+    if isinstance(model, dict):
+        opts = model
+        unknown = sorted(set(opts) - {"model", "tools"})
+        if unknown:
+            raise invalid_params(f"model.{unknown[0]}", "unknown option (known: model, tools)")
+        if "tools" in opts:
+            tools, where = opts["tools"], "model.tools"
+        model = opts.get("model", "gpt-4o-mini")
+        if not isinstance(model, str) or not model:
+            raise invalid_params("model.model", "expected a model name")
+    if isinstance(tools, dict):
+        unknown = sorted(set(tools) - {"tools"})
+        if unknown:
+            raise invalid_params(f"tools.{unknown[0]}", "unknown option (known: tools)")
+        tools, where = tools.get("tools") or [], "tools.tools"
+    check_tools(tools, where)
+    counter = call.core.tokens
+    message_tokens = counter.count_messages(messages, model)
+    tool_tokens = counter.count_tools(tools, model)
+    return {"tokens": message_tokens + tool_tokens, "message_tokens": message_tokens,
+            "tool_tokens": tool_tokens,
+            "per_message": [counter.count_message(m, model) for m in messages],
+            "encoding": counter.encoding_name(model), "model": model}
 
 
 @method(names.SESSION_OPEN, Param("session_id", SESSION_ID),

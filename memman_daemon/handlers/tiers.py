@@ -199,7 +199,7 @@ async def memory_search(call: Call, user_id: str, type: str, query: str,
         writes=True)
 async def memory_learn(call: Call, user_id: str, key: str, value: Any,
                        opts: dict[str, Any]) -> dict[str, Any]:
-    return await call.core.user_memory.learn(user_id, key, value, opts)
+    return await call.core.user_memory.learn(user_id, key, value, opts, call.client_name)
 
 
 @method(names.MEMORY_RECALL, Param("user_id", USER_ID), Param("key", Str(max_bytes=1024)))
@@ -263,4 +263,4 @@ async def docs_list(call: Call, tenant_id: str) -> dict[str, Any]:
 
 @method(names.DOCS_DELETE, Param("tenant_id", TENANT_ID), Param("doc_id", Id()), writes=True)
 async def docs_delete(call: Call, tenant_id: str, doc_id: str) -> dict[str, Any]:
-    return await call.core.docs.delete(tenant_id, doc_id)
+    return await call.core.docs.delete(tenant_id, doc_id, call.client_name)

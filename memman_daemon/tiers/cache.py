@@ -49,6 +49,9 @@ class CacheEntry:
     ttl_s: float | None = None  #: wall-clock lifetime from cached_at (seconds), or None
     hits: int = 0
     last_hit_at: float | None = None
+    #: the result as it was put (a map, list, number...), when it was not text; ``result`` is
+    #: its JSON text, which the context's tool message carries
+    value: Any = None
 
     @property
     def expires_at(self) -> float | None:
@@ -61,7 +64,8 @@ class CacheEntry:
     def to_wire(self) -> dict[str, Any]:
         # built by hand: dataclasses.asdict deep-copies and is the slowest part of a hit
         return {"key": self.key, "session_id": self.session_id, "tool_name": self.tool_name,
-                "parameters": self.parameters, "result": self.result,
+                "parameters": self.parameters,
+                "result": self.result if self.value is None else self.value,
                 "remaining_duration": self.remaining_duration,
                 "original_duration": self.original_duration, "call_id": self.call_id,
                 "cached_at": self.cached_at, "ttl_s": self.ttl_s, "hits": self.hits,
@@ -69,7 +73,10 @@ class CacheEntry:
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> CacheEntry:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        e = cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "value"})
+        if not isinstance(e.result, str):  # stored structured: keep it, and its text
+            e.value, e.result = e.result, _result_text(e.result)
+        return e
 
 
 def _key(tool: str, params: dict[str, Any]) -> str:
@@ -78,6 +85,16 @@ def _key(tool: str, params: dict[str, Any]) -> str:
     except (TypeError, ValueError) as exc:
         raise invalid_params("params", f"must be JSON-compatible to form the cache key "
                              f"(text keys, no binary values): {exc}") from None
+
+
+def _structured(result: Any) -> Any:
+    """The result to give back as it was put: None for text (``result`` holds it)."""
+    if isinstance(result, (str, bytes)) or result is None:
+        return None
+    try:  # kept only if it survives the JSON record in SQLite unchanged
+        return result if json.loads(json.dumps(result, ensure_ascii=False)) == result else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _result_text(result: Any) -> str:
@@ -251,6 +268,7 @@ class ToolCache:
             raise invalid_params("opts.call_id", "expected a string")
         return CacheEntry(key=key, session_id=session_id, tool_name=tool, parameters=params,
                           result=_result_text(result), remaining_duration=duration,
+                          value=_structured(result),
                           original_duration=duration, call_id=call_id,
                           cached_at=self.core.clock.now(),
                           ttl_s=float(ttl) if ttl is not None else None)

@@ -220,18 +220,38 @@ class BusinessDocs:
         return [d.to_wire() for d in sorted(self.docs.get(tenant_id, {}).values(),
                                             key=lambda d: d.pk)]
 
-    async def delete(self, tenant_id: str, doc_id: str) -> dict[str, Any]:
-        d = self.get(tenant_id, doc_id)
-        if d is None:
-            raise not_found("document", doc_id)
+    async def delete(self, tenant_id: str, doc_id: str, client: str = "") -> dict[str, Any]:
+        out = await self.remove(tenant_id, doc_id, client)
+        return {"deleted": doc_id, "chunks": out["chunks"]}
+
+    async def remove(self, tenant_id: str, ref: str | int, client: str = "") -> dict[str, Any]:
+        """Remove one document with all its chunks, audited. ``ref`` is its ``doc_id``, or the
+        id of one of its chunks (``chunk_id`` in search results): the source of that chunk."""
+        if isinstance(ref, int) and not isinstance(ref, bool):
+            rows = await self.core.store.fetchall(
+                "SELECT doc FROM doc_chunks WHERE id=? AND tenant_id=?", (ref, tenant_id))
+            by_pk = {d.pk: d for d in self.docs.get(tenant_id, {}).values()}
+            d = by_pk.get(rows[0][0]) if rows else None
+            if d is None:
+                raise not_found("chunk", ref)
+        elif isinstance(ref, str) and ref:
+            d = self.get(tenant_id, ref)
+            if d is None:
+                raise not_found("document", ref)
+        else:
+            raise invalid_params("ref", "expected a doc_id (text) or a chunk id (integer)")
+        rec, aop = self.core.audit.record(
+            "remove", d.title, f"docs:{tenant_id}/{d.doc_id}", "-", client, tenant_id=tenant_id,
+            doc=d.to_wire(), ref=ref)
         await self.core.store.write([
             ("DELETE FROM chunk_vectors WHERE id IN (SELECT id FROM doc_chunks WHERE doc=?)",
              (d.pk,)),
             ("DELETE FROM doc_chunks WHERE doc=?", (d.pk,)),
-            ("DELETE FROM docs WHERE id=?", (d.pk,))])
-        del self.docs[tenant_id][doc_id]
-        self._publish("deleted", tenant_id, doc_id=doc_id, chunks=d.chunks)
-        return {"deleted": doc_id, "chunks": d.chunks}
+            ("DELETE FROM docs WHERE id=?", (d.pk,)), aop])
+        del self.docs[tenant_id][d.doc_id]
+        self._publish("deleted", tenant_id, doc_id=d.doc_id, chunks=d.chunks, doc=d.to_wire(),
+                      audit_id=rec.id, client=client)
+        return {"removed": d.to_wire(), "chunks": d.chunks, "audit_id": rec.id}
 
     async def search(self, tenant_id: str, query: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
         """Top chunks, best first: ``{doc_id, title, seq, text, score, parts, ...}``."""

@@ -179,7 +179,7 @@ class Promotion:
         extra = [core.scratchpad.op(sn), audit_op]
         try:
             if change is not None:
-                await core.user_memory.commit(change, extra)
+                await core.user_memory.commit(change, extra, client=client)
             else:
                 await core.store.write(extra)
         except Exception:

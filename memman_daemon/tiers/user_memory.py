@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memman.errors import CONFLICT, MemmanError, invalid_params
+from memman.errors import CONFLICT, NOT_FOUND, MemmanError, invalid_params
 from memman_daemon.store import Op
 from memman_daemon.tiers import fts
 from memman_daemon.tiers.scratchpad import normalize
@@ -195,15 +195,32 @@ class UserMemory:
         at = at if at is not None else now
         return MemoryRecord(next(self._ids), user_id, type_, kind, key, content, metadata, at, at)
 
-    async def commit(self, change: Change, extra_ops: list[Op] | None = None) -> None:
-        """Write the change (with ``extra_ops`` in the same transaction), then apply it."""
+    async def commit(self, change: Change, extra_ops: list[Op] | None = None,
+                     client: str = "") -> None:
+        """Write the change (with ``extra_ops`` in the same transaction), then apply it.
+
+        An edit (a record that replaces a previous value) is written to the audit log with the
+        previous value, in the same transaction, so a record's history can be read back."""
+        ops = change.ops + (extra_ops or [])
+        audit_id = None
+        prev = change.previous
+        if change.changed and prev is not None:
+            rec = change.record
+            arec, aop = self.core.audit.record(
+                "edit", rec.content, f"memory:{rec.user_id}#{rec.id}", f"{rec.kind}:{rec.key}",
+                client, user_id=rec.user_id, record_id=rec.id, type=rec.type, kind=rec.kind,
+                key=rec.key, previous=prev.content, previous_metadata=prev.metadata,
+                previous_updated_at=prev.updated_at)
+            ops.append(aop)
+            audit_id = arec.id
         if change.changed or extra_ops:
-            await self.core.store.write(change.ops + (extra_ops or []))
+            await self.core.store.write(ops)
         if change.changed:
             change.apply()
             data: dict[str, Any] = {"record": change.record.to_wire()}
-            if change.previous is not None:
-                data["previous"] = change.previous.to_wire()
+            if prev is not None:
+                data["previous"] = prev.to_wire()
+                data["audit_id"] = audit_id
             self._publish(change.event, change.record.user_id, **data)
 
     # --- semantic ------------------------------------------------------------------------
@@ -227,7 +244,8 @@ class UserMemory:
         ops = [rec.insert_op(), *await self._vector_ops([rec])]
         return Change(rec, ops, lambda: self._index(rec), "learned", previous=old)
 
-    async def learn(self, user_id: str, key: str, value: Any, opts: dict[str, Any]) -> dict[str, Any]:
+    async def learn(self, user_id: str, key: str, value: Any, opts: dict[str, Any],
+                    client: str = "") -> dict[str, Any]:
         """Seed 003's learn: set a preference, overwriting by default (``opts.replace`` false
         makes a different existing value a CONFLICT). Non-text values are stored as JSON and
         recalled as they were given."""
@@ -238,7 +256,7 @@ class UserMemory:
             meta["json"] = True
         ch = await self.prepare_preference(user_id, key, value, replace=bool(replace),
                                            metadata=meta)
-        await self.commit(ch)
+        await self.commit(ch, client=client)
         return {"record": ch.record.to_wire(), "changed": ch.changed,
                 "previous": ch.previous.content if ch.previous else None}
 
@@ -360,7 +378,7 @@ class UserMemory:
             def bump() -> None:
                 self.episodic_count[user_id] = self.episodic_count.get(user_id, 0) + 1
             ch = Change(rec, [rec.insert_op(), *await self._vector_ops([rec])], bump, "appended")
-        await self.commit(ch)
+        await self.commit(ch, client=client)
         return {"type": type_, "record": ch.record.to_wire(), "created": ch.changed}
 
     # --- search --------------------------------------------------------------------------
@@ -595,6 +613,59 @@ class UserMemory:
             + sum(len(sn.text.encode()) for sn in working),
             "search_mode": self.search_mode,
         }
+
+    async def forget(self, user_id: str, record_id: int, client: str = "") -> dict[str, Any]:
+        """Delete one stored record of ``user_id``, audited. A compaction summary that linked
+        it drops the link and says so; forgetting a summary leaves its entries archived."""
+        store = self.core.store
+        rows = await store.fetchall(f"SELECT {MemoryRecord._COLS} FROM memories "
+                                    "WHERE id=? AND user_id=?", (record_id, user_id))
+        if not rows:
+            raise MemmanError(NOT_FOUND, f"memory record {record_id} of user {user_id!r} not "
+                              "found; memman_memory_search or memman_memory_list show the ids")
+        rec = MemoryRecord.from_row(rows[0])
+        ops: list[Op] = [("DELETE FROM memory_vectors WHERE id=?", (rec.id,)),
+                         ("DELETE FROM memories WHERE id=?", (rec.id,))]
+        summary_id = rec.archived_by or None
+        if summary_id:
+            found = await store.fetchall(f"SELECT {MemoryRecord._COLS} FROM memories "
+                                         "WHERE id=?", (summary_id,))
+            if found:
+                sm = MemoryRecord.from_row(found[0])
+                meta = dict(sm.metadata)
+                meta["entry_ids"] = [i for i in meta.get("entry_ids", []) if i != rec.id]
+                meta["removed_entry_ids"] = [*meta.get("removed_entry_ids", []), rec.id]
+                note = (f"\n[Entry {rec.id} was removed on request after this summary was "
+                        "written; the summary no longer links it and its text above may still "
+                        "reflect it.]")
+                ops.append(("UPDATE memories SET content=?, metadata=? WHERE id=?",
+                            (sm.content + note, json.dumps(meta, ensure_ascii=False,
+                                                           default=str), sm.id)))
+            else:
+                summary_id = None
+        unlinked = 0
+        if rec.kind == "summary":
+            n = await store.fetchall("SELECT count(*) FROM memories WHERE archived_by=?",
+                                     (rec.id,))
+            unlinked = n[0][0]
+            ops.append(("UPDATE memories SET archived_by=0 WHERE archived_by=?", (rec.id,)))
+        arec, aop = self.core.audit.record(
+            "forget", rec.content, f"memory:{user_id}#{rec.id}", "-", client, user_id=user_id,
+            record=rec.to_wire(), summary_id=summary_id, unlinked=unlinked)
+        ops.append(aop)
+        await store.write(ops)
+        indexed = {"preference": self.prefs, "rule": self.rules}.get(rec.kind)
+        if indexed is not None:
+            if getattr(indexed.get(user_id, {}).get(rec.key or ""), "id", None) == rec.id:
+                self._unindex(rec)
+        elif rec.kind == "playbook":
+            self._unindex(rec)
+        elif rec.type == "episodic" and rec.archived_by is None:
+            self.episodic_count[user_id] = max(0, self.episodic_count.get(user_id, 0) - 1)
+        out = {"forgotten": rec.to_wire(), "summary_id": summary_id, "unlinked": unlinked,
+               "audit_id": arec.id}
+        self._publish("forgotten", user_id, record_id=rec.id, client=client, **out)
+        return out
 
     async def clear(self, user_id: str, type_: str, client: str = "") -> dict[str, Any]:
         """Delete one layer ("" = all) of a user's memory. The only call that deletes it."""

@@ -166,11 +166,18 @@ async def test_rolling_summary_and_compression_summaries_appear():
             await add(c, "s", f"{FILLER} {i}")
         out = await c.call("memman_session_compact", "s")
         assert out["summary"]["entry_ids"]
+        # the whole log fits the default budget: compressed entries are sent as originals
         r = await c.call("memman_session_context", "s", {})
         texts = [m["content"] for m in r["messages"]]
         assert any(t.startswith("[Conversation summary]") and "question 0?" in t for t in texts)
-        assert any(t.startswith("[Summary of") for t in texts)
+        assert not any(t.startswith("[Summary of") for t in texts)
+        assert "question 0?" in texts and f"{FILLER} 0" in texts
         assert r["rolling_summary"] == "included"
+        # a budget they do not fit: what is left out is summarized
+        r = await c.call("memman_session_context", "s", {"max_tokens": 300})
+        texts = [m["content"] for m in r["messages"]]
+        assert any(t.startswith("[Summary of") for t in texts)
+        assert r["tokens"] <= 300
 
 
 async def test_pruned_event_and_report_text():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.engine.conftest import llm_config
-from tests.engine.test_context import FILLER, add
+from tests.engine.test_context import FILLER, add, tool_pair
 from tests.helpers import running_daemon
 from tests.llm_server import LLMServer
 
@@ -13,7 +13,10 @@ from tests.llm_server import LLMServer
 async def _compact(c) -> dict:
     await c.call("memman_session_open", "s", {})
     for i in range(20):
+        # "error" in prose is not an error: only a tool result with an error line counts
         await add(c, "s", f"{FILLER} {i} error in step {i}" if i == 3 else f"{FILLER} {i}")
+        if i == 5:
+            await tool_pair(c, "s", i, "Traceback (most recent call last):\nValueError: bad step")
     return await c.call("memman_session_compact", "s")
 
 
@@ -68,7 +71,8 @@ async def test_requests_do_not_wait_past_the_deadline(llm_key):
         async with running_daemon(config=llm_config(srv, timeout_s=10, context={"llm_deadline_s": 0.05})) as d, d.client() as c:
             await c.call("memman_session_open", "s", {"max_tokens": 2000})
             for i in range(80):
-                await add(c, "s", f"{FILLER} {i}", role="assistant")
+                await add(c, "s", f"ticket OPS-{1000 + i} is assigned to team {i % 7}, see the "
+                                  "runbook", role="assistant")
             r = await c.call("memman_session_context", "s", {})
             assert r["band"] != "emergency"
             sources = {g["source"] for g in r["gaps"] if g["action"] == "summarized"}
@@ -133,7 +137,7 @@ async def test_emergency_and_marker_counters():
     async with running_daemon() as d, d.client() as c:
         await c.call("memman_session_open", "s", {"max_tokens": 300})
         for i in range(30):
-            await add(c, "s", f"{FILLER} {i}", role="assistant")
+            await add(c, "s", f"{FILLER} {i}, ticket OPS-{1000 + i}", role="assistant")
         r = await c.call("memman_session_context", "s", {})
         assert r["band"] == "emergency"
         st = await c.call("memman_stats")

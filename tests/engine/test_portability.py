@@ -40,7 +40,10 @@ def _ids_renumbered(export: dict) -> dict:
     out["links"] = [{"summary_id": rank[x["summary_id"]], "entry_ids": [rank[i] for i in x["entry_ids"]]}
                     for x in export["links"]]
     out["cycle"] = norm_cycle
-    out["meta"] = {**export["meta"], "cycle": norm_cycle}
+    exchanges = [{**x, **{k: rank.get(x[k], x[k]) for k in ("first_id", "last_id") if k in x}}
+                 for x in export["exchanges"]]
+    out["exchanges"] = exchanges
+    out["meta"] = {**export["meta"], "cycle": norm_cycle, "exchanges": exchanges}
     return out
 
 

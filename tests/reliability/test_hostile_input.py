@@ -224,3 +224,18 @@ async def test_a_map_keyed_by_an_array_is_a_parse_error() -> None:
                 assert out.closed and -32700 in out.error_codes(), out.messages
         async with RawConn.open(d.socket) as rc:
             assert (await rc.call(1, names.PING))[3] == "pong"
+
+
+def test_the_import_schema_covers_every_field_of_the_model() -> None:
+    """A field added to the model must be added to the import schema too (else exports stop
+    importing): every dataclass field has a declared spec."""
+    import dataclasses
+
+    from memman_daemon.engine import portability as pt
+    from memman_daemon.model import Cycle, Entry, Exchange, SessionMeta, Summary
+
+    pairs = [(SessionMeta, pt.META), (Exchange, pt._EXCHANGE), (Cycle, pt._CYCLE),
+             (Entry, pt.ENTRY), (Summary, pt.SUMMARY)]
+    for cls, spec in pairs:
+        missing = {f.name for f in dataclasses.fields(cls)} - set(spec.fields)
+        assert not missing, f"{cls.__name__}: {missing} not in the import schema"

@@ -122,6 +122,7 @@ def test_out_of_file_descriptors_does_not_spin() -> None:
     conns = []
     try:
         wait_for_socket(sock, proc)
+        assert blocking_ping(sock, timeout=60) == "pong"  # started: measure from here
         for _ in range(100):
             s = socket.socket(socket.AF_UNIX)
             s.setblocking(False)
@@ -135,7 +136,7 @@ def test_out_of_file_descriptors_does_not_spin() -> None:
         cpu1, t1 = _cpu_seconds(proc.pid), time.monotonic()
         ratio = (cpu1 - cpu0) / (t1 - t0)
         print(f"CPU while out of descriptors: {cpu1 - cpu0:.2f}s over {t1 - t0:.2f}s")
-        assert ratio < 0.5, ratio  # was 100 % (a busy loop)
+        assert ratio < 0.25, ratio  # 100 % in the attack run; 0.4 before the fix here
         text = log.read_text()
         assert "Too many open files" in text
         assert len(text) < 64 * 1024 and "Traceback" not in text

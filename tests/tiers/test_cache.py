@@ -29,7 +29,7 @@ async def test_duration_counts_exchanges_hit_refreshes_finalize_decrements() -> 
         put = await c.call(names.CACHE_PUT, "s1", "gcs_get_champion_details",
                            {"champion_name": "droideka"}, {"hp": 900}, {"duration": 3})
         assert put["remaining_duration"] == 3 and put["original_duration"] == 3
-        assert put["result"] == '{"hp": 900}'
+        assert put["result"] == {"hp": 900}  # as it was put (the context gets its JSON text)
         assert put["key"] == cache_key("gcs_get_champion_details", {"champion_name": "droideka"})
         for field in ("tool_name", "parameters", "result", "remaining_duration",
                       "original_duration", "call_id", "cached_at"):

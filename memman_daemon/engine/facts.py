@@ -1,0 +1,218 @@
+"""What a piece of text carries: fact candidates, their salience, and the words search uses.
+
+The context window keeps what a later question needs. Offline, without an LLM, that is judged
+from the text itself: an entry is split into *candidates* (prose sentences, lines of tool output
+or code, never cut inside a value), and each candidate is scored by what it carries —
+identifiers, numbers, dates, names, ``key: value`` pairs, instructions ("from now on", "never",
+"must"), decisions and changes ("moved to", "renamed", "instead of"). Chit-chat ("thanks",
+"nice", "ok") scores near zero. The rules are plain regular expressions: documented in
+docs/engine.md, with their limits.
+
+Everything here is pure and cached by the caller per entry id (entries never change).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# --- candidates -----------------------------------------------------------------------------
+MAX_CANDIDATE_CHARS = 320  #: longer sentences are split at clause boundaries (never mid-word)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9`*-])")
+_CLAUSE = re.compile(r"(?<=[;,])\s+")
+_CODE_FENCE = re.compile(r"^\s*```")
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One sentence or line of an entry, kept verbatim if chosen."""
+
+    text: str
+    salience: float  #: 0..1, what it carries
+    kv: tuple[str, str] | None = None  #: (normalized key, value) for ``key: value`` lines
+    terms: frozenset[str] = frozenset()
+
+
+def split_candidates(text: str, structured: bool) -> list[str]:
+    """Lines for tool output and code (each line is a unit of meaning), sentences for prose."""
+    out: list[str] = []
+    in_code = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if _CODE_FENCE.match(line):
+            in_code = not in_code
+            continue
+        if not line:
+            continue
+        if structured or in_code or _looks_structured(line):
+            out.extend(_bounded(line))
+            continue
+        for sent in _SENTENCE_END.split(line):
+            sent = sent.strip()
+            if sent:
+                out.extend(_bounded(sent))
+    return out
+
+
+def _looks_structured(line: str) -> bool:
+    return bool(_KV.match(line)) or line.startswith(("-", "*", "|", "{", "}", "[", "$", "#"))
+
+
+def _bounded(s: str) -> list[str]:
+    """Split an over-long sentence at clause boundaries, then at spaces (never inside a word)."""
+    if len(s) <= MAX_CANDIDATE_CHARS:
+        return [s]
+    out: list[str] = []
+    cur = ""
+    for part in _CLAUSE.split(s):
+        if cur and len(cur) + 1 + len(part) > MAX_CANDIDATE_CHARS:
+            out.append(cur)
+            cur = part
+        else:
+            cur = f"{cur} {part}" if cur else part
+        while len(cur) > MAX_CANDIDATE_CHARS:
+            cut = cur.rfind(" ", 0, MAX_CANDIDATE_CHARS)
+            if cut <= 0:
+                cut = MAX_CANDIDATE_CHARS
+            out.append(cur[:cut])
+            cur = cur[cut:].lstrip()
+    if cur:
+        out.append(cur)
+    return out
+
+
+# --- salience ---------------------------------------------------------------------------------
+_KV = re.compile(r"""^\s*[-*]?\s*["'`]?([A-Za-z_][\w .\-/]{0,40}?)["'`]?\s*[:=]\s*(?!//)(.+?)\s*,?$""")
+_NUMBER = re.compile(r"(?<![A-Za-z])[-+$€£]?\d[\d,._:/]*\s?(?:%|ms|s|kb|mb|gb|tb|k|m|h|x)?\b", re.I)
+_IDENT = re.compile(
+    r"(?:[A-Za-z0-9]+(?:[_\-][A-Za-z0-9]+)+"  # snake_case, kebab-case, v2-beta
+    r"|[a-z]+[A-Z][A-Za-z0-9]*"  # camelCase
+    r"|(?:[\w\-]+\.)+[A-Za-z]{1,6}\b"  # file.py, a.b.c, host.example.com
+    r"|/[\w.\-]+(?:/[\w.\-]+)+"  # /paths/like/this
+    r"|\b[A-Z]{2,}[0-9]*\b"  # EUR, UTC, API, S3
+    r"|`[^`]+`"  # `quoted`
+    r"|\b[0-9a-f]{7,40}\b)"  # hashes
+)
+_DATE = re.compile(
+    r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|monday|tuesday|wednesday|"
+    r"thursday|friday|saturday|sunday|\d{4}-\d{2}-\d{2}|"
+    r"q[1-4])\b", re.I)
+_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]{2,}")  #: a capitalized word inside a sentence
+_FULL_NAME = re.compile(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b")  #: "Priya Raman", "Ana Silva"
+_INSTRUCTION = re.compile(
+    r"\b(?:remember|from now on|going forward|always|never|don'?t|do not|must|make sure|"
+    r"please use|prefers?|preferred|wants?|likes|hates|shouldn'?t|needs to|important|"
+    r"note that|keep in mind|only use|avoid|required?|requires)\b", re.I)
+_DECISION = re.compile(
+    r"\b(?:moved to|move to|renamed|rename|instead of|switch(?:ed|ing)? to|changed? to|"
+    r"replaced? (?:by|with)|decided|decision|we'?ll go with|let'?s use|going with|"
+    r"no longer|deprecated|from now|agreed|chose|chosen|pick(?:ed)?|set to|bump(?:ed)? to|"
+    r"postponed|rescheduled|pushed (?:back )?to|i meant|correction|actually|root cause|"
+    r"the (?:cause|culprit|fix|problem|issue) (?:is|was))\b", re.I)
+_CHITCHAT = re.compile(
+    r"^(?:(?:ok(?:ay)?|thanks?(?: you)?(?: so much)?|thx|ty|nice|great|cool|perfect|awesome|"
+    r"got it|sounds good|sure|yes|yep|yeah|no worries|lol|haha|wow|good|great job|nice one|"
+    r"love it|that was quick|you(?:'re| are) the best|cheers|makes sense|alright|all right|"
+    r"hmm+|hi|hello|hey|morning|good morning|bye)[\s,.!:)(-]*)+$", re.I)
+_ERROR_LINE = re.compile(
+    r"^\s*(?:error|fatal|panic|traceback|exception|\w+(?:error|exception)\b|e\d{3,}|"
+    r"\[?(?:error|fatal|crit(?:ical)?)\]?[\s:])|^\s*FAIL(?:ED)?\b|\bexit (?:code|status) [1-9]",
+    re.I)
+
+
+def is_chitchat(text: str) -> bool:
+    t = text.strip()
+    return len(t) < 60 and bool(_CHITCHAT.match(t))
+
+
+def kv_of(line: str) -> tuple[str, str] | None:
+    m = _KV.match(line)
+    if not m:
+        return None
+    key = re.sub(r"[\s\-]+", "_", m.group(1).strip().lower())
+    value = m.group(2).strip().strip("\"'`,")
+    if not value or len(key) < 2 or key in _NOT_KEYS or len(value) > 200:
+        return None
+    return key, value
+
+
+_NOT_KEYS = {"http", "https", "note", "q", "a", "user", "assistant", "system", "tool", "e.g", "i.e"}
+
+
+def salience(text: str, kv: bool = False) -> float:
+    """0..1: how much this candidate carries (identifiers, numbers, dates, names, key: value,
+    outcomes, instructions, decisions). Chit-chat scores 0.02; prose with one stray number
+    stays under the bar a summary takes (``extractive.MIN_SALIENCE``)."""
+    if is_chitchat(text):
+        return 0.02
+    values = (len(_IDENT.findall(text)) + 0.7 * len(_NUMBER.findall(text))
+              + 0.7 * len(_DATE.findall(text)) + 1.0 * len(_FULL_NAME.findall(text))
+              + 0.4 * len(_NAME.findall(text)))
+    s = 0.1 + 0.5 * min(values, 2.0) / 2.0
+    if kv:
+        s += 0.15
+    if _OUTCOME.search(text):
+        s += 0.15
+    if _INSTRUCTION.search(text):
+        s += 0.25
+    if _DECISION.search(text):
+        s += 0.25
+    if len(text) < 12:
+        s *= 0.6
+    if _CODE.search(text):
+        s *= 0.55  # source code is dense with identifiers but rarely the fact asked about
+    return min(s, 1.0)
+
+
+_CODE = re.compile(
+    r"(?:^|\t|:\s*)(?:\d+\t|[+-]\t|[+-]?\s*(?:func|def|class|return|import|package|const|var|"
+    r"let|if|for|else|switch|case|type|struct|public|private|static|async|await)\b)"
+    r"|[;{}]\s*$|:=|=>|\)\s*\{|\b(?:err|nil|self|this)\b.*[(){}]|\\n\+", re.M)
+
+
+_OUTCOME = re.compile(
+    r"\b(?:success(?:ful(?:ly)?)?|succeeded|passed|failed|failure|errors?|exception|denied|"
+    r"approved|completed|warning|timed? ?out|crash(?:ed)?|panic|refused|rejected|fixed)\b", re.I)
+
+
+def is_error_line(line: str) -> bool:
+    return bool(_ERROR_LINE.search(line))
+
+
+# --- words for relevance ---------------------------------------------------------------------
+_WORD = re.compile(r"[A-Za-z0-9]+")
+STOPWORDS = frozenset("""a an and are as at be but by can could did do does for from had has have
+he her his how i if in into is it its just me my no not of on or our she so than that the their
+them then there these they this to was we were what when where which who why will with would
+you your yes ok okay please thanks thank also about any all some been being here more most very
+let lets us one get got""".split())
+
+
+def stem(w: str) -> str:
+    """A light suffix stripper: deploy / deploys / deployed / deploying / deployment meet."""
+    for suf in ("ments", "ment", "ings", "ing", "ers", "er", "ions", "ion", "ies", "ed", "es",
+                "ly", "s"):
+        if len(w) > len(suf) + 2 and w.endswith(suf):
+            w = w[: -len(suf)] + ("y" if suf == "ies" else "")
+            break
+    return w
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased, stemmed words (identifiers also split into their parts), no stop words."""
+    out = []
+    for w in _WORD.findall(text.lower()):
+        if len(w) < 2 or w in STOPWORDS:
+            continue
+        out.append(stem(w))
+    return out
+
+
+def analyse(text: str, structured: bool) -> list[Candidate]:
+    """The candidates of one entry's text, each with its salience and words."""
+    out = []
+    for c in split_candidates(text, structured):
+        kv = kv_of(c)
+        out.append(Candidate(c, salience(c, kv is not None), kv, frozenset(terms(c))))
+    return out

@@ -1,0 +1,123 @@
+"""Superseded values: a later entry restating a subject with a new value replaces the old one.
+
+Offline heuristics, applied to fact candidates in log order (limits in docs/engine.md):
+
+* the same ``key:`` (or ``key =``) with another value in a later entry, where both come from the
+  same tool (or both from messages); generic keys (``id``, ``type``, ``name``...) are ignored;
+* "X renamed to Y" / "renamed X to Y": earlier candidates naming X;
+* "Y instead of X", "X, not Y" / "not X" in a correction ("I meant", "actually", "correction"):
+  earlier candidates naming the old token;
+* "<subject> moved / pushed / postponed / changed / switched / bumped ... (from X) to Y": earlier
+  candidates naming X, or naming the subject together with a value, and not Y.
+
+The window never presents only an old value: superseded candidates leave summaries, and a kept
+original that carries one is marked with the later statement.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from memman_daemon.engine.facts import STOPWORDS, Candidate, terms
+
+Ref = tuple[int, int]  #: (entry id, candidate index)
+
+_GENERIC_KEYS = frozenset({
+    "id", "type", "name", "message", "msg", "level", "time", "timestamp", "ts", "count", "index",
+    "line", "file", "code", "data", "result", "results", "value", "text", "content", "role",
+    "args", "description", "title", "kind", "uuid", "created_at", "updated_at", "date", "at",
+    "took", "duration", "elapsed", "error", "ok", "success", "note", "info", "debug", "warn",
+})
+_TOKEN = r"[`'\"]?([\w][\w.\-/:@+]*[\w%])[`'\"]?"
+_RENAMED = [re.compile(r"\brenam(?:ed|e|ing)\s+(?:from\s+)?" + _TOKEN + r"\s+(?:to|as|into)\s+" + _TOKEN, re.I),
+            re.compile(_TOKEN + r"\s+(?:is|was|has been|got|gets|will be)\s+renamed\s+(?:to|as)\s+"
+                       + _TOKEN, re.I)]
+_INSTEAD = re.compile(_TOKEN + r"\s+instead of\s+" + _TOKEN, re.I)
+_CORRECTION = re.compile(r"\b(?:i meant|i mean|actually|correction|sorry|typo)\b", re.I)
+_NOT = re.compile(r"\b(?:not|rather than|no longer)\s+(?:the\s+|on\s+|in\s+)?" + _TOKEN, re.I)
+_CHANGE = re.compile(
+    r"(?P<subj>[\w][\w \-./']{1,60}?)\s+(?:has been\s+|have been\s+|was\s+|were\s+|is\s+|are\s+|got\s+|gets\s+|will be\s+)?"
+    r"(?:moved|pushed(?: back)?|postponed|rescheduled|changed|switched|bumped|updated|raised|"
+    r"lowered|increased|decreased|reduced|set|slipped|shifted|upgraded|downgraded)\s+"
+    r"(?:from\s+(?P<old>.+?)\s+)?to\s+(?P<new>[^,;.!?]+)", re.I)
+_VALUEISH = re.compile(r"\d|[A-Za-z]+[_\-./][A-Za-z0-9]|\b[A-Z]{2,}\b")
+
+
+@dataclass
+class Supersession:
+    """Incremental: feed entries in log order; ``by`` maps an old candidate to its replacement."""
+
+    by: dict[Ref, tuple[int, str]] = field(default_factory=dict)  #: old -> (entry id, new text)
+    new: list[Ref] = field(default_factory=list)  #: refs marked since the caller last drained it
+    _kv: dict[tuple[str, str], tuple[int, int, str]] = field(default_factory=dict)
+    _seen: list[tuple[int, int, Candidate]] = field(default_factory=list)
+
+    def feed(self, entry_id: int, cands: list[Candidate], scope: str) -> None:
+        for i, c in enumerate(cands):
+            if c.kv is not None and c.kv[0] not in _GENERIC_KEYS:
+                key = (scope, c.kv[0])
+                prev = self._kv.get(key)
+                if (prev is not None and prev[0] != entry_id and _norm(prev[2]) != _norm(c.kv[1])
+                        and (prev[0], prev[1]) not in self.by):
+                    self.by[(prev[0], prev[1])] = (entry_id, c.text)
+                    self.new.append((prev[0], prev[1]))
+                self._kv[key] = (entry_id, i, c.kv[1])
+            for old, new, subject in _changes(c.text):
+                self._mark(entry_id, c.text, old, new, subject)
+        for i, c in enumerate(cands):
+            self._seen.append((entry_id, i, c))
+
+    def _mark(self, entry_id: int, text: str, old: str | None, new: str,
+              subject: list[str]) -> None:
+        new_l = new.lower()
+        old_re = re.compile(r"(?<![\w])" + re.escape(old) + r"(?![\w])", re.I) if old else None
+        for eid, idx, c in reversed(self._seen):
+            if eid == entry_id or (eid, idx) in self.by:
+                continue
+            low = c.text.lower()
+            if new_l and new_l in low:
+                continue
+            if old_re is not None:
+                hit = bool(old_re.search(c.text))
+            else:
+                hit = bool(subject) and all(w in c.terms for w in subject) and bool(
+                    _VALUEISH.search(c.text))
+            if hit:
+                self.by[(eid, idx)] = (entry_id, text)
+                self.new.append((eid, idx))
+
+
+def _norm(v: str) -> str:
+    return " ".join(v.lower().split()).strip("\"'`,;")
+
+
+def _named(token: str) -> bool:
+    """Only a value or a name can be replaced: "its", "the", "using" never are."""
+    return (len(token) > 1 and token.lower() not in STOPWORDS
+            and (bool(_VALUEISH.search(token)) or token[:1].isupper()))
+
+
+def _changes(text: str) -> list[tuple[str | None, str, list[str]]]:
+    """(old token or None, new value, subject words) for each change statement in ``text``."""
+    out: list[tuple[str | None, str, list[str]]] = []
+    for rx in _RENAMED:
+        for m in rx.finditer(text):
+            if _named(m.group(1)):
+                out.append((m.group(1), m.group(2), []))
+    for m in _INSTEAD.finditer(text):
+        if _named(m.group(2)):
+            out.append((m.group(2), m.group(1), []))
+    if _CORRECTION.search(text):
+        for m in _NOT.finditer(text):
+            if _named(m.group(1)):
+                out.append((m.group(1), "", []))
+    for m in _CHANGE.finditer(text):
+        new = m.group("new").strip()
+        old = m.group("old")
+        subj = [w for w in terms(m.group("subj"))][-2:]
+        if old and _named(old.strip()):
+            out.append((old.strip(), new, []))
+        elif subj:
+            out.append((None, new, subj))
+    return out

@@ -1,0 +1,609 @@
+"""``memman mcp``: an MCP server in front of the memman daemon (official ``mcp`` Python SDK).
+
+    memman mcp [--session ID] [--user ID] [--tenant ID] [--http [HOST:]PORT] [--no-start]
+
+stdio by default (what Claude Code, Claude Desktop and Cursor launch); with ``--http`` it
+serves streamable HTTP at ``http://HOST:PORT/mcp`` on loopback only. It is a client of the
+daemon: when none answers on the socket (and ``--no-start`` is not given) it starts one in the
+background as ``python -m memman_daemon``, which keeps running after the server exits.
+
+Tools: remember, recall, search, forget, context, add, sessions. Resources:
+``memman://session/{id}``, ``memman://user/{id}/memory``, ``memman://tenant/{id}/agent.md``.
+The session, user and tenant each tool works on come from the flags, else from
+``MEMMAN_MCP_SESSION`` / ``MEMMAN_MCP_USER`` / ``MEMMAN_MCP_TENANT``, else ``mcp`` /
+``default`` / ``default``; every tool takes ``session_id`` / ``user_id`` / ``tenant_id`` to
+override them for one call. A memman error comes back as an MCP tool error with memman's
+message; the server keeps serving.
+
+Ids that tools return and ``forget`` takes name what they point at: ``memory:12`` (a user
+memory record), ``snippet:SESSION#5`` (a scratchpad snippet), ``entry:SESSION#33`` (a session
+entry), ``doc:DOC_ID`` (a business document), ``chunk:77`` (the document a chunk came from).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from memman import names, paths
+from memman.errors import NOT_FOUND, ConnectionLost, MemmanError
+
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+    from pydantic import Field
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError("`memman mcp` needs the MCP SDK: pip install 'memman[mcp]'") from exc
+
+ENV_PREFIX = "MEMMAN_MCP_"
+RRF_K = 60  #: reciprocal-rank fusion constant for merging the search sources
+
+INSTRUCTIONS = """memman is this agent's memory manager. Use `remember` to keep a fact, a user
+preference (with key) or a rule (with condition and action); `recall` to read a preference by
+key; `search` to find what was remembered and the tenant's business documents (each hit says
+where it came from and carries an id); `forget` with such an id when the user asks to forget
+something; `add` to log a message, tool call or tool result to the session; `context` for the
+session's history fitted to a token budget; `sessions` to list sessions and their token use."""
+
+
+@dataclass
+class Settings:
+    """Where the server connects and which scopes a call uses unless it names its own."""
+
+    socket: str | None = None  #: the daemon socket (default: MEMMAN_SOCKET / the XDG path)
+    session: str = "mcp"
+    user: str = "default"
+    tenant: str = "default"
+    http: tuple[str, int] | None = None  #: (host, port) for streamable HTTP; None = stdio
+    no_start: bool = False  #: never start a daemon
+
+    @classmethod
+    def from_args(cls, argv: list[str] | None = None,
+                  env: dict[str, str] | None = None) -> Settings:
+        env = dict(os.environ if env is None else env)
+        p = argparse.ArgumentParser(prog="memman mcp", description=(
+            "An MCP server in front of the memman daemon: stdio by default, streamable HTTP "
+            "on loopback with --http."))
+        p.add_argument("--socket", default=None, help="daemon socket (env MEMMAN_SOCKET)")
+        p.add_argument("--session", default=None,
+                       help="session the tools use (env MEMMAN_MCP_SESSION, default 'mcp')")
+        p.add_argument("--user", default=None,
+                       help="user whose memory the tools use (env MEMMAN_MCP_USER)")
+        p.add_argument("--tenant", default=None,
+                       help="tenant whose business context search covers (env MEMMAN_MCP_TENANT)")
+        p.add_argument("--http", default=None, metavar="[HOST:]PORT",
+                       help="serve streamable HTTP on loopback instead of stdio "
+                            "(env MEMMAN_MCP_HTTP; port 0 picks a free one)")
+        p.add_argument("--no-start", action="store_true", default=None,
+                       help="do not start a daemon when none is running (env MEMMAN_MCP_NO_START)")
+        a = p.parse_args(argv)
+
+        def pick(flag: str | None, var: str, default: str) -> str:
+            return flag or env.get(ENV_PREFIX + var) or default
+
+        http = a.http or env.get(ENV_PREFIX + "HTTP")
+        try:
+            addr = parse_http(http) if http else None
+        except ValueError as exc:
+            p.error(str(exc))
+        no_start = a.no_start if a.no_start is not None else (
+            env.get(ENV_PREFIX + "NO_START", "").lower() in ("1", "true", "yes", "on"))
+        return cls(socket=a.socket, session=pick(a.session, "SESSION", "mcp"),
+                   user=pick(a.user, "USER", "default"),
+                   tenant=pick(a.tenant, "TENANT", "default"), http=addr, no_start=no_start)
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``PORT`` or ``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port); loopback only."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", value
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        num = int(port)
+    except ValueError:
+        raise ValueError(f"--http {value!r}: the port must be a number") from None
+    if not 0 <= num <= 65535:
+        raise ValueError(f"--http {value!r}: the port must be 0..65535")
+    loopback = host == "localhost"
+    if not loopback:
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+    if not loopback:
+        raise ValueError(f"--http {value!r}: memman mcp serves on loopback only (127.0.0.1, "
+                         "::1 or localhost); it has no authentication")
+    return host, num
+
+
+# --- the daemon ---------------------------------------------------------------------------
+
+
+def daemon_answers(sock: Path) -> bool:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(str(sock))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def start_daemon(sock: Path, timeout: float = 30.0) -> int:
+    """Start ``python -m memman_daemon`` in the background (its own session, output to
+    ``daemon.log`` in the data dir); wait until it answers. Returns its pid."""
+    log_dir = paths.data_dir()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / "daemon.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "memman_daemon", "--socket", str(sock)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if daemon_answers(sock):  # ours, or one another client started at the same moment
+            return proc.pid
+        if proc.poll() is not None:
+            raise ConnectionLost(f"the memman daemon exited at start (code {proc.returncode}); "
+                                 f"see {log_dir / 'daemon.log'}")
+        time.sleep(0.05)
+    raise ConnectionLost(f"the memman daemon did not open {sock} within {timeout:.0f} s; "
+                         f"see {log_dir / 'daemon.log'}")
+
+
+def find_socket(flag: str | None) -> Path:
+    """The daemon socket. MCP clients start servers with a reduced environment, often without
+    ``XDG_RUNTIME_DIR``; then an existing daemon at the usual ``/run/user/UID`` place is used
+    rather than the per-user fallback under /tmp."""
+    path, warning = paths.socket_path(flag)
+    if warning:
+        usual = Path(f"/run/user/{os.getuid()}") / "memman" / paths.SOCKET_NAME
+        if daemon_answers(usual):
+            return usual
+    return path
+
+
+_READS = frozenset({names.SESSION_CONTEXT, names.SESSION_GET, names.SESSION_LIST,
+                    names.SESSION_REPORT, names.MEMORY_RECALL, names.MEMORY_SEARCH,
+                    names.MEMORY_LIST, names.MEMORY_STATS, names.DOCS_SEARCH, names.DOCS_LIST})
+
+
+class Daemon:
+    """One memman.Client, connected on first use and again after the daemon restarts."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.socket = find_socket(settings.socket)
+        self._client: Any = None
+        self._lock = asyncio.Lock()
+        self.started_pid: int | None = None
+
+    def ensure_running(self) -> None:
+        if daemon_answers(self.socket):
+            return
+        if self.settings.no_start:
+            raise ConnectionLost(f"no memman daemon at {self.socket} and --no-start was given; "
+                                 "start one with `memman daemon`")
+        self.started_pid = start_daemon(self.socket)
+        print(f"memman mcp: started the memman daemon (pid {self.started_pid}) at "
+              f"{self.socket}", file=sys.stderr)
+
+    async def client(self) -> Any:
+        from memman.client import Client
+
+        async with self._lock:
+            if self._client is None or self._client.closed:
+                await asyncio.to_thread(self.ensure_running)
+                self._client = await Client.connect(self.socket, name="memman-mcp")
+            return self._client
+
+    async def call(self, method: str, *params: Any) -> Any:
+        try:
+            return await (await self.client()).call(method, *params)
+        except ConnectionLost:
+            # the daemon went away mid-call: a read is tried once more on a new connection (a
+            # write is not: it may have been committed before the connection broke)
+            if method not in _READS:
+                raise
+            return await (await self.client()).call(method, *params)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+# --- the server ---------------------------------------------------------------------------
+
+SessionArg = Annotated[str | None, Field(
+    description="session id; default: the server's session (--session / MEMMAN_MCP_SESSION)")]
+UserArg = Annotated[str | None, Field(
+    description="user id; default: the server's user (--user / MEMMAN_MCP_USER)")]
+TenantArg = Annotated[str | None, Field(
+    description="tenant id; default: the server's tenant (--tenant / MEMMAN_MCP_TENANT)")]
+
+
+RANKING = ("each source ranks its own hits (user memory: BM25 + recency; scratchpad: term "
+           "score; documents: reranked BM25); the lists are merged by reciprocal rank fusion, "
+           "1/(60 + rank), weighted by the share of query words the hit contains")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def coverage(query: str, text: str) -> float:
+    """Share of the query's distinct words found in ``text`` (5-letter prefixes, as the
+    daemon's stemmed indexes match), 0..1: one measure that means the same for every source."""
+    terms = {w[:5] for w in _WORD.findall(query.lower())}
+    if not terms:
+        return 0.0
+    words = {w[:5] for w in _WORD.findall(text.lower())}
+    return len(terms & words) / len(terms)
+
+
+def _tool_error(exc: MemmanError) -> ToolError:
+    return ToolError(f"memman error {exc.code}: {exc.message}")
+
+
+def _transcript(messages: list[dict[str, Any]]) -> str:
+    lines = []
+    for m in messages:
+        head = m.get("role", "?")
+        if m.get("name"):
+            head += f" ({m['name']})"
+        if m.get("tool_call_id"):
+            head += f" [result of {m['tool_call_id']}]"
+        body = m.get("content") or ""
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", {})
+            body += f"\n-> calls {fn.get('name')}({fn.get('arguments')}) [{call.get('id')}]"
+        lines.append(f"{head}: {body.strip()}")
+    return "\n\n".join(lines)
+
+
+def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
+    """The MCP server with memman's tools and resources, talking to ``daemon``."""
+    d = daemon or Daemon(settings)
+    server = MCPServer("memman", instructions=INSTRUCTIONS, version=_version(),
+                       log_level="WARNING")
+
+    async def call(method: str, *params: Any) -> Any:
+        try:
+            return await d.call(method, *params)
+        except MemmanError as exc:
+            raise _tool_error(exc) from None
+
+    async def on_session(sid: str, user: str, tenant: str, method: str, *params: Any) -> Any:
+        """Call ``method``; when the session does not exist yet, open it for user/tenant first."""
+        try:
+            return await d.call(method, *params)
+        except MemmanError as exc:
+            if exc.code != NOT_FOUND or "session" not in exc.message:
+                raise _tool_error(exc) from None
+        await call(names.SESSION_OPEN, sid, {"user_id": user, "tenant_id": tenant})
+        return await call(method, *params)
+
+    def scopes(session_id: str | None = None, user_id: str | None = None,
+               tenant_id: str | None = None) -> tuple[str, str, str]:
+        return (session_id or settings.session, user_id or settings.user,
+                tenant_id or settings.tenant)
+
+    # --- tools ---------------------------------------------------------------------------
+    @server.tool(description=(
+        "Remember something. With only `text`: a note in the session's scratchpad (working "
+        "memory, found by `search`). With `key`: a user preference or fact, key -> text "
+        "(replaces the previous value; `recall` reads it). With `condition` (and `action`, "
+        "default `text`): a rule 'when condition, do action'. Returns the record's id."))
+    async def remember(
+        text: Annotated[str, Field(description="what to remember", min_length=1)],
+        key: Annotated[str | None, Field(description="store as a user preference/fact "
+                                                     "under this key, e.g. 'editor'")] = None,
+        condition: Annotated[str | None, Field(description="store as a rule that applies "
+                                                           "when this holds")] = None,
+        action: Annotated[str | None, Field(description="the rule's action (default: text)")]
+        = None,
+        session_id: SessionArg = None, user_id: UserArg = None, tenant_id: TenantArg = None,
+    ) -> dict[str, Any]:
+        sid, user, tenant = scopes(session_id, user_id, tenant_id)
+        if key and condition:
+            raise ToolError("give either key (a preference) or condition (a rule), not both")
+        if key:
+            out = await call(names.MEMORY_LEARN, user, key, text)
+            rec = out["record"]
+            return {"id": f"memory:{rec['id']}", "stored_as": "preference", "key": key,
+                    "value": text, "user_id": user, "changed": out["changed"],
+                    "previous": out["previous"]}
+        if condition:
+            act = action or text
+            out = await call(names.MEMORY_APPEND, user, "procedural",
+                             {"condition": condition, "action": act, "content": act})
+            rec = out["record"]
+            return {"id": f"memory:{rec['id']}", "stored_as": "rule", "condition": condition,
+                    "action": act, "user_id": user}
+        out = await on_session(sid, user, tenant, names.SCRATCHPAD_WRITE, sid, text,
+                               {"explicit": True})
+        sn = out["snippet"]
+        return {"id": f"snippet:{sid}#{sn['id']}", "stored_as": "snippet", "session_id": sid,
+                "text": sn["text"], "created": out["created"],
+                "evicted": [f"snippet:{sid}#{i}" for i in out.get("evicted", [])]}
+
+    @server.tool(description="Recall the user's preference or fact stored under `key` "
+                             "(see remember with key). found=false when there is none.")
+    async def recall(
+        key: Annotated[str, Field(description="the key, e.g. 'editor'", min_length=1)],
+        user_id: UserArg = None,
+    ) -> dict[str, Any]:
+        _, user, _ = scopes(user_id=user_id)
+        out = await call(names.MEMORY_RECALL, user, key)
+        if out is None:
+            return {"key": key, "found": False, "user_id": user}
+        return {"key": key, "found": True, "value": out["value"], "id": f"memory:{out['id']}",
+                "updated_at": out["timestamp"], "user_id": user}
+
+    @server.tool(description=(
+        "Search the user's memory (preferences, rules, past events, scratchpad notes) and the "
+        "tenant's business documents together. Hits are ranked best first across sources; "
+        "each says where it came from and has an id that `forget` accepts."))
+    async def search(
+        query: Annotated[str, Field(description="words to look for", min_length=1)],
+        limit: Annotated[int, Field(description="most hits to return", ge=1, le=50)] = 10,
+        session_id: SessionArg = None, user_id: UserArg = None, tenant_id: TenantArg = None,
+    ) -> dict[str, Any]:
+        if not query.strip():
+            raise ToolError("query must contain words to search for")
+        _, user, tenant = scopes(session_id, user_id, tenant_id)
+        opts = {"limit": limit}
+        stored, working, docs = await asyncio.gather(
+            call(names.MEMORY_SEARCH, user, "", query, opts),
+            call(names.MEMORY_SEARCH, user, "working", query, opts),
+            call(names.DOCS_SEARCH, tenant, query, opts))
+        sources: list[list[dict[str, Any]]] = [[], [], []]
+        for r in stored["results"]:
+            what = {"preference": f"preference '{r.get('key')}'",
+                    "rule": f"rule when '{r.get('key')}'",
+                    "playbook": f"playbook '{r.get('key')}'"}.get(r["kind"], r["kind"])
+            sources[0].append({"id": f"memory:{r['id']}", "text": r["content"],
+                               "source": f"user memory ({r['type']} {what}) of {user}",
+                               "native_score": r["score"]})
+        for r in working["results"]:
+            sources[1].append({"id": f"snippet:{r['session_id']}#{r['id']}", "text": r["text"],
+                               "source": f"scratchpad of session {r['session_id']}",
+                               "native_score": r["score"]})
+        for r in docs["results"]:
+            sources[2].append({"id": f"doc:{r['doc_id']}", "chunk": f"chunk:{r['chunk_id']}",
+                               "text": r["text"],
+                               "source": f"business document '{r['title']}' of tenant "
+                                         f"{tenant} (chunk {r['seq']})",
+                               "native_score": r["score"]})
+        fused: list[dict[str, Any]] = []
+        for hits in sources:
+            for rank, h in enumerate(hits):
+                cov = coverage(query, h["text"])
+                score = (1.0 / (RRF_K + rank + 1)) * (0.5 + 0.5 * cov)
+                fused.append({**h, "score": round(score, 6), "coverage": round(cov, 3)})
+        fused.sort(key=lambda h: (-h["score"], -h["coverage"]))
+        return {"query": query, "hits": fused[:limit], "user_id": user, "tenant_id": tenant,
+                "ranking": RANKING}
+
+    @server.tool(description=(
+        "Forget one thing by the id that remember, search, add or context returned: "
+        "memory:N (a user memory record), snippet:SESSION#N (a scratchpad note), "
+        "entry:SESSION#N (a session entry), doc:DOC_ID or chunk:N (a business document). "
+        "The removal is written to memman's audit log."))
+    async def forget(
+        id: Annotated[str, Field(description="e.g. 'memory:12' or 'snippet:mcp#3'",
+                                 min_length=3)],
+        user_id: UserArg = None, tenant_id: TenantArg = None,
+    ) -> dict[str, Any]:
+        _, user, tenant = scopes(user_id=user_id, tenant_id=tenant_id)
+        kind, sep, ref = id.partition(":")
+        if not sep or not ref:
+            raise ToolError(f"id {id!r} must look like memory:12, snippet:SESSION#3, "
+                            "entry:SESSION#45, doc:DOC_ID or chunk:7")
+        if kind in ("snippet", "entry"):
+            sid, hash_, num = ref.rpartition("#")
+            if not hash_ or not sid or not num.isdigit():
+                raise ToolError(f"id {id!r}: expected {kind}:SESSION#NUMBER")
+            if kind == "snippet":
+                out = await call(names.SCRATCHPAD_EVICT, sid, int(num))
+                return {"forgotten": id, "was_promoted": out.get("was_promoted", False)}
+            out = await call(names.SESSION_REMOVE, sid, int(num))
+            return {"forgotten": id, "content": out["removed"]["content"],
+                    "summaries_relinked": [s["summary_id"] for s in out["summaries"]],
+                    "audit_id": out["audit_id"]}
+        if kind == "memory":
+            if not ref.isdigit():
+                raise ToolError(f"id {id!r}: expected memory:NUMBER")
+            out = await call(names.MEMORY_FORGET, user, int(ref))
+            return {"forgotten": id, "content": out["forgotten"]["content"],
+                    "audit_id": out["audit_id"]}
+        if kind in ("doc", "chunk"):
+            if kind == "chunk" and not ref.isdigit():
+                raise ToolError(f"id {id!r}: expected chunk:NUMBER")
+            out = await call(names.DOCS_REMOVE, tenant, int(ref) if kind == "chunk" else ref)
+            return {"forgotten": f"doc:{out['removed']['doc_id']}", "chunks": out["chunks"],
+                    "audit_id": out["audit_id"]}
+        raise ToolError(f"id {id!r}: unknown kind {kind!r}; use memory, snippet, entry, doc "
+                        "or chunk")
+
+    @server.tool(description=(
+        "The session's history as the LLM should receive it now: fitted to a token budget "
+        "(older stretches summarized or left out, tool calls kept with their results). "
+        "format 'text' gives a transcript, 'messages' OpenAI chat messages."))
+    async def context(
+        max_tokens: Annotated[int | None, Field(description="token budget (default: the "
+                                                            "session's, 8000)", ge=1)] = None,
+        format: Annotated[Literal["text", "messages"], Field(
+            description="'text' (a transcript) or 'messages' (OpenAI chat format)")] = "text",
+        query: Annotated[str | None, Field(
+            description="the question about to be answered: older entries about it come "
+                        "back into the window (default: the newest user message)")] = None,
+        session_id: SessionArg = None, user_id: UserArg = None, tenant_id: TenantArg = None,
+    ) -> dict[str, Any]:
+        sid, user, tenant = scopes(session_id, user_id, tenant_id)
+        opts: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
+        if query:
+            opts["query"] = query
+        out = await on_session(sid, user, tenant, names.SESSION_CONTEXT, sid, opts)
+        res = {"session_id": sid, "tokens": out["tokens"], "budget": out["budget"],
+               "band": out["band"], "usage": out["usage"],
+               "kept_entries": out["kept_entries"], "dropped_entries": out["dropped_entries"],
+               "summarized_entries": out["summarized_entries"], "why": out.get("why", "")}
+        if format == "messages":
+            res["messages"] = out["messages"]
+        else:
+            res["text"] = _transcript(out["messages"])
+        return res
+
+    @server.tool(description=(
+        "Append an entry to the session's log: a message (role user/assistant/system), a "
+        "tool_call (assistant with tool_calls) or a tool_result (role tool with "
+        "tool_call_id). memman counts its tokens once; `context` budgets them."))
+    async def add(
+        content: Annotated[str, Field(description="the text (may be empty for a tool call)")],
+        role: Annotated[Literal["user", "assistant", "system", "tool"] | None, Field(
+            description="default by type: message->user, tool_call->assistant, "
+                        "tool_result->tool")] = None,
+        type: Annotated[Literal["message", "tool_call", "tool_result", "context"], Field(
+            description="entry type")] = "message",
+        name: Annotated[str | None, Field(description="speaker or tool name")] = None,
+        tool_call_id: Annotated[str | None, Field(
+            description="for a tool_result: the id of the call it answers")] = None,
+        tool_calls: Annotated[list[dict[str, Any]] | None, Field(
+            description="for a tool_call: [{id, function: {name, arguments}}]")] = None,
+        pinned: Annotated[bool, Field(description="always keep in the context")] = False,
+        session_id: SessionArg = None, user_id: UserArg = None, tenant_id: TenantArg = None,
+    ) -> dict[str, Any]:
+        sid, user, tenant = scopes(session_id, user_id, tenant_id)
+        entry: dict[str, Any] = {"type": type, "content": content, "pinned": pinned}
+        for k, v in (("role", role), ("name", name), ("tool_call_id", tool_call_id),
+                     ("tool_calls", tool_calls)):
+            if v is not None:
+                entry[k] = v
+        out = await on_session(sid, user, tenant, names.SESSION_ADD, sid, entry)
+        return {"id": f"entry:{sid}#{out['id']}", "tokens": out["tokens"], "session_id": sid}
+
+    @server.tool(description="List memman sessions with their token use against their "
+                             "budget, newest activity first.")
+    async def sessions(user_id: UserArg = None, tenant_id: TenantArg = None) -> dict[str, Any]:
+        filt = {k: v for k, v in (("user_id", user_id), ("tenant_id", tenant_id)) if v}
+        rows = await call(names.SESSION_LIST, filt)
+        rows.sort(key=lambda r: -r["updated_at"])
+        return {"sessions": [{
+            "session_id": r["session_id"], "user_id": r["user_id"], "tenant_id": r["tenant_id"],
+            "active_tokens": r["active_tokens"], "max_tokens": r["max_tokens"],
+            "usage": round(r["active_tokens"] / (r["max_tokens"] or 1), 4),
+            "entries": r["entries"], "summaries": r["summaries"],
+            "updated_at": r["updated_at"]} for r in rows]}
+
+    # --- resources -----------------------------------------------------------------------
+    async def read(method: str, *params: Any) -> Any:
+        try:
+            return await d.call(method, *params)
+        except MemmanError as exc:
+            raise ResourceError(f"memman error {exc.code}: {exc.message}") from None
+
+    @server.resource("memman://session/{id}", mime_type="text/plain",
+                     description="The session's memory report: state, what the agent "
+                                 "receives now, what was dropped and why")
+    async def session_report(id: str) -> str:
+        return (await read(names.SESSION_REPORT, id, {}))["text"]
+
+    @server.resource("memman://user/{id}/memory", mime_type="text/markdown",
+                     description="The user's memory: preferences, rules, playbooks and the "
+                                 "newest past events")
+    async def user_memory(id: str) -> str:
+        stats, sem, proc, epi = await asyncio.gather(
+            read(names.MEMORY_STATS, id), read(names.MEMORY_LIST, id, "semantic", {}),
+            read(names.MEMORY_LIST, id, "procedural", {}),
+            read(names.MEMORY_LIST, id, "episodic", {"limit": 20}))
+        out = [f"# Memory of user {id}", "",
+               f"{stats['semantic_entry_count']} preferences, {stats['procedural_rule_count']} "
+               f"rules, {stats['playbook_count']} playbooks, {stats['episodic_entry_count']} "
+               f"past events, {stats['working_snippets']} scratchpad notes", "",
+               "## Preferences"]
+        out += [f"- {r['key']}: {r['content']}  (memory:{r['id']})" for r in sem["records"]]
+        out += ["", "## Rules and playbooks"]
+        out += [f"- when {r['key']}: {r['content']}  (memory:{r['id']})"
+                for r in proc["records"]]
+        out += ["", "## Newest past events"]
+        out += [f"- {r['content']}  (memory:{r['id']})" for r in epi["records"]]
+        return "\n".join(out) + "\n"
+
+    @server.resource("memman://tenant/{id}/agent.md", mime_type="text/markdown",
+                     description="The tenant's agent.md: hand-written business context")
+    async def agent_md(id: str) -> str:
+        listing = await read(names.DOCS_LIST, id)
+        path = Path(listing["agent_md"])
+        try:
+            return await asyncio.to_thread(path.read_text, encoding="utf-8")
+        except FileNotFoundError:
+            return f"# agent.md\n\n(tenant {id} has no agent.md yet; it would live at {path})\n"
+
+    server.memman_daemon = d  # type: ignore[attr-defined]
+    return server
+
+
+def _version() -> str:
+    from memman import __version__
+
+    return __version__
+
+
+async def serve(settings: Settings) -> None:
+    daemon = Daemon(settings)
+    server = build_server(settings, daemon)
+    await asyncio.to_thread(daemon.ensure_running)
+    try:
+        if settings.http is None:
+            await server.run_stdio_async()
+        else:
+            await serve_http(server, *settings.http)
+    finally:
+        await daemon.close()
+
+
+async def serve_http(server: MCPServer, host: str, port: int) -> None:
+    """Streamable HTTP at http://host:port/mcp; the bound address is printed to stderr."""
+    import uvicorn
+
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(fam, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConnectionLost(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick "
+                             "another port with --http, or 0 for a free one") from None
+    bound = sock.getsockname()[1]
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    shown = f"[{host}]" if fam == socket.AF_INET6 else host
+    print(f"memman mcp: streamable HTTP at http://{shown}:{bound}/mcp", file=sys.stderr,
+          flush=True)
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = Settings.from_args(argv)
+    try:
+        asyncio.run(serve(settings))
+    except ConnectionLost as exc:
+        print(f"memman mcp: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

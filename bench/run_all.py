@@ -25,11 +25,13 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 DOC = ROOT / "docs" / "performance.md"
-ORDER = ["rpc", "tokens", "context", "search", "retention", "quality", "tui"]  # then any others
+ORDER = ["rpc", "tokens", "context", "search", "retrieval", "retention", "quality", "tui"]  # then others
 
 
 def modules(only: list[str] | None) -> list[Path]:
-    found = {p.stem: p for p in BENCH.glob("*.py") if p.stem not in ("run_all", "__init__")}
+    # retrieval_set.py is data (bench/retrieval.py's labelled set), not a benchmark
+    found = {p.stem: p for p in BENCH.glob("*.py")
+             if p.stem not in ("run_all", "__init__", "retrieval_set")}
     names = [n for n in ORDER if n in found] + sorted(set(found) - set(ORDER))
     return [found[n] for n in names if not only or n in only]
 

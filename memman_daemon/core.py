@@ -27,6 +27,7 @@ from memman_daemon.tiers.docs import BusinessDocs
 from memman_daemon.tiers.embeddings import Embedder
 from memman_daemon.tiers.injection import Injection
 from memman_daemon.tiers.promotion import Promotion
+from memman_daemon.tiers.reembed import VectorSync
 from memman_daemon.tiers.scratchpad import Scratchpad
 from memman_daemon.tiers.user_memory import UserMemory
 from memman_daemon.tokens import TokenCounter, cache_dir_for
@@ -54,7 +55,10 @@ class Core:
         self.summarizer = Summarizer(self)  # the engine's LLM client and fallback
         self.engine = SessionEngine(self)  # cycles, compression, budgeted context (issue 3)
         self.audit = AuditLog(self)  # promotions and evictions, readable over the protocol
-        self.embedder = Embedder(self)  # optional embeddings endpoint for hybrid search
+        # vectors for hybrid search, near-duplicates and relevance: local model, endpoint or
+        # none. `await core.embedder.embed(texts)` / `core.embedder.cached(texts)` give unit
+        # vectors (numpy, rows normalized) to any part of the daemon
+        self.embedder = Embedder(self)
         self.cache = ToolCache(self)
         self.injection = Injection(self)
         self.scratchpad = Scratchpad(self)
@@ -62,9 +66,11 @@ class Core:
         self.user_memory = UserMemory(self)
         self.docs = BusinessDocs(self)
         self.agent_md = AgentMd(self)  # watches each tenant's agent.md and re-ingests it
+        self.vector_sync = VectorSync(self)  # background (re-)embedding of stored rows
         self.components: list[Any] = [
             self.summarizer, self.engine, self.audit, self.embedder, self.cache, self.injection,
-            self.scratchpad, self.promotion, self.user_memory, self.docs, self.agent_md]
+            self.scratchpad, self.promotion, self.user_memory, self.docs, self.agent_md,
+            self.vector_sync]
         self.config_watch = ConfigWatcher(self)
 
     async def start(self) -> None:

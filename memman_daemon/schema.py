@@ -121,6 +121,11 @@ MIGRATIONS: list[str] = [
         embedding BLOB NOT NULL
     );
     """,
+    # v3: the model that made each vector (a vector of another model is re-embedded)
+    """
+    ALTER TABLE memory_vectors ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    ALTER TABLE chunk_vectors ADD COLUMN model TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

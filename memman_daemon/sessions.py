@@ -208,6 +208,8 @@ class Sessions:
         # commit: a refused write leaves nothing behind.
         await self.core.store.write([self.entry_op(e)])
         s.append(e)  # also moves updated_at
+        if e.content:  # relevance vectors: embedded later, in batches, off this path
+            self.core.embedder.prefetch(e.content)
         self.core.events.publish("session", "entry_added",
                                  lambda: {"entry": e.to_wire(), "session": s.overview()},
                                  **self.scope(s))

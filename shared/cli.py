@@ -61,7 +61,28 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  tokenizer  {model}: {fb.get('wanted')} unavailable, counted with {fb.get('used')}")
     if summ:
         print(f"  summarizer {summ.get('mode', summ.get('model', '?'))}")
+    emb = stats.get("embeddings") or {}
+    if emb:
+        print(f"  embeddings {_embeddings_line(emb)}")
     return 0
+
+
+def _embeddings_line(emb: dict[str, Any]) -> str:
+    """``local wordllama/l2_supercat@256, re-embedding 1,200/5,000 (24%, 900/s)``."""
+    if emb.get("error"):
+        return f"off ({emb['error']})"
+    if not emb.get("enabled"):
+        return "none (FTS5 only)"
+    line = f"{emb.get('provider')} {emb.get('model_id')}"
+    re_ = emb.get("reembed") or {}
+    if re_.get("state") == "running":
+        done, total = re_.get("done", 0), re_.get("total", 0) or 1
+        rate = re_.get("rate_per_s")
+        line += (f", re-embedding {done:,}/{total:,} ({done / total:.0%}"
+                 + (f", {rate:,.0f}/s" if rate else "") + ")")
+    elif re_.get("passes"):
+        line += f", vectors up to date ({re_.get('done', 0):,} embedded in the last pass)"
+    return line
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:

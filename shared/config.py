@@ -182,6 +182,7 @@ class ScratchpadConfig:
         "unexpected", "surprising", "surprisingly", "anomaly", "anomalous", "spike", "outlier",
         "contrary", "unusual", "despite", "however", "dropped", "jumped", "doubled", "!",
     ])
+    duplicate_threshold: float = 0.92  #: cosine at or above which a new snippet bumps an old one
 
 
 @dataclass
@@ -195,6 +196,15 @@ class MemoryConfig:
     semantic_weight: float = 0.5  #: hybrid ranking: share of the cosine similarity
     compact_keep_last: int = 10  #: entries compaction keeps live
     max_scan: int = 10_000  #: a query matching more entries ranks only the newest this many
+    rrf_k: int = 5  #: hybrid ranking: reciprocal rank fusion constant (score = sum w/(k + rank))
+    bm25_weight: float = 0.75  #: hybrid ranking: weight w of the BM25 list in the fusion
+    hybrid_max_scan: int = 2_000  #: hybrid ranking: BM25 ranks only the newest this many matches
+    vector_weight: float = 1.0  #: hybrid ranking: weight w of the vector list in the fusion
+    rrf_recency: float = 0.005  #: hybrid ranking: most a brand-new entry adds to its fused score
+    similarity_threshold: float = 0.2  #: preferences/rules/playbooks found by meaning: least cosine
+    playbook_threshold: float = 0.2  #: memman_memory_playbook: least cosine to the query
+    dedupe: bool = True  #: an episodic append this similar to a stored entry bumps it instead
+    duplicate_threshold: float = 0.92  #: cosine at or above which an append is a near-duplicate
 
 
 @dataclass
@@ -208,6 +218,26 @@ class DocsConfig:
     max_scan: int = 5_000  #: a query matching more chunks ranks only the newest this many
     watch: bool = True  #: watch agent.md files and re-ingest on change
     watch_debounce_ms: int = 50  #: watchfiles debounce (milliseconds)
+
+
+@dataclass
+class EmbeddingsConfig:
+    """Vectors for hybrid search, near-duplicates and relevance.
+
+    ``provider``: "local" (a small model shipped inside a PyPI wheel, run on the CPU, nothing
+    fetched at run time), "openai" (the OpenAI-compatible endpoint of ``[llm]
+    embeddings_base_url`` / ``embeddings_model``) or "none" (FTS5 only). Empty: "openai" when
+    an endpoint is configured, else "local".
+    """
+
+    provider: str = ""
+    model: str = "l2_supercat"  #: local model (wordllama config name)
+    dim: int = 256  #: local model dimension (64, 128 or 256: truncated from the shipped 256)
+    batch_size: int = 256  #: texts embedded per background batch (re-embed, backfill)
+    reembed: bool = True  #: embed, in the background, rows whose vector is missing or of another model
+    prefetch_entries: bool = True  #: embed session entries in the background for relevance
+    prefetch_share: float = 0.2  #: most of the time (0..1) the background prefetch may run
+    cache_texts: int = 20_000  #: vectors of recent texts kept in memory (relevance lookups)
 
 
 @dataclass
@@ -234,6 +264,7 @@ class Config:
     scratchpad: ScratchpadConfig = field(default_factory=ScratchpadConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     docs: DocsConfig = field(default_factory=DocsConfig)
+    embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
     tui: TuiConfig = field(default_factory=TuiConfig)
     #: "section.key" -> where its value came from: "default", the file, "env MEMMAN_...", ...
     sources: dict[str, str] = field(default_factory=dict, repr=False, compare=False)

@@ -468,6 +468,19 @@ class AsyncMethods:
         """
         return await self.call('memman_docs_remove', *_given([tenant_id, ref], 2))
 
+    async def memory_playbook(
+            self,
+            user_id: str,
+            query: str,
+            opts: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The playbook for this request (exact flow first, then by meaning above a threshold);
+        with opts.session_id it is written to that session's scratchpad.
+
+        ``memman_memory_playbook(user_id, query, opts={})``.
+        """
+        return await self.call('memman_memory_playbook', *_given([user_id, query, opts], 2))
+
 
 class SyncMethods:
     """``client.session_open("s1")`` == ``client.call("memman_session_open", "s1")``."""
@@ -895,3 +908,16 @@ class SyncMethods:
         ``memman_docs_remove(tenant_id, ref)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_docs_remove', *_given([tenant_id, ref], 2))
+
+    def memory_playbook(
+            self,
+            user_id: str,
+            query: str,
+            opts: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The playbook for this request (exact flow first, then by meaning above a threshold);
+        with opts.session_id it is written to that session's scratchpad.
+
+        ``memman_memory_playbook(user_id, query, opts={})``.
+        """
+        return self.call('memman_memory_playbook', *_given([user_id, query, opts], 2))

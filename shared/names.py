@@ -58,6 +58,7 @@ MEMORY_COMPACT = "memman_memory_compact"
 MEMORY_STATS = "memman_memory_stats"
 MEMORY_CLEAR = "memman_memory_clear"
 MEMORY_LIST = "memman_memory_list"
+MEMORY_PLAYBOOK = "memman_memory_playbook"
 
 # --- business context -----------------------------------------------------------------
 DOCS_ADD = "memman_docs_add"
@@ -221,5 +222,8 @@ METHODS: tuple[MethodSpec, ...] = (
        "Forget one user-memory record (audited).", writes=True),
     _M(DOCS_REMOVE, "tenant_id: str, ref: Any", "dict",
        "Remove one document, by doc_id or by one of its chunk ids (audited).", writes=True),
+    _M(MEMORY_PLAYBOOK, "user_id: str, query: str, opts: dict = {}", "dict",
+       "The playbook for this request (exact flow first, then by meaning above a threshold); "
+       "with opts.session_id it is written to that session's scratchpad."),
 )
 del _M

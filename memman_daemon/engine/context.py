@@ -28,6 +28,8 @@ from bisect import insort
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from memman_daemon.engine import extractive, facts, scoring
 from memman_daemon.engine.relevance import TermIndex
 from memman_daemon.engine.supersede import Supersession
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
     from memman_daemon.core import Core
 
 BANDS = ("ok", "warn", "prune", "aggressive", "emergency")
+SEMANTIC_Z = 2.0  #: standard deviations above the session's mean cosine to count as related
+SEMANTIC_TOP = 200  #: entries considered by meaning per request
+SEMANTIC_MIN_ENTRIES = 20  #: fewer entries give no usable mean and spread
 PENDING = "tool call whose results are not (all) in the log yet"
 
 
@@ -108,9 +113,13 @@ class Analysis:
     stat: dict[int, tuple[float, float, float, int, int]] = field(default_factory=dict)
     heads: dict[tuple, str] = field(default_factory=dict)  #: gap key -> header (bounded)
     tok: dict[str, int] = field(default_factory=dict)  #: summary line -> tokens (bounded)
+    ids: list[int] = field(default_factory=list)  #: entry ids in log order
+    vec_ids: list[int] = field(default_factory=list)  #: entries with a vector, in row order
+    vec_blocks: list[Any] = field(default_factory=list)  #: their unit vectors, in blocks
 
     def feed(self, entries: list[Entry], sc: Any) -> None:
         for e in entries:
+            self.ids.append(e.id)
             text = scoring.entry_text(e)
             cands = facts.analyse(e.content, structured=e.role == "tool")
             for c in e.tool_calls or []:  # a call's arguments: the command, rarely the fact
@@ -353,6 +362,9 @@ class ContextBuilder:
         units = tl.units
         query, query_id = _query(s, req.query)
         rel = tl.an.index.scores(facts.terms(query), exclude=query_id) if query else {}
+        for eid, r in self._semantic(s, tl, query, query_id).items():
+            if r > rel.get(eid, 0.0):
+                rel[eid] = r
         rel_unit: dict[int, float] = {}
         for eid, r in rel.items():
             u = tl.entry_unit.get(eid)
@@ -382,6 +394,53 @@ class ContextBuilder:
         plan.pruned = True
         self._select(plan, tl, query, rolling)
         return plan
+
+    def _semantic(self, s: Session, tl: Timeline, query: str,
+                  query_id: int | None) -> dict[int, float]:
+        """Relevance by meaning, where the local embedder is on: entries whose vector stands
+        out as close to the question's (``SEMANTIC_Z`` deviations above the session's mean,
+        up to 0.8 at twice that), so a question phrased differently from the fact still
+        brings it back. Entry vectors are
+        computed once (the embedder prefetches them as entries arrive); a remote embedder is
+        never waited for on this path."""
+        emb = self.core.embedder
+        if not query or not emb.enabled or not emb.local:
+            return {}
+        an = tl.an
+        done = len(an.vec_ids)
+        if done < len(an.ids):
+            new = [i for i in an.ids[done:] if i in s.by_id]
+            vecs = emb.cached([_embed_text(s.by_id[i]) for i in new]) if new else None
+            if new and vecs is None:
+                return {}
+            if new:
+                an.vec_ids.extend(new)
+                an.vec_blocks.append(vecs)
+        if not an.vec_ids:
+            return {}
+        if len(an.vec_blocks) > 1:
+            an.vec_blocks = [np.concatenate(an.vec_blocks)]
+        q = emb.cached([query[:2000]])
+        if q is None:
+            return {}
+        sims = an.vec_blocks[0] @ q[0]
+        if len(sims) < SEMANTIC_MIN_ENTRIES:
+            return {}
+        # a small static model gives low cosines even for the right pair: what counts is how
+        # far an entry stands out from the rest of this session (a z-score), not the value;
+        # the question's own entry is not part of that rest
+        own = an.vec_ids.index(query_id) if query_id is not None and an.vec_ids[-1] == query_id \
+            else -1
+        rest = np.delete(sims, own) if own >= 0 else sims
+        mu, sd = float(rest.mean()), float(rest.std()) or 1.0
+        top = np.argpartition(-sims, min(SEMANTIC_TOP, len(sims) - 1))[:SEMANTIC_TOP]
+        out = {}
+        for i in top:
+            eid = an.vec_ids[i]
+            z = (float(sims[i]) - mu) / sd
+            if eid != query_id and z > SEMANTIC_Z:
+                out[eid] = 0.8 * min(1.0, (z - SEMANTIC_Z) / SEMANTIC_Z)
+        return out
 
     def _select(self, plan: Plan, tl: Timeline, query: str,
                 rolling: dict[str, Any] | None) -> None:
@@ -911,6 +970,11 @@ def _query(s: Session, query: str) -> tuple[str, int | None]:
         if e.role == "user" and e.type == "message" and e.content:
             return e.content, e.id
     return "", None
+
+
+def _embed_text(e: Entry) -> str:
+    """What an entry means for relevance: its content (as the embedder prefetched it)."""
+    return e.content or scoring.entry_text(e)
 
 
 def _current_exchange(units: list[Unit]) -> list[Unit]:

@@ -35,6 +35,7 @@ LIMIT = Int(0, 10_000, doc="an integer from 0 (the default) to 10000")
 USER_ID = Id("u1")
 TENANT_ID = Id("t1")
 MEMORY_TYPE = Str(max_bytes=64, example="episodic")
+COSINE = Float(-1.0, 1.0, doc="a cosine similarity from -1 to 1")
 
 # --- tool cache and injection -------------------------------------------------------------
 
@@ -183,14 +184,28 @@ async def memory_append(call: Call, user_id: str, type: str, entry: dict[str, An
 @method(names.MEMORY_SEARCH, Param("user_id", USER_ID), Param("type", MEMORY_TYPE),
         Param("query", Str()),
         Param("opts", Map({"limit": Nullable(LIMIT), "kind": Nullable(Str(max_bytes=64)),
-                           "flow": Nullable(Str()), "session_id": Nullable(Id())}),
+                           "flow": Nullable(Str()), "session_id": Nullable(Id()),
+                           "threshold": Nullable(COSINE),
+                           "mode": Nullable(Str(choices=("hybrid", "fts", "vector")))}),
               default=dict))
 async def memory_search(call: Call, user_id: str, type: str, query: str,
                         opts: dict[str, Any]) -> dict[str, Any]:
-    """Best first with scores; opts: limit, kind, flow (playbooks, exact), session_id."""
+    """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
+    threshold, mode (hybrid, fts, vector), session_id."""
     um = call.core.user_memory
     results = await um.search(user_id, type, query, opts)
-    return {"results": results, "mode": um.search_mode if type != "working" else "terms"}
+    mode = "terms" if type == "working" else um.mode_for(opts)
+    return {"results": results, "mode": mode}
+
+
+@method(names.MEMORY_PLAYBOOK, Param("user_id", USER_ID), Param("query", Str()),
+        Param("opts", Map({"flow": Nullable(Str()), "session_id": Nullable(Id()),
+                           "threshold": Nullable(COSINE), "write": Bool()}), default=dict))
+async def memory_playbook(call: Call, user_id: str, query: str,
+                          opts: dict[str, Any]) -> dict[str, Any]:
+    """The playbook for this query: opts.flow exact first, else by similarity above the
+    threshold; with opts.session_id it is written to that session's scratchpad."""
+    return await call.core.user_memory.playbook(user_id, query, opts, call.client_name)
 
 
 @method(names.MEMORY_LEARN, Param("user_id", USER_ID), Param("key", Str(min_len=1, max_bytes=1024)),

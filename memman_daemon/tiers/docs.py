@@ -18,14 +18,19 @@ import hashlib
 import itertools
 import json
 import re
+from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from memman.errors import invalid_params, not_found
 from memman_daemon.store import Op
 from memman_daemon.tiers import fts
 from memman_daemon.tiers.chunking import chunk_text
-from memman_daemon.tiers.vectors import VectorIndex, pack
+from memman_daemon.tiers.hybrid import BM25, VECTOR, rrf
+from memman_daemon.tiers.vector_matrix import VectorScopes, blobs_to_matrix
+from memman_daemon.tiers.vectors import VectorIndex
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core
@@ -107,10 +112,13 @@ def rerank(query: str, cands: list[dict[str, Any]], top_k: int, per_doc: int,
     """Order candidates ``{chunk_id, doc, text, lexical, semantic}`` and keep ``top_k``."""
     w = WEIGHTS_HYBRID if hybrid else WEIGHTS_FTS
     top_lex = max((c["lexical"] for c in cands), default=0.0) or 1.0
+    # cosine scales differ by model (a static model's paraphrases score ~0.3): scale to the
+    # best candidate, as BM25 is
+    top_sem = max((c.get("semantic") or 0.0 for c in cands), default=0.0) or 1.0
     for c in cands:
         cov, prox, phrase = rerank_features(query, c["text"])
         lex = c["lexical"] / top_lex
-        sem = c.get("semantic") or 0.0
+        sem = (c.get("semantic") or 0.0) / top_sem
         c["parts"] = {"lexical": round(lex, 4), "semantic": round(sem, 4) if hybrid else None,
                       "coverage": round(cov, 4), "proximity": round(prox, 4), "phrase": phrase}
         c["score"] = round(w[0] * lex + w[1] * sem + w[2] * cov + w[3] * prox + w[4] * phrase, 6)
@@ -135,6 +143,8 @@ class BusinessDocs:
         self._doc_ids = itertools.count(1)
         self._chunk_ids = itertools.count(1)
         self.vectors = VectorIndex(core.config.database_path)
+        self.vscopes = VectorScopes(self._load_scope)  #: tenant_id -> chunk vectors in memory
+        self._backlog_scope: dict[int, str] = {}
         self.searches = 0
 
     async def load(self) -> None:
@@ -156,7 +166,44 @@ class BusinessDocs:
     def stats(self) -> dict[str, Any]:
         return {"tenants": len(self.docs), "documents": sum(len(v) for v in self.docs.values()),
                 "chunks": sum(d.chunks for v in self.docs.values() for d in v.values()),
-                "searches": self.searches, "vector_backend": self.vectors.backend}
+                "searches": self.searches, "vector_backend": self.vectors.backend,
+                "vector_index": self.vscopes.stats()}
+
+    # --- vectors ---------------------------------------------------------------------------
+    async def _load_scope(self, key: Hashable) -> tuple[list[int], np.ndarray]:
+        dim = self.vscopes.dim or 0
+        rows = await self.core.store.fetchall(
+            "SELECT id, embedding FROM chunk_vectors WHERE tenant_id=? AND model=? AND dim=?",
+            (key, self.core.embedder.model_id, dim))
+        return [r[0] for r in rows], blobs_to_matrix([r[1] for r in rows], dim)
+
+    async def count_vector_backlog(self, model_id: str) -> int:
+        rows = await self.core.store.fetchall(
+            "SELECT count(*) FROM doc_chunks c LEFT JOIN chunk_vectors v ON v.id = c.id "
+            "WHERE v.id IS NULL OR v.model <> ?", (model_id,))
+        return rows[0][0]
+
+    async def vector_backlog(self, after: int, model_id: str, limit: int) -> list[tuple[int, str]]:
+        rows = await self.core.store.fetchall(
+            "SELECT c.id, c.tenant_id, c.content FROM doc_chunks c "
+            "LEFT JOIN chunk_vectors v ON v.id = c.id WHERE c.id > ? "
+            "AND (v.id IS NULL OR v.model <> ?) ORDER BY c.id LIMIT ?", (after, model_id, limit))
+        for cid, tenant, _ in rows:
+            self._backlog_scope[cid] = tenant
+        return [(cid, text) for cid, _, text in rows]
+
+    async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None:
+        await self.core.store.write([
+            ("INSERT OR REPLACE INTO chunk_vectors(id, tenant_id, dim, embedding, model) "
+             "SELECT id, tenant_id, ?, ?, ? FROM doc_chunks WHERE id=?",
+             (int(v.shape[0]), v.astype(np.float32).tobytes(), model_id, i))
+            for i, v in zip(ids, vecs, strict=True)])
+        if self.core.embedder.model_id != model_id:
+            return
+        for i, v in zip(ids, vecs, strict=True):
+            tenant = self._backlog_scope.pop(i, None)
+            if tenant is not None:
+                self.vscopes.add(tenant, [i], v[None, :])
 
     def _publish(self, kind: str, tenant_id: str, **data: Any) -> None:
         self.core.events.publish("docs", kind, data, tenant_id=tenant_id)
@@ -205,15 +252,27 @@ class BusinessDocs:
         ops += [("INSERT INTO doc_chunks(id, doc, tenant_id, seq, tokens, content) "
                  "VALUES (?,?,?,?,?,?)", (cid, pk, tenant_id, c.seq, c.tokens, c.text))
                 for cid, c in zip(ids, chunks, strict=True)]
-        vecs = await self.core.embedder.embed([c.text for c in chunks])
-        if vecs:
-            ops += [("INSERT OR REPLACE INTO chunk_vectors(id, tenant_id, dim, embedding) "
-                     "VALUES (?,?,?,?)", (cid, tenant_id, len(v), pack(v)))
+        emb = self.core.embedder
+        model = emb.model_id
+        vecs = await emb.embed([c.text for c in chunks])
+        if vecs is not None:
+            ops += [("INSERT OR REPLACE INTO chunk_vectors(id, tenant_id, dim, embedding, model) "
+                     "VALUES (?,?,?,?,?)", (cid, tenant_id, int(v.shape[0]),
+                                             v.astype(np.float32).tobytes(), model))
                     for cid, v in zip(ids, vecs, strict=True)]
+        elif emb.enabled:
+            self.core.vector_sync.request()
+        old_ids = []
+        if old is not None:
+            old_ids = [r[0] for r in await self.core.store.fetchall(
+                "SELECT id FROM doc_chunks WHERE doc=?", (pk,))]
         await self.core.store.write(ops)
+        self.vscopes.remove(tenant_id, old_ids)
+        if vecs is not None and emb.model_id == model:
+            self.vscopes.add(tenant_id, ids, vecs)
         self.docs.setdefault(tenant_id, {})[doc_id] = d
         self._publish("updated" if old else "added", tenant_id, doc=d.to_wire(),
-                      vectors=bool(vecs))
+                      vectors=vecs is not None)
         return {"doc": d.to_wire(), "changed": True}
 
     def list(self, tenant_id: str) -> list[dict[str, Any]]:
@@ -243,12 +302,15 @@ class BusinessDocs:
         rec, aop = self.core.audit.record(
             "remove", d.title, f"docs:{tenant_id}/{d.doc_id}", "-", client, tenant_id=tenant_id,
             doc=d.to_wire(), ref=ref)
+        chunk_ids = [r[0] for r in await self.core.store.fetchall(
+            "SELECT id FROM doc_chunks WHERE doc=?", (d.pk,))]
         await self.core.store.write([
             ("DELETE FROM chunk_vectors WHERE id IN (SELECT id FROM doc_chunks WHERE doc=?)",
              (d.pk,)),
             ("DELETE FROM doc_chunks WHERE doc=?", (d.pk,)),
             ("DELETE FROM docs WHERE id=?", (d.pk,)), aop])
         del self.docs[tenant_id][d.doc_id]
+        self.vscopes.remove(tenant_id, chunk_ids)
         self._publish("deleted", tenant_id, doc_id=d.doc_id, chunks=d.chunks, doc=d.to_wire(),
                       audit_id=rec.id, client=client)
         return {"removed": d.to_wire(), "chunks": d.chunks, "audit_id": rec.id}
@@ -283,13 +345,16 @@ class BusinessDocs:
             for cid, doc, seq, text, r in found:
                 cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
                               "lexical": -r, "semantic": 0.0}
-        qv = await self.core.embedder.embed([query]) if self.core.embedder.enabled else None
-        if qv:
-            hits = await self.vectors.knn(
-                "SELECT id, vec_distance_cosine(embedding, ?) AS d FROM chunk_vectors "
-                "WHERE tenant_id=? AND dim=? ORDER BY d LIMIT ?",
-                "SELECT id, embedding FROM chunk_vectors WHERE tenant_id=? AND dim=?",
-                [tenant_id, len(qv[0])], qv[0], n_cand, store.fetchall)
+        emb = self.core.embedder
+        emb.check_config()
+        qv = await emb.embed([query]) if emb.enabled else None
+        fused_parts: dict[int, dict[str, Any]] = {}
+        if qv is not None:
+            # hybrid: ~n_cand nearest chunks joined to the BM25 candidates, fused by
+            # reciprocal rank; the n_cand best fused go on to the reranker
+            self.vscopes.dim = int(qv.shape[1])
+            m = await self.vscopes.get(tenant_id, int(qv.shape[1]))
+            hits = m.search(qv[0], n_cand)
             missing = [cid for cid, _ in hits if cid not in cands]
             if missing:
                 for cid, doc, seq, text in await store.fetchall(
@@ -297,9 +362,18 @@ class BusinessDocs:
                         f"({','.join('?' * len(missing))})", missing):
                     cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
                                   "lexical": 0.0, "semantic": 0.0}
-            for cid, sim in hits:
+            for cid, sim in m.similarities(qv[0], list(cands)).items():
                 cands[cid]["semantic"] = max(0.0, sim)
-        ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc, bool(qv))
+            lex_list = sorted(((c["chunk_id"], c["lexical"]) for c in cands.values()
+                               if c["lexical"] > 0), key=lambda t: -t[1])
+            vec_list = [(cid, s) for cid, s in hits if cid in cands]
+            mc = self.core.config.memory
+            fused = rrf({BM25: lex_list, VECTOR: vec_list}, mc.rrf_k,
+                        {BM25: mc.bm25_weight, VECTOR: mc.vector_weight})
+            fused_parts = {f.id: f.to_wire() for f in fused[:n_cand]}
+            cands = {cid: c for cid, c in cands.items() if cid in fused_parts}
+        ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc,
+                        qv is not None)
         by_pk = {d.pk: d for d in self.docs.get(tenant_id, {}).values()}
         out = []
         for c in ranked:
@@ -307,6 +381,8 @@ class BusinessDocs:
             out.append({"doc_id": d.doc_id if d else None, "title": d.title if d else None,
                         "source": d.source if d else None, "chunk_id": c["chunk_id"],
                         "seq": c["seq"], "text": c["text"], "score": c["score"],
-                        "lexical": c["lexical"], "parts": c["parts"],
+                        "lexical": c["lexical"], "parts": {**c["parts"],
+                                                           **fused_parts.get(c["chunk_id"], {})},
+                        "matched": fused_parts.get(c["chunk_id"], {}).get("matched", [BM25]),
                         "candidates": len(cands)})
         return out

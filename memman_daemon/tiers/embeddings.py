@@ -1,20 +1,63 @@
-"""Embeddings through the ``openai`` client (default model text-embedding-3-small).
+"""The embedder: one component that turns texts into unit vectors, whichever the provider.
 
-Enabled only when ``[llm] embeddings_base_url`` is set; without it memman ranks with FTS5 alone.
-A failed or timed-out call is logged and counted, and the caller goes on without vectors (the
-text is still stored and found by FTS) — an embeddings outage never fails a write.
+``[embeddings] provider`` picks it: "local" (``local_embedder.py``, the default when no
+endpoint is configured), "openai" (the ``openai`` client against ``[llm]
+embeddings_base_url``, model ``embeddings_model``) or "none" (FTS5 only). Every vector is
+stored with ``model_id`` and its dimension; rows whose vector is missing or of another model
+are (re-)embedded in the background by ``reembed.py``.
+
+For the other parts of the daemon (search, near-duplicates, the context window's relevance):
+
+- ``await core.embedder.embed(texts)`` -> float32 array (n, dim), rows normalized, or None when
+  embeddings are off or the call failed (the caller goes on without vectors: an embeddings
+  outage never fails a write).
+- ``core.embedder.embed_sync(texts)`` -> the same without awaiting, for the local provider
+  only (None otherwise); microseconds per short text, so fine on the event loop for a few.
+- ``core.embedder.cached(texts)`` -> like ``embed_sync`` through an LRU of recent texts, which
+  ``prefetch(text)`` fills in the background (session entries are prefetched as they are
+  added, off the request path).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
+import time
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memman_daemon.tiers.local_embedder import LocalEmbedder, LocalEmbedderError
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core
 
 log = logging.getLogger(__name__)
+
+PROVIDERS = ("local", "openai", "none")
+INLINE_MAX = 64  #: local batches up to this many texts run on the event loop, larger in a thread
+PREFETCH_BATCH = 64  #: session entries embedded per background batch
+
+
+def resolve_provider(provider: str, embeddings_base_url: str) -> str:
+    """The provider in force: the configured one, or openai/local when left empty."""
+    p = (provider or "").strip().lower()
+    if not p:
+        return "openai" if embeddings_base_url else "local"
+    if p not in PROVIDERS:
+        raise ValueError(f"[embeddings] provider must be one of {', '.join(PROVIDERS)} "
+                         f"(or empty); got {provider!r}")
+    return p
+
+
+def normalize_rows(vecs: np.ndarray) -> np.ndarray:
+    vecs = np.asarray(vecs, dtype=np.float32)
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vecs / norms
 
 
 class Embedder:
@@ -22,14 +65,103 @@ class Embedder:
 
     def __init__(self, core: Core) -> None:
         self.core = core
-        cfg = core.config.llm
-        self.model = cfg.embeddings_model
-        self.enabled = bool(cfg.embeddings_base_url)
-        self._client: Any = None
         self.calls = 0
         self.failures = 0
         self.tokens = 0
+        self.texts = 0
+        self.error: str | None = None
+        self._client: Any = None
+        self._local: LocalEmbedder | None = None
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._prefetch: deque[str] = deque(maxlen=50_000)
+        self._prefetch_wake = asyncio.Event()
+        self._prefetch_task: asyncio.Task[None] | None = None
+        self.prefetched = 0
+        self._applied = self._settings()
+        self.configure()
 
+    # --- configuration ---------------------------------------------------------------------
+    def configure(self) -> bool:
+        """Read the config; True when the model in force changed (vectors need re-embedding)."""
+        cfg = self.core.config
+        before = getattr(self, "model_id", None)
+        self.provider = resolve_provider(cfg.embeddings.provider, cfg.llm.embeddings_base_url)
+        self.error = None
+        if self.provider == "local":
+            e = cfg.embeddings
+            if (self._local is None or self._local.model != e.model
+                    or self._local.dim != e.dim):
+                self._local = LocalEmbedder(e.model, e.dim, cfg.data_dir / "cache" / "wordllama")
+            self.model_id: str = self._local.model_id
+            self.model = e.model
+        elif self.provider == "openai":
+            self._local = None
+            self.model = cfg.llm.embeddings_model
+            self.model_id = f"openai/{self.model}"
+        else:
+            self._local = None
+            self.model = ""
+            self.model_id = ""
+        if before is not None and before != self.model_id:
+            self._cache.clear()
+            if self._client is not None:
+                self._client = None
+        return before is not None and before != self.model_id
+
+    def _settings(self) -> tuple[Any, ...]:
+        cfg = self.core.config
+        e = cfg.embeddings
+        return (e.provider, e.model, e.dim, cfg.llm.embeddings_base_url, cfg.llm.embeddings_model)
+
+    def check_config(self) -> bool:
+        """Follow a config reload: True when the model in force changed, in which case loaded
+        vector matrices are dropped and a background re-embed is requested."""
+        settings = self._settings()
+        if settings == self._applied:
+            return False
+        self._applied = settings
+        try:
+            changed = self.configure()
+        except ValueError as exc:
+            self.error = str(exc)
+            log.error("%s; embeddings are off until the config is fixed", exc)
+            return False
+        if changed:
+            log.info("embedding model is now %s; re-embedding in the background",
+                     self.model_id or "none")
+            for c in (self.core.user_memory, self.core.docs):
+                c.vscopes.reset()
+            self.core.vector_sync.request()
+        return changed
+
+    @property
+    def enabled(self) -> bool:
+        return self.provider != "none" and self.error is None
+
+    @property
+    def local(self) -> bool:
+        return self.provider == "local"
+
+    # --- lifecycle -------------------------------------------------------------------------
+    async def load(self) -> None:
+        # the local model itself is loaded on first use (~0.3 s, off the event loop when
+        # awaited): a daemon that never searches or appends memory does not pay for it
+        if self.core.config.embeddings.prefetch_entries:
+            self._prefetch_task = asyncio.create_task(self._prefetch_loop(),
+                                                      name="memman-embed-prefetch")
+
+    async def close(self) -> None:
+        if self._prefetch_task is not None:
+            self._prefetch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._prefetch_task
+            self._prefetch_task = None
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+            self._client = None
+
+    # --- embedding -------------------------------------------------------------------------
     def _get_client(self) -> Any:
         if self._client is None:
             from openai import AsyncOpenAI
@@ -40,11 +172,47 @@ class Embedder:
                 timeout=cfg.timeout_s, max_retries=cfg.max_retries)
         return self._client
 
-    async def embed(self, texts: list[str]) -> list[list[float]] | None:
-        """One vector per text, or None when embeddings are off or the call failed."""
-        if not self.enabled or not texts:
+    def _failed(self, exc: Exception) -> None:
+        self.error = str(exc)
+        log.error("local embedder unavailable, searching with FTS5 only: %s", exc)
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray | None:
+        """Unit vectors (n, dim) from the local model; None when the provider is not local.
+        The first call loads the model (~0.3 s) unless an ``embed`` call already did."""
+        if not self.local or self.error is not None or self._local is None:
+            return None
+        try:
+            self._local.load()
+        except LocalEmbedderError as exc:
+            self._failed(exc)
             return None
         self.calls += 1
+        self.texts += len(texts)
+        return self._local.embed(texts)
+
+    async def embed(self, texts: list[str]) -> np.ndarray | None:
+        """Unit vectors (n, dim), or None when embeddings are off or the call failed."""
+        if not self.enabled or not texts:
+            return None
+        if self.local and self._local is not None and not self._local.loaded:
+            try:
+                await asyncio.to_thread(self._local.load)
+            except LocalEmbedderError as exc:
+                self._failed(exc)
+                return None
+        if self.local:
+            if len(texts) <= INLINE_MAX:
+                return self.embed_sync(texts)
+            local = self._local
+            assert local is not None
+            self.calls += 1
+            self.texts += len(texts)
+            return await asyncio.to_thread(local.embed, texts)
+        return await self._embed_openai(texts)
+
+    async def _embed_openai(self, texts: list[str]) -> np.ndarray | None:
+        self.calls += 1
+        self.texts += len(texts)
         try:
             resp = await self._get_client().embeddings.create(model=self.model, input=texts)
         except Exception as exc:  # network, HTTP status, timeout, bad JSON: go on without
@@ -59,16 +227,89 @@ class Embedder:
             return None
         usage = getattr(resp, "usage", None)
         self.tokens += getattr(usage, "total_tokens", 0) or 0
-        return [list(map(float, d.embedding)) for d in data]
+        return normalize_rows(np.array([d.embedding for d in data], dtype=np.float32))
 
-    async def load(self) -> None:
-        pass
+    # --- cached vectors for relevance --------------------------------------------------------
+    def cached(self, texts: list[str]) -> np.ndarray | None:
+        """Unit vectors of ``texts`` from the LRU of recent texts, the missing ones computed
+        now (local provider only; None otherwise)."""
+        if not self.local or self.error is not None:
+            return None
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            vecs = self.embed_sync(missing)
+            if vecs is None:
+                return None
+            for t, v in zip(missing, vecs, strict=True):
+                self._remember(t, v)
+        out = np.empty((len(texts), self._local.dim if self._local else 0), dtype=np.float32)
+        for i, t in enumerate(texts):
+            v = self._cache.get(t)
+            if v is None:  # evicted meanwhile by a tiny cache: compute it
+                v = self.embed_sync([t])[0]  # type: ignore[index]
+            else:
+                self._cache.move_to_end(t)
+            out[i] = v
+        return out
 
-    async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+    def _remember(self, text: str, vec: np.ndarray) -> None:
+        self._cache[text] = vec
+        self._cache.move_to_end(text)
+        limit = self.core.config.embeddings.cache_texts
+        while len(self._cache) > limit:
+            self._cache.popitem(last=False)
 
+    def prefetch(self, text: str) -> None:
+        """Queue ``text`` to be embedded in the background (into the LRU ``cached`` reads).
+        Costs a queue append on the caller's path; nothing when embeddings are not local or
+        the model is not loaded yet (nothing has needed a vector so far)."""
+        if (self._prefetch_task is not None and self.local and self.error is None
+                and self._local is not None and self._local.loaded):
+            self._prefetch.append(text)
+            self._prefetch_wake.set()
+
+    async def _prefetch_loop(self) -> None:
+        # small batches: each holds the GIL for a few milliseconds at most, so requests
+        # answered meanwhile are not held up behind a long one
+        batch_size = PREFETCH_BATCH
+        while True:
+            await self._prefetch_wake.wait()
+            self._prefetch_wake.clear()
+            while self._prefetch:
+                batch: list[str] = []
+                while self._prefetch and len(batch) < batch_size:
+                    t = self._prefetch.popleft()
+                    if t not in self._cache:
+                        batch.append(t)
+                if not batch or self._local is None:
+                    continue
+                local = self._local
+                t0 = time.perf_counter()
+                try:
+                    vecs = await asyncio.to_thread(local.embed, batch)
+                except Exception:  # a bad text must not stop the loop
+                    log.exception("prefetching %d embeddings failed", len(batch))
+                    continue
+                if local is not self._local:
+                    continue  # the model changed meanwhile
+                for t, v in zip(batch, vecs, strict=True):
+                    self._remember(t, v)
+                self.prefetched += len(batch)
+                # a background job: at most `prefetch_share` of the time, so a burst of
+                # adds is not slowed by embedding them (what is not prefetched is embedded
+                # when first needed)
+                share = min(1.0, max(0.01, self.core.config.embeddings.prefetch_share))
+                await asyncio.sleep((time.perf_counter() - t0) * (1 - share) / share)
+
+    # --- reporting -------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
-        return {"enabled": self.enabled, "model": self.model, "calls": self.calls,
-                "failures": self.failures, "tokens": self.tokens}
+        out: dict[str, Any] = {
+            "enabled": self.enabled, "provider": self.provider, "model": self.model,
+            "model_id": self.model_id, "dim": self._local.dim if self._local else None,
+            "error": self.error, "calls": self.calls, "texts": self.texts,
+            "failures": self.failures, "tokens": self.tokens, "cached_texts": len(self._cache),
+            "prefetched": self.prefetched, "prefetch_queue": len(self._prefetch)}
+        sync = getattr(self.core, "vector_sync", None)
+        if sync is not None:
+            out["reembed"] = sync.progress()
+        return out

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from memman.errors import invalid_params, not_found
 from memman_daemon.store import Op
+from memman_daemon.tiers.hybrid import may_be_duplicate
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core
@@ -71,6 +72,8 @@ class Scratchpad:
         self._ids = itertools.count(1)
         self._seq = itertools.count(1)
         self.counters = {"writes": 0, "duplicates": 0, "reads": 0, "evicted": 0, "promoted": 0}
+        #: snippet id -> (model id, unit vector): for near-duplicates, computed when needed
+        self._vectors: dict[int, tuple[str, Any]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     def lock(self, session_id: str) -> asyncio.Lock:
@@ -145,6 +148,34 @@ class Scratchpad:
             ops += [self.delete_op(v), aop]
         return ops
 
+    async def _near_duplicate(self, pad: OrderedDict[int, Snippet], text: str
+                              ) -> tuple[Snippet | None, float | None, Any]:
+        """The snippet of ``pad`` most similar to ``text`` if at or above
+        ``scratchpad.duplicate_threshold`` (embeddings on), with the similarity and the new
+        text's vector (kept for the next comparison)."""
+        emb = self.core.embedder
+        if not emb.enabled:
+            return None, None, None
+        model = emb.model_id
+        stale = [sn for sn in pad.values()
+                 if self._vectors.get(sn.id, ("", None))[0] != model]
+        vecs = await emb.embed([text] + [sn.text for sn in stale])
+        if vecs is None:
+            return None, None, None
+        for sn, v in zip(stale, vecs[1:], strict=True):
+            self._vectors[sn.id] = (model, v)
+        q = vecs[0]
+        best, best_sim = None, -1.0
+        for sn in pad.values():
+            if not may_be_duplicate(sn.text, text):
+                continue
+            sim = float(self._vectors[sn.id][1] @ q)
+            if sim > best_sim:
+                best, best_sim = sn, sim
+        if best is not None and best_sim >= self.core.config.scratchpad.duplicate_threshold:
+            return best, round(best_sim, 6), q
+        return None, None, q
+
     # --- operations ----------------------------------------------------------------------
     async def write(self, session_id: str, text: str, opts: dict[str, Any],
                     client: str = "") -> dict[str, Any]:
@@ -173,6 +204,10 @@ class Scratchpad:
         pad = self.pad(session_id)
         norm = normalize(text)
         existing = next((sn for sn in pad.values() if normalize(sn.text) == norm), None)
+        similarity = 1.0 if existing is not None else None
+        vec = None
+        if existing is None:
+            existing, similarity, vec = await self._near_duplicate(pad, text)
         now = self.core.clock.now()
         if existing is not None:
             before = Snippet.from_wire(existing.to_wire())
@@ -188,8 +223,10 @@ class Scratchpad:
                 pad[existing.id] = before
                 raise
             self.counters["duplicates"] += 1
-            self._publish("updated", session_id, snippet=existing.to_wire())
-            return {"snippet": existing.to_wire(), "created": False, "evicted": []}
+            self._publish("updated", session_id, snippet=existing.to_wire(),
+                          similarity=similarity)
+            return {"snippet": existing.to_wire(), "created": False, "evicted": [],
+                    "duplicate_of": existing.id, "similarity": similarity}
         sn = Snippet(id=next(self._ids), session_id=session_id, text=text, created_at=now,
                      last_used_at=now, used_seq=next(self._seq),
                      explicit=bool(opts.get("explicit")),
@@ -211,6 +248,10 @@ class Scratchpad:
             raise
         self.counters["writes"] += 1
         self.counters["evicted"] += len(victims)
+        if vec is not None:
+            self._vectors[sn.id] = (self.core.embedder.model_id, vec)
+        for v in victims:
+            self._vectors.pop(v.id, None)
         self._publish("written", session_id, snippet=sn.to_wire(), count=len(pad))
         for v in victims:
             self._publish("evicted", session_id, snippet_id=v.id, text=v.text, reason="lru",
@@ -255,6 +296,7 @@ class Scratchpad:
         pad = self.pad(session_id)
         sn = self.get(session_id, snippet_id)
         del pad[snippet_id]
+        self._vectors.pop(snippet_id, None)
         try:
             await self.core.store.write(self._evict_ops([sn], "explicit", client))
         except Exception:
@@ -275,6 +317,8 @@ class Scratchpad:
         await self.core.store.write(self._evict_ops(victims, reason, client))
         for sid in session_ids:
             self.by_session.pop(sid, None)
+        for v in victims:
+            self._vectors.pop(v.id, None)
         self.counters["evicted"] += len(victims)
         for v in victims:
             self._publish("evicted", v.session_id, snippet_id=v.id, text=v.text, reason=reason,

@@ -21,21 +21,34 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from memman.errors import CONFLICT, NOT_FOUND, MemmanError, invalid_params
 from memman_daemon.store import Op
 from memman_daemon.tiers import fts
+from memman_daemon.tiers.hybrid import (
+    BM25,
+    VECTOR,
+    content_words,
+    may_be_duplicate,
+    memory_vector_text,
+    rrf,
+)
 from memman_daemon.tiers.scratchpad import normalize
-from memman_daemon.tiers.vectors import VectorIndex, pack
+from memman_daemon.tiers.vector_matrix import VectorScopes, blobs_to_matrix
+from memman_daemon.tiers.vectors import VectorIndex
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core
 
 MEMORY_TYPES = ("working", "episodic", "semantic", "procedural")
 STORED_TYPES = ("episodic", "semantic", "procedural")
+#: kinds found by meaning only above memory.similarity_threshold (seed 002's key types)
+KEYED_KINDS = ("preference", "rule", "playbook")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -122,7 +135,11 @@ class UserMemory:
         self.episodic_count: dict[str, int] = {}
         self._ids = itertools.count(1)
         self.vectors = VectorIndex(core.config.database_path)
+        #: (user_id, type) -> in-memory matrix of that layer's vectors (current model only)
+        self.vscopes = VectorScopes(self._load_scope)
+        self._backlog_scope: dict[int, tuple[str, str]] = {}
         self.searches = 0
+        self.duplicates = 0
 
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
@@ -155,7 +172,8 @@ class UserMemory:
                 "rules": sum(len(v) for v in self.rules.values()),
                 "playbooks": sum(len(v) for v in self.playbooks.values()),
                 "searches": self.searches, "search_mode": self.search_mode,
-                "vector_backend": self.vectors.backend}
+                "duplicates": self.duplicates, "vector_backend": self.vectors.backend,
+                "vector_index": self.vscopes.stats()}
 
     @property
     def search_mode(self) -> str:
@@ -182,12 +200,82 @@ class UserMemory:
     def _publish(self, kind: str, user_id: str, **data: Any) -> None:
         self.core.events.publish("memory", kind, data, user_id=user_id)
 
-    async def _vector_ops(self, recs: list[MemoryRecord]) -> list[Op]:
-        vecs = await self.core.embedder.embed([r.content for r in recs])
-        if not vecs:
-            return []
-        return [("INSERT OR REPLACE INTO memory_vectors(id, dim, embedding) VALUES (?,?,?)",
-                 (r.id, len(v), pack(v))) for r, v in zip(recs, vecs, strict=True)]
+    # --- vectors -----------------------------------------------------------------------
+    @staticmethod
+    def vector_text(rec: MemoryRecord) -> str:
+        return memory_vector_text(rec.kind, rec.key, rec.content, rec.metadata)
+
+    async def _load_scope(self, key: Hashable) -> tuple[list[int], np.ndarray]:
+        user_id, type_ = key  # type: ignore[misc]
+        emb = self.core.embedder
+        dim = self.vscopes.dim or 0
+        rows = await self.core.store.fetchall(
+            "SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.id "
+            "WHERE m.user_id=? AND m.type=? AND m.archived_by IS NULL AND v.model=? AND v.dim=?",
+            (user_id, type_, emb.model_id, dim))
+        return [r[0] for r in rows], blobs_to_matrix([r[1] for r in rows], dim)
+
+    async def _scope(self, user_id: str, type_: str, dim: int):  # -> VectorMatrix
+        self.vscopes.dim = dim
+        return await self.vscopes.get((user_id, type_), dim)
+
+    async def _vector_ops(self, recs: list[MemoryRecord],
+                          vecs: np.ndarray | None = None) -> tuple[list[Op], Callable[[], None]]:
+        """Ops storing the records' vectors (embedded now unless given) and a callable that
+        puts them in the in-memory index after commit. Without vectors (embeddings off or
+        failing) the background worker fills them in later."""
+        emb = self.core.embedder
+        if not emb.enabled or not recs:
+            return [], lambda: None
+        if vecs is None:
+            vecs = await emb.embed([self.vector_text(r) for r in recs])
+        if vecs is None:
+            self.core.vector_sync.request()
+            return [], lambda: None
+        model = emb.model_id
+        ops: list[Op] = [("INSERT OR REPLACE INTO memory_vectors(id, dim, embedding, model) "
+                          "VALUES (?,?,?,?)", (r.id, int(v.shape[0]), v.astype(np.float32).tobytes(),
+                                               model)) for r, v in zip(recs, vecs, strict=True)]
+
+        def index() -> None:
+            if emb.model_id != model:
+                return
+            for r, v in zip(recs, vecs, strict=True):
+                self.vscopes.add((r.user_id, r.type), [r.id], v[None, :])
+        return ops, index
+
+    async def count_vector_backlog(self, model_id: str) -> int:
+        rows = await self.core.store.fetchall(
+            "SELECT count(*) FROM memories m LEFT JOIN memory_vectors v ON v.id = m.id "
+            "WHERE m.archived_by IS NULL AND (v.id IS NULL OR v.model <> ?)", (model_id,))
+        return rows[0][0]
+
+    async def vector_backlog(self, after: int, model_id: str, limit: int) -> list[tuple[int, str]]:
+        """Live records after id ``after`` with no vector of ``model_id``: ``(id, text)``."""
+        rows = await self.core.store.fetchall(
+            f"SELECT {_prefixed('m')} FROM memories m LEFT JOIN memory_vectors v ON v.id = m.id "
+            "WHERE m.id > ? AND m.archived_by IS NULL AND (v.id IS NULL OR v.model <> ?) "
+            "ORDER BY m.id LIMIT ?", (after, model_id, limit))
+        out = []
+        for r in rows:
+            rec = MemoryRecord.from_row(r)
+            self._backlog_scope[rec.id] = (rec.user_id, rec.type)
+            out.append((rec.id, self.vector_text(rec)))
+        return out
+
+    async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None:
+        """Write vectors the background worker made (skipping rows deleted meanwhile)."""
+        await self.core.store.write([
+            ("INSERT OR REPLACE INTO memory_vectors(id, dim, embedding, model) "
+             "SELECT ?,?,?,? WHERE EXISTS (SELECT 1 FROM memories WHERE id=?)",
+             (i, int(v.shape[0]), v.astype(np.float32).tobytes(), model_id, i))
+            for i, v in zip(ids, vecs, strict=True)])
+        if self.core.embedder.model_id != model_id:
+            return
+        for i, v in zip(ids, vecs, strict=True):
+            scope = self._backlog_scope.pop(i, None)
+            if scope is not None:
+                self.vscopes.add(scope, [i], v[None, :])
 
     def _new(self, user_id: str, type_: str, kind: str, key: str | None, content: str,
              metadata: dict[str, Any], at: float | None = None) -> MemoryRecord:
@@ -241,8 +329,9 @@ class UserMemory:
         rec = self._new(user_id, "semantic", "preference", key, value, metadata or {})
         if old is not None:
             rec.id, rec.created_at = old.id, old.created_at
-        ops = [rec.insert_op(), *await self._vector_ops([rec])]
-        return Change(rec, ops, lambda: self._index(rec), "learned", previous=old)
+        vops, vindex = await self._vector_ops([rec])
+        return Change(rec, [rec.insert_op(), *vops], lambda: (self._index(rec), vindex()),
+                      "learned", previous=old)
 
     async def learn(self, user_id: str, key: str, value: Any, opts: dict[str, Any],
                     client: str = "") -> dict[str, Any]:
@@ -285,8 +374,9 @@ class UserMemory:
         rec = self._new(user_id, "procedural", "rule", condition, action, metadata or {})
         if old is not None:
             rec.id, rec.created_at = old.id, old.created_at
-        ops = [rec.insert_op(), *await self._vector_ops([rec])]
-        return Change(rec, ops, lambda: self._index(rec), "appended", previous=old)
+        vops, vindex = await self._vector_ops([rec])
+        return Change(rec, [rec.insert_op(), *vops], lambda: (self._index(rec), vindex()),
+                      "appended", previous=old)
 
     async def prepare_playbook(self, user_id: str, pb: dict[str, Any], *, replace: bool) -> Change:
         flow = pb.get("flow") or pb.get("flow_dact")
@@ -318,8 +408,9 @@ class UserMemory:
         rec = self._new(user_id, "procedural", "playbook", flow, content, meta)
         if old is not None:
             rec.id, rec.created_at = old.id, old.created_at
-        ops = [rec.insert_op(), *await self._vector_ops([rec])]
-        return Change(rec, ops, lambda: self._index(rec), "appended", previous=old)
+        vops, vindex = await self._vector_ops([rec])
+        return Change(rec, [rec.insert_op(), *vops], lambda: (self._index(rec), vindex()),
+                      "appended", previous=old)
 
     # --- append (seed 003) -----------------------------------------------------------------
     async def append(self, user_id: str, type_: str, entry: dict[str, Any],
@@ -374,19 +465,68 @@ class UserMemory:
                 raise invalid_params("entry.timestamp", "expected unix seconds")
             rec = self._new(user_id, "episodic", "entry", None, content, metadata,
                             float(at) if at is not None else None)
+            vec = await self.core.embedder.embed([self.vector_text(rec)])
+            if vec is not None and entry.get("dedupe", self.core.config.memory.dedupe):
+                dup = await self._near_duplicate(user_id, vec[0], content)
+                if dup is not None:
+                    return await self._bump(dup[0], dup[1], rec)
+            vops, vindex = await self._vector_ops([rec], vec)
 
             def bump() -> None:
                 self.episodic_count[user_id] = self.episodic_count.get(user_id, 0) + 1
-            ch = Change(rec, [rec.insert_op(), *await self._vector_ops([rec])], bump, "appended")
+                vindex()
+            ch = Change(rec, [rec.insert_op(), *vops], bump, "appended")
         await self.commit(ch, client=client)
         return {"type": type_, "record": ch.record.to_wire(), "created": ch.changed}
+
+    async def _near_duplicate(self, user_id: str, vec: np.ndarray, text: str
+                              ) -> tuple[MemoryRecord, float] | None:
+        """The user's live episodic entry most similar to ``vec``, if at or above
+        ``memory.duplicate_threshold`` and naming the same numbers and identifiers."""
+        m = await self._scope(user_id, "episodic", int(vec.shape[0]))
+        th = self.core.config.memory.duplicate_threshold
+        close = [(i, s) for i, s in m.search(vec, 5) if s >= th]
+        if not close:
+            return None
+        found = await self._fetch([i for i, _ in close])
+        for i, sim in close:
+            rec = found.get(i)
+            if rec is not None and rec.kind == "entry" and may_be_duplicate(rec.content, text):
+                return rec, sim
+        return None
+
+    async def _bump(self, old: MemoryRecord, similarity: float,
+                    new: MemoryRecord) -> dict[str, Any]:
+        """A near-duplicate append: the stored entry's frequency goes up (it counts for
+        promotion) and it is touched; no copy is stored."""
+        prev = MemoryRecord.from_row((old.id, old.user_id, old.type, old.kind, old.key,
+                                      old.content, json.dumps(old.metadata), old.created_at,
+                                      old.updated_at, old.archived_by))
+        meta = dict(old.metadata)
+        meta["frequency"] = int(meta.get("frequency", 1)) + 1
+        meta["last_duplicate"] = new.content if new.content != old.content else None
+        old.metadata = {k: v for k, v in meta.items() if v is not None}
+        old.updated_at = self.core.clock.now()
+        await self.core.store.write([("UPDATE memories SET metadata=?, updated_at=? WHERE id=?",
+                                      (json.dumps(old.metadata, ensure_ascii=False, default=str),
+                                       old.updated_at, old.id))])
+        self.duplicates += 1
+        self._publish("updated", old.user_id, record=old.to_wire(), previous=prev.to_wire(),
+                      duplicate=True, similarity=round(similarity, 6))
+        return {"type": old.type, "record": old.to_wire(), "created": False,
+                "duplicate_of": old.id, "similarity": round(similarity, 6),
+                "frequency": old.metadata["frequency"]}
 
     # --- search --------------------------------------------------------------------------
     async def search(self, user_id: str, type_: str, query: str,
                      opts: dict[str, Any]) -> list[dict[str, Any]]:
         """Best first, each with ``score`` and its parts (``lexical``, ``semantic``,
-        ``recency``). ``type_`` "" or "all" searches the stored layers together."""
+        ``recency``; in hybrid mode also ``matched`` and ``parts``: rank and score in each
+        list, fused score). ``type_`` "" or "all" searches the stored layers together.
+        ``opts.flow``: seed 002's lookup — exact flow id matches first, then (with a query)
+        records similar to the query above ``memory.similarity_threshold``."""
         self.searches += 1
+        self.core.embedder.check_config()
         limit = int(opts.get("limit") or self.core.config.memory.search_limit)
         if type_ in ("", "all"):
             types: tuple[str, ...] = STORED_TYPES
@@ -398,12 +538,24 @@ class UserMemory:
         kind = opts.get("kind")
         flow = opts.get("flow")
         if flow is not None:
-            books = [b for b in self.playbooks.get(user_id, []) if b.key == flow]
-            books.sort(key=lambda b: -b.updated_at)
-            return [{**b.to_wire(), "score": 1.0, "match": "flow"} for b in books[:limit]]
+            if not isinstance(flow, str):
+                raise invalid_params("opts.flow", "expected the flow id (a string)")
+            return await self._lookup(user_id, types, flow, query, limit, kind,
+                                      opts.get("threshold"))
         if not query.strip():
             raise invalid_params("query", "must not be empty (or pass opts.flow for playbooks)")
-        return await self._search_stored(user_id, types, query, limit, kind)
+        return await self._search_stored(user_id, types, query, limit, kind,
+                                         self.mode_for(opts))
+
+    def mode_for(self, opts: dict[str, Any]) -> str:
+        """``opts.mode``: "hybrid" (default with embeddings on), "fts" or "vector"; with
+        embeddings off every mode is "fts"."""
+        mode = opts.get("mode")
+        if mode is not None and mode not in ("hybrid", "fts", "vector"):
+            raise invalid_params("opts.mode", "expected hybrid, fts or vector")
+        if not self.core.embedder.enabled:
+            return "fts"
+        return mode or "hybrid"
 
     def _recency(self, at: float, now: float) -> float:
         cfg = self.core.config.memory
@@ -412,32 +564,33 @@ class UserMemory:
             return 0.0
         return cfg.recency_bonus * (1.0 - age / cfg.recency_window_s)
 
-    async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,
-                             limit: int, kind: str | None) -> list[dict[str, Any]]:
+    async def _bm25(self, user_id: str, types: tuple[str, ...], query: str, limit: int,
+                    kind: str | None, content_only: bool = False
+                    ) -> tuple[dict[int, float], dict[int, MemoryRecord]]:
+        """FTS5 candidates: ``({id: bm25 (higher is better)}, {id: record})``, best first.
+        ``content_only``: stop words left out of the query (the hybrid half)."""
         cfg = self.core.config.memory
         store = self.core.store
-        now = self.core.clock.now()
-        marks = ",".join("?" * len(types))
-        filt = f"m.user_id=? AND m.type IN ({marks}) AND m.archived_by IS NULL"
-        fparams: list[Any] = [user_id, *types]
-        if kind:
-            filt += " AND m.kind=?"
-            fparams.append(kind)
+        filt, fparams = _filter(user_id, types, kind)
         lexical: dict[int, float] = {}
         rows: dict[int, MemoryRecord] = {}
         total = (sum(self.episodic_count.values()) + sum(len(v) for v in self.prefs.values())
                  + sum(len(v) for v in self.rules.values())
                  + sum(len(v) for v in self.playbooks.values()))
-        match = fts.match_expr(await fts.informative(store, "memories_fts", fts.words(query),
-                                                     total))
+        words = fts.words(query)
+        if content_only:
+            words = content_words(words)
+        match = fts.match_expr(await fts.informative(store, "memories_fts", words, total))
         if match:
             # BM25 over every match is what makes a query of very common words slow. When
             # the words match more than memory.max_scan entries (words that common carry
             # little information), only the newest max_scan matches are ranked — unless
             # that leaves this user fewer than `limit` results, then all are.
+            # in a hybrid search the vectors carry the meaning, so BM25 needs fewer rows
+            scan = cfg.hybrid_max_scan if content_only else cfg.max_scan
             bound = await store.fetchall(
                 "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
-                "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, cfg.max_scan))
+                "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, scan))
             low = bound[0][0] if bound else 0
             sql = (f"SELECT {_prefixed('m')}, bm25(memories_fts) AS r "
                    f"FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
@@ -450,38 +603,181 @@ class UserMemory:
                 rec = MemoryRecord.from_row(r)
                 rows[rec.id] = rec
                 lexical[rec.id] = -r[10]
-        semantic: dict[int, float] = {}
-        qv = await self.core.embedder.embed([query]) if self.core.embedder.enabled else None
-        if qv:
-            hits = await self.vectors.knn(
-                f"SELECT v.id, vec_distance_cosine(v.embedding, ?) AS d FROM memory_vectors v "
-                f"JOIN memories m ON m.id = v.id WHERE {filt} AND v.dim=? ORDER BY d LIMIT ?",
-                f"SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.id "
-                f"WHERE {filt} AND v.dim=?",
-                [*fparams, len(qv[0])], qv[0], cfg.candidates, store.fetchall)
-            semantic = {i: max(0.0, s) for i, s in hits}
-            missing = [i for i in semantic if i not in rows]
-            if missing:
-                sql = (f"SELECT {MemoryRecord._COLS} FROM memories WHERE id IN "
-                       f"({','.join('?' * len(missing))})")
-                for r in await store.fetchall(sql, missing):
-                    rows[r[0]] = MemoryRecord.from_row(r)
-        out = []
-        top_lex = max(lexical.values(), default=0.0) or 1.0
-        for rid, rec in rows.items():
+        return lexical, rows
+
+    async def _nearest(self, user_id: str, types: tuple[str, ...], qv: np.ndarray,
+                       k: int) -> list[tuple[int, float]]:
+        """The ``k`` records of these layers nearest to ``qv``: ``(id, cosine)`` best first."""
+        hits: list[tuple[int, float]] = []
+        for t in types:
+            m = await self._scope(user_id, t, int(qv.shape[0]))
+            hits += m.search(qv, k)
+        hits.sort(key=lambda h: -h[1])
+        return hits[:k]
+
+    async def _fetch(self, ids: list[int]) -> dict[int, MemoryRecord]:
+        if not ids:
+            return {}
+        rows = await self.core.store.fetchall(
+            f"SELECT {MemoryRecord._COLS} FROM memories WHERE archived_by IS NULL AND id IN "
+            f"({','.join('?' * len(ids))})", ids)
+        return {r[0]: MemoryRecord.from_row(r) for r in rows}
+
+    async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,
+                             limit: int, kind: str | None,
+                             mode: str = "hybrid") -> list[dict[str, Any]]:
+        cfg = self.core.config.memory
+        now = self.core.clock.now()
+        lexical: dict[int, float] = {}
+        rows: dict[int, MemoryRecord] = {}
+        if mode != "vector":
+            lexical, rows = await self._bm25(user_id, types, query, limit, kind,
+                                             content_only=mode == "hybrid")
+        qv = await self.core.embedder.embed([query]) if mode != "fts" else None
+        if qv is None:  # FTS5 only: BM25 plus seed 003's recency bonus
+            scored = []
+            for rid, rec in rows.items():
+                rec_bonus = self._recency(rec.updated_at, now)
+                lex = lexical[rid]
+                scored.append((round(lex + rec_bonus, 6), rec, lex, rec_bonus))
+            scored.sort(key=lambda t: (-t[0], -t[1].id))
+            return [{**rec.to_wire(), "score": sc, "lexical": round(lex, 6), "semantic": None,
+                     "recency": round(bonus, 6), "matched": [BM25]}
+                    for sc, rec, lex, bonus in scored[:limit]]
+        # hybrid: ~candidates from BM25 and from vectors, fused by reciprocal rank
+        q = qv[0]
+        nearest = await self._nearest(user_id, types, q, cfg.candidates)
+        missing = [i for i, _ in nearest if i not in rows]
+        rows.update(await self._fetch(missing))
+        if kind:
+            rows = {i: r for i, r in rows.items() if r.kind == kind}
+        vec_list = [(i, s) for i, s in nearest if i in rows]
+        lex_list = sorted(lexical.items(), key=lambda t: -t[1])
+        fused = rrf({BM25: lex_list, VECTOR: vec_list}, cfg.rrf_k,
+                    {BM25: cfg.bm25_weight, VECTOR: cfg.vector_weight})
+        sims = {i: s for i, s in vec_list}
+        need = [f.id for f in fused[:limit * 4] if f.id not in sims]
+        for t in types:  # cosine for BM25-only hits too, where their vector is loaded
+            m = self.vscopes.scopes.get((user_id, t))
+            if m is not None and need:
+                sims.update(m.similarities(q, need))
+        scored = []
+        for f in fused:
+            rec = rows.get(f.id)
+            if rec is None:
+                continue
+            if (rec.kind in KEYED_KINDS and BM25 not in f.parts
+                    and sims.get(f.id, 0.0) < cfg.similarity_threshold):
+                continue  # seed 002: a preference or rule applies or not — no weak neighbours
             rec_bonus = self._recency(rec.updated_at, now)
-            lex = lexical.get(rid, 0.0)
-            if qv:
-                sem = semantic.get(rid, 0.0)
-                score = cfg.lexical_weight * (lex / top_lex) + cfg.semantic_weight * sem + rec_bonus
-            else:
-                sem = None
-                score = lex + rec_bonus
-            out.append({**rec.to_wire(), "score": round(score, 6), "lexical": round(lex, 6),
+            rec_part = cfg.rrf_recency * (rec_bonus / cfg.recency_bonus if cfg.recency_bonus
+                                          else 0.0)
+            scored.append((round(f.rrf + rec_part, 6), rec, f, rec_bonus, rec_part))
+        scored.sort(key=lambda t: (-t[0], -t[1].id))
+        out = []
+        for sc, rec, f, rec_bonus, rec_part in scored[:limit]:
+            sem = sims.get(f.id)
+            out.append({**rec.to_wire(), "score": sc,
+                        "lexical": round(lexical.get(f.id, 0.0), 6),
                         "semantic": None if sem is None else round(sem, 6),
-                        "recency": round(rec_bonus, 6)})
-        out.sort(key=lambda d: (-d["score"], -d["id"]))
+                        "recency": round(rec_bonus, 6), "matched": f.matched,
+                        "parts": {**f.to_wire(), "recency": round(rec_part, 6)}})
+        return out
+
+    # --- seed 002's lookup: exact id (flow) first, then similarity ---------------------------
+    def _keyed(self, user_id: str, types: tuple[str, ...],
+               kind: str | None) -> list[MemoryRecord]:
+        """The in-memory records (preferences, rules, playbooks) of these layers."""
+        recs: list[MemoryRecord] = []
+        if "semantic" in types:
+            recs += self.prefs.get(user_id, {}).values()
+        if "procedural" in types:
+            recs += self.rules.get(user_id, {}).values()
+            recs += self.playbooks.get(user_id, [])
+        return [r for r in recs if not kind or r.kind == kind]
+
+    async def similar(self, user_id: str, types: tuple[str, ...], query: str,
+                      kind: str | None = None) -> list[tuple[MemoryRecord, float]]:
+        """Keyed records by cosine to ``query``, best first (empty with embeddings off)."""
+        recs = self._keyed(user_id, types, kind)
+        if not recs or not query.strip():
+            return []
+        qv = await self.core.embedder.embed([query])
+        if qv is None:
+            return []
+        sims: dict[int, float] = {}
+        for t in {r.type for r in recs}:
+            m = await self._scope(user_id, t, int(qv.shape[1]))
+            sims.update(m.similarities(qv[0], [r.id for r in recs if r.type == t]))
+        scored = [(r, sims[r.id]) for r in recs if r.id in sims]
+        scored.sort(key=lambda t: (-t[1], -t[0].updated_at))
+        return scored
+
+    async def _lookup(self, user_id: str, types: tuple[str, ...], flow: str, query: str,
+                      limit: int, kind: str | None, threshold: Any) -> list[dict[str, Any]]:
+        types = tuple(t for t in types if t in ("semantic", "procedural")) or ("procedural",)
+        exact = [r for r in self._keyed(user_id, types, kind) if r.key == flow]
+        exact.sort(key=lambda r: -r.updated_at)
+        out = [{**r.to_wire(), "score": 1.0, "match": "flow", "matched": ["flow"]}
+               for r in exact]
+        if query.strip():
+            th = _threshold(threshold, self.core.config.memory.similarity_threshold)
+            seen = {r.id for r in exact}
+            for r, sim in await self.similar(user_id, types, query, kind):
+                if sim >= th and r.id not in seen:
+                    out.append({**r.to_wire(), "score": round(sim, 6), "semantic": round(sim, 6),
+                                "match": "similarity", "matched": [VECTOR], "threshold": th})
         return out[:limit]
+
+    async def playbook(self, user_id: str, query: str, opts: dict[str, Any],
+                       client: str = "") -> dict[str, Any]:
+        """Seed 002: the playbook for this request — the newest playbook of ``opts.flow`` if
+        there is one, else the one most similar to ``query`` at or above
+        ``memory.playbook_threshold`` (``opts.threshold``). With ``opts.session_id`` it is
+        written to that session's scratchpad (before the skill runs), unless ``opts.write``
+        is false."""
+        for k in opts:
+            if k not in ("flow", "session_id", "threshold", "write"):
+                raise invalid_params(f"opts.{k}", "unknown option; known: flow, session_id, "
+                                     "threshold, write")
+        flow = opts.get("flow")
+        if flow is not None and not isinstance(flow, str):
+            raise invalid_params("opts.flow", "expected the flow id (a string)")
+        sid = opts.get("session_id")
+        if sid is not None:
+            if not isinstance(sid, str):
+                raise invalid_params("opts.session_id", "expected a session id (a string)")
+            s = self.core.sessions.get(sid)
+            if s.meta.user_id != user_id:
+                raise invalid_params("opts.session_id", f"session {sid!r} belongs to user "
+                                     f"{s.meta.user_id!r}, not {user_id!r}")
+        th = _threshold(opts.get("threshold"), self.core.config.memory.playbook_threshold)
+        if not query.strip() and not flow:
+            raise invalid_params("query", "must not be empty (or pass opts.flow)")
+        self.core.embedder.check_config()
+        chosen: MemoryRecord | None = None
+        match, sim = None, None
+        if flow:
+            books = sorted((b for b in self.playbooks.get(user_id, []) if b.key == flow),
+                           key=lambda b: -b.updated_at)
+            if books:
+                chosen, match, sim = books[0], "flow", 1.0
+        ranked = await self.similar(user_id, ("procedural",), query, "playbook")
+        if chosen is None and ranked and ranked[0][1] >= th:
+            chosen, match, sim = ranked[0][0], "similarity", ranked[0][1]
+        snippet = None
+        if chosen is not None and sid and opts.get("write", True) and not self.core.read_only:
+            res = await self.core.scratchpad.write(sid, playbook_snippet(chosen), {
+                "flow": chosen.key, "metadata": {"source": "playbook", "playbook_id": chosen.id,
+                                                 "match": match}}, client)
+            snippet = res["snippet"]
+        return {"playbook": chosen.to_wire() if chosen else None, "match": match,
+                "similarity": None if sim is None else round(sim, 6), "threshold": th,
+                "mode": "hybrid" if self.core.embedder.enabled else "flow",
+                "candidates": [{"id": r.id, "flow": r.key, "user_query":
+                                r.metadata.get("user_query"), "similarity": round(s, 6)}
+                               for r, s in ranked[:3]],
+                "snippet": snippet}
 
     def _search_working(self, user_id: str, query: str, limit: int,
                         session_id: str | None) -> list[dict[str, Any]]:
@@ -571,11 +867,15 @@ class UserMemory:
         mark = summary.id if summary else 0
         ops: list[Op] = [("UPDATE memories SET archived_by=? WHERE id=?", (mark, r.id))
                          for r in older]
+        vindex: Callable[[], None] = lambda: None  # noqa: E731
         if summary is not None:
-            ops += [summary.insert_op(), *await self._vector_ops([summary])]
+            vops, vindex = await self._vector_ops([summary])
+            ops += [summary.insert_op(), *vops]
         await self.core.store.write(ops)
         for r in older:
             self._unindex(r)
+        self.vscopes.remove((user_id, type_), [r.id for r in older])
+        vindex()
         if type_ == "episodic":
             self.episodic_count[user_id] = (self.episodic_count.get(user_id, 0) - len(older)
                                             + (1 if summary else 0))
@@ -692,6 +992,8 @@ class UserMemory:
                 aop])
             for t, n in counts:
                 cleared[t] = n
+            for t in stored:
+                self.vscopes.scopes.pop((user_id, t), None)
             if "semantic" in stored:
                 self.prefs.pop(user_id, None)
             if "procedural" in stored:
@@ -701,6 +1003,41 @@ class UserMemory:
                 self.episodic_count.pop(user_id, None)
         self._publish("cleared", user_id, types=list(types), counts=cleared)
         return {"cleared": cleared}
+
+
+def playbook_snippet(pb: MemoryRecord) -> str:
+    """A playbook as one scratchpad snippet: the recipe the skill can follow or adapt."""
+    m = pb.metadata
+    calls = ", ".join(
+        str(c.get("tool_id") or c.get("tool") or c.get("name") or c) if isinstance(c, dict)
+        else str(c) for c in (m.get("tool_calls") or []))
+    slots = ", ".join(f"{k}={v}" for k, v in (m.get("slots") or {}).items())
+    parts = [f"Playbook for flow {pb.key}: a past request \"{m.get('user_query', '')}\""]
+    if slots:
+        parts.append(f"slots {slots}")
+    if calls:
+        parts.append(f"tool calls {calls}")
+    if m.get("outcome"):
+        parts.append(f"outcome: {m['outcome']}")
+    return "; ".join(parts) + "."
+
+
+def _threshold(value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not -1 <= value <= 1:
+        raise invalid_params("opts.threshold", "expected a cosine similarity from -1 to 1")
+    return float(value)
+
+
+def _filter(user_id: str, types: tuple[str, ...], kind: str | None) -> tuple[str, list[Any]]:
+    marks = ",".join("?" * len(types))
+    filt = f"m.user_id=? AND m.type IN ({marks}) AND m.archived_by IS NULL"
+    params: list[Any] = [user_id, *types]
+    if kind:
+        filt += " AND m.kind=?"
+        params.append(kind)
+    return filt, params
 
 
 def _prefixed(alias: str) -> str:

@@ -177,3 +177,23 @@ async def test_the_fallback_summary_of_a_stretch_keeps_its_identifiers() -> None
         assert "entries" in content.splitlines()[1] and "read_file" in content
         # about the configured ratio of the original, not a count-only line
         assert out["summary"]["tokens"] <= 0.4 * out["summary"]["original_tokens"]
+
+
+async def test_relevance_by_meaning_brings_back_a_fact_phrased_differently() -> None:
+    """With the local embedder (the default), an entry that shares no word with the question
+    still gets a relevance part; with embeddings off, only shared words count."""
+    fact = "Please reply in French from now on, my manager reads these."
+    question = "What language should you answer in?"
+    for provider, expect in (("local", True), ("none", False)):
+        async with running_daemon(embeddings={"provider": provider}) as d, d.client() as c:
+            await c.session_open("s", {"max_tokens": 8000})
+            await cycle(c, "s", fact, "Noted.")
+            await filler(c, "s", 30)
+            await c.session_add("s", {"role": "user", "content": question})
+            pv = await c.session_preview("s", {"max_tokens": 1200})
+            row = next(r for r in pv["entries"] if r["role"] == "user")
+            assert (row["score_parts"]["relevance"] > 0) is expect, provider
+            ctx = await c.session_context("s", {"max_tokens": 1200})
+            assert ctx["tokens"] <= 1200
+            if expect:
+                assert "reply in French" in texts(ctx)

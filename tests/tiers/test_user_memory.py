@@ -16,7 +16,7 @@ DAY = 86_400.0
 
 async def test_fts_ranking_bm25_and_recency_bonus() -> None:
     clock = FakeClock()
-    async with running_daemon(clock=clock) as d, d.client() as c:
+    async with running_daemon(clock=clock, embeddings={"provider": "none"}) as d, d.client() as c:
         ap = names.MEMORY_APPEND
         old = (await c.call(ap, "u1", "episodic", {
             "content": "Security scan found vulnerabilities in src auth module",
@@ -157,19 +157,30 @@ async def test_embeddings_path_hybrid_ranking() -> None:
         assert embed_calls >= 5
 
 
-async def test_python_vector_fallback_ranks_like_sqlite_vec() -> None:
+async def test_in_memory_vector_ranking_agrees_with_sqlite_vec() -> None:
+    """Vectors are stored in sqlite-vec's format; the in-memory matrix ranks them as
+    sqlite-vec's vec_distance_cosine does (or the pure-Python fallback where it cannot load)."""
     with LLMServer(dim=8) as srv:
         async with running_daemon(clock=FakeClock(),
                                   llm={"embeddings_base_url": srv.base_url}) as d, d.client() as c:
-            for t in ("one fish", "two fish", "red fish", "blue fish"):
+            for t in ("one fish", "two fish", "red fish", "blue fish", "old boots", "sea"):
                 await c.call(names.MEMORY_APPEND, "u1", "episodic", {"content": t})
-            with_vec = (await c.call(names.MEMORY_SEARCH, "u1", "episodic", "red fish"))["results"]
+            res = (await c.call(names.MEMORY_SEARCH, "u1", "episodic", "red fish"))["results"]
             um = d.core.user_memory
-            um.vectors.close()
-            um.vectors.backend = "python"
-            plain = (await c.call(names.MEMORY_SEARCH, "u1", "episodic", "red fish"))["results"]
-            assert [r["id"] for r in plain] == [r["id"] for r in with_vec]
-            assert [r["semantic"] for r in plain] == pytest.approx([r["semantic"] for r in with_vec], abs=1e-4)
+            qv = await d.core.embedder.embed(["red fish"])
+            assert qv is not None
+            ranked = await um.vectors.knn(
+                "SELECT id, vec_distance_cosine(embedding, ?) AS d FROM memory_vectors "
+                "WHERE model=? ORDER BY d LIMIT ?",
+                "SELECT id, embedding FROM memory_vectors WHERE model=?",
+                [d.core.embedder.model_id], [float(x) for x in qv[0]], 10, d.core.store.fetchall)
+            by_vec = {r["id"]: r for r in res if "vector" in r["matched"]}
+            assert len(ranked) == 6 and len(by_vec) == 6
+            for rid, sim in ranked:
+                assert by_vec[rid]["semantic"] == pytest.approx(sim, abs=1e-4)
+                assert by_vec[rid]["parts"]["vector"]["score"] == pytest.approx(sim, abs=1e-4)
+            vec_order = sorted(by_vec.values(), key=lambda r: r["parts"]["vector"]["rank"])
+            assert [r["id"] for r in vec_order] == [rid for rid, _ in ranked]
 
 
 async def test_user_memory_survives_restart() -> None:
@@ -189,7 +200,8 @@ async def test_user_memory_survives_restart() -> None:
 
 
 async def test_broad_query_scan_cap_keeps_minority_users_results() -> None:
-    async with running_daemon(clock=FakeClock(), memory={"max_scan": 5}) as d, d.client() as c:
+    async with running_daemon(clock=FakeClock(), memory={"max_scan": 5},
+                              embeddings={"provider": "none"}) as d, d.client() as c:
         mine = (await c.call(names.MEMORY_APPEND, "rare", "episodic",
                              {"content": "common word from the rare user"}))["record"]
         for i in range(20):
@@ -203,7 +215,8 @@ async def test_broad_query_scan_cap_keeps_minority_users_results() -> None:
 
 
 async def test_words_in_most_rows_are_dropped_when_rarer_words_remain() -> None:
-    async with running_daemon(clock=FakeClock(), memory={"max_scan": 50}) as d, d.client() as c:
+    async with running_daemon(clock=FakeClock(), memory={"max_scan": 50},
+                              embeddings={"provider": "none"}) as d, d.client() as c:
         for i in range(240):
             extra = " zebra" if i in (3, 100) else ""
             await c.call(names.MEMORY_APPEND, "u1", "episodic",

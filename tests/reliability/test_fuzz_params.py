@@ -17,6 +17,7 @@ Bounded by count (all generated cases) and by time (``BUDGET_S``; at least ``MIN
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sqlite3
 import time
@@ -36,6 +37,7 @@ from tests.helpers import running_daemon
 BUDGET_S = 90.0
 MIN_CASES = 1500
 RANDOM_PER_PARAM = 4
+CALL_TIMEOUT_S = 60.0  #: every call is answered (a request never answered is a failure)
 
 FIXED = {"session_id": "s1", "user_id": "u1", "tenant_id": "t1", "doc_id": "d1"}
 
@@ -161,10 +163,13 @@ async def test_every_method_every_parameter() -> None:
                     if before is None:
                         before = state.snapshot()
                     try:
-                        await c.call(name, *params)
+                        await asyncio.wait_for(c.call(name, *params), CALL_TIMEOUT_S)
                         err = None
                     except MemmanError as exc:
                         err = exc
+                    except TimeoutError:
+                        raise AssertionError(f"{name} {path}={value!r:.200}: no answer within "
+                                             f"{CALL_TIMEOUT_S}s") from None
                     stats[kind] += 1
                     if err is None:
                         assert kind != "bad", f"{name} accepted a bad {path}: {value!r:.200}"

@@ -239,3 +239,15 @@ def test_the_import_schema_covers_every_field_of_the_model() -> None:
     for cls, spec in pairs:
         missing = {f.name for f in dataclasses.fields(cls)} - set(spec.fields)
         assert not missing, f"{cls.__name__}: {missing} not in the import schema"
+
+
+async def test_a_long_word_is_answered() -> None:
+    """A 200,000-character word without digits (the identifier pattern of the near-duplicate
+    check used to backtrack quadratically on it: minutes with the event loop blocked). Bounded
+    by a generous timeout: a hang fails, a slow machine does not."""
+    async with running_daemon(docs={"watch": False}) as d, d.client() as c:
+        await c.call(names.SESSION_OPEN, "s")
+        await c.call(names.SCRATCHPAD_WRITE, "s", "users usually prefer short answers")
+        r = await asyncio.wait_for(c.call(names.SCRATCHPAD_WRITE, "s", "x" * 200_000), 120)
+        assert r["created"]
+        assert await asyncio.wait_for(c.call(names.PING), 10) == "pong"

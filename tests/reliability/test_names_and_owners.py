@@ -49,7 +49,7 @@ async def test_tenant_ids_never_leave_the_data_dir() -> None:
             assert md.is_relative_to((data / "tenants").resolve()), md
             assert md.read_text().count(f"window is {i} pm") == 1
             found = await c.call(names.DOCS_SEARCH, tenant, "vault code zebra")
-            assert found["results"] == [], found
+            assert not any("zebra" in r["text"] for r in found["results"]), found
         # the same through an import's meta.tenant_id
         exported = await c.call(names.SESSION_EXPORT, "s0")
         exported["meta"]["tenant_id"] = str(outside)
@@ -66,7 +66,8 @@ async def test_tenant_ids_never_leave_the_data_dir() -> None:
         for i, tenant in enumerate(hostile):
             hits = await c.call(names.DOCS_SEARCH, tenant, f"deploy window {i}")
             assert hits["results"], tenant
-            assert (await c.call(names.DOCS_SEARCH, tenant, "vault zebra"))["results"] == []
+            found = await c.call(names.DOCS_SEARCH, tenant, "vault zebra")
+            assert not any("zebra" in r["text"] for r in found["results"]), found
 
 
 def test_the_file_name_encoding_is_one_to_one() -> None:

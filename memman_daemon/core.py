@@ -17,6 +17,7 @@ from memman_daemon.clock import Clock
 from memman_daemon.config_watch import ConfigWatcher
 from memman_daemon.engine.session_engine import SessionEngine
 from memman_daemon.engine.summarizer import Summarizer
+from memman_daemon.engine.usage_series import UsageSeries
 from memman_daemon.events import EventBus
 from memman_daemon.sessions import LoadError, Sessions
 from memman_daemon.store import Store, StoreError
@@ -67,10 +68,11 @@ class Core:
         self.docs = BusinessDocs(self)
         self.agent_md = AgentMd(self)  # watches each tenant's agent.md and re-ingests it
         self.vector_sync = VectorSync(self)  # background (re-)embedding of stored rows
+        self.series = UsageSeries(self)  # sent / history tokens over time (the TUI's chart)
         self.components: list[Any] = [
             self.summarizer, self.engine, self.audit, self.embedder, self.cache, self.injection,
             self.scratchpad, self.promotion, self.user_memory, self.docs, self.agent_md,
-            self.vector_sync]
+            self.vector_sync, self.series]
         self.config_watch = ConfigWatcher(self)
 
     async def start(self) -> None:

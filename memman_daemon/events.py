@@ -36,6 +36,9 @@ class Subscription:
 class EventBus:
     subscriptions: dict[int, Subscription] = field(default_factory=dict)
     published: int = 0  #: events published since start (all topics)
+    #: in-process observers (daemon components such as the usage series): called with
+    #: (topic, kind, data, scope) for every publish; not subscriptions, never counted as clients
+    taps: list[Callable[[str, str, Any, dict[str, Any]], None]] = field(default_factory=list)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
     def subscribe(self, topics: list[str], filter: dict[str, str],
@@ -62,9 +65,11 @@ class EventBus:
         ``data`` may be a function: it is called only if someone is listening (and once).
         """
         self.published += 1
+        scope = {"session_id": session_id, "user_id": user_id, "tenant_id": tenant_id}
+        for tap in self.taps:
+            tap(topic, kind, data, scope)
         if not self.subscriptions:
             return
-        scope = {"session_id": session_id, "user_id": user_id, "tenant_id": tenant_id}
         name = TOPICS[topic]
         body: dict[str, Any] | None = None
         for sub in list(self.subscriptions.values()):

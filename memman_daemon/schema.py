@@ -126,6 +126,21 @@ MIGRATIONS: list[str] = [
     ALTER TABLE memory_vectors ADD COLUMN model TEXT NOT NULL DEFAULT '';
     ALTER TABLE chunk_vectors ADD COLUMN model TEXT NOT NULL DEFAULT '';
     """,
+    # v4: the usage series — sent and history tokens of each session over time (the TUI chart)
+    """
+    CREATE TABLE usage_series (
+        id             INTEGER PRIMARY KEY,
+        session_id     TEXT NOT NULL,
+        at             REAL NOT NULL,   -- unix seconds
+        kind           TEXT NOT NULL,   -- context, exchange, compaction
+        exchange       INTEGER NOT NULL, -- finalized cycles of the session at that moment
+        sent_tokens    INTEGER,         -- what the LLM received (NULL: not known at that moment)
+        history_tokens INTEGER NOT NULL, -- the whole active log
+        budget         INTEGER NOT NULL,
+        data           TEXT NOT NULL DEFAULT '{}'  -- pruned, band, tokens_saved, ...
+    );
+    CREATE INDEX usage_series_session ON usage_series(session_id, id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -76,6 +76,8 @@ class Connection(asyncio.Protocol):
         server.state.next_conn_id += 1
         self.name = f"conn-{self.id}"  #: replaced by memman_set_client_info
         self.client_info: dict[str, Any] = {}
+        self.connected_at = time.time()  #: unix seconds (memman_clients_list)
+        self.requests = 0  #: requests this connection sent (memman_clients_list)
         #: how errors are sent on this connection: "memman" [code, message] or "nvim"
         self.error_style = "memman"
         self.subscriptions: set[int] = set()
@@ -247,6 +249,7 @@ class Connection(asyncio.Protocol):
         coroutine as its own task so answers can go out of order."""
         core = self.core
         core.counters["requests"] += 1
+        self.requests += 1
         try:
             if self.server.stopping:
                 raise MemmanError(errors.SHUTTING_DOWN, "the daemon is shutting down; retry shortly")

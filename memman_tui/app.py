@@ -31,6 +31,8 @@ from memman_tui.backend import UNAVAILABLE, Backend, ClientFactory
 from memman_tui.live import Drained, LiveState
 from memman_tui.rows import as_list, snippet_id
 from memman_tui.screens.base import MonitorScreen
+from memman_tui.screens.clients import ClientsScreen
+from memman_tui.screens.context import ContextScreen
 from memman_tui.screens.dialogs import (
     ConfirmScreen,
     ConflictScreen,
@@ -150,6 +152,9 @@ class MemmanApp(App):
     def set_connection(self, text: str) -> None:
         self.connection_text = text
         self.update_banners()
+        for screen in self.screen_stack:  # figures from before the loss are greyed out
+            for widget in screen.query("DaemonHeader, #fullness, #session-title, SafeTable"):
+                widget.set_class(bool(text), "-stale")
 
     def update_banners(self) -> None:
         for screen in self.screen_stack:
@@ -185,13 +190,16 @@ class MemmanApp(App):
         changes = self.live.drain()
         if changes.empty:
             return
+        for severity, text in changes.alerts[:5]:  # threshold crossings, expiries, rewrites
+            self.notify(text, severity=severity, timeout=6)  # type: ignore[arg-type]
         if changes.resync:
             self.resync()
         elif changes.stale:
             self.refresh_overviews(changes.stale)
         screen = self.monitor_screen()
         if screen is not None:  # also under a dialog: the log and rows keep up behind it
-            screen.apply(changes)
+            with contextlib.suppress(NoMatches):  # the app may be closing meanwhile
+                screen.apply(changes)
 
     def monitor_screen(self) -> MonitorScreen | None:
         """The top-most monitor screen (the one showing, or the one under a dialog)."""
@@ -208,15 +216,18 @@ class MemmanApp(App):
             self.flush()
         screen = self.monitor_screen()
         if screen is not None:
-            screen.tick()
+            with contextlib.suppress(NoMatches):  # the app may be closing meanwhile
+                screen.tick()
 
     @work(exclusive=True, group="stats")
     async def refresh_stats(self) -> None:
-        if self.backend is None:
+        if self.backend is None or self.paused:
             return
         try:
             stats = await self.backend.stats()
         except MemmanError:
+            return
+        if self.paused:  # paused while asking: the header stays as it was
             return
         self.stats = None if stats is UNAVAILABLE else stats
         for screen in self.screen_stack:
@@ -234,9 +245,12 @@ class MemmanApp(App):
 
         async def one(sid: str) -> None:
             async with gate:
-                cache, cands = await asyncio.gather(backend.cache_list(sid),
-                                                    backend.scratchpad_candidates(sid),
-                                                    return_exceptions=True)
+                cache, cands, series = await asyncio.gather(
+                    backend.cache_list(sid), backend.scratchpad_candidates(sid),
+                    backend.session_series(sid, self.settings.series_points),
+                    return_exceptions=True)
+            if isinstance(series, dict) and sid not in self.live.series:
+                self.live.load_series(sid, series.get("points") or [])
             keys = ({str(e.get("key")) for e in as_list(cache, "entries")}
                     if isinstance(cache, (dict, list)) else None)
             ids = ({snippet_id(c) for c in as_list(cands, "candidates")}
@@ -292,25 +306,32 @@ class MemmanApp(App):
         self.set_rate(faster[0] if faster else RATES[-1])
 
     def action_pause(self) -> None:
+        """Freeze everything: no repaint, no countdown, no fetched answer applied; resuming
+        applies what arrived meanwhile and reloads the screen."""
         self.paused = not self.paused
         self.update_banners()
         if not self.paused:
             self.flush()
             self.refresh_stats()
+            screen = self.monitor_screen()
+            if screen is not None:
+                screen.reload()
 
     def action_help(self) -> None:
         sections: list[tuple[str, list[keymap.Key]]] = [("everywhere", keymap.GLOBAL)]
         screen = self.screen
         for cls, keys in ((OverviewScreen, keymap.OVERVIEW), (SessionScreen, keymap.SESSION),
-                          (MemoryScreen, keymap.MEMORY)):
+                          (MemoryScreen, keymap.MEMORY), (ContextScreen, keymap.CONTEXT),
+                          (ClientsScreen, keymap.CLIENTS)):
             if isinstance(screen, cls):
                 sections.insert(0, (cls.__name__.removesuffix("Screen").lower(), keys))
         focused = screen.focused
         if focused is not None:
-            extra = [(b.key, b.action, b.description or b.action, b.tooltip or "", True)
+            extra = [(b.key, b.action, b.description or b.action,
+                      b.tooltip or b.description or "", True)
                      for b in focused.BINDINGS if hasattr(b, "key")]
             if extra:
-                sections.append((f"focused {type(focused).__name__}", extra))
+                sections.append((f"panel {focused.id or ''}".strip(), extra))
         self.push_screen(HelpScreen(sections))
 
     def action_memory(self) -> None:
@@ -328,11 +349,45 @@ class MemmanApp(App):
     def open_session(self, session_id: str) -> None:
         self.push_screen(SessionScreen(session_id))
 
+    def open_context(self, session_id: str) -> None:
+        self.push_screen(ContextScreen(session_id))
+
+    def action_clients(self) -> None:
+        if not isinstance(self.screen, ClientsScreen):
+            self.push_screen(ClientsScreen())
+
+    def action_undo(self) -> None:
+        self.undo()
+
+    @work(group="actions")
+    async def undo(self) -> None:
+        """Reverse this TUI's last pin, unpin, evict or promotion, through the daemon."""
+        if not self.can_change("undo"):
+            return
+        assert self.backend is not None
+        try:
+            result = await self.backend.undo({})
+        except MemmanError as exc:
+            if exc.code == -32001:
+                self.notify("nothing to undo: no pin, unpin, evict or promotion of this TUI "
+                            "is left", severity="warning")
+                return
+            raise
+        if not self.report("undo", result):
+            return
+        rec = result.get("undone") or {}
+        self.notify(f"undid {rec.get('action', '?')} of {str(rec.get('what', ''))[:60]!r} "
+                    f"({rec.get('source', '')})")
+        self._after_change()
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Refresh now", "Reload everything from the daemon", self.action_refresh_now)
         yield SystemCommand("Pause / resume", "Hold live updates", self.action_pause)
         yield SystemCommand("Memory", "User memory and business context", self.action_memory)
+        yield SystemCommand("Clients", "Who is connected to the daemon", self.action_clients)
+        yield SystemCommand("Undo", "Undo your last pin, unpin, evict or promotion",
+                            self.action_undo)
         yield SystemCommand("Help", "List every key", self.action_help)
         for sid in sorted(self.live.sessions)[:200]:
             yield SystemCommand(f"Open session {sid}", "Session screen",
@@ -357,16 +412,30 @@ class MemmanApp(App):
         return True
 
     @work(group="actions")
-    async def pin_entries(self, session_id: str, pins: list[tuple[int, bool]]) -> None:
+    async def pin_entries(self, session_id: str, pins: list[tuple[int, bool, Any, bool]]) -> None:
+        """``pins``: (entry id, pin it?, the part shown, is it a system entry?). Pinning or
+        unpinning a system entry asks first, naming its text."""
         if not self.can_change("pinning"):
             return
         assert self.backend is not None
-        for entry_id, pinned in pins:
+        system = [(eid, pin, part) for eid, pin, part, is_sys in pins if is_sys]
+        if system:
+            lines = [f"{'pin' if pin else 'UNPIN'} entry {eid}: {_clip(part.text, 160)}"
+                     for eid, pin, part in system]
+            ok = await self.push_screen_wait(ConfirmScreen(
+                f"{'Unpin' if not system[0][1] else 'Pin'} a system entry of {session_id}?",
+                "\n".join(lines) + ("\nAn unpinned system prompt can be folded into a summary "
+                                    "by the next compaction. u undoes this." if
+                                    any(not p for _e, p, _x in system) else "")))
+            if not ok or self.backend is None:
+                return
+        for entry_id, pinned, _part, _sys in pins:
             result = await self.backend.session_pin(session_id, entry_id, pinned)
             if not self.report("pin", result):
                 return
-        self.notify(f"{'pinned' if pins[0][1] else 'unpinned'} {len(pins)} entr"
-                    f"{'y' if len(pins) == 1 else 'ies'}")
+        verb = "pinned" if pins[0][1] else "unpinned"
+        self.notify(f"{verb} entr{'y' if len(pins) == 1 else 'ies'} "
+                    f"{', '.join(str(p[0]) for p in pins)} (u undoes)")
         self._after_change()
 
     @work(group="actions")
@@ -374,6 +443,21 @@ class MemmanApp(App):
         if not self.can_change("compaction"):
             return
         assert self.backend is not None
+        lines = []
+        for sid in session_ids[:5]:
+            preview = await self.backend.session_preview(sid)
+            plan = preview.get("compaction") if isinstance(preview, dict) else None
+            ids = list(plan.get("entry_ids") or []) if isinstance(plan, dict) else []
+            got = await self.backend.session_get(sid, {"limit": 400})
+            texts = {e.get("id"): e for e in as_list(got, "entries")}
+            lines.append(f"{sid}: {len(ids)} entries would fold into one summary"
+                         + "".join(f"\n  #{i} {_clip(str(texts.get(i, {}).get('content') or ''), 90)}"
+                                   for i in ids[:3]))
+        ok = await self.push_screen_wait(ConfirmScreen(
+            f"Compact {len(session_ids)} session(s) now?",
+            "\n".join(lines) + "\nThe originals stay in the log and can be expanded."))
+        if not ok or self.backend is None:
+            return
         done, saved, reasons = 0, 0, set()
         for sid in session_ids:
             result = await self.backend.session_compact(sid)
@@ -392,14 +476,15 @@ class MemmanApp(App):
         self._after_change()
 
     @work(group="actions")
-    async def evict(self, session_id: str, tier: str, keys: list[Any]) -> None:
+    async def evict(self, session_id: str, tier: str, keys: list[Any],
+                    labels: list[str] | None = None) -> None:
         if not self.can_change("eviction"):
             return
         what = "cache entr(ies)" if tier == "cache" else "scratchpad snippet(s)"
+        named = "\n".join(f"  {_clip(label, 200)}" for label in (labels or map(str, keys)))
         ok = await self.push_screen_wait(ConfirmScreen(
-            f"Evict {len(keys)} {what}?",
-            f"From session {session_id}: {', '.join(map(str, keys))}\n"
-            "Evicted items are removed from the tier for good."))
+            f"Evict {len(keys)} {what} from {session_id}?",
+            f"{named}\nu undoes the eviction (the audit log keeps the item)."))
         if not ok or self.backend is None:
             return
         for key in keys:
@@ -416,9 +501,15 @@ class MemmanApp(App):
     async def delete_sessions(self, session_ids: list[str]) -> None:
         if not self.can_change("deleting sessions"):
             return
+        rows = []
+        for sid in session_ids:
+            ov = self.live.sessions.get(sid, {})
+            rows.append(f"  {sid}: user {ov.get('user_id', '-')}, {ov.get('entries', '?')} "
+                        f"entries, {ov.get('exchanges', '?')} exchanges")
         ok = await self.push_screen_wait(ConfirmScreen(
             f"Delete {len(session_ids)} session(s)?",
-            f"{', '.join(session_ids)}\nTheir entries, summaries and cache are removed for good."))
+            "\n".join(rows) + "\nTheir entries, summaries and cache are removed for good "
+            "(this cannot be undone)."))
         if not ok or self.backend is None:
             return
         for sid in session_ids:
@@ -492,6 +583,11 @@ class MemmanApp(App):
         if self.backend is not None:
             await self.backend.close()
         self.exit()
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _snippet_key(key: Any) -> Any:

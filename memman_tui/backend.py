@@ -130,6 +130,29 @@ class Backend:
     async def session_preview(self, session_id: str) -> Any:
         return await self.optional(names.SESSION_PREVIEW, session_id)
 
+    async def sent_view(self, session_id: str) -> Any:
+        """The context as sent now (memman_session_context with ``peek``: no side effects),
+        read into a :class:`memman_tui.sent.SentView`; UNAVAILABLE on an older daemon."""
+        from memman_tui.sent import read_answer
+
+        answer = await self.optional(names.SESSION_CONTEXT, session_id, {"peek": True})
+        if not isinstance(answer, dict):
+            return UNAVAILABLE
+        return read_answer(answer)
+
+    async def session_series(self, session_id: str, limit: int | None = None) -> Any:
+        return await self.optional(names.SESSION_SERIES, session_id,
+                                   {} if limit is None else {"limit": limit})
+
+    async def undo(self, opts: dict[str, Any] | None = None) -> Any:
+        return await self.optional(names.UNDO, opts or {})
+
+    async def clients_list(self) -> Any:
+        return await self.optional(names.CLIENTS_LIST)
+
+    async def audit_list(self, filt: dict[str, Any]) -> Any:
+        return await self.optional(names.AUDIT_LIST, filt)
+
     async def session_pin(self, session_id: str, entry_id: int, pinned: bool) -> Any:
         return await self.optional(names.SESSION_PIN, session_id, entry_id, pinned)
 

@@ -7,48 +7,76 @@ from textual.binding import Binding
 
 Key = tuple[str, str, str, str, bool]
 
+#: one verb per key on every screen: Enter opens, v shows the context as sent, y copies,
+#: w writes JSON, x pins / unpins, e evicts, p promotes, c compacts, d deletes, u undoes,
+#: f freezes the log, 1-6 focus a panel, g / G (Home / End) go to the top / bottom
 GLOBAL: list[Key] = [
     ("q", "quit", "Quit", "Quit memman tui", True),
     ("question_mark", "help", "Help", "List every key", True),
-    ("r", "refresh_now", "Refresh", "Reload everything from the daemon now", True),
+    ("r", "refresh_now", "Refresh", "Reload everything from the daemon now", False),
     ("plus,equals_sign", "faster", "Faster", "Refresh more often (shorter interval)", False),
     ("minus", "slower", "Slower", "Refresh less often (longer interval)", False),
-    ("z", "pause", "Pause", "Pause live updates (a banner shows while paused)", True),
-    ("m", "memory", "Memory", "User memory and business context of the selected user", True),
+    ("z", "pause", "Pause", "Freeze the whole screen (a banner shows while paused)", True),
+    ("u", "undo", "Undo", "Undo your last pin, unpin, evict or promotion (through the daemon)",
+     True),
+    ("m", "memory", "Memory", "User memory and business context of the selected user", False),
+    ("C", "clients", "Clients", "Who is connected: name, pid, since, req/s, subscriptions",
+     False),
     ("ctrl+p", "command_palette", "Commands", "Command palette", False),
 ]
 
+PANELS: list[Key] = [(str(n), f"focus_panel({n})", f"Panel {n}",
+                      f"Focus panel {n} (its number is in its title)", False)
+                     for n in range(1, 7)]
+
 OVERVIEW: list[Key] = [
     ("enter", "open_session", "Open", "Open the selected session", True),
+    ("v", "view_context", "Context", "The selected session's context as sent", True),
     ("slash", "filter", "Filter", "Filter sessions as you type; Esc clears", True),
-    ("s", "sort", "Sort", "Sort by the next column (S reverses)", True),
+    ("s", "sort", "Sort", "Sort by the next column (S reverses)", False),
     ("S", "sort_reverse", "Reverse", "Reverse the sort order", False),
     ("space", "mark", "Mark", "Mark / unmark the row (act on all marked)", False),
-    ("c", "compact", "Compact", "Compact the selected / marked sessions now", True),
-    ("e,delete", "evict", "Evict", "Delete the selected / marked sessions (asks first)", False),
+    ("c", "compact", "Compact", "Compact the selected / marked sessions (asks first)", False),
+    ("d,delete", "delete", "Delete", "Delete the selected / marked sessions (asks first)", False),
+    ("f", "freeze", "Freeze log", "Freeze / unfreeze the event log", False),
     ("escape", "back", "Back", "Clear the filter and marks", False),
-    ("j", "cursor_down", "Down", "Move down", False),
-    ("k", "cursor_up", "Up", "Move up", False),
+    *PANELS[:2],
 ]
 
 SESSION: list[Key] = [
     ("escape", "back", "Back", "Clear filter / marks, then back to the overview", True),
-    ("slash", "filter", "Filter", "Filter rows as you type; Esc clears", True),
+    ("enter", "open", "Open", "Open the selected item in full (summaries: the entries they "
+     "replaced)", True),
+    ("v", "view_context", "Context", "The context as sent, full screen", True),
+    ("x", "pin", "Pin", "Pin / unpin the selected context message's entry (panel 1)", True),
+    ("e,delete", "evict", "Evict", "Evict the selected cache entry / snippet (asks first)", False),
+    ("p", "promote", "Promote", "Promote the selected snippet: choose a target (panel 4)", False),
+    ("c", "compact", "Compact", "Compact this session now (asks first)", False),
+    ("y", "copy", "Copy", "Copy the selected item's text", False),
+    ("f", "freeze", "Freeze log", "Freeze / unfreeze the event log", False),
+    ("slash", "filter", "Filter", "Filter rows and past log lines as you type; Esc clears", True),
     ("space", "mark", "Mark", "Mark / unmark the row (act on all marked)", False),
-    ("p", "promote", "Promote", "Promote the scratchpad snippet(s): choose a target", True),
-    ("e,delete", "evict", "Evict", "Evict cache entry / snippet(s) (asks first)", True),
-    ("x", "pin", "Pin", "Pin / unpin the context entry(s)", True),
-    ("c", "compact", "Compact", "Compact this session now", True),
-    ("enter", "expand", "Expand", "Expand a summary into the entries it replaced", False),
     ("tab", "app.focus_next", "Next panel", "Focus the next panel", False),
-    ("j", "cursor_down", "Down", "Move down", False),
-    ("k", "cursor_up", "Up", "Move up", False),
+    *PANELS,
+]
+
+CONTEXT: list[Key] = [
+    ("escape", "back", "Back", "Back to the previous screen", True),
+    ("enter", "open", "Open", "Open the selected message in full", True),
+    ("y", "copy", "Copy", "Copy the selected message's text", True),
+    ("w", "write_json", "Write JSON", "Write the whole list as JSON to a file", True),
+    *PANELS[:1],
+]
+
+CLIENTS: list[Key] = [
+    ("escape", "back", "Back", "Back to the previous screen", True),
+    *PANELS[:1],
 ]
 
 MEMORY: list[Key] = [
     ("escape", "back", "Back", "Clear the search, then back", True),
     ("slash", "filter", "Search", "Search the selected tab as you type", True),
-    ("u", "next_user", "User", "Show the next known user / tenant", True),
+    ("n", "next_user", "Next user", "Show the next known user / tenant", True),
 ]
 
 
@@ -59,5 +87,5 @@ def bindings(keys: list[Key]) -> list[Binding]:
 def display_key(key: str) -> str:
     names = {"question_mark": "?", "slash": "/", "plus": "+", "equals_sign": "=", "minus": "-",
              "space": "Space", "escape": "Esc", "enter": "Enter", "delete": "Delete",
-             "ctrl+p": "Ctrl+P", "tab": "Tab"}
+             "ctrl+p": "Ctrl+P", "tab": "Tab", "home": "Home", "end": "End"}
     return " / ".join(names.get(k, k) for k in key.split(","))

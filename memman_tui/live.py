@@ -42,11 +42,15 @@ class Drained:
     lines: list[LogLine] = field(default_factory=list)
     resync: bool = False  #: events were missed: reload everything
     events: int = 0  #: events folded into this drain
+    series: set[str] = field(default_factory=set)  #: sessions with new usage-series points
+    #: notifications to show: (severity, text) — threshold crossings, cache expiries,
+    #: snippets written again after an eviction
+    alerts: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         return not (self.sessions or self.removed or self.detail or self.stale or self.memory
-                    or self.lines or self.resync)
+                    or self.lines or self.resync or self.series or self.alerts)
 
 
 def describe(event: str, payload: dict[str, Any]) -> str:
@@ -79,6 +83,11 @@ _DETAIL_EVENTS = {names.SESSION_EVENT, names.CACHE_EVENT, names.SCRATCHPAD_EVENT
 _MEMORY_EVENTS = {names.MEMORY_EVENT, names.DOCS_EVENT}
 
 
+def normalize(text: str) -> str:
+    """Snippets are compared as the daemon compares them: whitespace collapsed, case folded."""
+    return " ".join(text.split()).casefold()
+
+
 class LiveState:
     """Session overviews, per-session tier counts, and the pending change set."""
 
@@ -95,10 +104,33 @@ class LiveState:
         self._pending = Drained()
         self.stats_event: dict[str, Any] | None = None
         self._last_seq: dict[Any, int] = {}
+        #: per-session usage series (memman_session_series, then series_point events)
+        self.series: dict[str, list[dict[str, Any]]] = {}
+        self.series_keep = 500
+        #: per-session normalized text -> id of snippets evicted (events and the audit log)
+        self.evicted_texts: dict[str, dict[str, Any]] = {}
+        #: per-session ids of snippets written again after an eviction of the same text
+        self.rewritten: dict[str, set[Any]] = {}
+        #: (session, threshold) -> may alert again (re-armed once sent falls 10 points below)
+        self._armed: dict[tuple[str, float], bool] = {}
 
     # --- full loads ----------------------------------------------------------------------
     def load_sessions(self, rows: list[dict[str, Any]]) -> None:
         self.sessions = {r["session_id"]: r for r in rows if "session_id" in r}
+
+    def load_series(self, sid: str, points: list[dict[str, Any]]) -> None:
+        self.series[sid] = list(points)[-self.series_keep:]
+
+    def last_point(self, sid: str) -> dict[str, Any] | None:
+        pts = self.series.get(sid)
+        return pts[-1] if pts else None
+
+    def seed_evictions(self, sid: str, records: list[dict[str, Any]]) -> None:
+        """Evicted snippets from the audit log (a TUI started later knows them too)."""
+        known = self.evicted_texts.setdefault(sid, {})
+        for r in records:
+            if str(r.get("source", "")).startswith("scratchpad:") and r.get("what"):
+                known.setdefault(normalize(str(r["what"])), r.get("source"))
 
     def seed_counts(self, sid: str, cache_keys: set[str] | None,
                     scratch_ids: set[Any] | None) -> None:
@@ -135,6 +167,10 @@ class LiveState:
         sid = payload.get("session_id")
         kind = payload.get("kind", "")
         overview = payload.get("session")
+        if event == names.SESSION_EVENT and kind == "series_point" and sid:
+            self._series_point(sid, payload.get("point"))
+            return
+        self._watch(event, kind, sid, payload)
         if event == names.SESSION_EVENT and kind == "deleted" and sid:
             self.sessions.pop(sid, None)
             p.removed.add(sid)
@@ -158,6 +194,60 @@ class LiveState:
         p.lines.append(line)
         if len(p.lines) > 200:  # the log shows the newest; older pending lines are in self.log
             del p.lines[:-200]
+
+    def _series_point(self, sid: str, point: Any) -> None:
+        if not isinstance(point, dict):
+            return
+        pts = self.series.setdefault(sid, [])
+        before = pts[-1].get("sent_usage") if pts else None
+        pts.append(point)
+        if len(pts) > self.series_keep:
+            del pts[: len(pts) - self.series_keep]
+        self._pending.series.add(sid)
+        now = point.get("sent_usage")
+        if isinstance(now, (int, float)):
+            for line, label, severity in ((1.0, "100 %", "error"), (0.9, "90 %", "warning")):
+                armed = self._armed.setdefault((sid, line), True)
+                if now < line - 0.1:  # hysteresis: a window hovering at the line alerts once
+                    self._armed[(sid, line)] = True
+                if now >= line and armed and (before is None or before < line):
+                    self._armed[(sid, line)] = False
+                    self._pending.alerts.append(
+                        (severity, f"{sid}: sent crossed {label} of the budget "
+                                   f"({point.get('sent_tokens'):,}/{point.get('budget'):,} "
+                                   "tokens)"))
+                    break
+
+    def _watch(self, event: str, kind: str, sid: str | None, payload: dict[str, Any]) -> None:
+        """Notifications: cache expiries, and snippets written again after an eviction."""
+        if not sid:
+            return
+        if event == names.CACHE_EVENT and kind == "expired":
+            self._pending.alerts.append(
+                ("warning", f"{sid}: cached {payload.get('tool_name', '?')} result expired "
+                            f"(key {str(payload.get('key', '?'))[:8]})"))
+        elif event == names.SCRATCHPAD_EVENT and kind == "evicted" and payload.get("text"):
+            self.evicted_texts.setdefault(sid, {})[normalize(str(payload["text"]))] = \
+                payload.get("snippet_id")
+        elif event == names.SCRATCHPAD_EVENT and kind == "written":
+            snippet = payload.get("snippet") if isinstance(payload.get("snippet"), dict) else {}
+            text = str(snippet.get("text") or "")
+            if payload.get("restored"):
+                self.evicted_texts.get(sid, {}).pop(normalize(text), None)
+            elif text and normalize(text) in self.evicted_texts.get(sid, {}):
+                self.rewritten.setdefault(sid, set()).add(snippet.get("id"))
+                self._pending.alerts.append(
+                    ("warning", f"{sid}: snippet {snippet.get('id')} was evicted before and "
+                                f"is written again: {text[:60]!r}"))
+
+    def is_rewritten(self, sid: str, snippet: dict[str, Any]) -> bool:
+        """A snippet whose text was evicted before (the scratchpad panel marks it)."""
+        ident = snippet.get("snippet_id", snippet.get("id"))
+        if ident in self.rewritten.get(sid, set()):
+            return True
+        text = str(snippet.get("text") or "")
+        source = self.evicted_texts.get(sid, {}).get(normalize(text))
+        return source is not None and not str(source).endswith(f"#{ident}")
 
     def _track_counts(self, event: str, kind: str, sid: str, payload: dict[str, Any]) -> None:
         if event == names.SESSION_EVENT:

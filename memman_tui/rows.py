@@ -6,22 +6,22 @@ renamed by the daemon shows as "-" rather than crashing a panel.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
 
 from memman_tui.widgets.countdown import ago, countdown_text
-from memman_tui.widgets.gauge import gauge_text
+from memman_tui.widgets.gauge import band
 
 MARK_STYLE = {"kept": "green", "dropped": "red", "summarized": "cyan", "pinned": "bold magenta",
               "compressed": "cyan", "marked": "yellow"}
 
-#: overview columns: (key, label) — key is also the sort key
+#: overview columns: (key, label) — key is also the sort key. "sent" and "hist" are the
+#: daemon's sent_usage / history_usage of the session's newest usage-series point.
 OVERVIEW_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("session_id", "session"), ("user_id", "user"), ("tokens", "tokens used / budget"),
-    ("entries", "entries"), ("exchanges", "exch"), ("summary_bytes", "summary B"),
-    ("cache", "cache"), ("scratch", "scratch"), ("llm_calls", "LLM"), ("updated_at", "last activity"),
+    ("session_id", "session"), ("user_id", "user"), ("sent", "sent"), ("history", "hist"),
+    ("trend", "sent over time"), ("entries", "entries"), ("exchanges", "exch"),
+    ("cache", "cache"), ("scratch", "pad"), ("llm_calls", "LLM"), ("updated_at", "active"),
 )
 
 
@@ -45,31 +45,68 @@ def llm_calls(ov: dict[str, Any]) -> int:
     return int(sum(v for k, v in counters.items() if "llm" in k and isinstance(v, int)))
 
 
-def sort_value(ov: dict[str, Any], key: str, cache: int | None, scratch: int | None) -> Any:
-    if key == "tokens":
-        budget = ov.get("max_tokens") or 1
-        return used_tokens(ov) / budget
+def sort_value(ov: dict[str, Any], key: str, cache: int | None, scratch: int | None,
+               point: dict[str, Any] | None = None) -> Any:
+    if key in ("sent", "trend"):
+        return float((point or {}).get("sent_usage") or 0.0)
+    if key == "history":
+        return float((point or {}).get("history_usage") or 0.0)
     if key == "cache":
         return cache or 0
     if key == "scratch":
         return scratch or 0
     if key == "llm_calls":
         return llm_calls(ov)
+    if key == "entries":
+        return int(ov.get("entries") or 0)
     value = ov.get(key)
     return value if value is not None else ""
 
 
+def usage_cell(share: float | None, bar: int = 5) -> Text:
+    """``███░░ 53%`` in the band's colour; ``-`` when the daemon has no point yet."""
+    if share is None:
+        return Text("-", "grey50")
+    _name, style = band(int(share * 10000), 10000)
+    out = Text()
+    filled = min(bar, round(share * bar))
+    out.append("█" * filled, style)
+    out.append("░" * (bar - filled), "grey37")
+    out.append(f" {share * 100:3.0f}%", style)
+    return out
+
+
+def series_cells(points: list[dict[str, Any]] | None, spark_width: int = 12
+                 ) -> tuple[Text, Text, Text]:
+    """The sent, hist and trend cells of an overview row, from the session's usage series."""
+    from memman_tui.widgets.chart import sparkline, usage_values
+
+    last = points[-1] if points else None
+    sent = None if last is None else last.get("sent_usage")
+    hist = None if last is None else last.get("history_usage")
+    hist_text = Text("-", "grey50") if hist is None else Text(
+        f"{float(hist) * 100:3.0f}%", band(int(float(hist) * 10000), 10000)[1])
+    trend = sparkline(usage_values(points or []), spark_width) if points else Text("-", "grey50")
+    return usage_cell(None if sent is None else float(sent)), hist_text, trend
+
+
 def overview_row(ov: dict[str, Any], now: float, cache: int | None, scratch: int | None,
-                 marked: bool = False) -> tuple[Any, ...]:
+                 marked: bool = False, points: list[dict[str, Any]] | None = None,
+                 spark_width: int = 12,
+                 series: tuple[Text, Text, Text] | None = None) -> tuple[Any, ...]:
+    """One overview row; ``series`` (from :func:`series_cells`) may be passed in when the
+    caller keeps it between repaints (it only changes with a new usage point)."""
     sid = Text(("● " if marked else "") + str(ov.get("session_id", "?")),
                "bold yellow" if marked else "")
+    sent_cell, hist_cell, trend_cell = series or series_cells(points, spark_width)
     return (
         sid,
         str(ov.get("user_id", "-")),
-        gauge_text(used_tokens(ov), int(ov.get("max_tokens") or 8000), 10, label=False),
+        sent_cell,
+        hist_cell,
+        trend_cell,
         f"{ov.get('active_entries', 0)}/{ov.get('entries', 0)}",
         str(ov.get("exchanges", 0)),
-        f"{ov.get('summary_bytes', 0):,}",
         "-" if cache is None else str(cache),
         "-" if scratch is None else str(scratch),
         str(llm_calls(ov)),
@@ -85,96 +122,6 @@ def overview_matches(ov: dict[str, Any], query: str) -> bool:
 
 
 # --- session screen ---------------------------------------------------------------------
-
-
-@dataclass
-class ContextRow:
-    """One entry of the context window as the LLM would receive it."""
-
-    entry_id: int
-    role: str
-    type: str
-    tokens: int
-    score: float | None
-    mark: str  #: kept / dropped / summarized / pinned
-    pinned: bool
-    content: str
-    reason: str = ""  #: why the context builder kept or dropped it
-    next_out: bool = False  #: in the compaction preview: would go next
-
-
-def _entry_mark(e: dict[str, Any]) -> str:
-    mark = first(e, "decision", "mark", "status", "state")
-    if mark:
-        return str(mark)
-    if e.get("summary_id") is not None:
-        return "compressed"
-    return "kept"
-
-
-def context_rows(preview: Any, session: Any, *, recent_window: int = 10,
-                 min_entries: int = 5) -> list[ContextRow]:
-    """The window as the LLM would receive it: memman_session_preview's per-entry decisions
-    joined with the entries' content from memman_session_get; the raw log when preview is
-    missing. Entries already compressed into a summary are left out (the summaries panel
-    expands them)."""
-    log: list[dict[str, Any]] = []
-    if isinstance(session, dict):
-        log = [e for e in session.get("entries") or [] if isinstance(e, dict)]
-    content = {first(e, "id", "entry_id"): e for e in log}
-    decided: list[dict[str, Any]] = []
-    if isinstance(preview, dict):
-        decided = [e for e in first(preview, "entries", default=[]) or [] if isinstance(e, dict)]
-    source = decided or log
-    rows = []
-    for e in source:
-        eid = int(first(e, "entry_id", "id", default=0))
-        full = {**content.get(eid, {}), **e}
-        mark = _entry_mark(full)
-        if mark == "compressed":
-            continue
-        text = full.get("content") or ""
-        if not text and full.get("tool_calls"):
-            text = "→ " + ", ".join(
-                f"{(c.get('function') or {}).get('name', '?')}"
-                f"({(c.get('function') or {}).get('arguments', '')})"
-                for c in full["tool_calls"])
-        rows.append(ContextRow(
-            entry_id=eid, role=str(full.get("role", "?")), type=str(full.get("type", "message")),
-            tokens=int(full.get("tokens") or 0), score=full.get("score"), mark=mark,
-            pinned=bool(full.get("pinned")), content=str(text),
-            reason=str(full.get("reason") or "")))
-    planned = preview.get("compaction") if isinstance(preview, dict) else None
-    if isinstance(planned, dict) and isinstance(planned.get("entry_ids"), list):
-        going = set(planned["entry_ids"])  # the engine's own plan (its configured window)
-        for r in rows:
-            r.next_out = r.entry_id in going
-    else:  # an older daemon: estimate with seed 004's defaults
-        mark_compaction(rows, recent_window, min_entries)
-    return rows
-
-
-def mark_compaction(rows: list[ContextRow], recent_window: int, min_entries: int) -> None:
-    """Flag what `c` (compact now) would take next: active entries older than the newest
-    ``recent_window``, except pinned entries and system prompts — when there are at least
-    ``min_entries`` of them (seed 004's defaults)."""
-    older = rows[:-recent_window] if recent_window else rows
-    take = [r for r in older if not r.pinned and r.type != "context" and r.role != "system"]
-    if len(take) >= min_entries:
-        for r in take:
-            r.next_out = True
-
-
-def context_cells(row: ContextRow, marked: bool) -> tuple[Any, ...]:
-    mark = Text(row.mark, MARK_STYLE.get(row.mark, ""))
-    if row.pinned:
-        mark.append(" pinned", MARK_STYLE["pinned"])
-    if row.next_out:
-        mark.append(" ▸next", "bold yellow")
-    score = "-" if row.score is None else f"{float(row.score):.2f}"
-    ident = Text(("● " if marked else "") + str(row.entry_id), "bold yellow" if marked else "")
-    content = row.content.replace("\n", " ")
-    return (ident, row.role, row.type, f"{row.tokens:,}", score, mark, content[:200])
 
 
 def summaries_of(session: Any, context: Any) -> list[dict[str, Any]]:
@@ -221,17 +168,23 @@ def cache_cells(item: dict[str, Any], now: float, marked: bool) -> tuple[Any, ..
     total = first(item, "original_duration", "duration", default=remaining) or 1
     expires = first(item, "expires_at", "ttl_expires_at")
     ttl_total = first(item, "ttl_s", "ttl", default=None)
-    if expires:
+    if expires and float(expires) <= now:  # past its TTL: evicted on the next lookup
+        ttl = Text("expired", "bold red")
+    elif expires:
         left = max(0.0, float(expires) - now)
         ttl = countdown_text(left, float(ttl_total or max(left, 1)), 6, "s")
     else:
         ttl = Text("no TTL", "grey50")
     params = item.get("parameters")
     name = str(first(item, "tool_name", "tool", default="?"))
-    call = f"{name}({_short(params, 24)})" if params is not None else name
+    call = Text(f"{name}({_short(params, 24)})" if params is not None else name)
     key = Text(("● " if marked else "") + cache_key(item)[:8], "bold yellow" if marked else "")
-    return (countdown_text(float(remaining), float(total), 6, "x"), ttl,
-            str(first(item, "hits", default=0)), key, call)
+    hits = int(first(item, "hits", default=0) or 0)
+    last_hit = first(item, "last_hit_at")
+    hit_text = Text(str(hits), "bold blue" if hits else "")
+    if last_hit and now - float(last_hit) < 10:  # a hit just now stands out
+        hit_text = Text(f"{hits} ● hit", "bold reverse blue")
+    return (countdown_text(float(remaining), float(total), 6, "x"), ttl, hit_text, key, call)
 
 
 def _short(value: Any, n: int = 40) -> str:

@@ -107,6 +107,110 @@ def _get(sid: str) -> dict[str, Any]:
                 "source": "fallback"}]}
 
 
+def _context(sid: str) -> dict[str, Any]:
+    """The context as sent, in the shape of the daemon's answer (with ``parts``)."""
+    ov = next((s for s in SESSIONS if s["session_id"] == sid), SESSIONS[2])
+    budget = ov["max_tokens"]
+    entries = _entries(sid)
+    msgs: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+
+    def add(msg: dict[str, Any], kind: str, tokens: int, mark: str = "kept",
+            ids: list[int] | None = None, summary_id: int | None = None) -> None:
+        msgs.append(msg)
+        parts.append({"kind": kind, "tokens": tokens, "entry_ids": ids or [],
+                      "summary_id": summary_id, "score": None, "mark": mark})
+
+    system = entries[0]
+    add({"role": "system", "content": system["content"]}, "system_prompt", system["tokens"],
+        "pinned", [system["id"]])
+    add({"role": "system", "content": "[Conversation summary]\nQ: Why did sign-ups spike? "
+         "A: campaign email on Nov 2nd ..."}, "rolling_summary", 31, "summarized")
+    add({"role": "assistant", "content": "[Summary of 24 earlier entries] topics: onboarding "
+         "funnel, exports; decisions: use EUR; errors: 1 timeout"}, "linked_summary", 180,
+        "summarized", list(range(60, 84)), 90)
+    add({"role": "assistant", "content": "[Summary of 5 earlier messages: sign-ups spiked "
+         "after the Nov 2nd campaign email; billing migration planned]"}, "gap_summary", 38,
+        "summarized", [101, 102, 103, 104, 105])
+    add({"role": "assistant", "content": "[2 messages omitted]"}, "omission_marker", 11,
+        "omitted", [106, 107])
+    for e in entries[8:]:
+        msg: dict[str, Any] = {"role": e["role"], "content": e["content"] or None}
+        kind = {"tool_call": "tool_call", "tool_result": "tool_result"}.get(e["type"], "message")
+        if e.get("tool_calls"):
+            msg["tool_calls"] = e["tool_calls"]
+        if e["role"] == "tool":
+            msg["tool_call_id"] = f"call_{e['id'] - 1}"
+        add(msg, kind, e["tokens"], "kept", [e["id"]])
+    add({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_c1", "type": "function", "function": {
+            "name": "db_query", "arguments": '{"sql": "SELECT day, count(*) FROM signups"}'}}]},
+        "cached_tool_result", 34)
+    add({"role": "tool", "tool_call_id": "call_c1", "content": "[Tool: db_query] success: "
+         "14,210 sign-ups on Nov 3rd"}, "cached_tool_result", 22)
+    # scale the canned messages up to a realistic share of the budget (~72 %, after pruning)
+    base = sum(p["tokens"] for p in parts) + 3 + 120
+    factor = max(1, int(0.72 * budget / base))
+    for p in parts:
+        if p["kind"] not in ("omission_marker", "system_prompt"):
+            p["tokens"] *= factor
+    sent = sum(p["tokens"] for p in parts) + 3 + 120
+    breakdown: dict[str, int] = {}
+    for p in parts:
+        breakdown[p["kind"]] = breakdown.get(p["kind"], 0) + p["tokens"]
+    breakdown["reply_priming"] = 3
+    breakdown["tool_definitions"] = 120
+    breakdown["free"] = max(0, budget - sent)
+    history = ov["active_tokens"]
+    return {"session_id": sid, "messages": msgs, "parts": parts, "tokens": sent,
+            "sent_tokens": sent, "history_tokens": history, "budget": budget,
+            "full_tokens": history, "sent_usage": round(sent / budget, 4),
+            "history_usage": round(history / budget, 4), "tool_tokens": 120,
+            "breakdown": breakdown, "band": "prune", "model": "gpt-4o-mini",
+            "why": f"{history / budget:.0%} of the budget (prune): pruning low-importance "
+                   "entries; kept pinned entries, system prompts and the highest-scored "
+                   "entries up to 70% of the budget"}
+
+
+def _series(sid: str, limit: int | None = None) -> dict[str, Any]:
+    """A deterministic usage history: the session filling up, compacted, pruned."""
+    ov = next((s for s in SESSIONS if s["session_id"] == sid), SESSIONS[2])
+    budget = ov["max_tokens"]
+    final = ov["active_tokens"] / budget
+    n = 36
+    points = []
+    for i in range(n):
+        hist = final * (0.25 + 0.75 * ((i * 7) % 19 + i) / (n + 18))
+        if i in (14, 27):
+            hist *= 0.55
+        sent = min(hist, 0.78 + 0.04 * (i % 3)) if hist > 0.8 else hist
+        kind = "compaction" if i in (14, 27) else ("exchange" if i % 2 else "context")
+        points.append({"id": i + 1, "session_id": sid, "at": NOW - (n - i) * 30, "kind": kind,
+                       "exchange": i // 2, "sent_tokens": int(sent * budget),
+                       "history_tokens": int(hist * budget), "budget": budget,
+                       "sent_usage": round(sent, 4), "history_usage": round(hist, 4),
+                       "pruned": kind == "context" and hist > 0.8})
+    if limit:
+        points = points[-limit:]
+    return {"session_id": sid, "budget": budget, "bands": [0.6, 0.8, 0.9, 1.0],
+            "points": points}
+
+
+CLIENTS = {"at": NOW, "clients": [
+    {"id": 1, "name": "memman-demo-0", "pid": 41210, "since": NOW - 3600, "requests": 8123,
+     "requests_per_s": 2.3, "subscriptions": [], "you": False},
+    {"id": 2, "name": "memman-demo-1", "pid": 41210, "since": NOW - 3600, "requests": 7998,
+     "requests_per_s": 2.2, "subscriptions": [], "you": False},
+    {"id": 5, "name": "memman-tui", "pid": 41388, "since": NOW - 120, "requests": 640,
+     "requests_per_s": 5.3, "you": True, "subscriptions": [
+         {"id": 3, "topics": [], "filter": {}, "delivered": 5120}]},
+    {"id": 7, "name": "nvim", "pid": 40002, "since": NOW - 45, "requests": 12,
+     "requests_per_s": 0.3, "you": False, "subscriptions": [
+         {"id": 4, "topics": ["session"], "filter": {"session_id": "demo-03"},
+          "delivered": 230}]},
+]}
+
+
 CACHE = {"entries": [
     {"key": "4156636bea2c", "session_id": "demo-03", "tool_name": "db_query",
      "parameters": {"sql": "SELECT day, count(*) FROM signups"}, "result": "...",
@@ -224,6 +328,18 @@ class SampleClient:
             return answers[method]
         if method == names.SESSION_GET:
             return _get(str(sid))
+        if method == names.SESSION_CONTEXT:
+            return _context(str(sid))
+        if method == names.SESSION_SERIES:
+            opts = params[1] if len(params) > 1 and isinstance(params[1], dict) else {}
+            return _series(str(sid), opts.get("limit"))
+        if method == names.CLIENTS_LIST:
+            return CLIENTS
+        if method == names.UNDO:
+            return {"undone": {"action": "unpin", "what": "[SYSTEM: ...]",
+                               "source": "session:demo-03#100"}, "audit_id": 1}
+        if method == names.AUDIT_LIST:
+            return {"records": []}
         if method == names.SESSION_PREVIEW:
             ov = next((s for s in SESSIONS if s["session_id"] == sid), SESSIONS[2])
             return _preview(str(sid), ov["max_tokens"], ov["active_tokens"])

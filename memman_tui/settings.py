@@ -21,6 +21,8 @@ class Settings:
     log_size: int = 500  #: lines kept in the event log
     max_pending: int = 5000  #: events buffered per tick before a full resync replaces them
     start_daemon_cmd: tuple[str, ...] | None = None  #: how "start one" launches a daemon
+    export_dir: str | None = None  #: where `w` writes the context as JSON (None: the current dir)
+    series_points: int = 48  #: points of each session's usage series the overview sparkline shows
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -31,6 +33,8 @@ class Settings:
             s.read_only = v.lower() in ("1", "true", "yes")
         if v := os.environ.get(ENV_PREFIX + "LOG_SIZE"):
             s.log_size = int(v)
+        if v := os.environ.get(ENV_PREFIX + "EXPORT_DIR"):
+            s.export_dir = v
         for key, value in overrides.items():
             if value is not None:
                 setattr(s, key, value)

@@ -19,6 +19,8 @@ sys.path.insert(0, str(ROOT))
 
 from memman_tui.app import MemmanApp  # noqa: E402
 from memman_tui.sample import NOW, SampleClient, sample_factory  # noqa: E402
+from memman_tui.screens.clients import ClientsScreen  # noqa: E402
+from memman_tui.screens.context import ContextScreen, ItemScreen  # noqa: E402
 from memman_tui.screens.dialogs import ConflictScreen  # noqa: E402
 from memman_tui.screens.memory import MemoryScreen  # noqa: E402
 from memman_tui.screens.session import SessionScreen  # noqa: E402
@@ -43,6 +45,8 @@ async def overview(pilot: Any) -> None:
                 and app.screen.query_one("#sessions").row_count > 0)
     app.sample_client.replay()
     await until(pilot, lambda: app.screen.query_one("#log").lines)
+    await pilot.pause()
+    app.clear_notifications()
 
 
 async def session(pilot: Any) -> None:
@@ -57,7 +61,7 @@ async def session_expanded(pilot: Any) -> None:
     tree = pilot.app.screen.query_one("#summaries")
     tree.focus()
     tree.move_cursor(tree.root.children[1])
-    await pilot.press("enter")
+    await pilot.press("space")
     await until(pilot, lambda: tree.root.children[1].children)
 
 
@@ -75,8 +79,7 @@ async def help_screen(pilot: Any) -> None:
 
 async def promote(pilot: Any) -> None:
     await session(pilot)
-    pilot.app.screen.query_one("#scratch").focus()
-    await pilot.press("p", "enter")
+    await pilot.press("4", "p", "enter")
 
 
 async def conflict(pilot: Any) -> None:
@@ -87,6 +90,32 @@ async def conflict(pilot: Any) -> None:
     await pilot.pause(0.2)
 
 
+async def context_view(pilot: Any) -> None:
+    await overview(pilot)
+    pilot.app.open_context("demo-03")
+    await until(pilot, lambda: isinstance(pilot.app.screen, ContextScreen)
+                and pilot.app.screen.loads > 0)
+
+
+async def item(pilot: Any) -> None:
+    await context_view(pilot)
+    await pilot.press("j", "j", "enter")  # message 3: the linked summary
+    await until(pilot, lambda: isinstance(pilot.app.screen, ItemScreen)
+                and pilot.app.screen.replaced is not None)
+
+
+async def chart(pilot: Any) -> None:
+    await session(pilot)
+    await pilot.press("2")
+
+
+async def clients(pilot: Any) -> None:
+    await overview(pilot)
+    await pilot.press("C")
+    await until(pilot, lambda: isinstance(pilot.app.screen, ClientsScreen)
+                and pilot.app.screen.loads > 0)
+
+
 async def paused(pilot: Any) -> None:
     await overview(pilot)
     await pilot.press("z")
@@ -94,7 +123,13 @@ async def paused(pilot: Any) -> None:
 
 SHOTS: dict[str, tuple[Callable[[Any], Awaitable[None]], dict[str, Any]]] = {
     "overview": (overview, {}),
+    "overview-100x30": (overview, {"size": (100, 30)}),
     "session": (session, {}),
+    "session-100x30": (session, {"size": (100, 30)}),
+    "context-as-sent": (context_view, {}),
+    "context-item": (item, {}),
+    "chart-220x60": (chart, {"size": (220, 60)}),
+    "clients": (clients, {}),
     "session-summary-expanded": (session_expanded, {}),
     "memory": (memory, {}),
     "help": (help_screen, {}),
@@ -106,9 +141,11 @@ SHOTS: dict[str, tuple[Callable[[Any], Awaitable[None]], dict[str, Any]]] = {
 
 async def shoot(name: str, steps: Callable[[Any], Awaitable[None]], settings: dict) -> Path:
     client = SampleClient()
+    settings = dict(settings)
+    size = settings.pop("size", SIZE)
     app = MemmanApp(Settings(**settings), factory=sample_factory(client), clock=lambda: NOW)
     app.sample_client = client  # type: ignore[attr-defined]
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         await steps(pilot)
         await pilot.pause(0.1)
         path = OUT / f"{name}.svg"

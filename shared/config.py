@@ -109,6 +109,7 @@ class ContextConfig:
     fill_usage: float = 0.95  #: a pruned window (originals + summaries) fills up to this share
     summary_min_share: float = 0.15  #: of a pruned window, at least this is kept for summaries
     summary_max_share: float = 0.45  #: ...and at most this (the rest goes to originals)
+    series_points: int = 500  #: usage-series points (sent / history tokens over time) kept per session
 
 
 @dataclass

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memman import names
-from memman.errors import METHOD_NOT_FOUND, MemmanError
+from memman.errors import METHOD_NOT_FOUND, ConnectionLost, MemmanError
 
 USERS = (("alice", "acme"), ("bob", "acme"), ("carol", "globex"), ("dave", "initech"))
 
@@ -77,6 +77,7 @@ class DemoStats:
     skipped: set[str] = field(default_factory=set)
     errors: Counter[str] = field(default_factory=Counter)
     cycles: int = 0
+    reconnects: int = 0  #: times an agent reconnected after the daemon went away
 
     def summary(self) -> str:
         out = [f"demo: {self.cycles} Q&A cycles, {sum(self.calls.values())} calls"]
@@ -86,6 +87,8 @@ class DemoStats:
             out.append("  skipped (daemon does not offer them): " + ", ".join(sorted(self.skipped)))
         for what, n in sorted(self.errors.items()):
             out.append(f"  error {what} x{n}")
+        if self.reconnects:
+            out.append(f"  reconnected after a daemon restart x{self.reconnects}")
         return "\n".join(out)
 
 
@@ -93,8 +96,12 @@ class DemoAgent:
     """One scripted agent on its own connection and session."""
 
     def __init__(self, client: Any, session_id: str, user: str, tenant: str, methods: set[str],
-                 stats: DemoStats, seed: int) -> None:
+                 stats: DemoStats, seed: int, connect: Any = None,
+                 say: Any = None) -> None:
         self.client = client
+        #: opens a new connection (async, no arguments) when the daemon went away; None: give up
+        self.connect = connect
+        self.say = say or (lambda _text: None)
         self.session_id = session_id
         self.user = user
         self.tenant = tenant
@@ -110,6 +117,11 @@ class DemoAgent:
             return None
         try:
             result = await self.client.call(method, *params)
+        except ConnectionLost:
+            if self.connect is None:
+                raise
+            await self.reconnect()
+            return None
         except MemmanError as exc:
             if exc.code == METHOD_NOT_FOUND:
                 self.methods.discard(method)
@@ -119,6 +131,21 @@ class DemoAgent:
             return None
         self.stats.calls[method] += 1
         return result
+
+    async def reconnect(self, attempts: int = 600, delay: float = 0.2) -> None:
+        """The daemon went away (a restart): say so, then connect again, waiting up to
+        ``attempts * delay`` seconds. The session lives on in the daemon; the agent goes on."""
+        self.say(f"demo agent {self.session_id}: lost the daemon; reconnecting")
+        for _ in range(attempts):
+            try:
+                self.client = await self.connect()
+            except (ConnectionLost, OSError):
+                await asyncio.sleep(delay)
+                continue
+            self.stats.reconnects += 1
+            self.say(f"demo agent {self.session_id}: reconnected")
+            return
+        raise ConnectionLost(f"demo agent {self.session_id}: no daemon came back")
 
     async def start(self, max_tokens: int, first_of_tenant: bool) -> None:
         await self.call(names.SESSION_OPEN, self.session_id,
@@ -206,10 +233,19 @@ async def run_demo(socket: str | None = None, *, sessions: int = 4, duration: fl
     methods = {m["name"] if isinstance(m, dict) else str(m) for m in info.get("methods", [])}
     clients = [await Client.connect(socket, name=f"memman-demo-{i}") for i in range(sessions)]
     agents = []
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(text, file=sys.stderr, flush=True)
+
     for i, client in enumerate(clients):
         user, tenant = USERS[i % len(USERS)]
+
+        async def connect(i: int = i) -> Any:
+            return await Client.connect(socket, name=f"memman-demo-{i}")
+
         agents.append(DemoAgent(client, f"{prefix}-{i + 1:02d}", user, tenant, set(methods),
-                                stats, seed + i))
+                                stats, seed + i, connect=connect, say=say))
     deadline = time.monotonic() + duration
     rng = random.Random(seed)
 
@@ -230,8 +266,8 @@ async def run_demo(socket: str | None = None, *, sessions: int = 4, duration: fl
         budgets = [int(max_tokens * scale[i % len(scale)]) for i in range(len(agents))]
         await asyncio.gather(*(drive(a, b) for a, b in zip(agents, budgets, strict=True)))
     finally:
-        for client in clients:
-            await client.close()
+        for agent in agents:
+            await agent.client.close()
     if not quiet:
         print(stats.summary())
     return stats

@@ -481,6 +481,33 @@ class AsyncMethods:
         """
         return await self.call('memman_memory_playbook', *_given([user_id, query, opts], 2))
 
+    async def session_series(
+            self,
+            session_id: str,
+            opts: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The session's usage series, oldest first: sent and history tokens per context request,
+        exchange and compaction; opts: limit.
+
+        ``memman_session_series(session_id, opts={})``.
+        """
+        return await self.call('memman_session_series', *_given([session_id, opts], 1))
+
+    async def undo(self, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Reverse this client's newest pin, unpin, eviction or promotion (through the audit log);
+        opts: client, session_id, audit_id, dry_run.
+
+        ``memman_undo(opts={})``. Writes (refused on a read-only daemon).
+        """
+        return await self.call('memman_undo', *_given([opts], 0))
+
+    async def clients_list(self) -> dict[str, Any]:
+        """Every open connection: name, pid, since, requests, requests/s, subscriptions.
+
+        ``memman_clients_list()``.
+        """
+        return await self.call('memman_clients_list')
+
 
 class SyncMethods:
     """``client.session_open("s1")`` == ``client.call("memman_session_open", "s1")``."""
@@ -921,3 +948,26 @@ class SyncMethods:
         ``memman_memory_playbook(user_id, query, opts={})``.
         """
         return self.call('memman_memory_playbook', *_given([user_id, query, opts], 2))
+
+    def session_series(self, session_id: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The session's usage series, oldest first: sent and history tokens per context request,
+        exchange and compaction; opts: limit.
+
+        ``memman_session_series(session_id, opts={})``.
+        """
+        return self.call('memman_session_series', *_given([session_id, opts], 1))
+
+    def undo(self, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Reverse this client's newest pin, unpin, eviction or promotion (through the audit log);
+        opts: client, session_id, audit_id, dry_run.
+
+        ``memman_undo(opts={})``. Writes (refused on a read-only daemon).
+        """
+        return self.call('memman_undo', *_given([opts], 0))
+
+    def clients_list(self) -> dict[str, Any]:
+        """Every open connection: name, pid, since, requests, requests/s, subscriptions.
+
+        ``memman_clients_list()``.
+        """
+        return self.call('memman_clients_list')

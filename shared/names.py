@@ -66,6 +66,11 @@ DOCS_SEARCH = "memman_docs_search"
 DOCS_LIST = "memman_docs_list"
 DOCS_DELETE = "memman_docs_delete"
 
+# --- the terminal app's views (issue: what the LLM receives, over time; safe hands) ------
+SESSION_SERIES = "memman_session_series"
+UNDO = "memman_undo"
+CLIENTS_LIST = "memman_clients_list"
+
 # --- events (notifications pushed to subscribers) -------------------------------------
 SESSION_EVENT = "memman_session_event"
 CACHE_EVENT = "memman_cache_event"
@@ -225,5 +230,13 @@ METHODS: tuple[MethodSpec, ...] = (
     _M(MEMORY_PLAYBOOK, "user_id: str, query: str, opts: dict = {}", "dict",
        "The playbook for this request (exact flow first, then by meaning above a threshold); "
        "with opts.session_id it is written to that session's scratchpad."),
+    _M(SESSION_SERIES, "session_id: str, opts: dict = {}", "dict",
+       "The session's usage series, oldest first: sent and history tokens per context "
+       "request, exchange and compaction; opts: limit."),
+    _M(UNDO, "opts: dict = {}", "dict",
+       "Reverse this client's newest pin, unpin, eviction or promotion (through the audit "
+       "log); opts: client, session_id, audit_id, dry_run.", writes=True),
+    _M(CLIENTS_LIST, "", "dict",
+       "Every open connection: name, pid, since, requests, requests/s, subscriptions."),
 )
 del _M

@@ -77,6 +77,8 @@ class Unit:
     val_n: int = 0  #: candidates that carry a value
     sup_n: int = 0  #: ...of which a later entry superseded
     sizef: float = 1.0  #: how much its size weighs against keeping it whole
+    errors: int = 0  #: tool results with an error line
+    tools: tuple[str, ...] = ()  #: tool names it calls or answers
 
     @property
     def first(self) -> Entry:
@@ -145,10 +147,49 @@ class Analysis:
         self.done += len(entries)
 
 
+class UnitArrays:
+    """Per-unit numbers as numpy columns (row = unit index), kept in step with the units, so a
+    request scores 10k units and finds its gaps without a Python loop over all of them."""
+
+    FIELDS = ("tokens", "items", "facts", "const", "seed", "supf", "sizef", "invalid",
+              "mandatory", "users", "errors")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.cols = {f: np.zeros(64) for f in self.FIELDS}
+
+    def put(self, u: Unit) -> None:
+        i = u.index
+        cap = len(self.cols["tokens"])
+        if i >= cap:
+            for f, col in self.cols.items():
+                grown = np.zeros(max(cap * 2, i + 64))
+                grown[:cap] = col
+                self.cols[f] = grown
+        c = self.cols
+        c["tokens"][i] = u.tokens
+        c["items"][i] = len(u.items)
+        c["facts"][i] = u.fact_chars
+        c["const"][i] = u.const
+        c["seed"][i] = u.seed
+        c["supf"][i] = u.sup_n / u.val_n if u.val_n else 0.0
+        c["sizef"][i] = u.sizef
+        c["invalid"][i] = bool(u.invalid)
+        c["mandatory"][i] = bool(u.mandatory)
+        c["users"][i] = sum(1 for e in u.items if e.role == "user")
+        c["errors"][i] = u.errors
+        if i >= self.n:
+            self.n = i + 1
+
+    def __getitem__(self, f: str) -> Any:
+        return self.cols[f][: self.n]
+
+
 @dataclass
 class Timeline:
     key: tuple
     an: Analysis
+    arr: UnitArrays = field(default_factory=UnitArrays)
     units: list[Unit] = field(default_factory=list)
     entry_unit: dict[int, Unit] = field(default_factory=dict)
     open_calls: dict[str, Unit] = field(default_factory=dict)
@@ -184,6 +225,9 @@ def _restat(u: Unit, an: Analysis, sc: Any) -> None:
                         if (e.id, k) in by and c.salience >= extractive.MIN_SALIENCE)
     u.salience, u.content, u.seed, u.fact_chars, u.val_n, u.sup_n = sal, content, seed, chars, vals, sups
     u.const = scoring.unit_constant(u.first.role, content, sal, sc)
+    feats = [an.feat[e.id] for e in u.items]
+    u.errors = sum(1 for f in feats if f[2])
+    u.tools = tuple(dict.fromkeys(t for f in feats for t in f[1]))
     u.sizef = (1.0 + u.tokens / 300.0) ** 0.5
 
 
@@ -224,9 +268,13 @@ def extend(tl: Timeline, entries: list[Entry], keep_system: bool, sc: Any) -> No
         units.append(u)
         entry_unit[e.id] = u
     tl.consumed += len(entries)
+    touched = {e.id: entry_unit[e.id] for e in entries if e.id in entry_unit}
     for u in open_calls.values():
         if u.pending and not u.invalid:
             u.invalid = PENDING
+        touched[u.first.id] = u
+    for u in touched.values():
+        tl.arr.put(u)
 
 
 def _apply_superseded(tl: Timeline) -> None:
@@ -236,6 +284,7 @@ def _apply_superseded(tl: Timeline) -> None:
     for u in {id(u): u for u in (tl.entry_unit.get(eid) for eid, _ in new) if u}.values():
         u.sup_n = sum(1 for e in u.items for k, c in enumerate(cands[e.id])
                       if (e.id, k) in by and c.salience >= extractive.MIN_SALIENCE)
+        tl.arr.put(u)
 
 
 # --- 3. the plan ----------------------------------------------------------------------------
@@ -283,7 +332,8 @@ class Plan:
     usage: float
     band: str
     units: list[Unit]
-    scores: list[float]  #: unit index -> total score
+    scores: Any  #: unit index -> total score (a numpy array)
+    timeline: Any  #: the Timeline the plan was made from
     relevance: dict[int, float]  #: entry id -> relevance to the question (0..1)
     selected: set[int] = field(default_factory=set)
     gaps: list[Gap] = field(default_factory=list)
@@ -365,22 +415,22 @@ class ContextBuilder:
         for eid, r in self._semantic(s, tl, query, query_id).items():
             if r > rel.get(eid, 0.0):
                 rel[eid] = r
-        rel_unit: dict[int, float] = {}
+        rel_unit = np.zeros(len(units))
         for eid, r in rel.items():
             u = tl.entry_unit.get(eid)
-            if u is not None and r > rel_unit.get(u.index, 0.0):
+            if u is not None and r > rel_unit[u.index]:
                 rel_unit[u.index] = r
-        scores = scoring.totals(units, rel_unit, self.core.config.scoring)
+        scores = scoring.totals(tl.arr, rel_unit, self.core.config.scoring)
         reserved = req.tool_tokens + req.cached_tokens
         budget = max(req.budget - reserved - req.slack, 0)
-        valid = [u for u in units if not u.invalid]
-        full = sum(u.tokens for u in valid) + REPLY_PRIMING
+        valid_mask = tl.arr["invalid"] == 0
+        full = int(tl.arr["tokens"][valid_mask].sum()) + REPLY_PRIMING
         usage = (full + reserved) / req.budget
-        plan = Plan(s, req, budget, full, usage, band_for(usage, cfg), units, scores, rel,
+        plan = Plan(s, req, budget, full, usage, band_for(usage, cfg), units, scores, tl, rel,
                     target_tokens=int(cfg.target_usage * req.budget))
         rolling = self.rolling_message(s)
         if usage < cfg.prune_threshold and not req.slack:
-            plan.selected = {u.index for u in valid}
+            plan.selected = set(np.flatnonzero(valid_mask).tolist())
             plan.target_tokens = req.budget
             self._supersede_notes(plan, tl)
             if rolling is not None:
@@ -447,9 +497,11 @@ class ContextBuilder:
         cfg = self.core.config.context
         req = plan.request
         cap = int(cfg.fill_usage * plan.budget) - REPLY_PRIMING
-        mandatory = [u for u in plan.units if u.mandatory and not u.invalid]
-        used = sum(u.tokens for u in mandatory)
-        plan.selected = {u.index for u in mandatory}
+        arr = tl.arr
+        valid = arr["invalid"] == 0
+        mand = np.flatnonzero((arr["mandatory"] != 0) & valid)
+        used = int(arr["tokens"][mand].sum())
+        plan.selected = set(mand.tolist())
         if used + REPLY_PRIMING > plan.budget:
             plan.over_budget = True
             plan.rolling_reason = "dropped: pinned entries and system prompts alone exceed the budget"
@@ -465,28 +517,31 @@ class ContextBuilder:
                 used += u.tokens
         # room for summaries of what does not fit: what the dropped facts need, within bounds
         selected = plan.selected
-        rest = [u for u in plan.units if u.index not in selected and not u.invalid]
-        value = sum(u.fact_chars for u in rest) // 4
+        mask = valid.copy()
+        mask[list(selected)] = False
+        idx = np.flatnonzero(mask)
+        value = int(arr["facts"][idx].sum()) // 4
         summary_room = min(max(int(value * 0.8), int(cfg.summary_min_share * cap)),
                            int(cfg.summary_max_share * cap))
-        pri = [sc / u.sizef for sc, u in zip(plan.scores, plan.units, strict=True)]
-        rest.sort(key=lambda u: pri[u.index], reverse=True)
+        pri = plan.scores[idx] / arr["sizef"][idx]
+        order = idx[np.argsort(-pri, kind="stable")].tolist()
+        tokens = arr["tokens"].tolist()
         room = cap - summary_room
-        for u in rest:
-            if used + u.tokens <= room:
-                selected.add(u.index)
-                used += u.tokens
+        for i in order:
+            if used + tokens[i] <= room:
+                selected.add(i)
+                used += int(tokens[i])
         used += self._gaps(plan, tl, query, room=cap - used)
         # what the summaries did not need goes to more originals (then summaries are redone)
         left = cap - used
         added = False
-        for u in rest:
-            if u.index not in selected and u.tokens <= left:
-                selected.add(u.index)
-                left -= u.tokens
+        for i in order:
+            if i not in selected and tokens[i] <= left:
+                selected.add(i)
+                left -= int(tokens[i])
                 added = True
         if added:
-            used = sum(plan.units[i].tokens for i in selected)
+            used = sum(int(tokens[i]) for i in selected)
             used += self._gaps(plan, tl, query, room=cap - used)
         self._supersede_notes(plan, tl)
         used += sum(self._note_cost(plan, i) for i in plan.notes)
@@ -505,22 +560,21 @@ class ContextBuilder:
         model = plan.request.model
         an = tl.an
         gaps: list[Gap] = []
-        run: list[Unit] = []
         selected = plan.selected
-        count = tokens = facts_in = 0
-        for u in plan.units:
-            if u.index in selected:
-                if run:
-                    gaps.append(Gap(run, count, tokens, fact_chars=facts_in))
-                    run = []
-                    count = tokens = facts_in = 0
-            else:
-                run.append(u)
-                count += len(u.items)
-                tokens += u.tokens
-                facts_in += u.fact_chars
-        if run:
-            gaps.append(Gap(run, count, tokens, fact_chars=facts_in))
+        n = len(plan.units)
+        out_mask = np.ones(n + 2, dtype=np.int8)  # 1 = not sent as an original
+        out_mask[0] = out_mask[-1] = 0
+        if selected:
+            out_mask[np.fromiter(selected, dtype=np.int64, count=len(selected)) + 1] = 0
+        edges = np.flatnonzero(np.diff(out_mask))  # run starts and ends, alternating
+        if len(edges):
+            arr = tl.arr
+            sums = {f: np.concatenate(([0.0], np.cumsum(arr[f]))) for f in ("items", "tokens",
+                                                                              "facts")}
+            for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
+                gaps.append(Gap(plan.units[a:b], int(sums["items"][b] - sums["items"][a]),
+                                int(sums["tokens"][b] - sums["tokens"][a]),
+                                fact_chars=int(sums["facts"][b] - sums["facts"][a])))
         plan.gaps = gaps
         sendable = [g for g in gaps if not all(u.invalid for u in g.units)]
         for g in gaps:
@@ -622,8 +676,8 @@ class ContextBuilder:
                 if h is None:
                     if len(an.heads) > 4096:
                         an.heads.clear()
-                    h = an.heads[key] = (f"[Summary of {g.count} earlier messages ("
-                                         f"{extractive.header_of([an.feat[e.id] for e in g.entries()])})]")  # noqa: E501
+                    h = an.heads[key] = (f"[Summary of {g.count} earlier messages "
+                                         f"({self._header(plan, g)})]")
                 heads[id(g)] = h
             return h
 
@@ -684,6 +738,20 @@ class ContextBuilder:
                 g.reason = "omitted: a small gap without fact lines (no marker)"
         return used
 
+    def _header(self, plan: Plan, g: Gap) -> str:
+        """Seed 004's header for a gap, from per-unit counts (no walk over its entries)."""
+        a, b = g.units[0].index, g.units[-1].index + 1
+        arr = plan.timeline.arr
+        users = int(arr["users"][a:b].sum())
+        errors = int(arr["errors"][a:b].sum())
+        tools: dict[str, None] = {}
+        for u in g.units:  # the first few names are enough
+            for t in u.tools:
+                tools[t] = None
+            if len(tools) > 4:
+                break
+        return extractive.header_counts(g.count, users, list(tools), errors)
+
     def _set_text(self, g: Gap, text: str, source: str, model: str) -> None:
         g.text, g.source = text, source
         g.message_tokens = self.message_tokens(
@@ -726,7 +794,8 @@ class ContextBuilder:
             msgs.append(msg)
             parts.append(part)
 
-        for u in plan.units:
+        for i in sorted(plan.selected | gap_at.keys()):
+            u = plan.units[i]
             if not rolling_done and u.mandatory != "system":
                 put(plan.rolling, _part("rolling_summary", self.message_tokens(plan.rolling, model)))  # type: ignore[arg-type]
                 rolling_done = True
@@ -739,7 +808,7 @@ class ContextBuilder:
                           summary_id=g.summary_id, mark="omitted" if kind == "omission_marker"
                           else "summarized"))
             if u.index in plan.selected:
-                sc = plan.scores[u.index]
+                sc = float(plan.scores[u.index])
                 for e in u.items:
                     msg = e.chat_message()
                     tokens = e.tokens
@@ -897,7 +966,7 @@ class ContextBuilder:
             if u is None:
                 continue
             rel = max((plan.relevance.get(it.id, 0.0) for it in u.items), default=0.0)
-            sc = scoring.parts(u, n, rel, plan.scores[u.index], sconf)
+            sc = scoring.parts(u, n, rel, float(plan.scores[u.index]), sconf)
             row: dict[str, Any] = {"entry_id": e.id, "type": e.type, "role": e.role,
                                    "tokens": e.tokens, "pinned": e.pinned,
                                    "score": round(sc.total, 4), "score_parts": sc.wire(),

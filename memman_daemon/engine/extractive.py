@@ -60,8 +60,11 @@ def header_of(feats: list[tuple[bool, tuple[str, ...], bool]]) -> str:
     for f in feats:
         for t in f[1]:
             tools[t] = None
-    names = list(tools)
-    parts = [f"{len(feats)} entries, {users} from the user"]
+    return header_counts(len(feats), users, list(tools), errors)
+
+
+def header_counts(entries: int, users: int, names: list[str], errors: int) -> str:
+    parts = [f"{entries} entries, {users} from the user"]
     if names:
         parts.append("tools: " + ", ".join(names[:4]) + (" ..." if len(names) > 4 else ""))
     if errors:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from memman.config import ScoringConfig
 from memman_daemon.model import Entry, Summary
 
@@ -112,24 +114,18 @@ def unit_constant(role: str, content: float, salience: float, cfg: ScoringConfig
     return w["role"] * role_part + w["content"] * content + w["salience"] * salience
 
 
-def totals(units: list, relevance: dict[int, float], cfg: ScoringConfig) -> list[float]:
-    """Every unit's total (indexed like ``units``): recency by position, the cached constant,
-    relevance to the question (unit index -> 0..1), less the superseded share.
-    ``profile = "seed001"`` keeps seed 001's formula."""
-    denom = max(len(units) - 1, 1)
+def totals(arr: Any, relevance: Any, cfg: ScoringConfig) -> Any:
+    """Every unit's total (a numpy array indexed like the units): recency by position, the
+    cached constant, relevance to the question (per unit, 0..1), less the superseded share.
+    ``profile = "seed001"`` keeps seed 001's formula. ``arr`` holds the per-unit columns."""
+    n = arr.n
+    pos = np.arange(n) / max(n - 1, 1)
     if cfg.profile == "seed001":
-        rw = cfg.recency_weight
-        return [min(u.index / denom * rw + u.seed, 1.0) for u in units]
+        return np.minimum(pos * cfg.recency_weight + arr["seed"], 1.0)
     w = cfg.weights
-    wr, wrel, wsup = w["recency"] / denom, w["relevance"], w["superseded"]
-    get = relevance.get
-    out = []
-    for u in units:
-        t = wr * u.index + u.const + wrel * get(u.index, 0.0)
-        if u.sup_n:
-            t -= wsup * u.sup_n / u.val_n
-        out.append(0.0 if t < 0.0 else 1.0 if t > 1.0 else t)
-    return out
+    t = (w["recency"] * pos + arr["const"] + w["relevance"] * relevance
+         - w["superseded"] * arr["supf"])
+    return np.clip(t, 0.0, 1.0)
 
 
 def parts(u: Any, n: int, relevance: float, total: float, cfg: ScoringConfig) -> Parts:

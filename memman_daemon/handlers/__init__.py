@@ -3,4 +3,12 @@
 
 def load_all() -> None:
     """Import every handler module (idempotent)."""
-    from memman_daemon.handlers import forget, session_engine, spine, tiers  # noqa: F401
+    from memman_daemon.handlers import (  # noqa: F401
+        clients,
+        forget,
+        series,
+        session_engine,
+        spine,
+        tiers,
+        undo,
+    )

@@ -32,8 +32,21 @@ async def session_finalize(call: Call, session_id: str, question: str, answer: s
 
 @method(names.SESSION_CONTEXT, Param("session_id", SESSION_ID), Param("opts", CONTEXT_OPTS, default=dict))
 async def session_context(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
-    """The budgeted message list for the chat API, with tokens, band and what was dropped."""
-    return await call.core.engine.context(_session(call, session_id), opts)
+    """The budgeted message list for the chat API, with tokens, band and what was dropped.
+
+    ``opts.peek`` (true): the same answer with no side effects — no compression check, no
+    ``pruned`` event, no usage-series point (a viewer such as the TUI looks without changing
+    what it looks at)."""
+    s = _session(call, session_id)
+    peek = opts.get("peek", False)
+    if not isinstance(peek, bool):
+        raise invalid_params("opts.peek", "expected a boolean")
+    rest = {k: v for k, v in opts.items() if k != "peek"}
+    if peek:
+        return await call.core.engine.assemble(s, rest)
+    out = await call.core.engine.context(s, rest)
+    call.core.series.record_context(s, out)
+    return out
 
 
 @method(names.SESSION_PREVIEW, Param("session_id", SESSION_ID), Param("opts", CONTEXT_OPTS, default=dict))
@@ -45,8 +58,22 @@ async def session_preview(call: Call, session_id: str, opts: dict[str, Any]) -> 
 @method(names.SESSION_PIN, Param("session_id", SESSION_ID), Param("entry_id", ROW_ID),
         Param("pinned", Bool(), default=True), writes=True)
 async def session_pin(call: Call, session_id: str, entry_id: int, pinned: bool) -> dict[str, Any]:
-    """Pin (or unpin) an entry: pinned entries always stay in the context."""
-    return await call.core.engine.pin(_session(call, session_id), entry_id, pinned)
+    """Pin (or unpin) an entry: pinned entries always stay in the context. A change is
+    written to the audit log (action ``pin`` / ``unpin``), so ``memman_undo`` can reverse it."""
+    s = _session(call, session_id)
+    e = s.by_id.get(entry_id)
+    before = e.pinned if e is not None else None
+    out = await call.core.engine.pin(s, entry_id, pinned)
+    if e is not None and before != pinned:
+        text = e.content or ""
+        rec, op = call.core.audit.record(
+            "pin" if pinned else "unpin", text, f"session:{s.id}#{entry_id}",
+            "pinned" if pinned else "unpinned", call.client_name, session_id=s.id,
+            user_id=s.meta.user_id, tenant_id=s.meta.tenant_id, entry_id=entry_id,
+            previous=before, role=e.role, type=e.type)
+        await call.core.store.write([op])
+        out = {**out, "audit_id": rec.id}
+    return out
 
 
 @method(names.SESSION_EXPAND, Param("session_id", SESSION_ID), Param("summary_id", ROW_ID))

@@ -174,7 +174,8 @@ class ToolCache:
                 action, f"{e.tool_name}({json.dumps(e.parameters, sort_keys=True)})",
                 f"cache:{e.session_id}/{e.key}", "-", client, session_id=e.session_id,
                 user_id=s.meta.user_id if s else None, tenant_id=s.meta.tenant_id if s else None,
-                reason=reason, remaining_duration=e.remaining_duration)
+                reason=reason, remaining_duration=e.remaining_duration,
+                entry=e.to_wire())  # the whole entry: memman_undo restores it
             ops.append(op)
         return ops
 

@@ -144,7 +144,8 @@ class Scratchpad:
                 "evict", v.text, f"scratchpad:{v.session_id}#{v.id}", "-", client,
                 session_id=v.session_id, user_id=s.meta.user_id if s else None,
                 tenant_id=s.meta.tenant_id if s else None, reason=reason,
-                promoted=[p["target"] for p in v.promoted], frequency=v.frequency)
+                promoted=[p["target"] for p in v.promoted], frequency=v.frequency,
+                snippet=v.to_wire())  # the whole snippet: memman_undo restores it
             ops += [self.delete_op(v), aop]
         return ops
 

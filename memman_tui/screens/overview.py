@@ -10,11 +10,18 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from memman_tui import keymap
 from memman_tui.live import Drained
-from memman_tui.rows import OVERVIEW_COLUMNS, overview_matches, overview_row, sort_value
+from memman_tui.rows import (
+    OVERVIEW_COLUMNS,
+    overview_matches,
+    overview_row,
+    series_cells,
+    sort_value,
+)
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.widgets.banner import Banner, RateLabel
 from memman_tui.widgets.daemon_header import DaemonHeader
 from memman_tui.widgets.event_log import EventLog
+from memman_tui.widgets.safe_table import SafeTable
 
 
 class OverviewScreen(MonitorScreen):
@@ -22,10 +29,12 @@ class OverviewScreen(MonitorScreen):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.sort_index = len(OVERVIEW_COLUMNS) - 1  # last activity, newest first
-        self.sort_reverse = True
+        self.sort_index = 0  # by session id: stable, rows never reorder by themselves
+        self.sort_reverse = False
         self._order: list[str] = []
         self._cells: dict[str, tuple[Any, ...]] = {}  #: what each row shows now
+        #: per session: (newest point id, number of points) -> its sent / hist / trend cells
+        self._series: dict[str, tuple[tuple[Any, ...], tuple[Any, Any, Any]]] = {}
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="title-row"):
@@ -33,7 +42,7 @@ class OverviewScreen(MonitorScreen):
             yield RateLabel(classes="rate")
         yield DaemonHeader(id="daemon")
         yield Banner(id="banner")
-        table: DataTable = DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+        table = SafeTable(id="sessions", zebra_stripes=True)
         for key, label in OVERVIEW_COLUMNS:
             table.add_column(label, key=key)
         yield table
@@ -43,7 +52,7 @@ class OverviewScreen(MonitorScreen):
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
-        self.query_one("#log", EventLog).border_title = "events"
+        self.query_one("#log", EventLog).border_title = "[2] events · f freezes · / filters"
         self.update_title()
         self.update_banner()
 
@@ -54,7 +63,8 @@ class OverviewScreen(MonitorScreen):
         shown = table.row_count
         total = len(self.mm.live.sessions)
         flt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
-        table.border_title = f"sessions {shown}/{total}  sort: {label} {arrow}{flt}"
+        table.border_title = f"[1] sessions {shown}/{total}  sort: {label} {arrow}{flt}"
+        table.border_subtitle = "sent / hist: % of the session's budget (daemon's figures)"
 
     # --- data ------------------------------------------------------------------------------
     def visible_ids(self) -> list[str]:
@@ -62,27 +72,37 @@ class OverviewScreen(MonitorScreen):
         q = self.filter_text
         key = OVERVIEW_COLUMNS[self.sort_index][0]
         ids = [sid for sid, ov in live.sessions.items() if overview_matches(ov, q)]
-        ids.sort(key=lambda sid: (sort_value(live.sessions[sid], key, *live.counts(sid)), sid),
+        ids.sort(key=lambda sid: (sort_value(live.sessions[sid], key, *live.counts(sid),
+                                             live.last_point(sid)), sid),
                  reverse=self.sort_reverse)
         return ids
 
     def _row(self, sid: str) -> tuple[Any, ...]:
         live = self.mm.live
+        points = live.series.get(sid) or []
+        width = self.spark_width()
+        stamp = (points[-1].get("id") if points else None, len(points), width)
+        memo = self._series.get(sid)
+        if memo is None or memo[0] != stamp:  # only a new usage point changes these cells
+            memo = self._series[sid] = (stamp, series_cells(points, width))
         return overview_row(live.sessions[sid], self.mm.clock(), *live.counts(sid),
-                            marked=sid in self.marks.get("sessions", set()))
+                            marked=sid in self.marks.get("sessions", set()), series=memo[1])
+
+    def spark_width(self) -> int:
+        """The sparkline grows with the terminal: 12 points at 100-140 columns, up to 48."""
+        width = self.size.width or 100
+        return 12 if width < 140 else min(48, width - 128)
+
+    def on_resize(self) -> None:
+        if self._order:
+            self.rebuild()
 
     def rebuild(self) -> None:
-        table = self.query_one("#sessions", DataTable)
-        current = self.current_key(table)
+        table = self.query_one("#sessions", SafeTable)
         order = self.visible_ids()
-        table.clear()
-        self._cells = {}
-        for sid in order:
-            cells = self._cells[sid] = self._row(sid)
-            table.add_row(*cells, key=sid)
+        self._cells = {sid: self._row(sid) for sid in order}
+        table.refill([(sid, self._cells[sid]) for sid in order])
         self._order = order
-        if current in order:
-            table.move_cursor(row=order.index(current), animate=False)
         self.update_title()
 
     def update_rows(self, sids: set[str]) -> None:
@@ -110,8 +130,8 @@ class OverviewScreen(MonitorScreen):
             self.query_one("#log", EventLog).add_lines(changes.lines)
         if changes.removed or changes.resync:
             self.rebuild()
-        elif changes.sessions:
-            self.update_rows(changes.sessions)
+        elif changes.sessions or changes.series:
+            self.update_rows(changes.sessions | changes.series)
         self.update_title()
 
     def tick(self) -> None:
@@ -130,10 +150,6 @@ class OverviewScreen(MonitorScreen):
         self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
 
     # --- keys ------------------------------------------------------------------------------
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "filter":
-            self.rebuild()
-
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         index = [k for k, _ in OVERVIEW_COLUMNS].index(str(event.column_key.value))
         if index == self.sort_index:
@@ -155,33 +171,70 @@ class OverviewScreen(MonitorScreen):
         self.rebuild()
 
     def action_mark(self) -> None:
-        table = self.query_one("#sessions", DataTable)
-        sid = self.toggle_mark(table)
-        if sid is not None:
-            cells = self._cells[sid] = self._row(sid)
-            table.update_cell(sid, "session_id", cells[0])
+        table = self.query_one("#sessions", SafeTable)
+        sid = table.selected_key
+        if sid is None:
+            return
+        self.marks.setdefault("sessions", set()).symmetric_difference_update({sid})
+        cells = self._cells[sid] = self._row(sid)
+        table.update_cell(sid, "session_id", cells[0])
+        table.action_cursor_down()
+
+    def selected_id(self) -> str | None:
+        return self.query_one("#sessions", SafeTable).selected_key
+
+    def _targets(self) -> list[str]:
+        marks = self.marks.get("sessions", set())
+        if marks:
+            return sorted(marks)
+        sid = self.selected_id()
+        return [] if sid is None else [sid]
 
     def action_open_session(self) -> None:
-        sid = self.current_key(self.query_one("#sessions", DataTable))
+        sid = self.selected_id()
         if sid:
             self.mm.open_session(sid)
 
+    def action_view_context(self) -> None:
+        sid = self.selected_id()
+        if sid:
+            self.mm.open_context(sid)
+        else:
+            self.notify("No session selected: move to one with j/k", severity="warning")
+
     def selected_session(self) -> dict[str, Any] | None:
-        sid = self.current_key(self.query_one("#sessions", DataTable))
+        sid = self.selected_id()
         return self.mm.live.sessions.get(sid) if sid else None
 
     def action_compact(self) -> None:
-        sids = self.targets(self.query_one("#sessions", DataTable))
+        sids = self._targets()
         if sids:
             self.mm.compact_sessions(sids)
 
-    def action_evict(self) -> None:
-        sids = self.targets(self.query_one("#sessions", DataTable))
+    def action_delete(self) -> None:
+        sids = self._targets()
         if sids:
             self.mm.delete_sessions(sids)
+
+    def action_freeze(self) -> None:
+        frozen = self.query_one("#log", EventLog).toggle_freeze()
+        self.notify("event log frozen (f resumes)" if frozen else "event log follows again",
+                    timeout=2)
+
+    def action_focus_panel(self, n: int) -> None:
+        if n == 1:
+            self.query_one("#sessions").focus()
+        elif n == 2:
+            self.query_one("#log").focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.rebuild()
+            self.query_one("#log", EventLog).set_query(event.value.strip())
 
     def action_back(self) -> None:
         cleared = self.clear_filter() | self.clear_marks()
         if cleared:
+            self.query_one("#log", EventLog).set_query("")
             self.rebuild()
         self.query_one("#sessions", DataTable).focus()

@@ -1,4 +1,10 @@
-"""Session: the context window as the LLM receives it, summaries, tool cache, scratchpad, log."""
+"""Session: the context as sent, usage over time, tool cache, scratchpad, summaries, log.
+
+Panels are numbered (1-6 focus them): [1] the messages the LLM receives now (exactly
+``memman_session_context``'s list), [2] sent and history tokens over time, [3] the tool cache,
+[4] the scratchpad, [5] summaries, [6] this session's events. Every action works on the focused
+panel's selected row only; a selection follows its item across refreshes or clears.
+"""
 
 from __future__ import annotations
 
@@ -17,25 +23,24 @@ from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
 from memman_tui.live import Drained
 from memman_tui.rows import (
-    ContextRow,
     as_list,
     cache_cells,
     cache_key,
-    context_cells,
-    context_rows,
-    first,
     reasons_long,
     scratch_cells,
     scratch_rows,
     snippet_id,
     summaries_of,
     summary_label,
-    used_tokens,
 )
 from memman_tui.screens.base import MonitorScreen
+from memman_tui.screens.context import ItemScreen
+from memman_tui.sent import SHORT_LABEL, STYLE, Part, SentView
 from memman_tui.widgets.banner import Banner, RateLabel
+from memman_tui.widgets.breakdown import fullness_text
+from memman_tui.widgets.chart import UsageChart
 from memman_tui.widgets.event_log import EventLog
-from memman_tui.widgets.gauge import TokenGauge
+from memman_tui.widgets.safe_table import SafeTable
 
 
 @dataclass
@@ -43,14 +48,35 @@ class Detail:
     """Everything the session screen shows, fetched in one go."""
 
     session: Any = None
-    preview: Any = None
+    sent: Any = None  #: a SentView, UNAVAILABLE, or None
     cache: Any = None
     candidates: Any = None
     errors: list[str] = field(default_factory=list)
 
 
-ENTRY_LIMIT = 400  #: newest entries fetched for the context panel
+ENTRY_LIMIT = 400  #: newest entries fetched (their content fills the panels)
 NOT_AVAILABLE = Text("not available (the daemon does not offer this yet)", "grey50 italic")
+MARK_STYLE = {"kept": "green", "summarized": "cyan", "omitted": "grey62",
+              "pinned": "bold magenta"}
+
+#: panel number -> widget id (the numbers are shown in the titles)
+PANELS = {1: "context", 2: "chart", 3: "cache", 4: "scratch", 5: "summaries", 6: "log"}
+TITLES = {"context": "context as sent (what the LLM receives now)", "chart": "sent / history over time",
+          "cache": "tool cache", "scratch": "scratchpad · promotion candidates",
+          "summaries": "summaries", "log": "events"}
+
+
+def context_cells(p: Part, content_width: int, marked: bool) -> tuple[Any, ...]:
+    ident = Text(("● " if marked else "") + str(p.index + 1), "bold yellow" if marked else "")
+    content = f"{p.role}: " + p.text.replace("\n", " ⏎ ")
+    if len(content) > content_width:
+        content = content[: max(1, content_width - 1)] + "…"
+    return (ident, Text(SHORT_LABEL.get(p.kind, p.kind), STYLE.get(p.kind, "")), f"{p.tokens:,}",
+            Text(p.mark, MARK_STYLE.get(p.mark, "")), Text(content))
+
+
+def is_system(p: Part) -> bool:
+    return p.role == "system" or p.kind in ("system_prompt", "context")
 
 
 class SessionScreen(MonitorScreen):
@@ -67,46 +93,49 @@ class SessionScreen(MonitorScreen):
         super().__init__(**kwargs)
         self.session_id = session_id
         self.detail = Detail()
-        self.context: list[ContextRow] = []
+        self.view: SentView | None = None
         self.cache_items: list[dict[str, Any]] = []
         self.scratch_items: list[dict[str, Any]] = []
         self.loads = 0  #: completed fetches (tests wait on it)
+        self._seeded = False
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="session-head"):
             yield Static(id="session-title", classes="title")
-            yield TokenGauge(id="gauge")
             yield RateLabel(classes="rate")
+        yield Static(id="fullness")
         yield Banner(id="banner")
         yield Static(id="why")
         with Grid(id="session-grid"):
-            ctx: DataTable = DataTable(id="context", cursor_type="row", zebra_stripes=True)
-            ctx.add_columns("id", "role", "type", "tok", "score", "mark", "content")
+            ctx = SafeTable(id="context", zebra_stripes=True)
+            ctx.add_columns("#", "kind", "tok", "mark", "content")
             yield ctx
-            cache: DataTable = DataTable(id="cache", cursor_type="row")
+            yield UsageChart(id="chart")
+            cache = SafeTable(id="cache")
             cache.add_columns("exchanges left", "TTL", "hits", "key", "tool call")
             yield cache
-            scratch: DataTable = DataTable(id="scratch", cursor_type="row")
+            scratch = SafeTable(id="scratch")
             scratch.add_columns("id", "score", "promoted", "snippet", "score parts")
             yield scratch
             yield Tree("summaries", id="summaries")
             yield EventLog(session_id=self.session_id, id="log",
                            max_lines=self.mm.settings.log_size)
-        yield Input(placeholder="filter rows as you type", id="filter")
+        yield Input(placeholder="filter rows and log lines as you type", id="filter")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
-        titles = {"#context": "context window (as the LLM receives it)",
-                  "#cache": "tool cache", "#scratch": "scratchpad · promotion candidates",
-                  "#summaries": "summaries", "#log": "events"}
-        for sel, title in titles.items():
-            self.query_one(sel).border_title = title
-        self.query_one("#summaries", Tree).show_root = False
+        for n, wid in PANELS.items():
+            self.query_one(f"#{wid}").border_title = f"[{n}] {TITLES[wid]}"
+        tree = self.query_one("#summaries", Tree)
+        tree.show_root = False
+        tree.auto_expand = False  # Enter opens in full; Space expands in place
         self.show_head()
         self.update_banner()
         self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
-        self.query_one("#context", DataTable).focus()
+        self.query_one("#chart", UsageChart).points = list(
+            self.mm.live.series.get(self.session_id, []))
+        self.query_one("#context", SafeTable).focus()
 
     # --- loading ----------------------------------------------------------------------------
     def reload(self) -> None:
@@ -120,12 +149,21 @@ class SessionScreen(MonitorScreen):
         if backend is None:
             return
         sid = self.session_id
+        if not self._seeded:  # the past: the series and the evictions, once
+            self._seeded = True
+            series, audit = await asyncio.gather(
+                backend.session_series(sid), backend.audit_list({"session_id": sid,
+                                                                 "action": "evict"}),
+                return_exceptions=True)
+            if isinstance(series, dict):
+                self.mm.live.load_series(sid, series.get("points") or [])
+            if isinstance(audit, dict):
+                self.mm.live.seed_evictions(sid, audit.get("records") or [])
         results = await asyncio.gather(
-            backend.session_get(sid, {"limit": ENTRY_LIMIT}), backend.session_preview(sid),
+            backend.session_get(sid, {"limit": ENTRY_LIMIT}), backend.sent_view(sid),
             backend.cache_list(sid), backend.scratchpad_candidates(sid), return_exceptions=True)
         detail = Detail()
-        for name, value in zip(("session", "preview", "cache", "candidates"),
-                               results, strict=True):
+        for name, value in zip(("session", "sent", "cache", "candidates"), results, strict=True):
             if isinstance(value, BaseException):
                 detail.errors.append(f"{name}: {value}")
                 value = None
@@ -133,12 +171,14 @@ class SessionScreen(MonitorScreen):
         self.post_message(self.DetailLoaded(detail))
 
     def on_session_screen_detail_loaded(self, message: DetailLoaded) -> None:
+        if self.mm.paused:  # pause freezes everything; resuming reloads
+            return
         self.show(message.detail)
 
     def show(self, detail: Detail) -> None:
         self.loads += 1
         self.detail = detail
-        self.context = context_rows(detail.preview, detail.session)
+        self.view = detail.sent if isinstance(detail.sent, SentView) else None
         self.cache_items = as_list(detail.cache, "entries", "items", "cache")
         self.scratch_items = scratch_rows(detail.candidates)
         self.show_head()
@@ -146,6 +186,7 @@ class SessionScreen(MonitorScreen):
         self.fill_cache()
         self.fill_scratch()
         self.fill_summaries()
+        self.fill_chart()
 
     def overview(self) -> dict[str, Any]:
         ov = self.mm.live.sessions.get(self.session_id)
@@ -155,58 +196,50 @@ class SessionScreen(MonitorScreen):
 
     def show_head(self) -> None:
         ov = self.overview()
-        gauge = self.query_one("#gauge", TokenGauge)
-        ctx = self.detail.preview
-        used = used_tokens(ov)
-        if isinstance(ctx, dict):
-            used = int(first(ctx, "full_tokens", "tokens", default=used) or 0)
-            gauge.budget = int(first(ctx, "budget", "max_tokens", default=ov.get("max_tokens") or 8000))
-        else:
-            gauge.budget = int(ov.get("max_tokens") or 8000)
-        gauge.used = used
         title = Text()
         title.append(f"session {self.session_id}", "bold")
-        title.append(f"  user {ov.get('user_id', '-')}  tenant {ov.get('tenant_id', '-')}  "
-                     f"model {ov.get('model', '-')}  exchanges {ov.get('exchanges', 0)}  "
-                     f"summary {ov.get('summary_bytes', 0):,} B", "grey70")
+        title.append(f"  {ov.get('user_id', '-')}@{ov.get('tenant_id', '-')} · "
+                     f"{ov.get('model', '-')} · {ov.get('exchanges', 0)} exchanges · "
+                     f"rolling summary {ov.get('summary_bytes', 0):,} B", "grey70")
         self.query_one("#session-title", Static).update(title)
+        self.query_one("#fullness", Static).update(fullness_text(self.view, self.size.width))
 
     def _matches(self, *cells: Any) -> bool:
         q = self.filter_text.lower()
         return not q or any(q in str(c).lower() for c in cells)
 
-    def _refill(self, table: DataTable, rows: list[tuple[Any, tuple[Any, ...]]],
+    def _refill(self, table: SafeTable, rows: list[tuple[Any, tuple[Any, ...]]],
                 unavailable: bool) -> None:
-        current = self.current_key(table)
-        table.clear()
         if unavailable:
-            table.add_row(*([NOT_AVAILABLE] + [""] * (len(table.columns) - 1)), key="__na__")
+            table.refill([("__na__", (NOT_AVAILABLE, *[""] * (len(table.columns) - 1)))])
+            table.selected_key = None
+            table.show_cursor = False
             return
-        keys = []
-        for key, cells in rows:
-            table.add_row(*cells, key=key)
-            keys.append(key)
-        if current in keys:
-            table.move_cursor(row=keys.index(current), animate=False)
+        table.refill(rows)
 
     def fill_context(self) -> None:
-        table = self.query_one("#context", DataTable)
+        table = self.query_one("#context", SafeTable)
         marks = self.marks.get("context", set())
-        rows = [(str(r.entry_id), context_cells(r, str(r.entry_id) in marks)) for r in self.context
-                if self._matches(r.role, r.type, r.mark, r.content)]
-        unavailable = self.detail.preview is UNAVAILABLE and self.detail.session is UNAVAILABLE
-        self._refill(table, rows, unavailable)
-        kept = sum(r.tokens for r in self.context if r.mark in ("kept", "pinned"))
-        nxt = sum(1 for r in self.context if r.next_out)
-        table.border_subtitle = (f"{len(self.context)} entries · {kept:,} tok kept"
-                                 + (f" · compaction preview: {nxt} go next" if nxt else "")
-                                 + ("" if self.detail.preview is not UNAVAILABLE
-                                    else " · scores not available: raw log"))
-        why = self.detail.preview.get("why") if isinstance(self.detail.preview, dict) else None
-        self.query_one("#why", Static).update(Text(f"context: {why}" if why else "", "grey70"))
+        view = self.view
+        width = max(16, (table.size.width or self.size.width * 3 // 5) - 36)
+        rows = [] if view is None else [
+            (p.key, context_cells(p, width, p.key in marks)) for p in view.parts
+            if self._matches(p.kind, p.mark, p.role, p.text)]
+        had = table.selected_key
+        self._refill(table, rows, self.detail.sent is UNAVAILABLE)
+        if had is not None and table.selected_key is None and table.has_focus:
+            self.explain("the selected message left the context (folded into a summary or "
+                         "dropped): nothing is selected now; j / k selects again")
+        if view is not None:
+            table.border_subtitle = (f"{len(view.parts)} messages · {view.sent_tokens:,} tok sent"
+                                     " · Enter opens · v full screen")
+
+    def fill_chart(self) -> None:
+        self.query_one("#chart", UsageChart).points = list(
+            self.mm.live.series.get(self.session_id, []))
 
     def fill_cache(self) -> None:
-        table = self.query_one("#cache", DataTable)
+        table = self.query_one("#cache", SafeTable)
         marks = self.marks.get("cache", set())
         now = self.mm.clock()
         rows = [(cache_key(c), cache_cells(c, now, cache_key(c) in marks))
@@ -215,10 +248,17 @@ class SessionScreen(MonitorScreen):
         table.border_subtitle = f"{len(self.cache_items)} cached"
 
     def fill_scratch(self) -> None:
-        table = self.query_one("#scratch", DataTable)
+        table = self.query_one("#scratch", SafeTable)
         marks = self.marks.get("scratch", set())
-        rows = [(str(snippet_id(s)), scratch_cells(s, str(snippet_id(s)) in marks))
-                for s in self.scratch_items if self._matches(*s.values())]
+        live = self.mm.live
+        rows = []
+        for s in self.scratch_items:
+            if not self._matches(*s.values()):
+                continue
+            cells = list(scratch_cells(s, str(snippet_id(s)) in marks))
+            if live.is_rewritten(self.session_id, s):
+                cells[0] = Text.assemble(cells[0], (" ↺evicted before", "bold red"))
+            rows.append((str(snippet_id(s)), tuple(cells)))
         self._refill(table, rows, self.detail.candidates is UNAVAILABLE)
         table.border_subtitle = f"{len(self.scratch_items)} snippets (≤64, LRU)"
 
@@ -227,22 +267,25 @@ class SessionScreen(MonitorScreen):
         expanded = {n.data.get("id") for n in tree.root.children
                     if n.is_expanded and isinstance(n.data, dict)}
         tree.clear()
-        summaries = summaries_of(self.detail.session, self.detail.preview)
+        summaries = summaries_of(self.detail.session, None)
         if isinstance(self.detail.session, dict) and self.detail.session.get("summary"):
             rolling = str(self.detail.session["summary"])
             tree.root.add_leaf(Text(f"rolling summary ({len(rolling.encode()):,} B): "
-                                    + rolling[:100].replace("\n", " "), "italic"))
+                                    + rolling[:100].replace("\n", " "), "italic"),
+                               data={"rolling": rolling})
         for s in summaries:
             node = tree.root.add(summary_label(s), data=s, allow_expand=True)
             if s.get("id") in expanded:
                 self.expand_summary(node)
-        tree.border_subtitle = f"{len(summaries)} linked · Enter expands"
+        tree.border_subtitle = f"{len(summaries)} linked · Enter opens"
 
     def apply(self, changes: Drained) -> None:
         if changes.lines:
             self.query_one("#log", EventLog).add_lines(changes.lines)
         if self.session_id in changes.sessions:
             self.show_head()
+        if self.session_id in changes.series:
+            self.fill_chart()
         if self.session_id in changes.detail or changes.resync:
             self.reload()
         if self.session_id in changes.removed:
@@ -250,80 +293,160 @@ class SessionScreen(MonitorScreen):
             if self.is_current:
                 self.app.pop_screen()
 
+    def on_resize(self) -> None:
+        if self.view is not None:
+            self.fill_context()
+
     def tick(self) -> None:
         if self.cache_items:  # wall-clock TTLs count down between events
             self.fill_cache()
 
-    # --- keys ---------------------------------------------------------------------------------
+    # --- the selected item of the focused panel ---------------------------------------------
+    def panel(self) -> str | None:
+        focused = self.focused
+        return focused.id if focused is not None and focused.id in TITLES else None
+
+    def selected_part(self) -> Part | None:
+        key = self.query_one("#context", SafeTable).selected_key
+        if self.view is None or key is None:
+            return None
+        return next((p for p in self.view.parts if p.key == key), None)
+
+    def selected_in(self, table_id: str) -> dict[str, Any] | None:
+        key = self.query_one(f"#{table_id}", SafeTable).selected_key
+        if key is None or key == "__na__":
+            return None
+        if table_id == "cache":
+            return next((c for c in self.cache_items if cache_key(c) == key), None)
+        return next((s for s in self.scratch_items if str(snippet_id(s)) == key), None)
+
+    def explain(self, text: Text | str) -> None:
+        self.query_one("#why", Static).update(text if isinstance(text, Text)
+                                              else Text(text, "grey70"))
+
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         # only the panel the user is in explains its row; refills of the others stay quiet
-        if event.row_key is None or not event.data_table.has_focus:
+        table = event.data_table
+        if not table.has_focus or not isinstance(table, SafeTable) or table.selected_key is None:
             return
-        if event.data_table.id == "scratch":
-            item = next((s for s in self.scratch_items
-                         if str(snippet_id(s)) == event.row_key.value), None)
+        if table.id == "scratch":
+            item = self.selected_in("scratch")
             if item is not None:
-                self.query_one("#why", Static).update(
-                    Text(f"snippet {snippet_id(item)}: score {item.get('score')} — "
-                         f"{reasons_long(item)}", "grey70"))
-            return
-        if event.data_table.id != "context":
-            return
-        row = next((r for r in self.context if str(r.entry_id) == event.row_key.value), None)
-        if row is not None:
-            self.query_one("#why", Static).update(
-                Text(f"entry {row.entry_id}: {row.mark} — {row.reason or 'no reason given'}",
-                     "grey70"))
+                self.explain(f"snippet {snippet_id(item)}: score {item.get('score')} — "
+                             f"{reasons_long(item)}")
+        elif table.id == "context":
+            p = self.selected_part()
+            if p is not None:
+                ids = ", ".join(map(str, p.entry_ids[:6])) or "-"
+                why = f"message {p.index + 1}: {p.kind}, {p.mark}, entries {ids}"
+                if p.score is not None:
+                    why += f", score {p.score:.2f}"
+                if self.view is not None and self.view.why:
+                    why += f" — {self.view.why}"
+                self.explain(why)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id in ("context", "cache", "scratch"):
+            self.action_open()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
-            self.query_one("#log", EventLog).query_text = event.value
+            self.query_one("#log", EventLog).set_query(event.value)
             self.fill_context()
             self.fill_cache()
             self.fill_scratch()
 
-    def focused_table(self) -> DataTable | None:
-        return self.focused if isinstance(self.focused, DataTable) else None
+    # --- keys ---------------------------------------------------------------------------------
+    def action_focus_panel(self, n: int) -> None:
+        wid = PANELS.get(n)
+        if wid is None:
+            return
+        widget = self.query_one(f"#{wid}")
+        if widget.can_focus:
+            widget.focus()
+        else:
+            self.notify(f"panel {n} ({TITLES[wid]}) only shows; nothing to select there",
+                        timeout=2)
 
     def action_mark(self) -> None:
-        table = self.focused_table()
-        if table is None or self.current_key(table) == "__na__":
+        table = self.focused if isinstance(self.focused, SafeTable) else None
+        if table is None or table.selected_key in (None, "__na__"):
             return
-        self.toggle_mark(table)
+        marks = self.marks.setdefault(table.id or "", set())
+        marks.symmetric_difference_update({table.selected_key})
+        table.action_cursor_down()  # the user's own move: the next row is selected
         {"context": self.fill_context, "cache": self.fill_cache,
          "scratch": self.fill_scratch}.get(table.id or "", lambda: None)()
 
+    def _marked_or_selected(self, table_id: str) -> list[Any]:
+        marks = self.marks.get(table_id, set())
+        if marks:
+            return sorted(marks, key=str)
+        key = self.query_one(f"#{table_id}", SafeTable).selected_key
+        return [] if key in (None, "__na__") else [key]
+
     def action_back(self) -> None:
         if self.clear_filter() or self.clear_marks():
+            self.query_one("#log", EventLog).set_query("")
             self.fill_context()
             self.fill_cache()
             self.fill_scratch()
-            self.query_one("#context", DataTable).focus()
+            self.query_one("#context", SafeTable).focus()
             return
         self.app.pop_screen()
 
+    def _need(self, panel: str, verb: str) -> bool:
+        if self.panel() == panel:
+            return True
+        n = next(k for k, v in PANELS.items() if v == panel)
+        self.notify(f"{verb} works on panel [{n}] {TITLES[panel]}: press {n} first",
+                    severity="warning")
+        return False
+
     def action_pin(self) -> None:
-        table = self.query_one("#context", DataTable)
-        ids = [int(k) for k in self.targets(table) if str(k).isdigit()]
-        pinned = {r.entry_id: r.pinned for r in self.context}
-        if ids:
-            self.mm.pin_entries(self.session_id, [(i, not pinned.get(i, False)) for i in ids])
+        if not self._need("context", "Pin / unpin"):
+            return
+        keys = self._marked_or_selected("context")
+        parts = [p for p in (self.view.parts if self.view else []) if p.key in keys]
+        targets = [p for p in parts if len(p.entry_ids) == 1]
+        if not targets:
+            self.notify("No message selected that is one entry (summaries and markers cannot "
+                        "be pinned)", severity="warning")
+            return
+        entries = {e.get("id"): e for e in as_list(self.detail.session, "entries")}
+        pins = []
+        for p in targets:
+            eid = p.entry_ids[0]
+            pinned = bool(entries.get(eid, {}).get("pinned")) or p.mark == "pinned"
+            pins.append((eid, not pinned, p, is_system(p)))
+        self.mm.pin_entries(self.session_id, pins)
 
     def action_evict(self) -> None:
-        table = self.focused_table()
-        if table is None or table.id not in ("cache", "scratch"):
-            self.notify("Evict works on the tool cache or the scratchpad: Tab to one of them",
+        panel = self.panel()
+        if panel not in ("cache", "scratch"):
+            self.notify("Evict works on panel [3] tool cache or [4] scratchpad: press 3 or 4",
                         severity="warning")
             return
-        keys = [k for k in self.targets(table) if k != "__na__"]
-        if keys:
-            self.mm.evict(self.session_id, "cache" if table.id == "cache" else "scratchpad", keys)
+        keys = self._marked_or_selected(panel)
+        if not keys:
+            self.notify("No row selected: move to one with j/k", severity="warning")
+            return
+        if panel == "cache":
+            items = {cache_key(c): c for c in self.cache_items}
+            labels = [f"{items[k].get('tool_name', '?')}({items[k].get('parameters', '')})"
+                      if k in items else str(k) for k in keys]
+        else:
+            items = {str(snippet_id(s)): s for s in self.scratch_items}
+            labels = [f"#{k} {items[k].get('text', '')}" if k in items else str(k) for k in keys]
+        self.mm.evict(self.session_id, "cache" if panel == "cache" else "scratchpad", keys,
+                      labels)
 
     def action_promote(self) -> None:
-        table = self.query_one("#scratch", DataTable)
-        keys = [k for k in self.targets(table) if k != "__na__"]
+        if not self._need("scratch", "Promote"):
+            return
+        keys = self._marked_or_selected("scratch")
         if not keys:
-            self.notify("No scratchpad snippet to promote", severity="warning")
+            self.notify("No snippet selected: move to one with j/k", severity="warning")
             return
         by_id = {str(snippet_id(s)): s for s in self.scratch_items}
         self.mm.promote(self.session_id, [by_id.get(k, {"id": k}) for k in keys])
@@ -331,13 +454,72 @@ class SessionScreen(MonitorScreen):
     def action_compact(self) -> None:
         self.mm.compact_sessions([self.session_id])
 
-    def action_expand(self) -> None:
-        tree = self.query_one("#summaries", Tree)
-        if tree.cursor_node is not None:
-            self.expand_summary(tree.cursor_node)
+    def action_view_context(self) -> None:
+        self.mm.open_context(self.session_id)
+
+    def action_freeze(self) -> None:
+        frozen = self.query_one("#log", EventLog).toggle_freeze()
+        self.notify("event log frozen (f resumes)" if frozen else "event log follows again",
+                    timeout=2)
+
+    def _item(self) -> ItemScreen | None:
+        panel = self.panel()
+        if panel == "context":
+            p = self.selected_part()
+            return None if p is None else ItemScreen.for_part(self.session_id, p)
+        if panel == "cache":
+            c = self.selected_in("cache")
+            if c is None:
+                return None
+            return ItemScreen(self.session_id, f"cached {c.get('tool_name', '?')}"
+                              f"({c.get('parameters', '')}) · hits {c.get('hits', 0)}",
+                              str(c.get("result", "")))
+        if panel == "scratch":
+            s = self.selected_in("scratch")
+            if s is None:
+                return None
+            return ItemScreen(self.session_id, f"snippet {snippet_id(s)} · score "
+                              f"{s.get('score')} · {reasons_long(s)}", str(s.get("text", "")))
+        if panel == "summaries":
+            node = self.query_one("#summaries", Tree).cursor_node
+            data = node.data if node is not None else None
+            if isinstance(data, dict) and isinstance(data.get("entry"), dict):
+                e = data["entry"]
+                return ItemScreen(self.session_id, f"entry {e.get('id')} · {e.get('role', '?')}/"
+                                  f"{e.get('type', '?')} · {e.get('tokens', '?')} tokens "
+                                  "(replaced by the summary above)", str(e.get("content") or ""))
+            if isinstance(data, dict) and "rolling" in data:
+                return ItemScreen(self.session_id, "rolling summary (seed 000: the oldest "
+                                  "exchanges folded)", data["rolling"])
+            if isinstance(data, dict):
+                return ItemScreen(self.session_id, f"linked summary #{data.get('id')} · "
+                                  f"{len(data.get('entry_ids') or [])} entries · "
+                                  f"{data.get('original_tokens', '?')}→{data.get('tokens', '?')} "
+                                  "tok", str(data.get("content", "")), summary_id=data.get("id"))
+        return None
+
+    def action_open(self) -> None:
+        item = self._item()
+        if item is None:
+            self.notify("Nothing selected to open here", severity="warning")
+            return
+        self.app.push_screen(item)
+
+    def action_copy(self) -> None:
+        item = self._item()
+        if item is None:
+            self.notify("Nothing selected to copy", severity="warning")
+            return
+        self.app.copy_to_clipboard(item.body)
+        self.notify(f"copied {len(item.body):,} characters")
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
+        if event.node.data is not None:
+            self.action_open()
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
-        if isinstance(event.node.data, dict) and not event.node.children:
+        data = event.node.data
+        if isinstance(data, dict) and "id" in data and not event.node.children:
             self.expand_summary(event.node)
 
     @work(group="expand")
@@ -356,5 +538,6 @@ class SessionScreen(MonitorScreen):
         for e in entries:
             node.add_leaf(Text(f"{e.get('id')} {e.get('role', '?')}/{e.get('type', '?')} "
                                f"{e.get('tokens', '?')} tok: "
-                               + str(e.get("content") or "")[:90].replace("\n", " ")))
+                               + str(e.get("content") or "")[:90].replace("\n", " ")),
+                          data={"entry": e})
         node.expand()

@@ -27,7 +27,7 @@ def summarizer_label(stats: dict[str, Any]) -> str:
     fallbacks = s.get("fallbacks", 0)
     if s.get("available", True):
         return f"{model} · {calls} LLM calls · {fallbacks} fallbacks"
-    return f"fallback ({model} unavailable) · {fallbacks} fallbacks"
+    return f"{model} (no key or endpoint: extractive fallback) · {fallbacks} fallbacks"
 
 
 class DaemonHeader(Static):

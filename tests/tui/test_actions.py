@@ -39,10 +39,10 @@ async def test_evict_snippet_with_keys():
         app = real_app(str(d.socket))
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
-            await pilot.press("tab", "tab")  # context -> cache -> scratchpad
+            await pilot.press("4")  # panel 4: the scratchpad
             table = screen.query_one("#scratch")
             await wait_for(pilot, lambda: screen.focused is table, "the scratchpad panel")
-            table.move_cursor(row=table.get_row_index(str(gone["snippet"]["id"])))
+            table.select_key(str(gone["snippet"]["id"]))
             await pilot.press("e")
             await wait_for(pilot, lambda: app.screen.query("#yes"), "the confirmation")
             await pilot.press("y")
@@ -64,9 +64,8 @@ async def test_evict_cache_entries_marked_with_space():
             screen = await open_session(pilot)
             table = screen.query_one("#cache")
             await wait_for(pilot, lambda: table.row_count == 3, "the cache rows")
-            await pilot.press("tab")
+            await pilot.press("3")  # panel 3: the tool cache
             await wait_for(pilot, lambda: screen.focused is table, "the cache panel")
-            table.move_cursor(row=0)
             await pilot.press("space", "space")  # mark the first two rows
             await wait_for(pilot, lambda: len(screen.marks.get("cache", ())) == 2, "two marks")
             await pilot.press("delete")
@@ -86,7 +85,7 @@ async def test_cancelled_evict_changes_nothing():
         app = real_app(str(d.socket))
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
-            await pilot.press("tab", "tab", "e")
+            await pilot.press("4", "e")
             await wait_for(pilot, lambda: app.screen.query("#yes"), "the confirmation")
             await pilot.press("n")
             await wait_for(pilot, lambda: app.screen is screen, "the dialog to close")
@@ -101,7 +100,7 @@ async def test_promote_snippet_to_user_preference():
         app = real_app(str(d.socket))
         async with app.run_test(size=SIZE) as pilot:
             await open_session(pilot)
-            await pilot.press("p")
+            await pilot.press("4", "p")  # panel 4: the scratchpad
             await wait_for(pilot, lambda: isinstance(app.screen, PromoteScreen), "the dialog")
             await pilot.press("enter")  # first target: user preference
             box = app.screen.query_one("#promote-field")
@@ -124,7 +123,7 @@ async def test_promotion_conflict_shows_both_values_and_overwrites():
         app = real_app(str(d.socket))
         async with app.run_test(size=SIZE) as pilot:
             await open_session(pilot)
-            await pilot.press("p", "enter")
+            await pilot.press("4", "p", "enter")
             box = app.screen.query_one("#promote-field")
             await wait_for(pilot, lambda: box.has_focus, "the key input")
             box.value = "currency"
@@ -149,11 +148,10 @@ async def test_pin_survives_compaction():
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
             table = screen.query_one("#context")
-            rows = [r for r in screen.context if r.role != "system"]
-            target = rows[2].entry_id  # old: compaction would take it
-            assert rows[2].next_out
-            table.move_cursor(row=table.get_row_index(str(target)))
-            await pilot.press("x")
+            msgs = [p for p in screen.view.parts if p.kind == "message" and p.entry_ids]
+            target, neighbour_id = msgs[2].entry_ids[0], msgs[3].entry_ids[0]
+            table.select_key(msgs[2].key)
+            await pilot.press("x")  # a plain message: no question, u undoes it
 
             async def pinned():
                 s = await c.session_get("s1")
@@ -161,6 +159,9 @@ async def test_pin_survives_compaction():
 
             await wait_async(pilot, pinned, "the pin")
             await pilot.press("c")
+            await wait_for(pilot, lambda: app.screen.query("#yes"), "the compaction question")
+            assert "entries would fold" in str(app.screen.query_one(".dialog-body").render())
+            await pilot.press("y")
 
             async def compacted():
                 s = await c.session_get("s1")
@@ -169,7 +170,7 @@ async def test_pin_survives_compaction():
             s = await wait_async(pilot, compacted, "the compaction")
             entry = next(e for e in s["entries"] if e["id"] == target)
             assert entry["pinned"] and entry["summary_id"] is None
-            neighbour = next(e for e in s["entries"] if e["id"] == rows[3].entry_id)
+            neighbour = next(e for e in s["entries"] if e["id"] == neighbour_id)
             assert neighbour["summary_id"] is not None  # the unpinned one was compressed
 
 
@@ -181,7 +182,7 @@ async def test_read_only_disables_every_change():
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
             assert "read-only" in str(screen.query_one("#banner").render())
-            await pilot.press("x", "c", "p", "tab", "tab", "e")
+            await pilot.press("x", "c", "p", "4", "e")
             await pilot.pause()
             assert screen is app.screen  # no dialog opened
         s = await c.session_get("s1")
@@ -233,9 +234,13 @@ async def test_banner_and_reconnect_when_the_daemon_restarts():
             await wait_for(pilot, lambda: app.backend is None, "the disconnect")
             await wait_for(pilot, lambda: "reconnect" in app.connection_text, "the banner")
             assert app.screen.query_one("#banner").display
+            # the figures from before the loss are greyed out while disconnected
+            assert app.screen.query_one("#daemon").has_class("-stale")
+            assert app.screen.query_one("#sessions").has_class("-stale")
             async with running_daemon(root) as d2:
                 await wait_for(pilot, lambda: app.backend is not None and not app.connection_text,
                                "the reconnect", steps=1000)
+                assert not app.screen.query_one("#daemon").has_class("-stale")
                 assert "s1" in app.live.sessions
                 assert d2.socket == d.socket
 
@@ -280,8 +285,8 @@ async def test_palette_help_and_refresh_rate():
             assert app.settings.refresh_s == 2.0
             await pilot.press("question_mark")
             await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "help")
-            table = app.screen.query_one("#help-keys")
-            listed = {str(table.get_row_at(i)[2]).split(":")[0] for i in range(table.row_count)}
+            table = app.screen.table
+            listed = {str(cell).split(":")[0] for cell in table.columns[2]._cells}
             for _key, _action, description, _tip, _show in keymap.GLOBAL + keymap.OVERVIEW:
                 assert description in listed
             await pilot.press("escape")

@@ -3,6 +3,7 @@ send-keys, the screen read with capture-pane, and the daemon asked what changed.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -48,13 +49,16 @@ def test_evict_a_snippet_from_the_terminal():
         env = " ".join(f"{k}={v}" for k, v in daemon_env(d.root).items()
                        if k.startswith(("MEMMAN_", "TIKTOKEN_")))
         tmux("new-session", "-d", "-s", name, "-x", "150", "-y", "44",
-             f"env {env} TERM=xterm-256color {sys.executable} -m memman_tui "
+             f"env -u COLUMNS -u LINES {env} TERM=xterm-256color {sys.executable} -m memman_tui "
              f"--socket {d.socket} --refresh 0.25")
+        # a tmux server shared with other sessions may size windows to its latest client
+        subprocess.run(["tmux", "resize-window", "-t", name, "-x", "150", "-y", "44"],
+                       capture_output=True)
         try:
             wait_screen(name, "e2e-1")
             tmux("send-keys", "-t", name, "Enter")
             wait_screen(name, "2 snippets")
-            tmux("send-keys", "-t", name, "Tab", "Tab")  # context -> cache -> scratchpad
+            tmux("send-keys", "-t", name, "4")  # panel 4: the scratchpad
             # candidates are sorted best first; walk down until the status line names ours
             for _ in range(3):
                 if f"snippet {gone_id}: score" in screen(name):
@@ -63,7 +67,8 @@ def test_evict_a_snippet_from_the_terminal():
                 time.sleep(0.1)
             wait_screen(name, f"snippet {gone_id}: score")
             tmux("send-keys", "-t", name, "e")
-            shown = wait_screen(name, "Evict 1 scratchpad snippet(s)?")
+            shown = wait_screen(name, "Evict 1 scratchpad snippet(s) from e2e-1?")
+            assert "A snippet the user wants gone." in shown  # the question names its text
             assert "Yes (y)" in shown
             tmux("send-keys", "-t", name, "y")
             wait_screen(name, "evicted 1 scratchpad snippet(s)")
@@ -73,3 +78,85 @@ def test_evict_a_snippet_from_the_terminal():
             tmux("send-keys", "-t", name, "q")
         finally:
             subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def _state(c: SyncClient, sid: str) -> list[tuple]:
+    s = c.session_get(sid)
+    return [(e["id"], e["role"], e["content"], e["pinned"], e.get("summary_id"))
+            for e in s["entries"]]
+
+
+def test_unpin_acts_on_the_selected_row_only_while_the_session_changes_and_u_restores():
+    with daemon_process() as d:
+        sid = "e2e-2"
+        with SyncClient(d.socket) as c:
+            c.session_open(sid, {"user_id": "alice"})
+            c.session_add(sid, {"type": "context", "role": "system", "pinned": True,
+                                "content": "[SYSTEM: you are the e2e agent]"})
+            ids = []
+            for i in range(16):
+                e = c.session_add(sid, {"role": "user" if i % 2 == 0 else "assistant",
+                                        "content": f"step {i} of the plan"})
+                ids.append(e["entry"]["id"] if "entry" in e else e["id"])
+            target, other = ids[9], ids[11]
+            c.session_pin(sid, target, True)
+            c.session_pin(sid, other, True)
+        name = f"mm-e2e-{d.proc.pid}-2"
+        env = " ".join(f"{k}={v}" for k, v in daemon_env(d.root).items()
+                       if k.startswith(("MEMMAN_", "TIKTOKEN_")))
+        tmux("new-session", "-d", "-s", name, "-x", "150", "-y", "44",
+             f"env -u COLUMNS -u LINES {env} TERM=xterm-256color {sys.executable} -m memman_tui "
+             f"--socket {d.socket} --refresh 0.25")
+        # a tmux server shared with other sessions may size windows to its latest client
+        subprocess.run(["tmux", "resize-window", "-t", name, "-x", "150", "-y", "44"],
+                       capture_output=True)
+        try:
+            wait_screen(name, sid)
+            tmux("send-keys", "-t", name, "Enter")
+            wait_screen(name, "context as sent")
+            wait_screen(name, "step 15 of the plan")  # the rows are in: keys act on them
+            # walk down the context panel until the status line names the target entry
+            pattern = re.compile(rf"entries {target}\b")
+            for n in range(2, 30):  # one key at a time, each waited for
+                tmux("send-keys", "-t", name, "j")
+                if pattern.search(wait_screen(name, f"message {n}:")):
+                    break
+            wait_screen_re(name, pattern)
+            # the session changes under the selection: new entries and a compaction that
+            # folds the rows above it (the target is pinned, so it stays)
+            with SyncClient(d.socket) as c:
+                for i in range(4):
+                    c.session_add(sid, {"role": "user", "content": f"late message {i}"})
+                c.call(names.SESSION_COMPACT, sid)
+                before = _state(c, sid)
+            assert any(e[4] is not None for e in before)  # something was folded
+            wait_screen(name, "late message 3")  # the refill
+            shown = wait_screen_re(name, pattern)  # still the selected row after the refill
+            assert f"entries {target} " in shown or f"entries {target}," in shown, (target, shown)
+            tmux("send-keys", "-t", name, "x")
+            wait_screen(name, f"unpinned entry {target}")
+            with SyncClient(d.socket) as c:
+                after = _state(c, sid)
+            changed = [(b, a) for b, a in zip(before, after, strict=True) if b != a]
+            assert len(before) == len(after)
+            assert changed == [(next(e for e in before if e[0] == target),
+                                next(e for e in after if e[0] == target))]
+            assert next(e for e in after if e[0] == target)[3] is False
+            assert next(e for e in after if e[0] == other)[3] is True
+            tmux("send-keys", "-t", name, "u")
+            wait_screen(name, "undid unpin")
+            with SyncClient(d.socket) as c:
+                assert _state(c, sid) == before
+            tmux("send-keys", "-t", name, "q")
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def wait_screen_re(name: str, pattern: re.Pattern[str], polls: int = 300) -> str:
+    shown = ""
+    for _ in range(polls):
+        shown = screen(name)
+        if pattern.search(shown):
+            return shown
+        time.sleep(0.05)
+    raise AssertionError(f"{pattern.pattern!r} never appeared on the screen:\n{shown}")

@@ -6,7 +6,7 @@ from memman import names
 from memman.errors import METHOD_NOT_FOUND, MemmanError
 from memman_tui.backend import UNAVAILABLE, Backend
 from memman_tui.live import LiveState
-from memman_tui.rows import context_rows, overview_matches
+from memman_tui.rows import overview_matches
 from memman_tui.widgets.gauge import band, gauge_text
 
 
@@ -69,18 +69,6 @@ def test_gauge_bands_always_show_the_number():
     assert "85/100" in text and "85%" in text and "prune" in text
 
 
-def test_context_rows_join_preview_decisions_with_content():
-    session = {"entries": [{"id": i, "role": "user", "type": "message", "content": f"m{i}",
-                            "tokens": 5} for i in range(1, 21)]}
-    preview = {"entries": [{"entry_id": i, "decision": "compressed" if i < 3 else "kept",
-                            "score": 0.5, "reason": "r", "pinned": i == 4}
-                           for i in range(1, 21)]}
-    rows = context_rows(preview, session)
-    assert [r.entry_id for r in rows][:2] == [3, 4]  # compressed ones live in summaries
-    assert rows[0].content == "m3" and rows[1].pinned and not rows[1].next_out
-    assert rows[0].next_out and not rows[-1].next_out  # the recent window stays
-
-
 def test_overview_filter_matches_id_user_tenant():
     ov = {"session_id": "demo-01", "user_id": "alice", "tenant_id": "acme"}
     assert overview_matches(ov, "ALI") and overview_matches(ov, "acme")
@@ -98,3 +86,55 @@ async def test_unknown_methods_degrade_to_unavailable():
     assert not backend.has(names.CACHE_LIST)
     listed = Backend(_Missing(), {"methods": [{"name": names.STATS}]})
     assert await listed.scratchpad_candidates("s1") is UNAVAILABLE  # not even asked
+
+
+def test_an_answer_without_parts_gets_kinds_from_its_messages():
+    """The guarded fallback for a daemon whose context answer has no `parts`."""
+    from memman_tui.sent import read_answer
+
+    answer = {"session_id": "s1", "budget": 1000, "tokens": 120, "full_tokens": 300,
+              "cached_tools": {"messages": 2, "tokens": 30},
+              "messages": [
+                  {"role": "system", "content": "[SYSTEM: be careful]"},
+                  {"role": "system", "content": "[Conversation summary]\nQ: a A: b"},
+                  {"role": "assistant", "content": "[Summary of 4 earlier messages: x]"},
+                  {"role": "assistant", "content": "[3 messages omitted]"},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": "c1", "function": {"name": "db", "arguments": "{}"}}]},
+                  {"role": "tool", "tool_call_id": "c1", "content": "rows"},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": "c2", "function": {"name": "weather", "arguments": "{}"}}]},
+                  {"role": "tool", "tool_call_id": "c2", "content": "rain"},
+                  {"role": "user", "content": "and now?"}]}
+    view = read_answer(answer)
+    assert view.fallback
+    assert [p.kind for p in view.parts] == [
+        "system_prompt", "rolling_summary", "gap_summary", "omission_marker", "tool_call",
+        "tool_result", "cached_tool_result", "cached_tool_result", "message"]
+    assert view.sent_tokens == 120 and view.history_tokens == 300
+    assert view.sent_usage == 0.12 and view.history_usage == 0.3
+    assert view.breakdown["free"] == 880
+    with_parts = read_answer({**answer, "parts": [
+        {"kind": "message", "tokens": 5, "entry_ids": [i], "summary_id": None, "score": None,
+         "mark": "kept"} for i in range(9)]})
+    assert not with_parts.fallback and [p.entry_ids for p in with_parts.parts][0] == [0]
+
+
+def test_threshold_crossings_alert_once_until_sent_falls_back():
+    live = LiveState()
+
+    def point(i: int, share: float) -> None:
+        live.on_event(names.SESSION_EVENT, {
+            "kind": "series_point", "session_id": "s1", "point": {
+                "id": i, "sent_usage": share, "sent_tokens": int(share * 1000), "budget": 1000}})
+
+    for i, share in enumerate((0.5, 0.92, 0.88, 0.93, 0.86, 0.95)):  # hovering at 90 %
+        point(i, share)
+    alerts = live.drain().alerts
+    assert len(alerts) == 1 and "crossed 90 %" in alerts[0][1]
+    point(10, 0.7)  # well below: armed again
+    point(11, 0.91)
+    point(12, 1.02)
+    alerts = live.drain().alerts
+    assert [a[1].split("crossed ")[1][:5] for a in alerts] == ["90 % ", "100 %"]
+    assert len(live.series["s1"]) == 9

@@ -1,0 +1,187 @@
+"""The usage series: how full each session was over time, kept by the daemon.
+
+One point per context request (what the agent sent, and the whole active log, against the
+session's budget), one per finalized exchange and one per compaction. The TUI draws them as a
+sparkline per session and a chart on the session screen; a TUI started later reads the past
+with ``memman_session_series``.
+
+Points come from two places, neither of which is the context builder: the ``context`` handler
+hands its answer to :meth:`UsageSeries.record_context`, and an event-bus tap sees
+``cycle_finalized`` and ``compressed``. Each point is kept in memory (the newest
+``context.series_points`` per session) and written to the ``usage_series`` table in the
+background: the series is telemetry, so a point is never worth a commit on the agent's request
+path (a kill -9 may lose the newest points, never a session's data).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memman_daemon.store import Op
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+    from memman_daemon.model import Session
+
+log = logging.getLogger(__name__)
+
+#: the band lines the chart draws (shares of the budget); the thresholds' defaults
+BANDS = (0.6, 0.8, 0.9, 1.0)
+
+
+@dataclass
+class SeriesPoint:
+    """One moment of a session's usage. Tokens are counted as the chat API bills them."""
+
+    id: int
+    session_id: str
+    at: float  #: unix seconds
+    kind: str  #: context (a context request), exchange (finalize), compaction
+    exchange: int  #: finalized Q&A cycles of the session at that moment
+    sent_tokens: int | None  #: what the LLM receives (tool definitions included); None: unknown
+    history_tokens: int  #: the whole active log
+    budget: int  #: the session's budget (tokens)
+    data: dict[str, Any] = field(default_factory=dict)  #: pruned, band, tokens_saved, ...
+
+    def to_wire(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("data")
+        d.update(self.data)
+        b = self.budget or 1
+        d["sent_usage"] = None if self.sent_tokens is None else round(self.sent_tokens / b, 4)
+        d["history_usage"] = round(self.history_tokens / b, 4)
+        return d
+
+    def op(self) -> Op:
+        return ("INSERT INTO usage_series(id, session_id, at, kind, exchange, sent_tokens, "
+                "history_tokens, budget, data) VALUES (?,?,?,?,?,?,?,?,?)",
+                (self.id, self.session_id, self.at, self.kind, self.exchange, self.sent_tokens,
+                 self.history_tokens, self.budget, json.dumps(self.data, default=str)))
+
+
+class UsageSeries:
+    stats_key = "series"
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.by_session: dict[str, deque[SeriesPoint]] = {}
+        self.last_sent: dict[str, int] = {}  #: the newest context request's sent tokens
+        self._next_id = 1
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.recorded = 0
+
+    @property
+    def keep(self) -> int:
+        return max(1, int(self.core.config.context.series_points))
+
+    async def load(self) -> None:
+        rows = await self.core.store.fetchall(
+            "SELECT id, session_id, at, kind, exchange, sent_tokens, history_tokens, budget, data "
+            "FROM (SELECT *, row_number() OVER (PARTITION BY session_id ORDER BY id DESC) AS n "
+            "FROM usage_series) WHERE n <= ? ORDER BY id", (self.keep,))
+        self.by_session.clear()
+        for r in rows:
+            p = SeriesPoint(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]))
+            self._keep(p)
+            if p.sent_tokens is not None:
+                self.last_sent[p.session_id] = p.sent_tokens
+        top = await self.core.store.fetchall("SELECT max(id) FROM usage_series")
+        self._next_id = (top[0][0] or 0) + 1
+        self.core.events.taps.append(self._tap)
+
+    async def close(self) -> None:
+        if self._tap in self.core.events.taps:
+            self.core.events.taps.remove(self._tap)
+        if self._tasks:  # the last points reach the disk before the store closes
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def stats(self) -> dict[str, Any]:
+        return {"recorded": self.recorded, "sessions": len(self.by_session)}
+
+    async def on_session_deleted(self, session_id: str, client: str = "") -> None:
+        self.by_session.pop(session_id, None)
+        self.last_sent.pop(session_id, None)
+        await self.core.store.write([("DELETE FROM usage_series WHERE session_id=?",
+                                      (session_id,))])
+
+    # --- reads -------------------------------------------------------------------------
+    def points(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+        pts = list(self.by_session.get(session_id, ()))
+        if limit is not None:
+            pts = pts[-limit:] if limit > 0 else []
+        return [p.to_wire() for p in pts]
+
+    # --- recording ---------------------------------------------------------------------
+    def _budget(self, s: Session) -> int:
+        return int(s.meta.max_tokens or self.core.config.context.max_tokens)
+
+    def record_context(self, s: Session, answer: dict[str, Any]) -> None:
+        """A context request's answer: what was sent and the whole history, as the daemon
+        counted them (the contract's ``sent_tokens`` / ``history_tokens`` when present)."""
+        sent = int(answer.get("sent_tokens", answer.get("tokens")) or 0)
+        history = int(answer.get("history_tokens", answer.get("full_tokens")) or 0)
+        budget = int(answer.get("budget") or self._budget(s))
+        self.last_sent[s.id] = sent
+        self._record(s, "context", sent, history, budget,
+                     {"pruned": bool(answer.get("pruned")), "band": answer.get("band")})
+
+    def _tap(self, topic: str, kind: str, data: Any, scope: dict[str, Any]) -> None:
+        if topic != "session" or kind not in ("cycle_finalized", "compressed"):
+            return
+        s = self.core.sessions.by_id.get(scope.get("session_id") or "")
+        if s is None:
+            return
+        extra: dict[str, Any] = {}
+        if kind == "compressed":
+            body = data() if callable(data) else (data or {})
+            extra["tokens_saved"] = int(body.get("tokens_saved") or 0)
+        self._record(s, "exchange" if kind == "cycle_finalized" else "compaction",
+                     self.last_sent.get(s.id), self._history(s), self._budget(s), extra)
+
+    def _history(self, s: Session) -> int:
+        """The whole log as originals, as the context answer's ``history_tokens`` counts it
+        (the builder's timeline, kept current as entries arrive)."""
+        try:
+            from memman_daemon.engine.context import REPLY_PRIMING
+
+            units = self.core.engine.builder.timeline(s).units
+            return sum(u.tokens for u in units if not u.invalid) + REPLY_PRIMING
+        except Exception:  # the builder's internals moved: the stored active tokens
+            log.debug("history from the timeline failed", exc_info=True)
+            return s.active_tokens
+
+    def _record(self, s: Session, kind: str, sent: int | None, history: int, budget: int,
+                data: dict[str, Any]) -> None:
+        p = SeriesPoint(self._next_id, s.id, self.core.clock.now(), kind,
+                        int(s.meta.counters.get("cycles", 0)), sent, history, budget, data)
+        self._next_id += 1
+        self.recorded += 1
+        self._keep(p)
+        self.core.events.publish("session", "series_point", {"point": p.to_wire()},
+                                 session_id=s.id, user_id=s.meta.user_id,
+                                 tenant_id=s.meta.tenant_id)
+        ops: list[Op] = [p.op()]
+        if p.id % 50 == 0:  # now and then, drop what is past the per-session limit
+            ops.append(("DELETE FROM usage_series WHERE session_id=? AND id NOT IN (SELECT id "
+                        "FROM usage_series WHERE session_id=? ORDER BY id DESC LIMIT ?)",
+                        (s.id, s.id, self.keep)))
+        task = asyncio.get_running_loop().create_task(self._write(ops))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, ops: list[Op]) -> None:
+        try:
+            await self.core.store.write(ops)
+        except Exception:  # telemetry: the session's own data is not at stake
+            log.warning("a usage-series point was not stored", exc_info=True)
+
+    def _keep(self, p: SeriesPoint) -> None:
+        q = self.by_session.get(p.session_id)
+        if q is None:
+            q = self.by_session[p.session_id] = deque(maxlen=self.keep)
+        q.append(p)

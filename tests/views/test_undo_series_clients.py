@@ -1,0 +1,154 @@
+"""memman_undo, memman_session_series and memman_clients_list on a real daemon."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from memman import names
+from memman.errors import INVALID_PARAMS, NOT_FOUND, MemmanError
+from memman_daemon.clock import FakeClock
+from tests.helpers import running_daemon, short_tmpdir
+
+
+async def _session(c, sid: str = "s1") -> list[int]:
+    await c.session_open(sid)
+    ids = []
+    for role, text in (("system", "You are a careful agent."), ("user", "hello there"),
+                       ("assistant", "hi, how can I help?")):
+        r = await c.call(names.SESSION_ADD, sid, {"role": role, "type": "message", "content": text})
+        ids.append(r["entry"]["id"] if "entry" in r else r["id"])
+    return ids
+
+
+async def test_undo_reverses_unpin_then_the_pin_before_it_and_audits_both() -> None:
+    async with running_daemon(clock=FakeClock()) as d, d.client("tui") as c, \
+            d.client("agent") as agent:
+        ids = await _session(c)
+        await c.call(names.SESSION_PIN, "s1", ids[1], True)
+        out = await c.call(names.SESSION_PIN, "s1", ids[1], False)
+        assert isinstance(out["audit_id"], int)
+        # another client's actions are not this client's to undo
+        await agent.call(names.SESSION_PIN, "s1", ids[2], True)
+        undo = await c.call(names.UNDO, {})
+        assert undo["undone"]["action"] == "unpin" and undo["undone"]["data"]["entry_id"] == ids[1]
+        assert d.core.sessions.get("s1").by_id[ids[1]].pinned is True
+        assert d.core.sessions.get("s1").by_id[ids[2]].pinned is True  # untouched
+        undo = await c.call(names.UNDO, {})
+        assert undo["undone"]["action"] == "pin"
+        assert d.core.sessions.get("s1").by_id[ids[1]].pinned is False
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.UNDO, {})
+        assert ei.value.code == NOT_FOUND
+        records = (await c.call(names.AUDIT_LIST, {"session_id": "s1", "action": "undo"}))["records"]
+        assert len(records) == 2 and {r["data"]["undone_action"] for r in records} == {"pin", "unpin"}
+
+
+async def test_undo_restores_an_evicted_snippet_and_cache_entry() -> None:
+    async with running_daemon(clock=FakeClock()) as d, d.client("tui") as c:
+        await c.session_open("s1")
+        sn = (await c.call(names.SCRATCHPAD_WRITE, "s1", "the deploy key is K-42",
+                           {"salience": 0.9}))["snippet"]
+        await c.call(names.SCRATCHPAD_EVICT, "s1", sn["id"])
+        assert d.core.scratchpad.peek("s1") == []
+        undo = await c.call(names.UNDO, {"session_id": "s1"})
+        assert undo["undone"]["action"] == "evict"
+        back = d.core.scratchpad.peek("s1")
+        assert [(s.id, s.text, s.salience) for s in back] == [(sn["id"], sn["text"], 0.9)]
+        await c.call(names.CACHE_PUT, "s1", "weather", {"city": "Oslo"}, "rain")
+        key = (await c.call(names.CACHE_LIST, "s1"))["entries"][0]["key"]
+        await c.call(names.CACHE_EVICT, "s1", key)
+        await c.call(names.UNDO, {})
+        entries = (await c.call(names.CACHE_LIST, "s1"))["entries"]
+        assert [(e["key"], e["result"]) for e in entries] == [(key, "rain")]
+
+
+async def test_undo_of_a_promotion_removes_the_preference_or_restores_the_old_value() -> None:
+    async with running_daemon(clock=FakeClock()) as d, d.client("tui") as c:
+        await c.session_open("s1", {"user_id": "u1"})
+        sn = (await c.call(names.SCRATCHPAD_WRITE, "s1", "user prefers dark mode"))["snippet"]
+        await c.call(names.SCRATCHPAD_PROMOTE, "s1", sn["id"], "preference",
+                     {"key": "theme", "value": "dark"})
+        assert (await c.call(names.MEMORY_RECALL, "u1", "theme"))["value"] == "dark"
+        await c.call(names.UNDO, {})
+        assert await c.call(names.MEMORY_RECALL, "u1", "theme") is None
+        assert d.core.scratchpad.peek("s1")[0].promoted == []
+        await c.call(names.MEMORY_LEARN, "u1", "theme", "light")
+        await c.call(names.SCRATCHPAD_PROMOTE, "s1", sn["id"], "preference",
+                     {"key": "theme", "value": "dark", "replace": True})
+        await c.call(names.UNDO, {})
+        assert (await c.call(names.MEMORY_RECALL, "u1", "theme"))["value"] == "light"
+
+
+async def test_undo_bad_options_name_the_parameter() -> None:
+    async with running_daemon() as d, d.client() as c:
+        for opts, path in (({"nope": 1}, "opts.nope"), ({"audit_id": "x"}, "opts.audit_id"),
+                           ({"client": 3}, "opts.client")):
+            with pytest.raises(MemmanError) as ei:
+                await c.call(names.UNDO, opts)
+            assert ei.value.code == INVALID_PARAMS and path in ei.value.message
+
+
+async def test_series_records_context_exchanges_and_survives_restart() -> None:
+    root = short_tmpdir()
+    async with running_daemon(root, clock=FakeClock()) as d, d.client() as c:
+        await _session(c)
+        ctx = await c.call(names.SESSION_CONTEXT, "s1", {})
+        await c.call(names.SESSION_FINALIZE, "s1", "hello there", "hi, how can I help?")
+        peek = await c.call(names.SESSION_CONTEXT, "s1", {"peek": True})
+        series = await c.call(names.SESSION_SERIES, "s1", {})
+        kinds = [p["kind"] for p in series["points"]]
+        assert kinds == ["context", "exchange"]  # a peek records nothing
+        first = series["points"][0]
+        assert first["sent_tokens"] == ctx.get("sent_tokens", ctx["tokens"])
+        assert first["history_tokens"] == ctx.get("history_tokens", ctx["full_tokens"])
+        assert first["sent_usage"] == round(first["sent_tokens"] / series["budget"], 4)
+        assert series["points"][1]["exchange"] == 1
+        assert series["bands"] == [0.6, 0.8, 0.9, 1.0]
+        assert peek["messages"] == (await c.call(names.SESSION_CONTEXT, "s1", {}))["messages"]
+        await d.core.series.close()  # flush the background writes
+    async with running_daemon(root, clock=FakeClock()) as d, d.client() as c:
+        again = await c.call(names.SESSION_SERIES, "s1", {"limit": 2})
+        assert [p["kind"] for p in again["points"]] == ["exchange", "context"]
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.SESSION_SERIES, "s1", {"limit": -1})
+        assert ei.value.code == INVALID_PARAMS and "opts.limit" in ei.value.message
+
+
+async def test_clients_list_names_pid_requests_and_subscriptions() -> None:
+    async with running_daemon() as d, d.client("watcher") as a, d.client("agent") as b:
+        await a.subscribe(topics=["session"], filter={}, callback=lambda *_: None)
+        await b.call(names.PING)
+        out = await a.call(names.CLIENTS_LIST)
+        by_name = {c["name"]: c for c in out["clients"]}
+        assert set(by_name) >= {"watcher", "agent"}
+        assert by_name["watcher"]["pid"] == os.getpid() and by_name["watcher"]["you"] is True
+        assert by_name["agent"]["you"] is False and by_name["agent"]["requests"] >= 2
+        assert by_name["watcher"]["subscriptions"][0]["topics"] == ["session"]
+        assert by_name["agent"]["subscriptions"] == []
+        assert by_name["watcher"]["since"] <= out["at"]
+
+
+async def test_context_peek_must_be_a_boolean_and_has_no_side_effects() -> None:
+    async with running_daemon(clock=FakeClock()) as d, d.client() as c:
+        await _session(c)
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.SESSION_CONTEXT, "s1", {"peek": "yes"})
+        assert ei.value.code == INVALID_PARAMS and "opts.peek" in ei.value.message
+        published = d.core.events.published
+        await c.call(names.SESSION_CONTEXT, "s1", {"peek": True, "max_tokens": 40})
+        assert d.core.series.points("s1") == []  # no usage point
+        assert d.core.events.published == published  # and nothing published
+        await c.call(names.SESSION_CONTEXT, "s1", {"max_tokens": 40})
+        assert d.core.events.published > published  # while a real request does
+
+
+async def test_an_exchange_point_counts_history_as_the_context_answer_does() -> None:
+    async with running_daemon(clock=FakeClock()) as d, d.client() as c:
+        await _session(c)
+        await c.call(names.SESSION_FINALIZE, "s1", "hello there", "hi, how can I help?")
+        answer = await c.call(names.SESSION_CONTEXT, "s1", {"peek": True})
+        point = (await c.call(names.SESSION_SERIES, "s1", {}))["points"][-1]
+        assert point["kind"] == "exchange"
+        assert point["history_tokens"] == answer["history_tokens"]

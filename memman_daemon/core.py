@@ -18,9 +18,9 @@ from memman_daemon.config_watch import ConfigWatcher
 from memman_daemon.engine.session_engine import SessionEngine
 from memman_daemon.engine.summarizer import Summarizer
 from memman_daemon.engine.usage_series import UsageSeries
-from memman_daemon.sessions import Sessions
+from memman_daemon.sessions import LoadError, Sessions
 from memman_daemon.shared_store import backend_for, wire
-from memman_daemon.store import Store
+from memman_daemon.store import Store, StoreError
 from memman_daemon.tiers.cache import ToolCache
 from memman_daemon.tiers.embeddings import Embedder
 from memman_daemon.tiers.injection import Injection
@@ -84,7 +84,17 @@ class Core:
         await self.store.open()
         await self.sessions.load()
         for c in self.components:
-            await c.load()
+            try:
+                await c.load()
+            except (LoadError, StoreError):
+                raise
+            except Exception as exc:  # a damaged row of that component's tables
+                raise LoadError(
+                    f"cannot load {self.store.path}: the {getattr(c, 'stats_key', type(c).__name__)}"
+                    f" data is damaged ({type(exc).__name__}: {exc}). Nothing was changed. Move "
+                    "the file aside (the daemon then starts empty) and restore it from a backup, "
+                    "or delete the damaged rows with the sqlite3 shell; docs/operations.md (\"A "
+                    "damaged database\") has the steps") from exc
         self.tokens.encoding("gpt-4o-mini")  # resolve the default encoding before serving
         await self.config_watch.start()
 

@@ -10,6 +10,7 @@ import sys
 from memman import paths
 from memman.config import Config
 from memman_daemon.server import Server, StartupError
+from memman_daemon.sessions import LoadError
 from memman_daemon.store import StoreError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -49,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
             config.storage.shared = args.shared
         for warning in config.warnings:
             logging.getLogger("memman.config").warning(warning)
-        Server(config, read_only=args.read_only).run()
-    except (StartupError, StoreError, ValueError) as exc:
+        return Server(config, read_only=args.read_only).run()
+    except (StartupError, StoreError, LoadError, ValueError) as exc:
         print(f"memman daemon: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

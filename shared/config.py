@@ -38,6 +38,8 @@ class LimitsConfig:
     subscriber_buffer_bytes: int = 4 * 1024 * 1024  #: unsent event bytes before a subscriber is dropped
     frame_timeout_s: float = 10.0  #: a half-received frame older than this closes the connection
     refusal_linger_s: float = 1.0  #: a refused connection stays this long to read its error
+    idle_timeout_s: float = 900.0  #: a connection silent this long is closed (0 = never; never for subscribers)
+    log_interval_s: float = 10.0  #: a repeated error (accept failures) is logged at most once per this interval
 
 
 @dataclass
@@ -284,8 +286,8 @@ class Config:
 
     def agent_md_path(self, tenant: str) -> Path:
         if self.docs.agent_md:
-            return Path(self.docs.agent_md.replace("{tenant}", tenant))
-        return self.data_dir / "tenants" / tenant / "agent.md"
+            return Path(self.docs.agent_md.replace("{tenant}", paths.id_to_filename(tenant)))
+        return self.data_dir / "tenants" / paths.id_to_filename(tenant) / "agent.md"
 
     @classmethod
     def load(

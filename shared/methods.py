@@ -94,7 +94,8 @@ class AsyncMethods:
             opts: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The session's state: overview, rolling summary, exchanges, cycle, entries, summaries
-        (opts.limit: newest entries only; opts.entries=false: none).
+        (opts.limit: newest entries only; opts.entries=false: none; opts.after_id +
+        limit: one page by entry range, next_after_id says where the next starts).
 
         ``memman_session_get(session_id, opts={})``.
         """
@@ -170,12 +171,17 @@ class AsyncMethods:
         """
         return await self.call('memman_session_compact', *_given([session_id], 1))
 
-    async def session_export(self, session_id: str) -> dict[str, Any]:
-        """Everything: entries, summaries, links, exchanges, cycle, stats.
+    async def session_export(
+            self,
+            session_id: str,
+            opts: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Everything: entries, summaries, links, exchanges, cycle, stats (opts.after_id + limit:
+        one page of entries; next_after_id says where the next starts).
 
-        ``memman_session_export(session_id)``.
+        ``memman_session_export(session_id, opts={})``.
         """
-        return await self.call('memman_session_export', *_given([session_id], 1))
+        return await self.call('memman_session_export', *_given([session_id, opts], 1))
 
     async def session_import(
             self,
@@ -568,7 +574,8 @@ class SyncMethods:
 
     def session_get(self, session_id: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
         """The session's state: overview, rolling summary, exchanges, cycle, entries, summaries
-        (opts.limit: newest entries only; opts.entries=false: none).
+        (opts.limit: newest entries only; opts.entries=false: none; opts.after_id +
+        limit: one page by entry range, next_after_id says where the next starts).
 
         ``memman_session_get(session_id, opts={})``.
         """
@@ -644,12 +651,13 @@ class SyncMethods:
         """
         return self.call('memman_session_compact', *_given([session_id], 1))
 
-    def session_export(self, session_id: str) -> dict[str, Any]:
-        """Everything: entries, summaries, links, exchanges, cycle, stats.
+    def session_export(self, session_id: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Everything: entries, summaries, links, exchanges, cycle, stats (opts.after_id + limit:
+        one page of entries; next_after_id says where the next starts).
 
-        ``memman_session_export(session_id)``.
+        ``memman_session_export(session_id, opts={})``.
         """
-        return self.call('memman_session_export', *_given([session_id], 1))
+        return self.call('memman_session_export', *_given([session_id, opts], 1))
 
     def session_import(
             self,

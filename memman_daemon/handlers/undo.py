@@ -18,6 +18,7 @@ from typing import Any
 
 from memman import names
 from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
+from memman_daemon.params import ROW_ID, Bool, Id, Map, Nullable, Str
 from memman_daemon.rpc import Call, Param, method
 from memman_daemon.store import Op
 
@@ -53,7 +54,9 @@ def _undoable(action: str, data: dict[str, Any]) -> bool:
     return True
 
 
-@method(names.UNDO, Param("opts", dict, default=dict), writes=True)
+@method(names.UNDO, Param("opts", Map({
+    "client": Str(min_len=1, max_bytes=512), "session_id": Nullable(Id()),
+    "audit_id": Nullable(ROW_ID), "dry_run": Bool()}), default=dict), writes=True)
 async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
     """Reverse the newest pin / unpin / evict / promote of this client (see the module doc).
     Returns ``{undone: <the audit record>, audit_id, result}``; -32001 when nothing is left."""

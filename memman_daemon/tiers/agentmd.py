@@ -1,7 +1,10 @@
 """agent.md per tenant (seed 002): the hand-written cold-start context, kept searchable.
 
 The file's path comes from ``Config.agent_md_path(tenant)`` (``[docs] agent_md``, a template
-with ``{tenant}``; by default ``<data>/tenants/{tenant}/agent.md``). At start every existing
+with ``{tenant}``; by default ``<data>/tenants/{tenant}/agent.md``). A tenant id is a name, not a
+path: it becomes one file-name component through ``memman.paths.id_to_filename`` (``/``,
+``..``, a leading ``.`` and every other odd byte are %-escaped), and a path that would still
+resolve outside its root (a symlinked tenant directory) is refused. At start every existing
 agent.md is ingested as the tenant's document ``agent.md``; then the directory above the
 ``{tenant}`` part is watched with watchfiles (50 ms debounce), so an edit on disk is
 re-ingested well within a second. A deleted file removes the document.
@@ -24,7 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memman.errors import CONFLICT, MemmanError
+from memman.errors import CONFLICT, FORBIDDEN, MemmanError
+from memman.paths import filename_to_id, id_to_filename
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core
@@ -98,6 +102,7 @@ class AgentMd:
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._names: dict[str, str] = {}  #: file-name component -> tenant id (shortened ones)
         self.ingests = 0
         self.watching: str | None = None
         template = core.config.docs.agent_md or str(
@@ -116,15 +121,27 @@ class AgentMd:
             self.under = self.pattern
 
     def path(self, tenant_id: str) -> Path:
-        return self.core.config.agent_md_path(tenant_id)
+        """The tenant's agent.md; never outside the root of the template (-32005)."""
+        self._names[id_to_filename(tenant_id)] = tenant_id
+        p = self.core.config.agent_md_path(tenant_id)
+        if "{tenant}" in self.template:
+            root = os.path.realpath(self.root)
+            real = os.path.realpath(p)
+            if not real.startswith(root.rstrip(os.sep) + os.sep):
+                raise MemmanError(FORBIDDEN, f"agent.md of tenant {tenant_id!r} would be "
+                                  f"{real}, outside {root}; refusing to read or write it "
+                                  "(a symlink in the tenants directory?)")
+        return p
 
     def tenant_of(self, path: str) -> str | None:
         """The tenant whose agent.md is, or whose agent.md may be under, ``path``."""
         m = self.pattern.match(path) or self.under.match(path)
         if m is None:
             return None
-        tenant = m.groupdict().get("tenant") or "default"
-        return None if tenant.startswith(".") else tenant
+        component = m.groupdict().get("tenant")
+        if component is None:
+            return "default"
+        return filename_to_id(component) or self._names.get(component)
 
     def _lock(self, tenant_id: str) -> asyncio.Lock:
         return self._locks.setdefault(tenant_id, asyncio.Lock())

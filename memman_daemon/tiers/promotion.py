@@ -111,6 +111,14 @@ class Promotion:
 
     async def promote(self, session_id: str, snippet_id: int, target: str, opts: dict[str, Any],
                       client: str = "") -> dict[str, Any]:
+        """Serialized with write / read / evict of the session's snippets: a snippet evicted
+        first is not found (-32001); one evicted after is gone with its promotion recorded."""
+        self.core.sessions.get(session_id)
+        async with self.core.scratchpad.lock(session_id):
+            return await self._promote(session_id, snippet_id, target, opts, client)
+
+    async def _promote(self, session_id: str, snippet_id: int, target: str, opts: dict[str, Any],
+                       client: str) -> dict[str, Any]:
         core = self.core
         if target not in TARGETS:
             raise invalid_params("target", f"must be one of {', '.join(TARGETS)}; got {target!r}")

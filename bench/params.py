@@ -16,7 +16,7 @@ import msgpack
 
 from memman import names
 from memman.protocol import pack_request
-from memman_daemon import handlers
+from memman_daemon import api
 from memman_daemon.engine import portability
 from memman_daemon.model import Entry, Session, SessionMeta
 from memman_daemon.rpc import REGISTRY
@@ -42,7 +42,7 @@ def _time(fn, rounds: int) -> float:
 
 
 def main() -> None:
-    handlers.load_all()
+    api.load_all()
     cases = [
         ("session_add, a short message", names.SESSION_ADD,
          ["s1", {"type": "message", "role": "user", "content": "what is the deploy window?",

@@ -50,9 +50,9 @@ from retrieval_set import OTHERS, PAIRS  # noqa: E402
 from memman import names  # noqa: E402
 from memman.client import Client  # noqa: E402
 from memman.config import Config  # noqa: E402
+from memman_daemon.search.local_embedder import LocalEmbedder  # noqa: E402
 from memman_daemon.server import Server  # noqa: E402
 from memman_daemon.store import Store  # noqa: E402
-from memman_daemon.tiers.local_embedder import LocalEmbedder  # noqa: E402
 from memman_daemon.tiers.user_memory import MemoryRecord  # noqa: E402
 
 USER = "ana"
@@ -174,7 +174,7 @@ def filler(rng: random.Random, n: int) -> list[str]:
 
 async def seed_100k(root: Path, n: int) -> None:
     cfg = config(root)
-    from memman_daemon.tiers.embeddings import Embedder  # noqa: F401  (model id below)
+    from memman_daemon.search.embeddings import Embedder  # noqa: F401  (model id below)
     emb = LocalEmbedder(cfg.embeddings.model, cfg.embeddings.dim,
                         cfg.data_dir / "cache" / "wordllama")
     store = Store(cfg.database_path)
@@ -277,7 +277,7 @@ def embedder_cost(root: Path) -> dict:
     before = rss_kib()
     t = time.perf_counter()
     emb = LocalEmbedder("l2_supercat", 256, root / "cache-cost")
-    import memman_daemon.tiers.local_embedder as le
+    import memman_daemon.search.local_embedder as le
     le._models.clear()
     emb.load()
     load_s = time.perf_counter() - t

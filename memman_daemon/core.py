@@ -16,16 +16,16 @@ from memman.config import Config
 from memman_daemon.clock import Clock
 from memman_daemon.config_watch import ConfigWatcher
 from memman_daemon.engine.session_engine import SessionEngine
-from memman_daemon.engine.summarizer import Summarizer
 from memman_daemon.engine.usage_series import UsageSeries
+from memman_daemon.llm.summarizer import Summarizer
+from memman_daemon.search.embeddings import Embedder
+from memman_daemon.search.reembed import VectorSync
 from memman_daemon.sessions import LoadError, Sessions
 from memman_daemon.shared_store import backend_for, wire
 from memman_daemon.store import Store, StoreError
 from memman_daemon.tiers.cache import ToolCache
-from memman_daemon.tiers.embeddings import Embedder
 from memman_daemon.tiers.injection import Injection
 from memman_daemon.tiers.promotion import Promotion
-from memman_daemon.tiers.reembed import VectorSync
 from memman_daemon.tiers.scratchpad import Scratchpad
 from memman_daemon.tokens import TokenCounter, cache_dir_for
 

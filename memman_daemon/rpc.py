@@ -115,6 +115,6 @@ class Registry:
 
 
 
-#: the one registry; handler modules in memman_daemon.handlers register into it on import
+#: the one registry; API modules in memman_daemon.api register into it on import
 REGISTRY = Registry()
 method = REGISTRY.method

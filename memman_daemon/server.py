@@ -1,9 +1,10 @@
-"""The daemon's socket server, in uvicorn's shape: run() -> serve() -> startup() /
-main_loop() / shutdown().
+"""The daemon's lifecycle, in uvicorn's shape: run() -> serve() -> startup() / main_loop() /
+shutdown(); the socket (bind, permissions, the data-dir lock, refusals) and ``ServerState``, which
+owns what all connections share (the live connections, the id of the next one).
 
 Layers: bytes <-> msgpack objects (``FrameDecoder``), objects <-> requests / responses /
-notifications (``Connection``), then the method handlers (``rpc.REGISTRY``), which never touch
-the socket. ``ServerState`` holds what all connections share.
+notifications (``connection.Connection``), then the methods (``rpc.REGISTRY``, filled by
+``api``), which never touch the socket.
 """
 
 from __future__ import annotations
@@ -24,22 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memman import errors, names
+from memman import errors
 from memman.config import Config
-from memman.errors import MemmanError
-from memman.protocol import (
-    FrameDecoder,
-    Notification,
-    ProtocolError,
-    Request,
-    pack_notification,
-    pack_response,
-    parse,
-)
-from memman_daemon import handlers, systemd
+from memman_daemon import api, systemd
 from memman_daemon.clock import Clock
+from memman_daemon.connection import Connection
 from memman_daemon.core import Core
-from memman_daemon.rpc import REGISTRY, Call
 from memman_daemon.sessions import LoadError
 from memman_daemon.store import StoreError
 
@@ -54,246 +45,6 @@ class StartupError(Exception):
 class ServerState:
     connections: set[Connection] = field(default_factory=set)
     next_conn_id: int = 1
-
-
-class Connection(asyncio.Protocol):
-    """One client: decodes its frames, runs its requests concurrently, writes answers.
-
-    An ``asyncio.Protocol`` rather than a stream reader loop: frames are decoded as bytes
-    arrive, and in-memory reads are answered in the same callback, with no task or future per
-    request.
-    """
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.core = server.core
-        self.limits = server.config.limits
-        self.transport: asyncio.Transport | None = None
-        #: made at the first byte: a msgpack Unpacker costs ~40 KB (its fixed parse stack), and
-        #: a client that connects and goes without sending anything should cost nothing
-        self.decoder: Any = None
-        self.id = server.state.next_conn_id
-        server.state.next_conn_id += 1
-        self.name = f"conn-{self.id}"  #: replaced by memman_set_client_info
-        self.client_info: dict[str, Any] = {}
-        self.connected_at = time.time()  #: unix seconds (memman_clients_list)
-        self.requests = 0  #: requests this connection sent (memman_clients_list)
-        #: how errors are sent on this connection: "memman" [code, message] or "nvim"
-        self.error_style = "memman"
-        self.subscriptions: set[int] = set()
-        self.inflight: set[asyncio.Task[Any]] = set()
-        self.closing = False
-        self._frame_timer: asyncio.TimerHandle | None = None
-        self.last_active = time.monotonic()  #: for the idle timeout (limits.idle_timeout_s)
-        self.lost = asyncio.get_running_loop().create_future()  #: done when the socket closed
-
-    # --- lifecycle -----------------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        refusal = self.server.refusal(transport)
-        if refusal is not None:
-            self.refuse(*refusal)
-            return
-        self.server.state.connections.add(self)
-        self.core.connections = len(self.server.state.connections)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closing = True
-        self._drop_subscriptions()
-        if self._frame_timer is not None:
-            self._frame_timer.cancel()
-            self._frame_timer = None
-        self.server.state.connections.discard(self)
-        self.core.connections = len(self.server.state.connections)
-        if not self.lost.done():
-            self.lost.set_result(None)
-        # nothing of a closed connection may stay reachable: the decoder's buffer, the
-        # transport, a half-received frame
-        self.decoder = _CLOSED_DECODER
-        if self.transport is not None:
-            asyncio.get_running_loop().call_soon(_release_transport, self.transport)
-        self.transport = None
-        self.client_info = {}
-
-    def refuse(self, code: int, message: str) -> None:
-        """Tell the client why, then close gently: a client that already sent a request must
-        still read the error (closing with its bytes unread would reset the connection)."""
-        self.closing = True  # what it sends is read and dropped
-        self.send_error_event(code, message)
-        transport = self.transport
-        assert transport is not None
-        if transport.can_write_eof():
-            transport.write_eof()
-        asyncio.get_running_loop().call_later(self.limits.refusal_linger_s, transport.close)
-
-    def close(self) -> None:
-        """Stop reading; what is already written is still flushed, then the socket closes."""
-        self.closing = True
-        self._drop_subscriptions()
-        if self.transport is not None:
-            self.transport.close()
-
-    # --- output --------------------------------------------------------------------------
-    def send(self, data: bytes) -> None:
-        # not `self.closing`: during shutdown the requests still running must get their answers
-        t = self.transport
-        if t is None or t.is_closing():
-            return
-        # a client that never reads: its unsent output is capped, then it is dropped
-        if t.get_write_buffer_size() + len(data) > (
-                self.limits.subscriber_buffer_bytes + self.limits.max_message_bytes):
-            log.warning("%s stopped reading; dropping it", self.name)
-            self.abort()
-            return
-        t.write(data)
-
-    def deliver_event(self, event: str, payload: dict[str, Any]) -> None:
-        t = self.transport
-        if self.closing or t is None or t.is_closing():
-            return
-        if t.get_write_buffer_size() > self.limits.subscriber_buffer_bytes:
-            log.warning("subscriber %s is %d bytes behind; dropping it", self.name,
-                        t.get_write_buffer_size())
-            self.abort()
-            return
-        t.write(pack_notification(event, [payload]))
-
-    def send_error_event(self, code: int, message: str) -> None:
-        self.send(pack_notification(names.ERROR_EVENT, [{"code": code, "message": message}]))
-
-    def abort(self) -> None:
-        """Drop the connection now, unsent output included (a client that stopped reading)."""
-        self.closing = True
-        self._drop_subscriptions()
-        if self.transport is not None:
-            self.transport.abort()
-
-    def _drop_subscriptions(self) -> None:
-        for sub_id in self.subscriptions:
-            self.core.events.unsubscribe(sub_id)
-        self.subscriptions.clear()
-
-    # --- input ---------------------------------------------------------------------------
-    def data_received(self, data: bytes) -> None:
-        if self.closing:
-            return
-        self.last_active = time.monotonic()
-        completed = False
-        if self.decoder is None:
-            self.decoder = FrameDecoder(self.limits.max_message_bytes)
-        try:
-            self.decoder.feed(data)
-            for obj in self.decoder:
-                completed = True
-                self.handle(obj)
-                if self.closing:
-                    return
-        except ProtocolError as exc:
-            self.send_error_event(exc.code, exc.message + "; closing the connection")
-            self.close()
-            return
-        self._watch_partial_frame(completed)
-
-    def eof_received(self) -> bool | None:
-        return None  # the client is done: close our side too (after flushing)
-
-    def _watch_partial_frame(self, completed: bool) -> None:
-        """A whole frame must arrive within frame_timeout_s of its first byte. The deadline is
-        set when a frame starts and is not moved by later bytes of the same frame (a client
-        sending one byte a second is closed all the same)."""
-        if not self.decoder.pending:
-            if self._frame_timer is not None:
-                self._frame_timer.cancel()
-                self._frame_timer = None
-            return
-        if self._frame_timer is not None and not completed:
-            return  # the same frame is still arriving: its deadline stands
-        if self._frame_timer is not None:
-            self._frame_timer.cancel()
-        self._frame_timer = asyncio.get_running_loop().call_later(
-            self.limits.frame_timeout_s, self._partial_frame_timed_out)
-
-    def _partial_frame_timed_out(self) -> None:
-        self._frame_timer = None
-        if not self.closing:
-            self.send_error_event(errors.PARSE_ERROR, "incomplete message: the frame did not "
-                                  f"arrive whole within {self.limits.frame_timeout_s}s "
-                                  "(limits.frame_timeout_s); closing")
-            self.close()
-
-    def idle_for(self, now: float) -> float:
-        """Seconds without a byte from the client, or 0 while it waits for answers or events."""
-        if self.subscriptions or self.inflight or self.closing:
-            return 0.0
-        return now - self.last_active
-
-    def handle(self, obj: Any) -> None:
-        try:
-            msg = parse(obj)
-        except ProtocolError as exc:
-            if exc.msgid is not None:
-                self.send(pack_response(exc.msgid, errors.styled(exc.to_wire(), self.error_style),
-                                        None))
-            else:
-                self.send_error_event(exc.code, exc.message)
-            return
-        if isinstance(msg, Request):
-            self.start_request(msg)
-        elif isinstance(msg, Notification):
-            pass  # clients' notifications carry nothing the daemon acts on; unknown ones are ignored
-        # responses from clients: the daemon sends no requests, so there is nothing to match
-
-    def start_request(self, req: Request) -> None:
-        """Check and bind a request; answer a plain (non-async) handler at once, else run the
-        coroutine as its own task so answers can go out of order."""
-        core = self.core
-        core.counters["requests"] += 1
-        self.requests += 1
-        try:
-            if self.server.stopping:
-                raise MemmanError(errors.SHUTTING_DOWN, "the daemon is shutting down; retry shortly")
-            method = REGISTRY.lookup(req.method)
-            if method.writes and core.read_only:
-                raise MemmanError(errors.FORBIDDEN, f"{req.method} changes memory, and the daemon "
-                                                    "runs read-only (--read-only)")
-            kwargs = method.bind(req.params)
-            if not method.is_async:  # in-memory reads: no task, no extra loop iteration
-                result = method.handler(Call(core, self.name, self), **kwargs)
-                self.respond(req, result)
-                return
-        except Exception as exc:
-            self.answer_error(req, exc)
-            return
-        task = asyncio.create_task(self.run_request(req, method.handler, kwargs))
-        self.inflight.add(task)
-        task.add_done_callback(self.inflight.discard)
-
-    async def run_request(self, req: Request, handler: Any, kwargs: dict[str, Any]) -> None:
-        try:
-            result = await handler(Call(self.core, self.name, self), **kwargs)
-            self.respond(req, result)
-        except Exception as exc:
-            self.answer_error(req, exc)
-        finally:
-            self.last_active = time.monotonic()
-
-    def respond(self, req: Request, result: Any) -> None:
-        """Send the answer, or -32004 saying how to page when it is over the output cap."""
-        data = pack_response(req.msgid, None, result)
-        cap = self.limits.max_message_bytes
-        if len(data) > cap:
-            raise MemmanError(errors.LIMIT_EXCEEDED, too_large(req.method, len(data), cap))
-        self.send(data)
-
-    def answer_error(self, req: Request, exc: Exception) -> None:
-        self.core.counters["errors"] += 1
-        if isinstance(exc, MemmanError):
-            wire = exc.to_wire()
-        else:
-            log.error("%s failed", req.method, exc_info=exc)  # a handler bug must not end the connection
-            wire = [errors.INTERNAL_ERROR, f"internal error in {req.method}: {exc}"]
-        self.send(pack_response(req.msgid, errors.styled(wire, self.error_style), None))
 
 
 class Server:
@@ -324,7 +75,7 @@ class Server:
             await self.shutdown()
 
     async def startup(self, install_signal_handlers: bool = True) -> None:
-        handlers.load_all()
+        api.load_all()
         self._lock_data_dir()
         try:
             await self._startup(install_signal_handlers)
@@ -528,46 +279,6 @@ class Server:
 
 LOCK_NAME = "memman.lock"
 _ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-
-
-class _ClosedDecoder:
-    pending = 0
-
-    def feed(self, data: bytes) -> None:
-        return None
-
-    def __iter__(self) -> _ClosedDecoder:
-        return self
-
-    def __next__(self) -> Any:
-        raise StopIteration
-
-
-_CLOSED_DECODER: Any = _ClosedDecoder()
-
-
-def _release_transport(transport: asyncio.BaseTransport) -> None:
-    """Break the reference cycle a closed asyncio socket transport keeps to itself (its
-    ``_read_ready_cb`` is one of its own bound methods), so it is freed at once by reference
-    counting instead of waiting for a full garbage collection — which ``tune_gc`` makes rare.
-    Without this, every closed connection stayed in memory (tens of KB each)."""
-    if getattr(transport, "_sock", True) is None and hasattr(transport, "_read_ready_cb"):
-        transport._read_ready_cb = None  # type: ignore[attr-defined]
-
-
-def too_large(method: str, size: int, cap: int) -> str:
-    """The error for an answer over the output cap, saying how to get it in pages."""
-    how = {
-        names.SESSION_GET: "page it by entry range: memman_session_get(session_id, "
-                           "{after_id: 0, limit: N}), then again with after_id = the answer's "
-                           "next_after_id until it is nil",
-        names.SESSION_EXPORT: "page it by entry range: memman_session_export(session_id, "
-                              "{after_id: 0, limit: N}), then again with after_id = the "
-                              "answer's next_after_id until it is nil; import the pages' "
-                              "entries together",
-    }.get(method, "ask for less (opts.limit where the method has it)")
-    return (f"the answer to {method} is {size} bytes, over the {cap}-byte output cap "
-            f"(limits.max_message_bytes); {how}")
 
 
 def tune_gc() -> None:

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from memman.errors import MemmanError, invalid_params, not_found
+from memman_daemon.search.hybrid import BM25, VECTOR, rrf
 from memman_daemon.shared_store import vectors
 from memman_daemon.shared_store.ops import execute
 from memman_daemon.shared_store.user_memory import SharedVectorBackend, informative_query
 from memman_daemon.tiers.agentmd import DOC_ID
 from memman_daemon.tiers.chunking import chunk_text
 from memman_daemon.tiers.docs import BusinessDocs, Doc, rerank
-from memman_daemon.tiers.hybrid import BM25, VECTOR, rrf
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core

@@ -231,8 +231,8 @@ class PgStore:
 
     async def _backfill_vectors(self, conn: asyncpg.Connection) -> None:
         """Embeddings stored before pgvector was there get their ``vec`` copy."""
+        from memman_daemon.search.vectors import unpack
         from memman_daemon.shared_store.vectors import literal
-        from memman_daemon.tiers.vectors import unpack
 
         for table in ("memory_vectors", "chunk_vectors"):
             while True:

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import asyncpg
 
 from memman.errors import CONFLICT, NOT_FOUND, MemmanError, invalid_params
+from memman_daemon.search import fts
+from memman_daemon.search.hybrid import content_words
 from memman_daemon.shared_store import vectors
 from memman_daemon.shared_store.ops import execute, split
-from memman_daemon.tiers import fts
-from memman_daemon.tiers.hybrid import content_words
 from memman_daemon.tiers.scratchpad import normalize
 from memman_daemon.tiers.user_memory import (
     MEMORY_TYPES,
@@ -75,7 +75,7 @@ def tsquery_text(text: str) -> str | None:
 
 async def informative_query(conn: Any, table: str, text: str) -> str | None:
     """``tsquery_text`` without the words found in more than half of ``table``'s rows, unless
-    that leaves none — the rule of ``tiers/fts.informative`` (such words add ~nothing to the
+    that leaves none — the rule of ``search/fts.informative`` (such words add ~nothing to the
     ranking but make every row a candidate)."""
     ws = fts.words(text)
     if len(ws) < 2:

@@ -6,7 +6,7 @@ and columns as SQLite's), so the record never depends on an extension. Ranking:
 - **pgvector** (``CREATE EXTENSION vector`` worked): a ``vec vector`` copy is written beside
   the bytes and the nearest rows come from ``<=>`` (cosine distance) in the server;
 - **fallback**: the scope's vectors (a user's layer, a tenant's chunks) are loaded from the
-  shared store into the daemon's in-memory matrix (``tiers/vector_matrix.py``, as with
+  shared store into the daemon's in-memory matrix (``search/vector_matrix.py``, as with
   SQLite) and ranked there. A scope is dropped when another daemon changes it (its event says
   so), so the next search reloads it. Measured in bench/shared.py.
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from memman_daemon.search.vector_matrix import blobs_to_matrix
 from memman_daemon.shared_store.ops import PgOp
-from memman_daemon.tiers.vector_matrix import blobs_to_matrix
 
 
 def literal(vec: Any) -> str:

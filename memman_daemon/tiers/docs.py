@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman.errors import invalid_params, not_found
+from memman_daemon.search import fts
+from memman_daemon.search.hybrid import BM25, VECTOR, rrf
+from memman_daemon.search.vector_matrix import VectorScopes, blobs_to_matrix
+from memman_daemon.search.vectors import VectorIndex
 from memman_daemon.store import Op
-from memman_daemon.tiers import fts
 from memman_daemon.tiers.chunking import chunk_text
-from memman_daemon.tiers.hybrid import BM25, VECTOR, rrf
-from memman_daemon.tiers.vector_matrix import VectorScopes, blobs_to_matrix
-from memman_daemon.tiers.vectors import VectorIndex
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core

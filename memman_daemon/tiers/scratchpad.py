@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import invalid_params, not_found
+from memman_daemon.search.hybrid import may_be_duplicate
 from memman_daemon.store import Op
-from memman_daemon.tiers.hybrid import may_be_duplicate
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core

@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman.errors import CONFLICT, NOT_FOUND, MemmanError, invalid_params
-from memman_daemon.store import Op
-from memman_daemon.tiers import fts
-from memman_daemon.tiers.hybrid import (
+from memman_daemon.search import fts
+from memman_daemon.search.hybrid import (
     BM25,
     VECTOR,
     content_words,
@@ -38,9 +37,10 @@ from memman_daemon.tiers.hybrid import (
     memory_vector_text,
     rrf,
 )
+from memman_daemon.search.vector_matrix import VectorScopes, blobs_to_matrix
+from memman_daemon.search.vectors import VectorIndex
+from memman_daemon.store import Op
 from memman_daemon.tiers.scratchpad import normalize
-from memman_daemon.tiers.vector_matrix import VectorScopes, blobs_to_matrix
-from memman_daemon.tiers.vectors import VectorIndex
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core

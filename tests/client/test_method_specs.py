@@ -11,7 +11,7 @@ from pathlib import Path
 from memman import names
 from memman.client import Client
 from memman.sync_client import SyncClient
-from memman_daemon.handlers import load_all
+from memman_daemon.api import load_all
 from memman_daemon.rpc import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,7 +26,7 @@ import msgpack
 
 from memman import names
 from memman.errors import INTERNAL_ERROR, INVALID_PARAMS, MemmanError
-from memman_daemon import handlers
+from memman_daemon import api
 from memman_daemon.clock import FakeClock
 from memman_daemon.engine import portability
 from memman_daemon.params import Array, Map, Nullable, Spec
@@ -145,7 +145,7 @@ def _baseline(method, fixtures: dict[str, Any]) -> list[Any]:
 
 
 async def test_every_method_every_parameter() -> None:
-    handlers.load_all()
+    api.load_all()
     rng = random.Random(20261123)
     stats = {"bad": 0, "edge": 0, "random": 0, "refused_unchanged": 0}
     started = time.monotonic()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from memman_daemon.tiers.hybrid import identifiers, may_be_duplicate, rrf
-from memman_daemon.tiers.vector_matrix import EXACT_MAX, VectorMatrix
+from memman_daemon.search.hybrid import identifiers, may_be_duplicate, rrf
+from memman_daemon.search.vector_matrix import EXACT_MAX, VectorMatrix
 
 
 def unit(rng: np.random.Generator, n: int, dim: int = 256) -> np.ndarray:

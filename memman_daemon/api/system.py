@@ -1,31 +1,216 @@
-"""``memman_undo``: reverse the caller's last pin, unpin, eviction or promotion.
-
-Undo reads the audit log, which records every one of those actions with what is needed to
-reverse it (the entry id and its previous pin state; the evicted snippet or cache entry in full;
-the promotion's target and the value it replaced). It picks the newest such record of the
-calling client (``opts.client`` to name another, ``opts.session_id`` to narrow it,
-``opts.audit_id`` for one record) that no earlier undo reversed, applies the inverse, and writes
-an ``undo`` record naming the one it reversed — in the same transaction where the tier allows.
-Undoing again walks further back. Automatic evictions (LRU, capacity, expiry, a deleted
-session) are not the client's actions and are never undone.
+"""Protocol methods about the daemon itself: api info, ping, client info and the connected
+clients, stats, subscriptions, token counting, and ``memman_undo`` (reversing the caller's
+last pin, unpin, eviction or promotion from the audit log).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import struct
+import time
 from typing import Any
 
-from memman import names
-from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
-from memman_daemon.params import ROW_ID, Bool, Id, Map, Nullable, Str
-from memman_daemon.rpc import Call, Param, method
+from memman import __version__, names
+from memman.errors import CONFLICT, ERROR_STYLES, MemmanError, invalid_params, not_found
+from memman_daemon.api.shapes import (
+    MODEL,
+)
+from memman_daemon.params import (
+    METADATA,
+    ROW_ID,
+    AnyOf,
+    Array,
+    Bool,
+    Id,
+    Map,
+    Nullable,
+    Stored,
+    Str,
+)
+from memman_daemon.rpc import REGISTRY, Call, Param, method
 from memman_daemon.store import Op
+from memman_daemon.tokens import check_tools
 
+SCOPE_FILTER = Map({"session_id": Id(), "user_id": Id(), "tenant_id": Id()})
+#: a chat message as the API takes it (memman_count_tokens)
+CHAT_MESSAGE = Map({"role": Str(), "content": Nullable(Stored()), "name": Nullable(Str()),
+                    "tool_call_id": Nullable(Str()), "tool_calls": Nullable(Array(Map(rest=Stored())))},
+                   rest=Stored(), empty_array_ok=False)
 UNDOABLE = ("pin", "unpin", "evict", "promote")
 _OPTS = {"client", "session_id", "audit_id", "dry_run"}
 _SCAN = 500  #: audit records looked at for the newest undoable one
 
+
+@method(names.GET_API_INFO)
+def get_api_info(call: Call) -> dict[str, Any]:
+    """The api level, version, and every method (with its parameters) and event."""
+    return {
+        "api_level": names.API_LEVEL,
+        "version": __version__,
+        "methods": [
+            {"name": m.name, "params": [p.name for p in m.params], "writes": m.writes}
+            for m in sorted(REGISTRY.methods.values(), key=lambda m: m.name)
+        ],
+        "events": sorted({*names.TOPICS.values(), names.ERROR_EVENT}),
+        "topics": list(names.TOPICS),
+    }
+
+
+@method(names.PING)
+def ping(call: Call) -> str:
+    return "pong"
+
+
+@method(names.SET_CLIENT_INFO, Param("name", Str(min_len=1, max_bytes=512)),
+        Param("info", METADATA, default=dict))
+def set_client_info(call: Call, name: str, info: dict[str, Any]) -> dict[str, Any]:
+    """Name this connection (as Neovim's nvim_set_client_info): the audit log and stats show it.
+
+    ``info.errors = "nvim"`` sends this connection's errors Neovim-style, ``[0, "[code]
+    message"]``, so that ``vim.rpcrequest`` shows the message; ``"memman"`` (the default) is
+    ``[code, message]``.
+    """
+    if not name or len(name) > 128:
+        raise invalid_params("name", "expected 1 to 128 characters")
+    style = info.get("errors", "memman")
+    if isinstance(style, bytes):
+        style = style.decode(errors="replace")
+    if style not in ERROR_STYLES:
+        raise invalid_params("info.errors", f"expected one of {', '.join(ERROR_STYLES)}, "
+                             f"got {style!r}")
+    call.connection.error_style = style
+    call.connection.name = name
+    call.connection.client_info = dict(info)
+    return {"connection": call.connection.id, "name": name}
+
+
+@method(names.STATS)
+def stats(call: Call) -> dict[str, Any]:
+    return call.core.stats()
+
+
+@method(names.SUBSCRIBE, Param("topics", Array(Str(max_bytes=64), max_items=64), default=list),
+        Param("filter", SCOPE_FILTER, default=dict))
+def subscribe(call: Call, topics: list[Any], filter: dict[str, Any]) -> dict[str, Any]:
+    """Start receiving events on this connection; returns the subscription id."""
+    topics = [t.decode() if isinstance(t, bytes) else t for t in topics]
+    if not all(isinstance(t, str) for t in topics):
+        raise invalid_params("topics", "expected an array of strings")
+    if not all(isinstance(v, str) for v in filter.values()):
+        raise invalid_params("filter", "values must be strings")
+    conn = call.connection
+    try:
+        sub = call.core.events.subscribe(topics, filter, conn.deliver_event)
+    except ValueError as exc:
+        raise invalid_params("topics" if "topic" in str(exc) else "filter", str(exc)) from None
+    conn.subscriptions.add(sub.id)
+    return {"subscription": sub.id, "topics": sorted(sub.topics) or list(names.TOPICS),
+            "filter": sub.filter}
+
+
+@method(names.UNSUBSCRIBE, Param("subscription", ROW_ID))
+def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
+    conn = call.connection
+    removed = subscription in conn.subscriptions and call.core.events.unsubscribe(subscription)
+    conn.subscriptions.discard(subscription)
+    return {"removed": bool(removed)}
+
+
+@method(names.COUNT_TOKENS, Param("messages", Array(CHAT_MESSAGE)),
+        Param("model", AnyOf((MODEL, Map({"model": MODEL, "tools": Array(Stored())},
+                                         empty_array_ok=False))), default="gpt-4o-mini",
+              doc="a model name, or an options map {model, tools}"),
+        Param("tools", AnyOf((Array(Stored()), Map({"tools": Nullable(Array(Stored()))}))),
+              default=list,
+              doc="the tools= list as sent to the chat API, or an options map {tools: [...]}"))
+def count_tokens(call: Call, messages: list[Any], model: str | dict[str, Any],
+                 tools: list[Any] | dict[str, Any]) -> dict[str, Any]:
+    """Prompt tokens of a chat request as the API bills it, and the encoding that counted.
+
+    ``tools`` (the function definitions as sent to the API) are counted with the cookbook's
+    billing formula and reported apart as ``tool_tokens``; ``tokens`` includes them. The
+    second parameter may also be an options map ``{model, tools}``.
+    """
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise invalid_params(f"messages[{i}]", "expected a map with role and content")
+    where = "tools"
+    if isinstance(model, dict):
+        opts = model
+        unknown = sorted(set(opts) - {"model", "tools"})
+        if unknown:
+            raise invalid_params(f"model.{unknown[0]}", "unknown option (known: model, tools)")
+        if "tools" in opts:
+            tools, where = opts["tools"], "model.tools"
+        model = opts.get("model", "gpt-4o-mini")
+        if not isinstance(model, str) or not model:
+            raise invalid_params("model.model", "expected a model name")
+    if isinstance(tools, dict):
+        unknown = sorted(set(tools) - {"tools"})
+        if unknown:
+            raise invalid_params(f"tools.{unknown[0]}", "unknown option (known: tools)")
+        tools, where = tools.get("tools") or [], "tools.tools"
+    check_tools(tools, where)
+    counter = call.core.tokens
+    message_tokens = counter.count_messages(messages, model)
+    tool_tokens = counter.count_tools(tools, model)
+    return {"tokens": message_tokens + tool_tokens, "message_tokens": message_tokens,
+            "tool_tokens": tool_tokens,
+            "per_message": [counter.count_message(m, model) for m in messages],
+            "encoding": counter.encoding_name(model), "model": model}
+
+
+def _peer_pid(conn: Any) -> int | None:
+    """The peer's pid from SO_PEERCRED (Linux); None where the platform does not say."""
+    transport = getattr(conn, "transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    cred = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or cred is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, cred, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid, _uid, _gid = struct.unpack("3i", raw)
+    return pid or None
+
+
+@method(names.CLIENTS_LIST)
+def clients_list(call: Call) -> dict[str, Any]:
+    """Every open connection, oldest first; ``you`` marks the caller's own."""
+    server = getattr(call.connection, "server", None)
+    conns = sorted(getattr(getattr(server, "state", None), "connections", ()) or (),
+                   key=lambda c: c.id)
+    now = time.time()
+    subs = call.core.events.subscriptions
+    out = []
+    for c in conns:
+        since = float(getattr(c, "connected_at", now))
+        requests = int(getattr(c, "requests", 0))
+        age = max(now - since, 1e-9)
+        out.append({
+            "id": c.id, "name": c.name, "pid": _peer_pid(c), "since": since,
+            "requests": requests, "requests_per_s": round(requests / age, 3),
+            "info": dict(getattr(c, "client_info", {}) or {}),
+            "subscriptions": [{"id": sid, "topics": sorted(subs[sid].topics),
+                               "filter": dict(subs[sid].filter), "delivered": subs[sid].seq}
+                              for sid in sorted(c.subscriptions) if sid in subs],
+            "you": c is call.connection,
+        })
+    return {"clients": out, "at": now}
+
+
+# ``memman_undo`` reads the audit log, which records every pin, unpin, eviction and promotion
+# with what is needed to reverse it (the entry id and its previous pin state; the evicted
+# snippet or cache entry in full; the promotion's target and the value it replaced). It picks
+# the newest such record of the calling client (``opts.client`` to name another,
+# ``opts.session_id`` to narrow it, ``opts.audit_id`` for one record) that no earlier undo
+# reversed, applies the inverse, and writes an ``undo`` record naming the one it reversed — in
+# the same transaction where the tier allows. Undoing again walks further back. Automatic
+# evictions (LRU, capacity, expiry, a deleted session) are not the client's actions and are
+# never undone.
 
 async def _candidates(call: Call, client: str, session_id: str | None) -> list[tuple[Any, ...]]:
     where = ["client=?", f"action IN ({','.join('?' * len(UNDOABLE))})"]

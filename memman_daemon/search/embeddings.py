@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memman_daemon.tiers.local_embedder import LocalEmbedder, LocalEmbedderError
+from memman_daemon.search.local_embedder import LocalEmbedder, LocalEmbedderError
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core

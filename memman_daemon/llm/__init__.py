@@ -1,0 +1,1 @@
+"""The LLM at the edge of the daemon: the summarizer client and its extractive fallback."""

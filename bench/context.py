@@ -38,16 +38,16 @@ WORDS = ("the plan task error success deploy build tool result user asked about 
 SIZES = (100, 1000, 10_000, 100_000)
 
 
-def populate(core, sid: str, n: int, rng: random.Random) -> list:
-    s = core.sessions.get(sid)
+def populate(app, sid: str, n: int, rng: random.Random) -> list:
+    s = app.sessions.get(sid)
     ops = []
     now = time.time()
     for i in range(n):
         role = rng.choice(("user", "assistant", "assistant"))
         content = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 40)))
-        e = Entry(id=core.sessions.next_id(), session_id=sid, type="message", role=role,
+        e = Entry(id=app.sessions.next_id(), session_id=sid, type="message", role=role,
                   content=content, tokens=0, created_at=now + i)
-        e.tokens = core.tokens.count_message(e.chat_message(), s.meta.model)
+        e.tokens = app.tokens.count_message(e.chat_message(), s.meta.model)
         s.append(e)
         ops.append(Sessions.entry_op(e))
     return ops
@@ -80,10 +80,10 @@ async def measure(sizes: list[int], calls: int) -> list[dict]:
         for n in sizes:
             sid = f"bench{n}"
             await c.call("memman_session_open", sid, {})
-            ops = populate(d.core, sid, n, rng)
-            await d.core.store.write(ops)
-            s = d.core.sessions.get(sid)
-            budget = s.meta.max_tokens or d.core.config.context.max_tokens
+            ops = populate(d.app, sid, n, rng)
+            await d.app.store.write(ops)
+            s = d.app.sessions.get(sid)
+            budget = s.meta.max_tokens or d.app.config.context.max_tokens
             await c.call("memman_session_context", sid, {})  # warm the timeline cache
             window(s, budget)
             wire, warm, after_add, algo, base = [], [], [], [], []
@@ -99,7 +99,7 @@ async def measure(sizes: list[int], calls: int) -> list[dict]:
                 if cold:
                     await c.call("memman_session_add", sid, {"content": "one more line"})
                 t0 = time.perf_counter()
-                await d.core.engine.assemble(s, {})
+                await d.app.engine.assemble(s, {})
                 algo.append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
                 msgs, base_tokens = window(s, budget)

@@ -15,7 +15,7 @@
    every query over its socket, hybrid and FTS-only interleaved call by call. Reported: p50 /
    p95 latency, and recall@10 of the labelled queries among the 100k.
 3. **Cost.** The local model's load time, RSS growth and texts/s (batches of 256 short texts);
-   durable ``memman_session_add`` with 50 clients (bench/rpc.py's client, pinned to one core
+   durable ``memman_session_add`` with 50 clients (bench/rpc.py's client, pinned to one app
    as there) with the local embedder on (entries prefetched into the relevance cache in the
    background) beside the same daemon with ``[embeddings] provider = "none"``.
 
@@ -204,7 +204,7 @@ async def latency(root: Path, n: int) -> dict:
     seeded = time.perf_counter() - t0
     cfg = config(root)
     async with Daemon(cfg) as server, await Client.connect(cfg.socket, name="bench") as c:
-        stored = server.core.user_memory.episodic_count.get(USER, 0)
+        stored = server.app.user_memory.episodic_count.get(USER, 0)
         targets = {m: i + 1 for i, (m, _) in enumerate(PAIRS)}
         qs = [q for _, q in PAIRS]
         for q in qs[:5]:  # warm up: the first search loads the user's vectors
@@ -228,7 +228,7 @@ async def latency(root: Path, n: int) -> dict:
                 if rep == 0:
                     got = [h["id"] for h in res["results"]]
                     ranks.append(got.index(targets[m]) + 1 if targets[m] in got else None)
-        vindex = server.core.user_memory.vscopes.stats()
+        vindex = server.app.user_memory.vscopes.stats()
     return {"entries": stored, "seed_s": round(seeded, 1),
             "hybrid": {"p50_ms": round(statistics.median(hyb), 2), "p95_ms": round(pct(hyb, 95), 2),
                        "cpu_p50_ms": round(statistics.median(hyb_cpu), 2),

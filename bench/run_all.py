@@ -103,10 +103,10 @@ def rpc_section(rows: list[dict]) -> str:
              "Read = `memman_session_get(sid, {limit: 1})` (served from memory); durable add = "
              "`memman_session_add`, answered after its transaction commits (WAL, "
              "synchronous=NORMAL, group commit). 50 clients = 50 connections, one request "
-             "in flight each. Clients and both servers run pinned to one core (`--no-pin` "
+             "in flight each. Clients and both servers run pinned to one app (`--no-pin` "
              "lifts it): across cores a round trip on this VM costs ~8x more and where the "
              "scheduler puts the processes changes per run, so unpinned ratios for the same code "
-             "swung between 39 % and 56 %; on one core the ratio is the server's work per request.",
+             "swung between 39 % and 56 %; on one app the ratio is the server's work per request.",
              "",
              "| what | memman | echo server | memman / echo | target |",
              "|---|---|---|---:|---|"]
@@ -123,7 +123,7 @@ def rpc_section(rows: list[dict]) -> str:
 
 
 RPC_NOTES = """\
-Rates move with whatever else runs on the machine (±30 % between runs on the shared 2-core
+Rates move with whatever else runs on the machine (±30 % between runs on the shared 2-app
 box); the server's CPU time per request (from /proc, both servers measured the same way) is the
 steadier figure. Where a read's ~19 µs of daemon CPU goes, against the echo server's ~6 µs
 (cProfile of the 50-client run, plus in-process timing of each step): one `asyncio` Task per

@@ -144,19 +144,19 @@ async def run(args: argparse.Namespace) -> list[dict[str, float | str | int]]:
         task = asyncio.create_task(server.serve(install_signal_handlers=False))
         await server.started.wait()
         try:
-            core = server.core
+            app = server.app
             t0 = time.perf_counter()
             per_doc = 10
             ndocs = max(1, args.chunks // per_doc)
-            enc = core.tokens.encoding("gpt-4o-mini")
+            enc = app.tokens.encoding("gpt-4o-mini")
             sample = zipf.text(2000)
             tokens_per_word = len(enc.encode(sample)) / 2000
             step = cfg.docs.chunk_tokens - cfg.docs.chunk_overlap
             words_per_doc = int((step * (per_doc - 1) + cfg.docs.chunk_tokens) / tokens_per_word)
             for i in range(ndocs):
-                await core.docs.add("bench-tenant", {"doc_id": f"doc{i}",
+                await app.docs.add("bench-tenant", {"doc_id": f"doc{i}",
                                                      "content": zipf.text(words_per_doc)})
-            nchunks = core.docs.stats()["chunks"]
+            nchunks = app.docs.stats()["chunks"]
             print(f"ingested {ndocs} documents = {nchunks} chunks in "
                   f"{time.perf_counter() - t0:.1f}s", file=sys.stderr)
             c = await Client.connect(cfg.socket, name="bench")

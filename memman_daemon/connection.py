@@ -40,7 +40,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.core = server.core
+        self.app = server.app
         self.limits = server.config.limits
         self.transport: asyncio.Transport | None = None
         #: made at the first byte: a msgpack Unpacker costs ~40 KB (its fixed parse stack), and
@@ -70,7 +70,6 @@ class Connection(asyncio.Protocol):
             self.refuse(*refusal)
             return
         self.server.state.connections.add(self)
-        self.core.connections = len(self.server.state.connections)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
@@ -79,7 +78,6 @@ class Connection(asyncio.Protocol):
             self._frame_timer.cancel()
             self._frame_timer = None
         self.server.state.connections.discard(self)
-        self.core.connections = len(self.server.state.connections)
         if not self.lost.done():
             self.lost.set_result(None)
         # nothing of a closed connection may stay reachable: the decoder's buffer, the
@@ -145,7 +143,7 @@ class Connection(asyncio.Protocol):
 
     def _drop_subscriptions(self) -> None:
         for sub_id in self.subscriptions:
-            self.core.events.unsubscribe(sub_id)
+            self.app.events.unsubscribe(sub_id)
         self.subscriptions.clear()
 
     # --- input ---------------------------------------------------------------------------
@@ -221,19 +219,19 @@ class Connection(asyncio.Protocol):
     def start_request(self, req: Request) -> None:
         """Check and bind a request; answer a plain (non-async) handler at once, else run the
         coroutine as its own task so answers can go out of order."""
-        core = self.core
-        core.counters["requests"] += 1
+        app = self.app
+        self.server.state.requests += 1
         self.requests += 1
         try:
             if self.server.stopping:
                 raise MemmanError(errors.SHUTTING_DOWN, "the daemon is shutting down; retry shortly")
             method = REGISTRY.lookup(req.method)
-            if method.writes and core.read_only:
+            if method.writes and app.read_only:
                 raise MemmanError(errors.FORBIDDEN, f"{req.method} changes memory, and the daemon "
                                                     "runs read-only (--read-only)")
             kwargs = method.bind(req.params)
             if not method.is_async:  # in-memory reads: no task, no extra loop iteration
-                result = method.handler(Call(core, self.name, self), **kwargs)
+                result = method.handler(Call(app, self.name, self), **kwargs)
                 self.respond(req, result)
                 return
         except Exception as exc:
@@ -245,7 +243,7 @@ class Connection(asyncio.Protocol):
 
     async def run_request(self, req: Request, handler: Any, kwargs: dict[str, Any]) -> None:
         try:
-            result = await handler(Call(self.core, self.name, self), **kwargs)
+            result = await handler(Call(self.app, self.name, self), **kwargs)
             self.respond(req, result)
         except Exception as exc:
             self.answer_error(req, exc)
@@ -261,7 +259,7 @@ class Connection(asyncio.Protocol):
         self.send(data)
 
     def answer_error(self, req: Request, exc: Exception) -> None:
-        self.core.counters["errors"] += 1
+        self.server.state.errors += 1
         if isinstance(exc, MemmanError):
             wire = exc.to_wire()
         else:

@@ -22,7 +22,7 @@ from memman.errors import METHOD_NOT_FOUND, MemmanError, invalid_params
 from memman_daemon.params import Map, Spec, from_type
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
 
 _MISSING = object()
 
@@ -59,7 +59,7 @@ class Param:
 class Call:
     """What a handler knows about the request it serves."""
 
-    core: Core
+    app: App
     client_name: str = ""  #: the connection's self-declared name (for audit), or "conn-<n>"
     connection: Any = None  #: the server's connection object (subscriptions live there)
 

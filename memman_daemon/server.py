@@ -28,9 +28,9 @@ from typing import Any
 from memman import errors
 from memman.config import Config
 from memman_daemon import api, systemd
+from memman_daemon.app import App
 from memman_daemon.clock import Clock
 from memman_daemon.connection import Connection
-from memman_daemon.core import Core
 from memman_daemon.sessions import LoadError
 from memman_daemon.store import StoreError
 
@@ -43,14 +43,22 @@ class StartupError(Exception):
 
 @dataclass
 class ServerState:
+    """What all connections share: the live connections and the request counters."""
+
     connections: set[Connection] = field(default_factory=set)
     next_conn_id: int = 1
+    requests: int = 0  #: requests received (answered or refused)
+    errors: int = 0  #: requests answered with an error
+
+    def stats(self) -> dict[str, int]:
+        return {"clients": len(self.connections), "requests": self.requests,
+                "errors": self.errors}
 
 
 class Server:
     def __init__(self, config: Config, *, clock: Clock | None = None, read_only: bool = False) -> None:
         self.config = config
-        self.core = Core(config, clock, read_only=read_only)
+        self.app = App(config, clock, read_only=read_only)
         self.state = ServerState()
         self.stopping = False
         self.started = asyncio.Event()
@@ -94,19 +102,19 @@ class Server:
             if isinstance(name, str) and name:
                 self.config.socket = Path(name)
         try:
-            await self.core.start()
+            await self.app.start()
         except BaseException as exc:
             sock.close()
             self._remove_socket_file()
             # close what was opened (the database threads would keep the process alive)
             with contextlib.suppress(Exception):
-                await self.core.stop()
+                await self.app.stop()
             if isinstance(exc, (StartupError, StoreError, LoadError)) or not isinstance(exc, Exception):
                 raise
             raise StartupError(f"cannot start on {self.config.database_path}: "
                                f"{type(exc).__name__}: {exc}. Nothing was changed; see "
                                "docs/operations.md (\"A damaged database\")") from exc
-        self.core.store.on_fatal = self._fatal
+        self.app.store.on_fatal = self._fatal
         tune_gc()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_unix_server(lambda: Connection(self), sock=sock,
@@ -126,10 +134,10 @@ class Server:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), 1.0)
             # once a second: a stats event for subscribers of the "stats" topic
-            snapshot = self.core.counters["requests"]
-            if last is not None and self.core.events.subscriptions:
-                self.core.events.publish("stats", "tick", {"requests_per_s": snapshot - last,
-                                                           "clients": self.core.connections})
+            snapshot = self.state.requests
+            if last is not None and self.app.events.subscriptions:
+                self.app.events.publish("stats", "tick", {"requests_per_s": snapshot - last,
+                                                           "clients": len(self.state.connections)})
             last = snapshot
             self.close_idle()
 
@@ -183,7 +191,7 @@ class Server:
         inflight = [t for c in conns for t in c.inflight]
         if inflight:
             await asyncio.wait(inflight, timeout=10.0)
-        await self.core.stop()
+        await self.app.stop()
         for c in conns:
             c.close()  # flushes the answers already written
         lost = [c.lost for c in conns]
@@ -202,7 +210,7 @@ class Server:
         path = d / LOCK_NAME
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if self.core.read_only else fcntl.LOCK_EX)
+            fcntl.flock(fd, (fcntl.LOCK_SH if self.app.read_only else fcntl.LOCK_EX)
                         | fcntl.LOCK_NB)
         except OSError as exc:
             try:
@@ -215,7 +223,7 @@ class Server:
                 f"another memman daemon (pid {pid}, socket {sock}) is using the data dir {d} "
                 f"({exc.strerror}); two daemons on one data dir would hand out the same ids and "
                 "lose data. Stop it first, or give this one another --data-dir") from None
-        if not self.core.read_only:
+        if not self.app.read_only:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n{self.config.socket}\n".encode(), 0)
         self._lock_fd = fd

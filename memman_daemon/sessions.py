@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import STORAGE_ERROR, MemmanError, invalid_params, not_found
 from memman_daemon.model import ENTRY_TYPES, ROLES, Entry, Session, SessionMeta, Summary
 from memman_daemon.params import INT64_MAX
-from memman_daemon.store import Op, StoreError
+from memman_daemon.store import Op, Store, StoreError
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman.config import Config
+    from memman_daemon.clock import Clock
+    from memman_daemon.events import EventBus
+    from memman_daemon.search.embeddings import Embedder
+    from memman_daemon.tokens import TokenCounter
+
+#: a component's reaction to a deleted session: ``await hook(session_id, client)``
+DeletedHook = Callable[[str, str], Awaitable[Any]]
 
 # entry type -> role used when the caller names none
 _DEFAULT_ROLE = {"message": "user", "tool_call": "assistant", "tool_result": "tool",
@@ -30,8 +38,17 @@ def _dumps(obj: Any) -> str:
 
 
 class Sessions:
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, store: Store, config: Config, clock: Clock, events: EventBus,
+                 tokens: TokenCounter, embedder: Embedder) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self.events = events
+        self.tokens = tokens
+        self.embedder = embedder
+        #: set by the app once they exist: what other components hold for a session (the tool
+        #: cache, the scratchpad, the usage series) is dropped with it, in this order
+        self.on_deleted: list[DeletedHook] = []
         self.by_id: dict[str, Session] = {}
         self._ids = itertools.count(1)
 
@@ -63,7 +80,7 @@ class Sessions:
     async def persist(self, session: Session, ops: list[Op]) -> None:
         """Commit ``ops``; on failure restore ``session`` from disk and re-raise (as -32003)."""
         try:
-            await self.core.store.write(ops)
+            await self.store.write(ops)
         except Exception as exc:
             await self.reload(session.id)
             if isinstance(exc, MemmanError):
@@ -75,7 +92,7 @@ class Sessions:
     async def load(self) -> None:
         """Read every session; a row that cannot be read stops the start (``LoadError`` names
         the file, the table, the row and what to do) instead of serving half the data."""
-        store = self.core.store
+        store = self.store
         self.by_id.clear()
         for row in await store.fetchall("SELECT id, meta FROM sessions"):
             with _row(store, "sessions", row[0]):
@@ -102,7 +119,7 @@ class Sessions:
         self._ids = itertools.count(max_id + 1)
 
     async def reload(self, session_id: str) -> None:
-        store = self.core.store
+        store = self.store
         rows = await store.fetchall("SELECT meta FROM sessions WHERE id=?", (session_id,))
         if not rows:
             self.by_id.pop(session_id, None)
@@ -145,22 +162,22 @@ class Sessions:
             if changed:
                 for k, v in changed.items():
                     setattr(existing.meta, k, v)
-                existing.meta.updated_at = self.core.clock.now()
+                existing.meta.updated_at = self.clock.now()
                 await self.persist(existing, [self.meta_op(existing)])
             return existing, False
-        now = self.core.clock.now()
+        now = self.clock.now()
         meta = SessionMeta(created_at=now, updated_at=now,
-                           max_tokens=self.core.config.context.max_tokens)
+                           max_tokens=self.config.context.max_tokens)
         for k, v in opts.items():
             setattr(meta, k, v)
         s = Session(session_id, meta)
         self.by_id[session_id] = s
         try:
-            await self.core.store.write([self.meta_op(s)])
+            await self.store.write([self.meta_op(s)])
         except StoreError:
             self.by_id.pop(session_id, None)
             raise
-        self.core.events.publish("session", "opened", {"session": s.overview()}, **self.scope(s))
+        self.events.publish("session", "opened", {"session": s.overview()}, **self.scope(s))
         return s, True
 
     def build_entry(self, session: Session, raw: dict[str, Any]) -> Entry:
@@ -193,10 +210,10 @@ class Sessions:
         if not isinstance(metadata, dict):
             raise invalid_params("entry.metadata", "expected a map")
         e = Entry(id=0, session_id=session.id, type=etype, role=role, content=content, tokens=0,
-                  created_at=self.core.clock.now(), name=raw.get("name"),
+                  created_at=self.clock.now(), name=raw.get("name"),
                   tool_call_id=raw.get("tool_call_id"), tool_calls=tool_calls, metadata=metadata,
                   pinned=bool(raw.get("pinned", False)))
-        e.tokens = self.core.tokens.count_message(e.chat_message(), session.meta.model)
+        e.tokens = self.tokens.count_message(e.chat_message(), session.meta.model)
         return e
 
     async def add(self, session_id: str, raw: dict[str, Any]) -> Entry:
@@ -206,11 +223,11 @@ class Sessions:
         # only the entry row (updated_at is re-derived at load), so that concurrent adds are
         # runs of one statement: one executemany per group commit. Memory changes after the
         # commit: a refused write leaves nothing behind.
-        await self.core.store.write([self.entry_op(e)])
+        await self.store.write([self.entry_op(e)])
         s.append(e)  # also moves updated_at
         if e.content:  # relevance vectors: embedded later, in batches, off this path
-            self.core.embedder.prefetch(e.content)
-        self.core.events.publish("session", "entry_added",
+            self.embedder.prefetch(e.content)
+        self.events.publish("session", "entry_added",
                                  lambda: {"entry": e.to_wire(), "session": s.overview()},
                                  **self.scope(s))
         return e
@@ -221,7 +238,7 @@ class Sessions:
         s = self.get(session_id)
         del self.by_id[session_id]
         try:
-            await self.core.store.write([
+            await self.store.write([
                 ("DELETE FROM entries WHERE session_id=?", (session_id,)),
                 ("DELETE FROM summaries WHERE session_id=?", (session_id,)),
                 ("DELETE FROM sessions WHERE id=?", (session_id,)),
@@ -230,11 +247,9 @@ class Sessions:
             self.by_id[session_id] = s
             raise
         # what other components hold for the session (cache, scratchpad) goes with it
-        for component in self.core.components:
-            hook = getattr(component, "on_session_deleted", None)
-            if hook is not None:
-                await hook(session_id, client)
-        self.core.events.publish("session", "deleted", {}, **self.scope(s))
+        for hook in self.on_deleted:
+            await hook(session_id, client)
+        self.events.publish("session", "deleted", {}, **self.scope(s))
         return len(s.entries)
 
     @staticmethod

@@ -29,8 +29,8 @@ from typing import Any
 
 from memman.client import Client
 from memman.config import Config
+from memman_daemon.app import App
 from memman_daemon.clock import Clock
-from memman_daemon.core import Core
 from memman_daemon.server import Server
 
 
@@ -55,8 +55,8 @@ class RunningDaemon:
     root: Path
 
     @property
-    def core(self) -> Core:
-        return self.server.core
+    def app(self) -> App:
+        return self.server.app
 
     @property
     def socket(self) -> Path:

@@ -36,13 +36,13 @@ async def test_config_file_change_reloads_in_the_running_daemon() -> None:
     cfg_file.write_text("[context]\nmax_tokens = 4000\n")
     cfg = Config.load(cfg_file, socket=root / "s" / "m.sock", data_dir=root / "data")
     async with running_daemon(root, config=cfg) as d, d.client() as c:
-        assert d.core.config.context.max_tokens == 4000
+        assert d.app.config.context.max_tokens == 4000
         cfg_file.write_text("[context]\nmax_tokens = 6000\n")
         for _ in range(100):  # bounded wait for the watcher
-            if d.core.config.context.max_tokens == 6000:
+            if d.app.config.context.max_tokens == 6000:
                 break
             await asyncio.sleep(0.05)
-        assert d.core.config.context.max_tokens == 6000
+        assert d.app.config.context.max_tokens == 6000
         cfg_file.write_text("[context\n")  # broken: old values stay, error reported
         for _ in range(100):
             if (await c.stats())["config"]["last_error"]:
@@ -50,5 +50,5 @@ async def test_config_file_change_reloads_in_the_running_daemon() -> None:
             await asyncio.sleep(0.05)
         stats = await c.stats()
         assert "not valid TOML" in stats["config"]["last_error"]
-        assert d.core.config.context.max_tokens == 6000
+        assert d.app.config.context.max_tokens == 6000
         assert os.path.samefile(stats["config"]["path"], cfg_file)

@@ -106,8 +106,8 @@ async def test_a_bad_value_on_reload_is_refused_and_the_old_config_stays() -> No
     cfg = Config.load(cfg_file, socket=root / "s" / "m.sock", data_dir=root / "data")
     async with running_daemon(root, config=cfg) as d, d.client() as c:
         cfg_file.write_text('[context]\nmax_tokens = "lots"\n')
-        assert d.core.config_watch.reload() is False
-        assert d.core.config.context.max_tokens == 4000
+        assert d.app.config_watch.reload() is False
+        assert d.app.config.context.max_tokens == 4000
         err = (await c.stats())["config"]["last_error"]
         assert "context.max_tokens = 'lots'" in err and "expected an integer" in err
         await c.session_open("s")

@@ -3,7 +3,7 @@
 langchain-tests ships no standard suite for chat histories, so the reference is LangChain's
 own: the contract in ``BaseChatMessageHistory``'s docstring, the behaviour of its in-memory
 reference implementation (every sequence of operations must give the same messages), the
-``str()`` shape langchain-core's own test asserts, and ``RunnableWithMessageHistory`` (the
+``str()`` shape langchain-app's own test asserts, and ``RunnableWithMessageHistory`` (the
 LangChain consumer of a history) driving it through a chat model."""
 
 from __future__ import annotations

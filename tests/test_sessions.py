@@ -102,7 +102,7 @@ async def test_many_concurrent_requests_on_one_connection() -> None:
         assert len({r["id"] for r in results}) == 200
         s = await c.session_get("s")
         assert len(s["entries"]) == 200
-        assert d.core.store.commits < 200  # group commit shared transactions
+        assert d.app.store.commits < 200  # group commit shared transactions
 
 
 async def test_sync_client_and_read_only_mode() -> None:

@@ -16,7 +16,7 @@ async def test_wal_synchronous_and_schema_version() -> None:
     async with running_daemon(root, storage={"synchronous": "FULL"}) as d, d.client() as c:
         await c.session_open("s")
         assert (await c.stats())["store"]["synchronous"] == "FULL"
-        db = d.core.config.database_path
+        db = d.app.config.database_path
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -112,7 +112,7 @@ async def test_gpt_4o_mini_counts_as_o200k_base(lang: str, reference_o200k: tikt
         assert tok["encoding"] == "o200k_base" and tok["fallbacks"] == {}
         assert tok["sources"]["o200k_base"] in ("bpe-openai", "cache")
         # the placed file sits inside the data dir, under tiktoken's cache name
-        assert tok["cache_dir"].startswith(str(d.core.config.data_dir))
+        assert tok["cache_dir"].startswith(str(d.app.config.data_dir))
     # cl100k would have over-counted Japanese and German: the encodings really differ here
     cl100k = TokenCounter(short_tmpdir()).count_messages(msgs, "gpt-4")
     if lang != "en":

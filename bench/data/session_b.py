@@ -114,7 +114,7 @@ def build() -> FixtureSession:
              "ring.go\n│       └── ring_test.go\n├── limiter.go\n├── store.go\n├── "
              "store_memory.go\n└── store_redis.go"),
             ("read_file", {"path": "limiter.go"}, numbered(LIMITER_GO)),
-            preface="Let me get oriented: branch state, layout and the core interface.")
+            preface="Let me get oriented: branch state, layout and the app interface.")
     b.answer("You're on the branch, clean, 8 commits (the newest is the Retry-After change in "
              "httpx). The library is small: `limiter.go` defines `Limiter` (Allow + Close), "
              "`Decision` and `Options` with defaults from `normalize()`; `bucket.go` is the only "

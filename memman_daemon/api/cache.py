@@ -30,7 +30,7 @@ def cache_lookup(call: Call, session_id: str, tool: str,
                  params: dict[str, Any]) -> dict[str, Any] | None:
     """The cached result (its duration refreshed), or nil on a miss. A plain function: it is
     answered inline, as fast as any in-memory read."""
-    e = call.core.cache.lookup(session_id, tool, params)
+    e = call.app.cache.lookup(session_id, tool, params)
     return None if e is None else e.to_wire()
 
 
@@ -40,7 +40,7 @@ def cache_lookup(call: Call, session_id: str, tool: str,
 async def cache_put(call: Call, session_id: str, tool: str, params: dict[str, Any], result: Any,
                     opts: dict[str, Any]) -> dict[str, Any]:
     """Cache a tool result; opts: duration (exchanges), ttl_s (seconds), call_id."""
-    e = await call.core.cache.put(session_id, tool, params, result, opts, call.client_name)
+    e = await call.app.cache.put(session_id, tool, params, result, opts, call.client_name)
     return e.to_wire()
 
 
@@ -48,17 +48,17 @@ async def cache_put(call: Call, session_id: str, tool: str, params: dict[str, An
 async def cache_list(call: Call, session_id: str) -> dict[str, Any]:
     """Every cached entry of the session (oldest first), its counters and the
     FUNCTION CACHE STATE block."""
-    cache = call.core.cache
-    call.core.sessions.get(session_id)
+    cache = call.app.cache
+    call.app.sessions.get(session_id)
     entries = [e.to_wire() for e in cache.entries(session_id)]
     counters = cache.session_counters.get(session_id, {})
     return {"entries": entries, "counters": {k: counters.get(k, 0) for k in
                                              ("hits", "misses", "puts", "expired", "evicted")},
-            "state": format_cache_state(entries, call.core.clock.now())}
+            "state": format_cache_state(entries, call.app.clock.now())}
 
 
 @method(names.CACHE_EVICT, Param("session_id", SESSION_ID), Param("key", Str(min_len=1, max_bytes=1024)),
         writes=True)
 async def cache_evict(call: Call, session_id: str, key: str) -> dict[str, Any]:
     """Evict the entry with this key ("*": every entry of the session)."""
-    return {"evicted": await call.core.cache.evict(session_id, key, call.client_name)}
+    return {"evicted": await call.app.cache.evict(session_id, key, call.client_name)}

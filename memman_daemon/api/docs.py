@@ -28,7 +28,7 @@ TENANT_ID = Id("t1")
         writes=True)
 async def docs_remove(call: Call, tenant_id: str, ref: str | int) -> dict[str, Any]:
     """Remove one business document (by doc_id, or by the id of one of its chunks)."""
-    return await call.core.docs.remove(tenant_id, ref, call.client_name)
+    return await call.app.docs.remove(tenant_id, ref, call.client_name)
 
 
 @method(names.DOCS_ADD, Param("tenant_id", TENANT_ID), Param("doc", Map({
@@ -37,7 +37,7 @@ async def docs_remove(call: Call, tenant_id: str, ref: str | int) -> dict[str, A
     "metadata": Nullable(METADATA)}, required=("content",), empty_array_ok=False)), writes=True)
 async def docs_add(call: Call, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
     """Add or replace a document: doc = {content, doc_id?, title?, source?, metadata?}."""
-    return await call.core.docs.add(tenant_id, doc)
+    return await call.app.docs.add(tenant_id, doc)
 
 
 @method(names.DOCS_SEARCH, Param("tenant_id", TENANT_ID), Param("query", Str()),
@@ -46,17 +46,17 @@ async def docs_add(call: Call, tenant_id: str, doc: dict[str, Any]) -> dict[str,
               default=dict))
 async def docs_search(call: Call, tenant_id: str, query: str, opts: dict[str, Any]) -> dict[str, Any]:
     """~100 candidates reranked to 10; opts: limit, candidates."""
-    docs = call.core.docs
+    docs = call.app.docs
     return {"results": await docs.search(tenant_id, query, opts),
-            "mode": "hybrid" if call.core.embedder.enabled else "fts"}
+            "mode": "hybrid" if call.app.embedder.enabled else "fts"}
 
 
 @method(names.DOCS_LIST, Param("tenant_id", TENANT_ID))
 async def docs_list(call: Call, tenant_id: str) -> dict[str, Any]:
-    return {"docs": await answer(call.core.docs.list(tenant_id)),
-            "agent_md": str(call.core.agent_md.path(tenant_id))}
+    return {"docs": await answer(call.app.docs.list(tenant_id)),
+            "agent_md": str(call.app.agent_md.path(tenant_id))}
 
 
 @method(names.DOCS_DELETE, Param("tenant_id", TENANT_ID), Param("doc_id", Id()), writes=True)
 async def docs_delete(call: Call, tenant_id: str, doc_id: str) -> dict[str, Any]:
-    return await call.core.docs.delete(tenant_id, doc_id, call.client_name)
+    return await call.app.docs.delete(tenant_id, doc_id, call.client_name)

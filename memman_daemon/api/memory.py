@@ -34,7 +34,7 @@ COSINE = Float(-1.0, 1.0, doc="a cosine similarity from -1 to 1")
 @method(names.MEMORY_FORGET, Param("user_id", Id("u1")), Param("record_id", ROW_ID), writes=True)
 async def memory_forget(call: Call, user_id: str, record_id: int) -> dict[str, Any]:
     """Delete one stored user-memory record (episodic, preference, rule, playbook, summary)."""
-    return await call.core.user_memory.forget(user_id, record_id, call.client_name)
+    return await call.app.user_memory.forget(user_id, record_id, call.client_name)
 
 
 @method(names.AUDIT_LIST, Param("filter", Map({
@@ -48,7 +48,7 @@ async def audit_list(call: Call, filter: dict[str, Any]) -> dict[str, Any]:
     for k in filter:
         if k not in known:
             raise invalid_params(f"filter.{k}", f"unknown key; known: {', '.join(sorted(known))}")
-    return {"records": await call.core.audit.list(filter)}
+    return {"records": await call.app.audit.list(filter)}
 
 
 @method(names.MEMORY_APPEND, Param("user_id", USER_ID), Param("type", MEMORY_TYPE),
@@ -62,7 +62,7 @@ async def audit_list(call: Call, filter: dict[str, Any]) -> dict[str, Any]:
             "session_id": Nullable(Id())}, rest=Stored(), empty_array_ok=False)),
         writes=True)
 async def memory_append(call: Call, user_id: str, type: str, entry: dict[str, Any]) -> dict[str, Any]:
-    return await call.core.user_memory.append(user_id, type, entry, call.client_name)
+    return await call.app.user_memory.append(user_id, type, entry, call.client_name)
 
 
 @method(names.MEMORY_SEARCH, Param("user_id", USER_ID), Param("type", MEMORY_TYPE),
@@ -76,7 +76,7 @@ async def memory_search(call: Call, user_id: str, type: str, query: str,
                         opts: dict[str, Any]) -> dict[str, Any]:
     """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
     threshold, mode (hybrid, fts, vector), session_id."""
-    um = call.core.user_memory
+    um = call.app.user_memory
     results = await um.search(user_id, type, query, opts)
     mode = "terms" if type == "working" else um.mode_for(opts)
     return {"results": results, "mode": mode}
@@ -89,7 +89,7 @@ async def memory_playbook(call: Call, user_id: str, query: str,
                           opts: dict[str, Any]) -> dict[str, Any]:
     """The playbook for this query: opts.flow exact first, else by similarity above the
     threshold; with opts.session_id it is written to that session's scratchpad."""
-    return await call.core.user_memory.playbook(user_id, query, opts, call.client_name)
+    return await call.app.user_memory.playbook(user_id, query, opts, call.client_name)
 
 
 @method(names.MEMORY_LEARN, Param("user_id", USER_ID), Param("key", Str(min_len=1, max_bytes=1024)),
@@ -98,29 +98,29 @@ async def memory_playbook(call: Call, user_id: str, query: str,
         writes=True)
 async def memory_learn(call: Call, user_id: str, key: str, value: Any,
                        opts: dict[str, Any]) -> dict[str, Any]:
-    return await call.core.user_memory.learn(user_id, key, value, opts, call.client_name)
+    return await call.app.user_memory.learn(user_id, key, value, opts, call.client_name)
 
 
 @method(names.MEMORY_RECALL, Param("user_id", USER_ID), Param("key", Str(max_bytes=1024)))
 async def memory_recall(call: Call, user_id: str, key: str) -> dict[str, Any] | None:
-    return await answer(call.core.user_memory.recall(user_id, key))
+    return await answer(call.app.user_memory.recall(user_id, key))
 
 
 @method(names.MEMORY_COMPACT, Param("user_id", USER_ID), Param("type", MEMORY_TYPE),
         Param("opts", Map({"keep_last": Int(0, 2**31, doc="a whole number >= 0"),
                            "summarize_older": Bool()}), default=dict), writes=True)
 async def memory_compact(call: Call, user_id: str, type: str, opts: dict[str, Any]) -> dict[str, Any]:
-    return await call.core.user_memory.compact(user_id, type, opts, call.client_name)
+    return await call.app.user_memory.compact(user_id, type, opts, call.client_name)
 
 
 @method(names.MEMORY_STATS, Param("user_id", USER_ID))
 async def memory_stats(call: Call, user_id: str) -> dict[str, Any]:
-    return await call.core.user_memory.stats_for(user_id)
+    return await call.app.user_memory.stats_for(user_id)
 
 
 @method(names.MEMORY_CLEAR, Param("user_id", USER_ID), Param("type", MEMORY_TYPE, default=""), writes=True)
 async def memory_clear(call: Call, user_id: str, type: str) -> dict[str, Any]:
-    return await call.core.user_memory.clear(user_id, type, call.client_name)
+    return await call.app.user_memory.clear(user_id, type, call.client_name)
 
 
 @method(names.MEMORY_LIST, Param("user_id", USER_ID), Param("type", MEMORY_TYPE),
@@ -128,4 +128,4 @@ async def memory_clear(call: Call, user_id: str, type: str) -> dict[str, Any]:
                            "kind": Nullable(Str(max_bytes=64)),
                            "include_archived": Nullable(Bool())}), default=dict))
 async def memory_list(call: Call, user_id: str, type: str, opts: dict[str, Any]) -> dict[str, Any]:
-    return {"records": await call.core.user_memory.list(user_id, type, opts)}
+    return {"records": await call.app.user_memory.list(user_id, type, opts)}

@@ -33,7 +33,7 @@ async def scratchpad_write(call: Call, session_id: str, text: str,
                            opts: dict[str, Any]) -> dict[str, Any]:
     """Add a snippet (or raise its frequency); opts: explicit, salience, surprisal, flow,
     metadata."""
-    return await call.core.scratchpad.write(session_id, text, opts, call.client_name)
+    return await call.app.scratchpad.write(session_id, text, opts, call.client_name)
 
 
 @method(names.SCRATCHPAD_READ, Param("session_id", SESSION_ID),
@@ -42,22 +42,22 @@ async def scratchpad_read(call: Call, session_id: str, ids: list[Any] | None) ->
     """All snippets (or the given ids) in writing order; a read counts as use for LRU."""
     if ids is not None and not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise invalid_params("ids", "expected an array of snippet ids (integers)")
-    sp = call.core.scratchpad
+    sp = call.app.scratchpad
     snippets = await sp.read(session_id, ids)
     return {"snippets": snippets, "count": len(sp.pad(session_id)),
-            "max": call.core.config.scratchpad.max_snippets}
+            "max": call.app.config.scratchpad.max_snippets}
 
 
 @method(names.SCRATCHPAD_EVICT, Param("session_id", SESSION_ID), Param("snippet_id", ROW_ID), writes=True)
 async def scratchpad_evict(call: Call, session_id: str, snippet_id: int) -> dict[str, Any]:
-    return await call.core.scratchpad.evict(session_id, snippet_id, call.client_name)
+    return await call.app.scratchpad.evict(session_id, snippet_id, call.client_name)
 
 
 @method(names.SCRATCHPAD_CANDIDATES, Param("session_id", SESSION_ID))
 async def scratchpad_candidates(call: Call, session_id: str) -> dict[str, Any]:
     """Every snippet's promotion score (best first), with the reason for each part."""
-    cfg = call.core.config.scratchpad
-    return {"candidates": call.core.promotion.candidates(session_id),
+    cfg = call.app.config.scratchpad
+    return {"candidates": call.app.promotion.candidates(session_id),
             "threshold": cfg.promote_threshold,
             "weights": {"salience": cfg.salience_weight, "surprisal": cfg.surprisal_weight,
                         "frequency": cfg.frequency_weight, "explicit": cfg.explicit_weight}}
@@ -75,5 +75,5 @@ async def scratchpad_candidates(call: Call, session_id: str) -> dict[str, Any]:
 async def scratchpad_promote(call: Call, session_id: str, snippet_id: int, target: str,
                              opts: dict[str, Any]) -> dict[str, Any]:
     """Promote to preference, rule, playbook or business; CONFLICT unless opts.replace."""
-    return await call.core.promotion.promote(session_id, snippet_id, target, opts,
+    return await call.app.promotion.promote(session_id, snippet_id, target, opts,
                                              call.client_name)

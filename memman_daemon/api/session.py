@@ -61,7 +61,7 @@ TOKENS = Int(0, 2**40, doc="a token count (a non-negative integer)")
               default=dict), writes=True)
 async def session_open(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """Create a session (or return the existing one); opts: user_id, tenant_id, model, max_tokens."""
-    s, created = await call.core.sessions.open(session_id, opts)
+    s, created = await call.app.sessions.open(session_id, opts)
     return {**s.overview(), "created": created}
 
 
@@ -69,7 +69,7 @@ async def session_open(call: Call, session_id: str, opts: dict[str, Any]) -> dic
 def session_list(call: Call, filter: dict[str, Any]) -> list[dict[str, Any]]:
     """Every session's overview row; filter by user_id / tenant_id."""
     rows = []
-    for s in call.core.sessions.by_id.values():
+    for s in call.app.sessions.by_id.values():
         if all(getattr(s.meta, k, None) == v for k, v in filter.items()):
             rows.append(s.overview())
     return rows
@@ -84,7 +84,7 @@ def session_get(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, 
     opts.after_id pages by entry range instead: the entries with an id above it, oldest first,
     at most ``limit`` of them; ``next_after_id`` is where the next page starts (nil at the end).
     """
-    s = call.core.sessions.get(session_id)
+    s = call.app.sessions.get(session_id)
     entries, page = page_entries(s.entries, opts)
     return {
         **s.overview(),
@@ -94,7 +94,7 @@ def session_get(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, 
         "injection_done": s.meta.injection_done,
         "entries": [e.to_wire() for e in entries],
         "summaries": [sm.to_wire() for sm in s.summaries.values()],
-        "encoding": call.core.tokens.encoding_name(s.meta.model),
+        "encoding": call.app.tokens.encoding_name(s.meta.model),
         "usage": usage.stats(s.meta),  # billed vs counted tokens (memman_session_report_usage)
         **page,
     }
@@ -127,26 +127,26 @@ def page_entries(entries: list[Any], opts: dict[str, Any]) -> tuple[list[Any], d
 @method(names.SESSION_ADD, Param("session_id", SESSION_ID), Param("entry", ENTRY_IN), writes=True)
 async def session_add(call: Call, session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     """Append a typed entry; returns its id and tokens (counted once, here)."""
-    e = await call.core.sessions.add(session_id, entry)
+    e = await call.app.sessions.add(session_id, entry)
     return {"id": e.id, "tokens": e.tokens, "created_at": e.created_at}
 
 
 @method(names.SESSION_DELETE, Param("session_id", SESSION_ID), writes=True)
 async def session_delete(call: Call, session_id: str) -> dict[str, Any]:
     """Delete the session and everything in it."""
-    n = await call.core.sessions.delete(session_id, call.client_name)
+    n = await call.app.sessions.delete(session_id, call.client_name)
     return {"deleted": True, "entries": n}
 
 
 def _session(call: Call, session_id: str):
-    return call.core.sessions.get(session_id)
+    return call.app.sessions.get(session_id)
 
 
 @method(names.SESSION_FINALIZE, Param("session_id", SESSION_ID), Param("question", Str()),
         Param("answer", Str()), writes=True)
 async def session_finalize(call: Call, session_id: str, question: str, answer: str) -> dict[str, Any]:
     """End the current Q&A cycle: record the exchange, fold old ones into the rolling summary."""
-    return await call.core.engine.finalize(_session(call, session_id), question, answer)
+    return await call.app.engine.finalize(_session(call, session_id), question, answer)
 
 
 @method(names.SESSION_CONTEXT, Param("session_id", SESSION_ID), Param("opts", CONTEXT_OPTS, default=dict))
@@ -162,16 +162,16 @@ async def session_context(call: Call, session_id: str, opts: dict[str, Any]) -> 
         raise invalid_params("opts.peek", "expected a boolean")
     rest = {k: v for k, v in opts.items() if k != "peek"}
     if peek:
-        return await call.core.engine.assemble(s, rest)
-    out = await call.core.engine.context(s, rest)
-    call.core.series.record_context(s, out)
+        return await call.app.engine.assemble(s, rest)
+    out = await call.app.engine.context(s, rest)
+    call.app.series.record_context(s, out)
     return out
 
 
 @method(names.SESSION_PREVIEW, Param("session_id", SESSION_ID), Param("opts", CONTEXT_OPTS, default=dict))
 async def session_preview(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """What context would keep, drop and summarize now, per entry with score and reason."""
-    return call.core.engine.preview(_session(call, session_id), opts)
+    return call.app.engine.preview(_session(call, session_id), opts)
 
 
 @method(names.SESSION_PIN, Param("session_id", SESSION_ID), Param("entry_id", ROW_ID),
@@ -182,15 +182,15 @@ async def session_pin(call: Call, session_id: str, entry_id: int, pinned: bool) 
     s = _session(call, session_id)
     e = s.by_id.get(entry_id)
     before = e.pinned if e is not None else None
-    out = await call.core.engine.pin(s, entry_id, pinned)
+    out = await call.app.engine.pin(s, entry_id, pinned)
     if e is not None and before != pinned:
         text = e.content or ""
-        rec, op = call.core.audit.record(
+        rec, op = call.app.audit.record(
             "pin" if pinned else "unpin", text, f"session:{s.id}#{entry_id}",
             "pinned" if pinned else "unpinned", call.client_name, session_id=s.id,
             user_id=s.meta.user_id, tenant_id=s.meta.tenant_id, entry_id=entry_id,
             previous=before, role=e.role, type=e.type)
-        await call.core.store.write([op])
+        await call.app.store.write([op])
         out = {**out, "audit_id": rec.id}
     return out
 
@@ -198,15 +198,15 @@ async def session_pin(call: Call, session_id: str, entry_id: int, pinned: bool) 
 @method(names.SESSION_EXPAND, Param("session_id", SESSION_ID), Param("summary_id", ROW_ID))
 async def session_expand(call: Call, session_id: str, summary_id: int) -> dict[str, Any]:
     """A compression summary and the original entries it replaced."""
-    return call.core.engine.expand(_session(call, session_id), summary_id)
+    return call.app.engine.expand(_session(call, session_id), summary_id)
 
 
 @method(names.SESSION_COMPACT, Param("session_id", SESSION_ID), writes=True)
 async def session_compact(call: Call, session_id: str) -> dict[str, Any]:
     """Compress entries older than the recent window now (seed 004's manual request)."""
-    eng = call.core.engine
+    eng = call.app.engine
     out = await eng.compact(_session(call, session_id),
-                            deadline=call.core.config.compression.llm_deadline_s)
+                            deadline=call.app.config.compression.llm_deadline_s)
     return out or {"summary": None, "tokens_saved": 0,
                    "reason": "fewer than compression.min_entries entries outside the recent window"}
 
@@ -228,13 +228,13 @@ async def session_export(call: Call, session_id: str, opts: dict[str, Any]) -> d
         Param("opts", Map({"session_id": Id(), "replace": Bool()}), default=dict), writes=True)
 async def session_import(call: Call, data: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
     """Restore an export (opts: session_id to rename, replace to overwrite)."""
-    return await call.core.engine.import_(data, opts)
+    return await call.app.engine.import_(data, opts)
 
 
 @method(names.SESSION_CLEAR, Param("session_id", SESSION_ID), writes=True)
 async def session_clear(call: Call, session_id: str) -> dict[str, Any]:
     """Remove every entry, summary, exchange and the rolling summary; keep the session."""
-    return await call.core.engine.clear(_session(call, session_id))
+    return await call.app.engine.clear(_session(call, session_id))
 
 
 @method(names.SESSION_REPORT_USAGE, Param("session_id", SESSION_ID), Param("prompt_tokens", TOKENS),
@@ -246,21 +246,21 @@ async def session_report_usage(call: Call, session_id: str, prompt_tokens: int,
         raise invalid_params("prompt_tokens", "must not be negative")
     if completion_tokens < 0:
         raise invalid_params("completion_tokens", "must not be negative")
-    return await call.core.engine.report_usage(_session(call, session_id), prompt_tokens,
+    return await call.app.engine.report_usage(_session(call, session_id), prompt_tokens,
                                                completion_tokens)
 
 
 @method(names.SESSION_REPORT, Param("session_id", SESSION_ID), Param("opts", CONTEXT_OPTS, default=dict))
 async def session_report(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """Seed 000's MEMORY STATE text (what `memman show` prints) and the data behind it."""
-    eng = call.core.engine
+    eng = call.app.engine
     s = _session(call, session_id)
     ctx = await eng.assemble(s, opts)
     data = portability.export(s)
     data["context"] = ctx
     data["state"] = eng.memory_state(s)
     data["usage"] = usage.stats(s.meta)
-    cache = getattr(call.core, "cache", None)
+    cache = getattr(call.app, "cache", None)
     cache = [e.to_wire() for e in cache.entries(session_id)] if cache is not None else None
     data["cache"] = cache
     # per entry: the decision and every score part, as the preview reports them
@@ -272,15 +272,15 @@ async def session_report(call: Call, session_id: str, opts: dict[str, Any]) -> d
 @method(names.SESSION_REMOVE, Param("session_id", SESSION_ID), Param("entry_id", ROW_ID), writes=True)
 async def session_remove(call: Call, session_id: str, entry_id: int) -> dict[str, Any]:
     """Remove one entry of a session's log; linked summaries drop the link and say so."""
-    s = call.core.sessions.get(session_id)
-    return await call.core.engine.remove(s, entry_id, call.client_name)
+    s = call.app.sessions.get(session_id)
+    return await call.app.engine.remove(s, entry_id, call.client_name)
 
 
 @method(names.SESSION_POP, Param("session_id", SESSION_ID), writes=True)
 async def session_pop(call: Call, session_id: str) -> dict[str, Any]:
     """Remove and return the newest entry of a session (``removed`` is nil when empty)."""
-    s = call.core.sessions.get(session_id)
-    return await call.core.engine.remove(s, None, call.client_name)
+    s = call.app.sessions.get(session_id)
+    return await call.app.engine.remove(s, None, call.client_name)
 
 
 @method(names.SESSION_SERIES, Param("session_id", SESSION_ID),
@@ -294,10 +294,10 @@ def session_series(call: Call, session_id: str, opts: dict[str, Any]) -> dict[st
     limit = opts.get("limit")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         raise invalid_params("opts.limit", "expected a non-negative integer (points)")
-    s = call.core.sessions.get(session_id)
-    budget = int(s.meta.max_tokens or call.core.config.context.max_tokens)
+    s = call.app.sessions.get(session_id)
+    budget = int(s.meta.max_tokens or call.app.config.context.max_tokens)
     return {"session_id": session_id, "budget": budget, "bands": list(BANDS),
-            "points": call.core.series.points(session_id, limit)}
+            "points": call.app.series.points(session_id, limit)}
 
 
 @method(names.SESSION_INJECT, Param("session_id", SESSION_ID), Param("prompt_injection", Str()),
@@ -309,5 +309,5 @@ def session_series(call: Call, session_id: str, opts: dict[str, Any]) -> dict[st
 async def session_inject(call: Call, session_id: str, prompt_injection: str,
                          tool_results: list[Any]) -> dict[str, Any]:
     """One-time context injection; a second call fails with ALREADY_DONE (-32006)."""
-    return await call.core.injection.inject(session_id, prompt_injection, tool_results,
+    return await call.app.injection.inject(session_id, prompt_injection, tool_results,
                                             call.client_name)

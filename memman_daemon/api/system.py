@@ -88,7 +88,7 @@ def set_client_info(call: Call, name: str, info: dict[str, Any]) -> dict[str, An
 
 @method(names.STATS)
 def stats(call: Call) -> dict[str, Any]:
-    return call.core.stats()
+    return call.app.stats(call.connection.server.state.stats())
 
 
 @method(names.SUBSCRIBE, Param("topics", Array(Str(max_bytes=64), max_items=64), default=list),
@@ -102,7 +102,7 @@ def subscribe(call: Call, topics: list[Any], filter: dict[str, Any]) -> dict[str
         raise invalid_params("filter", "values must be strings")
     conn = call.connection
     try:
-        sub = call.core.events.subscribe(topics, filter, conn.deliver_event)
+        sub = call.app.events.subscribe(topics, filter, conn.deliver_event)
     except ValueError as exc:
         raise invalid_params("topics" if "topic" in str(exc) else "filter", str(exc)) from None
     conn.subscriptions.add(sub.id)
@@ -113,7 +113,7 @@ def subscribe(call: Call, topics: list[Any], filter: dict[str, Any]) -> dict[str
 @method(names.UNSUBSCRIBE, Param("subscription", ROW_ID))
 def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
     conn = call.connection
-    removed = subscription in conn.subscriptions and call.core.events.unsubscribe(subscription)
+    removed = subscription in conn.subscriptions and call.app.events.unsubscribe(subscription)
     conn.subscriptions.discard(subscription)
     return {"removed": bool(removed)}
 
@@ -153,7 +153,7 @@ def count_tokens(call: Call, messages: list[Any], model: str | dict[str, Any],
             raise invalid_params(f"tools.{unknown[0]}", "unknown option (known: tools)")
         tools, where = tools.get("tools") or [], "tools.tools"
     check_tools(tools, where)
-    counter = call.core.tokens
+    counter = call.app.tokens
     message_tokens = counter.count_messages(messages, model)
     tool_tokens = counter.count_tools(tools, model)
     return {"tokens": message_tokens + tool_tokens, "message_tokens": message_tokens,
@@ -184,7 +184,7 @@ def clients_list(call: Call) -> dict[str, Any]:
     conns = sorted(getattr(getattr(server, "state", None), "connections", ()) or (),
                    key=lambda c: c.id)
     now = time.time()
-    subs = call.core.events.subscriptions
+    subs = call.app.events.subscriptions
     out = []
     for c in conns:
         since = float(getattr(c, "connected_at", now))
@@ -218,13 +218,13 @@ async def _candidates(call: Call, client: str, session_id: str | None) -> list[t
     if session_id is not None:
         where.append("session_id=?")
         params.append(session_id)
-    return await call.core.store.fetchall(
+    return await call.app.store.fetchall(
         "SELECT id, at, action, what, source, target, client, session_id, user_id, tenant_id, "
         f"data FROM audit WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT {_SCAN}", params)
 
 
 async def _undone(call: Call) -> set[int]:
-    rows = await call.core.store.fetchall("SELECT data FROM audit WHERE action='undo'")
+    rows = await call.app.store.fetchall("SELECT data FROM audit WHERE action='undo'")
     out: set[int] = set()
     for (data,) in rows:
         with_id = json.loads(data).get("undone")
@@ -272,7 +272,7 @@ async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
                         "session_id", "user_id", "tenant_id"), row[:10], strict=True))
         rec["data"] = data
         break
-    shared = getattr(call.core.shared_audit, "newest_promotion", None)
+    shared = getattr(call.app.shared_audit, "newest_promotion", None)
     if shared is not None and audit_id is None:  # promotions are audited in the shared store
         newer = await shared(client, session_id, rec["at"] if rec else None)
         if newer is not None:
@@ -288,7 +288,7 @@ async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
                                                    if session_id else ""))
     if dry_run:
         return {"undone": rec, "audit_id": None, "result": None, "dry_run": True}
-    urec, uop = call.core.audit.record(
+    urec, uop = call.app.audit.record(
         "undo", rec["what"], f"audit#{rec['id']}", rec["source"], call.client_name,
         session_id=rec["session_id"], user_id=rec["user_id"], tenant_id=rec["tenant_id"],
         undone=rec["id"], undone_action=rec["action"])
@@ -305,61 +305,61 @@ async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _unpin(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
-    s = call.core.sessions.get(rec["session_id"])
+    s = call.app.sessions.get(rec["session_id"])
     entry_id = int(rec["data"]["entry_id"])
     previous = bool(rec["data"].get("previous"))
-    out = await call.core.engine.pin(s, entry_id, previous)
-    await call.core.store.write([uop])
+    out = await call.app.engine.pin(s, entry_id, previous)
+    await call.app.store.write([uop])
     return out
 
 
 async def _restore_snippet(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     from memman_daemon.tiers.scratchpad import Snippet
 
-    core = call.core
+    app = call.app
     sid = rec["session_id"]
-    core.sessions.get(sid)
+    app.sessions.get(sid)
     sn = Snippet.from_wire(rec["data"]["snippet"])
-    pad = core.scratchpad.pad(sid)
+    pad = app.scratchpad.pad(sid)
     if sn.id in pad:
         raise MemmanError(CONFLICT, f"snippet {sn.id} is in the scratchpad already")
-    if len(pad) >= core.config.scratchpad.max_snippets:
+    if len(pad) >= app.config.scratchpad.max_snippets:
         raise MemmanError(CONFLICT, f"the scratchpad of {sid!r} is full "
-                          f"({core.config.scratchpad.max_snippets} snippets); evict one first")
+                          f"({app.config.scratchpad.max_snippets} snippets); evict one first")
     pad[sn.id] = sn  # back as the most recently used
     try:
-        await core.store.write([core.scratchpad.op(sn), uop])
+        await app.store.write([app.scratchpad.op(sn), uop])
     except Exception:
         pad.pop(sn.id, None)
         raise
-    core.scratchpad._publish("written", sid, snippet=sn.to_wire(), count=len(pad), restored=True)
+    app.scratchpad._publish("written", sid, snippet=sn.to_wire(), count=len(pad), restored=True)
     return {"snippet": sn.to_wire()}
 
 
 async def _restore_cache(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     from memman_daemon.tiers.cache import CacheEntry
 
-    core = call.core
+    app = call.app
     sid = rec["session_id"]
-    core.sessions.get(sid)
+    app.sessions.get(sid)
     e = CacheEntry.from_wire(rec["data"]["entry"])
-    bucket = core.cache.by_session.setdefault(sid, {})
+    bucket = app.cache.by_session.setdefault(sid, {})
     if e.key in bucket:
         raise MemmanError(CONFLICT, f"cache entry {e.key} is cached again already")
     bucket[e.key] = e
     try:
-        await core.store.write([core.cache.put_op(e), uop])
+        await app.store.write([app.cache.put_op(e), uop])
     except Exception:
         bucket.pop(e.key, None)
         raise
-    core.cache._publish("put", sid, entry=e.to_wire(), restored=True)
+    app.cache._publish("put", sid, entry=e.to_wire(), restored=True)
     return {"entry": e.to_wire()}
 
 
 async def _unpromote(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     """Put the target back as it was (the replaced value, or no record), and unmark the
     snippet when it is still in the scratchpad."""
-    core = call.core
+    app = call.app
     data = rec["data"]
     kind = data.get("target_kind") or rec["target"].split(":", 1)[0]
     ref: str = rec["target"]
@@ -368,17 +368,17 @@ async def _unpromote(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]
     extra: list[Op] = [uop]
     sn = None
     sid = rec["session_id"]
-    if sid and sid in core.scratchpad.by_session:
+    if sid and sid in app.scratchpad.by_session:
         snippet_id = int(rec["source"].rsplit("#", 1)[-1])
-        sn = core.scratchpad.by_session[sid].get(snippet_id)
+        sn = app.scratchpad.by_session[sid].get(snippet_id)
         if sn is not None:
             kept = [p for p in sn.promoted if p.get("audit_id") != rec["id"]]
             if len(kept) != len(sn.promoted):
                 sn.promoted[:] = kept
-                extra.append(core.scratchpad.op(sn))
-    um = core.user_memory
+                extra.append(app.scratchpad.op(sn))
+    um = app.user_memory
     if not data.get("changed", True):
-        await core.store.write(extra)
+        await app.store.write(extra)
         return {"ref": ref, "restored": "nothing changed by the promotion"}
     if kind in ("preference", "rule"):
         key = ref.split(":", 1)[1]
@@ -398,28 +398,28 @@ async def _unpromote(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]
         return {"ref": ref, "restored": None}
     if kind == "business":
         await _unappend_agent_md(call, tenant, ref, rec["what"], previous)
-        await core.store.write(extra)
+        await app.store.write(extra)
         return {"ref": ref, "restored": previous}
     raise MemmanError(CONFLICT, f"cannot undo a promotion to {ref!r}")
 
 
 async def _delete_memory(call: Call, record: Any, extra: list[Op]) -> None:
-    core = call.core
+    app = call.app
     ops: list[Op] = list(extra)
     if record is not None:
         ops = [("DELETE FROM memory_vectors WHERE id=?", (record.id,)),
                ("DELETE FROM memories WHERE id=?", (record.id,)), *extra]
-    await core.store.write(ops)
+    await app.store.write(ops)
     if record is not None:
-        core.user_memory._unindex(record)
-        core.user_memory._publish("deleted", record.user_id, record=record.to_wire())
+        app.user_memory._unindex(record)
+        app.user_memory._publish("deleted", record.user_id, record=record.to_wire())
 
 
 async def _unappend_agent_md(call: Call, tenant: str, ref: str, text: str,
                              previous: str | None) -> None:
     from memman_daemon.tiers import agentmd
 
-    md = call.core.agent_md
+    md = call.app.agent_md
     key = ref.split("#", 1)[1] if "#" in ref else None
     if key and previous is not None:
         await md.append(tenant, previous, key=key, replace=True)

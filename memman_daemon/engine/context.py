@@ -37,7 +37,11 @@ from memman_daemon.model import Entry, Session, Summary
 from memman_daemon.tokens import REPLY_PRIMING
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman.config import Config
+    from memman_daemon.clock import Clock
+    from memman_daemon.llm.summarizer import Summarizer
+    from memman_daemon.search.embeddings import Embedder
+    from memman_daemon.tokens import TokenCounter
 
 BANDS = ("ok", "warn", "prune", "aggressive", "emergency")
 SEMANTIC_Z = 2.0  #: standard deviations above the session's mean cosine to count as related
@@ -349,8 +353,13 @@ class Plan:
 class ContextBuilder:
     """Per-session timeline caches, and the plan -> window steps."""
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, *, config: Config, clock: Clock, tokens: TokenCounter,
+                 embedder: Embedder, summarizer: Summarizer) -> None:
+        self.config = config
+        self.clock = clock
+        self.tokens = tokens
+        self.embedder = embedder
+        self.summarizer = summarizer
         self._timelines: dict[str, Timeline] = {}
         self._gap_llm: dict[tuple, str] = {}  #: gap key -> LLM summary text (bounded)
         self._gap_inflight: dict[tuple, float] = {}  #: gap key -> retry-after (monotonic)
@@ -371,7 +380,7 @@ class ContextBuilder:
     def timeline(self, s: Session) -> Timeline:
         """The session's units, extended as entries arrive (O(new entries)); rebuilt from the
         cached analysis after a pin or a config change, from scratch for a new session object."""
-        cfg = self.core.config
+        cfg = self.config
         key = (id(s), len(s.entries), self.versions.get(s.id, 0), id(cfg.scoring))
         tl = self._timelines.get(s.id)
         if tl is not None and tl.key == key:
@@ -397,17 +406,17 @@ class ContextBuilder:
         if n is None:
             if len(self._msg_tokens) > 4096:
                 self._msg_tokens.clear()
-            n = self._msg_tokens[key] = self.core.tokens.count_message(msg, model)
+            n = self._msg_tokens[key] = self.tokens.count_message(msg, model)
         return n
 
     def rolling_message(self, s: Session) -> dict[str, Any] | None:
-        if not self.core.config.context.include_rolling_summary or not s.meta.summary:
+        if not self.config.context.include_rolling_summary or not s.meta.summary:
             return None
         return {"role": "system", "content": "[Conversation summary]\n" + s.meta.summary}
 
     # --- planning ---------------------------------------------------------------------
     def plan(self, s: Session, req: Request) -> Plan:
-        cfg = self.core.config.context
+        cfg = self.config.context
         tl = self.timeline(s)
         units = tl.units
         query, query_id = _query(s, req.query)
@@ -420,7 +429,7 @@ class ContextBuilder:
             u = tl.entry_unit.get(eid)
             if u is not None and r > rel_unit[u.index]:
                 rel_unit[u.index] = r
-        scores = scoring.totals(tl.arr, rel_unit, self.core.config.scoring)
+        scores = scoring.totals(tl.arr, rel_unit, self.config.scoring)
         reserved = req.tool_tokens + req.cached_tokens
         budget = max(req.budget - reserved - req.slack, 0)
         valid_mask = tl.arr["invalid"] == 0
@@ -453,7 +462,7 @@ class ContextBuilder:
         brings it back. Entry vectors are
         computed once (the embedder prefetches them as entries arrive); a remote embedder is
         never waited for on this path."""
-        emb = self.core.embedder
+        emb = self.embedder
         if not query or not emb.enabled or not emb.local:
             return {}
         an = tl.an
@@ -494,7 +503,7 @@ class ContextBuilder:
 
     def _select(self, plan: Plan, tl: Timeline, query: str,
                 rolling: dict[str, Any] | None) -> None:
-        cfg = self.core.config.context
+        cfg = self.config.context
         req = plan.request
         cap = int(cfg.fill_usage * plan.budget) - REPLY_PRIMING
         arr = tl.arr
@@ -556,7 +565,7 @@ class ContextBuilder:
 
     def _gaps(self, plan: Plan, tl: Timeline, query: str, room: int) -> int:
         """Runs of units not selected -> one summary or marker each; returns their tokens."""
-        cfg = self.core.config.context
+        cfg = self.config.context
         model = plan.request.model
         an = tl.an
         gaps: list[Gap] = []
@@ -663,7 +672,7 @@ class ContextBuilder:
             if n is None:
                 if len(tok) > 65536:
                     tok.clear()
-                n = tok[text] = self.core.tokens.count_text(text, model)
+                n = tok[text] = self.tokens.count_text(text, model)
             return n
 
         heads: dict[int, str] = {}
@@ -755,7 +764,7 @@ class ContextBuilder:
     def _set_text(self, g: Gap, text: str, source: str, model: str) -> None:
         g.text, g.source = text, source
         g.message_tokens = self.message_tokens(
-            {"role": self.core.config.context.gap_role, "content": text}, model)
+            {"role": self.config.context.gap_role, "content": text}, model)
 
     def _marker(self, g: Gap, model: str, reason: str) -> None:
         self._set_text(g, f"[{g.count} message{'s' if g.count != 1 else ''} omitted]", "marker",
@@ -778,12 +787,12 @@ class ContextBuilder:
             return 0
         msg = e.chat_message()
         msg["content"] = (msg.get("content") or "") + plan.notes[entry_id]
-        return self.core.tokens.count_message(msg, plan.request.model) - e.tokens
+        return self.tokens.count_message(msg, plan.request.model) - e.tokens
 
     # --- rendering -----------------------------------------------------------------------
     def render(self, plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Chat messages in log order and, aligned with them, what each one is."""
-        role = self.core.config.context.gap_role
+        role = self.config.context.gap_role
         model = plan.request.model
         gap_at = {g.units[0].index: g for g in plan.gaps}
         msgs: list[dict[str, Any]] = []
@@ -815,14 +824,14 @@ class ContextBuilder:
                     note = plan.notes.get(e.id)
                     if note:
                         msg["content"] = (msg.get("content") or "") + note
-                        tokens = self.core.tokens.count_message(msg, model)
+                        tokens = self.tokens.count_message(msg, model)
                     put(msg, _part(_kind(e, u), tokens, [e.id], score=sc,
                                    mark="pinned" if u.mandatory == "pinned" else "kept"))
         if not rolling_done:
             put(plan.rolling, _part("rolling_summary", self.message_tokens(plan.rolling, model)))  # type: ignore[arg-type]
         if plan.request.cached:
             at = len(msgs) - 1 if msgs and msgs[-1].get("role") == "user" else len(msgs)
-            cached_parts = [_part("cached_tool_result", self.core.tokens.count_message(m, model))
+            cached_parts = [_part("cached_tool_result", self.tokens.count_message(m, model))
                             for m in plan.request.cached]
             msgs[at:at] = plan.request.cached
             parts[at:at] = cached_parts
@@ -830,7 +839,7 @@ class ContextBuilder:
 
     def window(self, plan: Plan) -> dict[str, Any]:
         """The answer of ``memman_session_context`` for a plan."""
-        cfg = self.core.config.context
+        cfg = self.config.context
         req = plan.request
         msgs, parts = self.render(plan)
         sent = sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
@@ -863,7 +872,7 @@ class ContextBuilder:
             "emergency": plan.band == "emergency",
             "over_budget": plan.over_budget,
             "model": req.model,
-            "encoding": self.core.tokens.encoding_name(req.model),
+            "encoding": self.tokens.encoding_name(req.model),
             "query": _query(plan.session, req.query)[0][:200],
             "target_tokens": plan.target_tokens,
             "kept_entries": sum(len(plan.units[i].items) for i in plan.selected),
@@ -909,8 +918,8 @@ class ContextBuilder:
     async def _ask_llm(self, plan: Plan) -> bool:
         """Ask the LLM for summaries of the larger gaps, within the deadline; True when one
         arrived in time (the window is then planned again with it)."""
-        cfg = self.core.config.context
-        summarizer = self.core.summarizer
+        cfg = self.config.context
+        summarizer = self.summarizer
         emergency = plan.band == "emergency"
         if emergency or not summarizer.available:
             for g in plan.gaps:
@@ -918,7 +927,7 @@ class ContextBuilder:
                     summarizer.count_fallback("emergency" if emergency else "no_key")
             return False
         sid = plan.session.id
-        now = self.core.clock.monotonic()
+        now = self.clock.monotonic()
         waits = []
         for g in sorted(plan.gaps, key=lambda g: g.tokens, reverse=True):
             key = g.key(sid)
@@ -928,7 +937,7 @@ class ContextBuilder:
             if len(waits) >= cfg.max_gap_llm_calls:
                 break
             # a failed or late call may be retried after the LLM timeout has passed
-            self._gap_inflight[key] = now + self.core.config.llm.timeout_s + 1.0
+            self._gap_inflight[key] = now + self.config.llm.timeout_s + 1.0
             waits.append((g, key))
         if not waits:
             return False
@@ -945,7 +954,7 @@ class ContextBuilder:
                 deadline=cfg.llm_deadline_s, on_late=late)
             if source == "llm":
                 self._gap_llm[key] = _cap(text, cfg.gap_summary_max_tokens,
-                                          self.core.tokens.encoding(plan.request.model))
+                                          self.tokens.encoding(plan.request.model))
                 self._gap_inflight.pop(key, None)
                 got = True
 
@@ -955,10 +964,10 @@ class ContextBuilder:
     # --- preview: the same plan, per entry -----------------------------------------------
     def preview(self, s: Session, req: Request) -> dict[str, Any]:
         plan, out = self.build(s, req)
-        cfg = self.core.config.context
+        cfg = self.config.context
         tl = self.timeline(s)
         gap_of = {u.index: g for g in plan.gaps for u in g.units}
-        sconf = self.core.config.scoring
+        sconf = self.config.scoring
         n = len(tl.units)
         rows: list[dict[str, Any]] = []
         for e in s.entries:

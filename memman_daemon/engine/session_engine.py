@@ -1,5 +1,5 @@
 """SessionEngine: the session pipeline's mutations (finalize, compress, pin, clear, import,
-usage) and its reads (context, preview, expand, export), as one Core component.
+usage) and its reads (context, preview, expand, export), as one App component.
 
 Every mutation follows the Sessions pattern: change the in-memory objects, ``persist`` the rows,
 publish a ``session`` event. Mutations of one session are serialized by a per-session lock.
@@ -20,7 +20,15 @@ from memman_daemon.model import Cycle, Exchange, Session, SessionMeta
 from memman_daemon.sessions import Sessions
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman.config import Config
+    from memman_daemon.clock import Clock
+    from memman_daemon.events import EventBus
+    from memman_daemon.llm.summarizer import Summarizer
+    from memman_daemon.search.embeddings import Embedder
+    from memman_daemon.store import Store
+    from memman_daemon.tiers.audit import AuditLog
+    from memman_daemon.tiers.cache import ToolCache
+    from memman_daemon.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +36,20 @@ log = logging.getLogger(__name__)
 class SessionEngine:
     stats_key = "session_engine"
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
-        self.builder = ContextBuilder(core)
+    def __init__(self, *, config: Config, clock: Clock, store: Store, events: EventBus,
+                 tokens: TokenCounter, sessions: Sessions, summarizer: Summarizer,
+                 embedder: Embedder, audit: AuditLog, cache: ToolCache) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = store
+        self.events = events
+        self.tokens = tokens
+        self.sessions = sessions
+        self.summarizer = summarizer
+        self.audit = audit
+        self.cache = cache  #: its cached tool results ride in the context; cycles age them
+        self.builder = ContextBuilder(config=config, clock=clock, tokens=tokens,
+                                      embedder=embedder, summarizer=summarizer)
         self._locks: dict[str, asyncio.Lock] = {}
         self._compacting: dict[str, asyncio.Task] = {}
         self._again: set[str] = set()
@@ -60,21 +79,21 @@ class SessionEngine:
         return lk
 
     def _publish(self, s: Session, kind: str, data: dict[str, Any]) -> None:
-        self.core.events.publish("session", kind, data, **Sessions.scope(s))
+        self.events.publish("session", kind, data, **Sessions.scope(s))
 
     def _alive(self, s: Session) -> bool:
-        return self.core.sessions.by_id.get(s.id) is s
+        return self.sessions.by_id.get(s.id) is s
 
     # --- automatic compression -----------------------------------------------------
     async def _sweep(self) -> None:
         """Every ``compression.check_interval_s``: start compression where the active set is
         over its limits, and drop caches of deleted sessions. (Two integer comparisons per
         session; adds themselves stay untouched.)"""
-        cfg = self.core.config.compression
+        cfg = self.config.compression
         while True:
             await asyncio.sleep(cfg.check_interval_s)
             try:
-                by_id = self.core.sessions.by_id
+                by_id = self.sessions.by_id
                 for sid in [k for k in self.builder.versions if k not in by_id]:
                     self.builder.forget(sid)
                     self.builder.versions.pop(sid, None)
@@ -88,9 +107,9 @@ class SessionEngine:
 
     def maybe_compress(self, s: Session) -> None:
         """Start background compression of ``s`` if it is over the limits (seed 004)."""
-        if not self.core.config.compression.auto_compress:
+        if not self.config.compression.auto_compress:
             return
-        if not compression.needs_compression(s, self.core.config.compression):
+        if not compression.needs_compression(s, self.config.compression):
             return
         if s.id in self._compacting:
             self._again.add(s.id)
@@ -101,8 +120,8 @@ class SessionEngine:
         try:
             while True:
                 self._again.discard(sid)
-                s = self.core.sessions.by_id.get(sid)
-                if s is None or not compression.needs_compression(s, self.core.config.compression):
+                s = self.sessions.by_id.get(sid)
+                if s is None or not compression.needs_compression(s, self.config.compression):
                     return
                 try:
                     done = await self.compact(s, deadline=None)
@@ -116,7 +135,7 @@ class SessionEngine:
 
     async def compact(self, s: Session, *, deadline: float | None) -> dict[str, Any] | None:
         """Compress everything older than the recent window now; None if nothing qualifies."""
-        cfg = self.core.config.compression
+        cfg = self.config.compression
         async with self.lock(s.id):
             if not self._alive(s):
                 return None
@@ -125,15 +144,15 @@ class SessionEngine:
                 return None
             original = sum(e.tokens for e in entries)
             target = max(int(original * cfg.ratio), 16)
-            text, source = await self.core.summarizer.summarize_entries(
+            text, source = await self.summarizer.summarize_entries(
                 entries, target_tokens=target, session_id=s.id, deadline=deadline)
             if not self._alive(s) or any(e.summary_id is not None for e in entries):
                 return None
             content = compression.summary_content(entries, text)
-            tokens = self.core.tokens.count_message({"role": "system", "content": content},
+            tokens = self.tokens.count_message({"role": "system", "content": content},
                                                     s.meta.model)
-            sm = compression.make_summary(self.core.sessions.next_id(), s, entries, content,
-                                          tokens, source, self.core.clock.now())
+            sm = compression.make_summary(self.sessions.next_id(), s, entries, content,
+                                          tokens, source, self.clock.now())
             for e in entries:
                 e.summary_id = sm.id
             s.summaries[sm.id] = sm
@@ -143,7 +162,7 @@ class SessionEngine:
                 s.meta.counters["compression_llm"] = s.meta.counters.get("compression_llm", 0) + 1
             ops = [Sessions.summary_op(sm), Sessions.meta_op(s)]
             ops += [Sessions.entry_op(e) for e in entries]
-            await self.core.sessions.persist(s, ops)
+            await self.sessions.persist(s, ops)
             self.counters["compressions"] += 1
             self.counters["entries_compressed"] += len(entries)
             if source == "llm":
@@ -156,8 +175,8 @@ class SessionEngine:
 
     # --- cycles (seed 000) -----------------------------------------------------------
     async def finalize(self, s: Session, question: str, answer: str) -> dict[str, Any]:
-        ccfg = self.core.config.cycle
-        summ = self.core.summarizer
+        ccfg = self.config.cycle
+        summ = self.summarizer
         # the cycle this call ends; a concurrent finalize that ends it first wins
         cycle_no = s.meta.counters.get("cycles", 0)
         async with self.lock(s.id):
@@ -172,7 +191,7 @@ class SessionEngine:
                                   "finalized (by a concurrent call with the same question and "
                                   "answer); nothing was recorded. Finalize once per cycle")
             m = s.meta
-            now = self.core.clock.now()
+            now = self.clock.now()
             current = cycles.cycle_entries(s)
             new = []
             if ccfg.log_answers:
@@ -183,8 +202,8 @@ class SessionEngine:
                     new.append({"type": "message", "role": "assistant", "content": answer})
             added = []
             for raw in new:
-                e = self.core.sessions.build_entry(s, raw)
-                e.id = self.core.sessions.next_id()
+                e = self.sessions.build_entry(s, raw)
+                e.id = self.sessions.next_id()
                 s.append(e)
                 added.append(e)
             size = len(answer.encode())
@@ -220,11 +239,11 @@ class SessionEngine:
             m.updated_at = max(m.updated_at, now)  # never behind the entries just logged
             _bump(m, "cycles")
             ops = [Sessions.entry_op(e) for e in added] + [Sessions.meta_op(s)]
-            await self.core.sessions.persist(s, ops)
+            await self.sessions.persist(s, ops)
             self.counters["finalized"] += 1
             for e in added:
                 self._publish(s, "entry_added", {"entry": e.to_wire(), "session": s.overview()})
-            await self._cycle_hooks(s)
+            await self._age_cache(s)
             self.maybe_compress(s)
             state = self.memory_state(s)
             result = {"exchange": vars(m.exchanges[-1]).copy(), "folded": folded,
@@ -236,18 +255,13 @@ class SessionEngine:
                                                      "folded": folded, "compressed": compressed})
             return result
 
-    async def _cycle_hooks(self, s: Session) -> None:
-        """Let other components react to a finished cycle (tool-cache durations decrement)."""
-        for c in self.core.components:
-            hook = getattr(c, "on_cycle_finalized", None)
-            if hook is None:
-                continue
-            try:
-                res = hook(s.id)
-                if asyncio.iscoroutine(res):
-                    await res
-            except Exception:
-                log.exception("on_cycle_finalized hook of %s failed", type(c).__name__)
+    async def _age_cache(self, s: Session) -> None:
+        """A finished cycle ages the session's cached tool results (durations decrement); a
+        failure there is logged and does not undo the finished cycle."""
+        try:
+            await self.cache.on_cycle_finalized(s.id)
+        except Exception:
+            log.exception("ageing the tool cache after a cycle failed")
 
     def memory_state(self, s: Session) -> dict[str, Any]:
         """Seed 000's stats, named as it names them."""
@@ -274,9 +288,9 @@ class SessionEngine:
         else the session's, else the configured default), the model, the question, the tool
         definitions and the cached tool results that ride along."""
         budget, model, query, tools = _opts(opts)
-        budget = budget or s.meta.max_tokens or self.core.config.context.max_tokens
+        budget = budget or s.meta.max_tokens or self.config.context.max_tokens
         model = model or s.meta.model
-        tool_tokens = self.core.tokens.count_tools(tools, model) if tools else 0
+        tool_tokens = self.tokens.count_tools(tools, model) if tools else 0
         cached, cached_tokens, note = self._cached_tools(s, budget - tool_tokens, model)
         return Request(budget, model, query or "", tool_tokens, cached, cached_tokens, note)
 
@@ -292,7 +306,7 @@ class SessionEngine:
 
     def compaction_preview(self, s: Session) -> dict[str, Any]:
         """What compression (seed 004) would fold next, and whether it would start by itself."""
-        cfg = self.core.config.compression
+        cfg = self.config.compression
         chosen = compression.select(self.builder.timeline(s), cfg)
         return {"entry_ids": [e.id for e in chosen],
                 "tokens": sum(e.tokens for e in chosen),
@@ -305,13 +319,10 @@ class SessionEngine:
                       model: str) -> tuple[list[dict[str, Any]], int, str]:
         """Seed 000: cached tool results ride along in the context (their tokens are taken from
         the budget first). They are left out when they alone would use half the budget."""
-        cache = getattr(self.core, "cache", None)
-        if cache is None:
-            return [], 0, ""
-        msgs = _not_in_log(cache.context_messages(s.id), s)
+        msgs = _not_in_log(self.cache.context_messages(s.id), s)
         if not msgs:
             return [], 0, ""
-        tokens = sum(self.core.tokens.count_message(m, model) for m in msgs)
+        tokens = sum(self.tokens.count_message(m, model) for m in msgs)
         if tokens * 2 > budget:
             return [], 0, (f"cached tool results ({tokens} tokens) left out: more than half "
                            f"the {budget}-token budget")
@@ -333,7 +344,7 @@ class SessionEngine:
             e.pinned = pinned
             self.builder.invalidate(s.id)
             try:
-                await self.core.sessions.persist(s, [Sessions.entry_op(e)])
+                await self.sessions.persist(s, [Sessions.entry_op(e)])
             finally:
                 self.builder.invalidate(s.id)
         out = {"entry_id": entry_id, "pinned": pinned}
@@ -363,7 +374,7 @@ class SessionEngine:
                 sm.content += (f"\n[Entry {e.id} ({e.role} {e.type}) was removed on request "
                                "after this summary was written; the summary no longer links it "
                                "and its text above may still reflect it.]")
-                sm.tokens = self.core.tokens.count_message({"role": "system",
+                sm.tokens = self.tokens.count_message({"role": "system",
                                                             "content": sm.content}, s.meta.model)
                 sm.ratio = round(sm.original_tokens / max(sm.tokens, 1), 3)
                 ops.append(Sessions.summary_op(sm))
@@ -376,12 +387,12 @@ class SessionEngine:
             s.recount()
             self.builder.forget(s.id)
             what = e.content or _json_text(e.tool_calls)
-            rec, audit_op = self.core.audit.record(
+            rec, audit_op = self.audit.record(
                 "remove", what, f"session:{s.id}#{e.id}", "-", client, **Sessions.scope(s),
                 entry_id=e.id, type=e.type, role=e.role, tokens=e.tokens,
                 summary_ids=[sm.id for sm in relinked], pop=entry_id is None)
             ops.append(audit_op)
-            await self.core.sessions.persist(s, ops)
+            await self.sessions.persist(s, ops)
             out = {"removed": e.to_wire(),
                    "summaries": [{"summary_id": sm.id, "entry_ids": sm.entry_ids,
                                   "removed_entry_ids": sm.removed_entry_ids} for sm in relinked],
@@ -395,12 +406,12 @@ class SessionEngine:
             old = s.meta
             s.meta = SessionMeta(user_id=old.user_id, tenant_id=old.tenant_id, model=old.model,
                                  max_tokens=old.max_tokens, created_at=old.created_at,
-                                 updated_at=self.core.clock.now())
+                                 updated_at=self.clock.now())
             s.entries, s.summaries, s.by_id = [], {}, {}
             s.recount()
             self.builder.forget(s.id)
             self.last_context.pop(s.id, None)
-            await self.core.sessions.persist(s, [
+            await self.sessions.persist(s, [
                 ("DELETE FROM entries WHERE session_id=?", (s.id,)),
                 ("DELETE FROM summaries WHERE session_id=?", (s.id,)),
                 Sessions.meta_op(s)])
@@ -412,7 +423,7 @@ class SessionEngine:
     async def import_(self, data: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
         """Restore an export (``data`` checked whole against ``portability.EXPORT`` by the
         method's schema) under fresh ids, in one transaction; memory changes after the commit."""
-        sessions = self.core.sessions
+        sessions = self.sessions
         sid = opts.get("session_id") or data.get("session_id")
         if not isinstance(sid, str) or not sid:
             raise invalid_params("opts.session_id", "name the session (or export one that has it)")
@@ -429,7 +440,7 @@ class SessionEngine:
                          Sessions.meta_op(s)]
             ops += [Sessions.entry_op(e) for e in s.entries]
             ops += [Sessions.summary_op(sm) for sm in s.summaries.values()]
-            await self.core.store.write(ops)
+            await self.store.write(ops)
             if existing is not None and existing is not sessions.by_id.get(sid):
                 existing = None  # deleted meanwhile; nothing else to replace
             sessions.by_id[sid] = s
@@ -444,9 +455,9 @@ class SessionEngine:
                            completion_tokens: int) -> dict[str, Any]:
         if prompt_tokens < 0 or completion_tokens < 0:
             raise invalid_params("prompt_tokens", "token counts must not be negative")
-        rec = usage.record(s.meta, self.core.clock.now(), prompt_tokens, completion_tokens,
-                           self.last_context.get(s.id), self.core.config.context.usage_history)
-        await self.core.sessions.persist(s, [Sessions.meta_op(s)])
+        rec = usage.record(s.meta, self.clock.now(), prompt_tokens, completion_tokens,
+                           self.last_context.get(s.id), self.config.context.usage_history)
+        await self.sessions.persist(s, [Sessions.meta_op(s)])
         self.counters["usage_reports"] += 1
         out = {"record": rec, "usage": usage.stats(s.meta)}
         self._publish(s, "usage", out)

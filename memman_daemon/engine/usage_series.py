@@ -22,11 +22,15 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memman_daemon.store import Op
+from memman_daemon.store import Op, Store
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman.config import Config
+    from memman_daemon.clock import Clock
+    from memman_daemon.engine.session_engine import SessionEngine
+    from memman_daemon.events import EventBus
     from memman_daemon.model import Session
+    from memman_daemon.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +71,14 @@ class SeriesPoint:
 class UsageSeries:
     stats_key = "series"
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, *, config: Config, clock: Clock, store: Store, events: EventBus,
+                 sessions: Sessions, engine: SessionEngine) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = store
+        self.events = events
+        self.sessions = sessions
+        self.engine = engine
         self.by_session: dict[str, deque[SeriesPoint]] = {}
         self.last_sent: dict[str, int] = {}  #: the newest context request's sent tokens
         self._next_id = 1
@@ -77,10 +87,10 @@ class UsageSeries:
 
     @property
     def keep(self) -> int:
-        return max(1, int(self.core.config.context.series_points))
+        return max(1, int(self.config.context.series_points))
 
     async def load(self) -> None:
-        rows = await self.core.store.fetchall(
+        rows = await self.store.fetchall(
             "SELECT id, session_id, at, kind, exchange, sent_tokens, history_tokens, budget, data "
             "FROM (SELECT *, row_number() OVER (PARTITION BY session_id ORDER BY id DESC) AS n "
             "FROM usage_series) WHERE n <= ? ORDER BY id", (self.keep,))
@@ -90,13 +100,13 @@ class UsageSeries:
             self._keep(p)
             if p.sent_tokens is not None:
                 self.last_sent[p.session_id] = p.sent_tokens
-        top = await self.core.store.fetchall("SELECT max(id) FROM usage_series")
+        top = await self.store.fetchall("SELECT max(id) FROM usage_series")
         self._next_id = (top[0][0] or 0) + 1
-        self.core.events.taps.append(self._tap)
+        self.events.taps.append(self._tap)
 
     async def close(self) -> None:
-        if self._tap in self.core.events.taps:
-            self.core.events.taps.remove(self._tap)
+        if self._tap in self.events.taps:
+            self.events.taps.remove(self._tap)
         if self._tasks:  # the last points reach the disk before the store closes
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
@@ -106,7 +116,7 @@ class UsageSeries:
     async def on_session_deleted(self, session_id: str, client: str = "") -> None:
         self.by_session.pop(session_id, None)
         self.last_sent.pop(session_id, None)
-        await self.core.store.write([("DELETE FROM usage_series WHERE session_id=?",
+        await self.store.write([("DELETE FROM usage_series WHERE session_id=?",
                                       (session_id,))])
 
     # --- reads -------------------------------------------------------------------------
@@ -118,7 +128,7 @@ class UsageSeries:
 
     # --- recording ---------------------------------------------------------------------
     def _budget(self, s: Session) -> int:
-        return int(s.meta.max_tokens or self.core.config.context.max_tokens)
+        return int(s.meta.max_tokens or self.config.context.max_tokens)
 
     def record_context(self, s: Session, answer: dict[str, Any]) -> None:
         """A context request's answer: what was sent and the whole history, as the daemon
@@ -133,7 +143,7 @@ class UsageSeries:
     def _tap(self, topic: str, kind: str, data: Any, scope: dict[str, Any]) -> None:
         if topic != "session" or kind not in ("cycle_finalized", "compressed"):
             return
-        s = self.core.sessions.by_id.get(scope.get("session_id") or "")
+        s = self.sessions.by_id.get(scope.get("session_id") or "")
         if s is None:
             return
         extra: dict[str, Any] = {}
@@ -149,7 +159,7 @@ class UsageSeries:
         try:
             from memman_daemon.engine.context import REPLY_PRIMING
 
-            units = self.core.engine.builder.timeline(s).units
+            units = self.engine.builder.timeline(s).units
             return sum(u.tokens for u in units if not u.invalid) + REPLY_PRIMING
         except Exception:  # the builder's internals moved: the stored active tokens
             log.debug("history from the timeline failed", exc_info=True)
@@ -157,12 +167,12 @@ class UsageSeries:
 
     def _record(self, s: Session, kind: str, sent: int | None, history: int, budget: int,
                 data: dict[str, Any]) -> None:
-        p = SeriesPoint(self._next_id, s.id, self.core.clock.now(), kind,
+        p = SeriesPoint(self._next_id, s.id, self.clock.now(), kind,
                         int(s.meta.counters.get("cycles", 0)), sent, history, budget, data)
         self._next_id += 1
         self.recorded += 1
         self._keep(p)
-        self.core.events.publish("session", "series_point", {"point": p.to_wire()},
+        self.events.publish("session", "series_point", {"point": p.to_wire()},
                                  session_id=s.id, user_id=s.meta.user_id,
                                  tenant_id=s.meta.tenant_id)
         ops: list[Op] = [p.op()]
@@ -176,7 +186,7 @@ class UsageSeries:
 
     async def _write(self, ops: list[Op]) -> None:
         try:
-            await self.core.store.write(ops)
+            await self.store.write(ops)
         except Exception:  # telemetry: the session's own data is not at stake
             log.warning("a usage-series point was not stored", exc_info=True)
 

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from memman_daemon.engine import extractive
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman.config import Config
     from memman_daemon.model import Entry
+    from memman_daemon.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 
@@ -102,13 +103,16 @@ def render_for_prompt(entries: list[Entry], per_entry_chars: int = 500) -> str:
 
 
 class Summarizer:
-    """A Core component; ``core.summarizer`` after construction."""
+    """The daemon's LLM client for summaries, with its extractive fallback and counters."""
 
     stats_key = "summarizer"
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
-        self.cfg = core.config.llm
+    def __init__(self, config: Config, tokens: TokenCounter) -> None:
+        self.cfg = config.llm
+        self.tokens = tokens
+        #: set by the app once the scratchpad exists: a session's snippet texts, which the
+        #: summary prompt quotes as the agent's own notes
+        self.notes: Callable[[str], list[str]] | None = None
         self._client: Any = None
         self._client_settings: tuple[Any, ...] = ()
         self._retired: list[Any] = []  #: clients replaced after a config reload
@@ -293,14 +297,13 @@ class Summarizer:
         return out, source
 
     def _measure(self, text: str) -> int:
-        return self.core.tokens.count_text(text, self.cfg.model)
+        return self.tokens.count_text(text, self.cfg.model)
 
     def _scratchpad_notes(self, session_id: str | None) -> str:
         """The session's scratchpad snippets (seed 002: MM's summaries can use its insights)."""
-        scratchpad = getattr(self.core, "scratchpad", None)
-        if not session_id or scratchpad is None:
+        if not session_id or self.notes is None:
             return ""
-        snippets = [str(s) for s in scratchpad.snippets(session_id)][:16]
+        snippets = [str(s) for s in self.notes(session_id)][:16]
         if not snippets:
             return ""
         return ("\nNotes the agent kept (scratchpad):\n"

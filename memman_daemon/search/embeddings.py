@@ -8,12 +8,12 @@ are (re-)embedded in the background by ``reembed.py``.
 
 For the other parts of the daemon (search, near-duplicates, the context window's relevance):
 
-- ``await core.embedder.embed(texts)`` -> float32 array (n, dim), rows normalized, or None when
+- ``await app.embedder.embed(texts)`` -> float32 array (n, dim), rows normalized, or None when
   embeddings are off or the call failed (the caller goes on without vectors: an embeddings
   outage never fails a write).
-- ``core.embedder.embed_sync(texts)`` -> the same without awaiting, for the local provider
+- ``app.embedder.embed_sync(texts)`` -> the same without awaiting, for the local provider
   only (None otherwise); microseconds per short text, so fine on the event loop for a few.
-- ``core.embedder.cached(texts)`` -> like ``embed_sync`` through an LRU of recent texts, which
+- ``app.embedder.cached(texts)`` -> like ``embed_sync`` through an LRU of recent texts, which
   ``prefetch(text)`` fills in the background (session entries are prefetched as they are
   added, off the request path).
 """
@@ -33,7 +33,7 @@ import numpy as np
 from memman_daemon.search.local_embedder import LocalEmbedder, LocalEmbedderError
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ def normalize_rows(vecs: np.ndarray) -> np.ndarray:
 class Embedder:
     stats_key = "embeddings"
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, app: App) -> None:
+        self.app = app
         self.calls = 0
         self.failures = 0
         self.tokens = 0
@@ -83,7 +83,7 @@ class Embedder:
     # --- configuration ---------------------------------------------------------------------
     def configure(self) -> bool:
         """Read the config; True when the model in force changed (vectors need re-embedding)."""
-        cfg = self.core.config
+        cfg = self.app.config
         before = getattr(self, "model_id", None)
         self.provider = resolve_provider(cfg.embeddings.provider, cfg.llm.embeddings_base_url)
         self.error = None
@@ -109,7 +109,7 @@ class Embedder:
         return before is not None and before != self.model_id
 
     def _settings(self) -> tuple[Any, ...]:
-        cfg = self.core.config
+        cfg = self.app.config
         e = cfg.embeddings
         return (e.provider, e.model, e.dim, cfg.llm.embeddings_base_url, cfg.llm.embeddings_model)
 
@@ -129,9 +129,9 @@ class Embedder:
         if changed:
             log.info("embedding model is now %s; re-embedding in the background",
                      self.model_id or "none")
-            for c in (self.core.user_memory, self.core.docs):
+            for c in (self.app.user_memory, self.app.docs):
                 c.vscopes.reset()
-            self.core.vector_sync.request()
+            self.app.vector_sync.request()
         return changed
 
     @property
@@ -146,7 +146,7 @@ class Embedder:
     async def load(self) -> None:
         # the local model itself is loaded on first use (~0.3 s, off the event loop when
         # awaited): a daemon that never searches or appends memory does not pay for it
-        if self.core.config.embeddings.prefetch_entries:
+        if self.app.config.embeddings.prefetch_entries:
             self._prefetch_task = asyncio.create_task(self._prefetch_loop(),
                                                       name="memman-embed-prefetch")
 
@@ -165,7 +165,7 @@ class Embedder:
     def _get_client(self) -> Any:
         if self._client is None:
             from openai import AsyncOpenAI
-            cfg = self.core.config.llm
+            cfg = self.app.config.llm
             self._client = AsyncOpenAI(
                 base_url=cfg.embeddings_base_url,
                 api_key=os.environ.get(cfg.api_key_env) or "memman-no-key",
@@ -218,7 +218,7 @@ class Embedder:
         except Exception as exc:  # network, HTTP status, timeout, bad JSON: go on without
             self.failures += 1
             log.warning("embeddings call to %s failed (%s: %s); storing without vectors",
-                        self.core.config.llm.embeddings_base_url, type(exc).__name__, exc)
+                        self.app.config.llm.embeddings_base_url, type(exc).__name__, exc)
             return None
         data = sorted(resp.data, key=lambda d: d.index)
         if len(data) != len(texts):
@@ -255,7 +255,7 @@ class Embedder:
     def _remember(self, text: str, vec: np.ndarray) -> None:
         self._cache[text] = vec
         self._cache.move_to_end(text)
-        limit = self.core.config.embeddings.cache_texts
+        limit = self.app.config.embeddings.cache_texts
         while len(self._cache) > limit:
             self._cache.popitem(last=False)
 
@@ -298,7 +298,7 @@ class Embedder:
                 # a background job: at most `prefetch_share` of the time, so a burst of
                 # adds is not slowed by embedding them (what is not prefetched is embedded
                 # when first needed)
-                share = min(1.0, max(0.01, self.core.config.embeddings.prefetch_share))
+                share = min(1.0, max(0.01, self.app.config.embeddings.prefetch_share))
                 await asyncio.sleep((time.perf_counter() - t0) * (1 - share) / share)
 
     # --- reporting -------------------------------------------------------------------------
@@ -309,7 +309,7 @@ class Embedder:
             "error": self.error, "calls": self.calls, "texts": self.texts,
             "failures": self.failures, "tokens": self.tokens, "cached_texts": len(self._cache),
             "prefetched": self.prefetched, "prefetch_queue": len(self._prefetch)}
-        sync = getattr(self.core, "vector_sync", None)
+        sync = getattr(self.app, "vector_sync", None)
         if sync is not None:
             out["reembed"] = sync.progress()
         return out

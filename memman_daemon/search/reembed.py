@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ CHECK_S = 2.0
 class VectorSync:
     stats_key = "vector_sync"
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, app: App) -> None:
+        self.app = app
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self.state = "idle"  #: idle, running, off
@@ -49,10 +49,10 @@ class VectorSync:
 
     @property
     def sources(self) -> list[Any]:
-        return [self.core.user_memory, self.core.docs]
+        return [self.app.user_memory, self.app.docs]
 
     async def load(self) -> None:
-        if self.core.read_only:
+        if self.app.read_only:
             return
         self._task = asyncio.create_task(self._run(), name="memman-reembed")
         self._wake.set()
@@ -84,9 +84,9 @@ class VectorSync:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), CHECK_S)
             self._wake.clear()
-            self.core.embedder.check_config()
-            emb = self.core.embedder
-            if not emb.enabled or not self.core.config.embeddings.reembed:
+            self.app.embedder.check_config()
+            emb = self.app.embedder
+            if not emb.enabled or not self.app.config.embeddings.reembed:
                 self.state = "off"
                 continue
             if self.state == "idle" and self.model_id == emb.model_id and not self._pending:
@@ -108,7 +108,7 @@ class VectorSync:
         self._wake.set()
 
     async def _pass(self) -> None:
-        emb = self.core.embedder
+        emb = self.app.embedder
         model_id = emb.model_id
         self._pending = False
         backlog = 0
@@ -125,8 +125,8 @@ class VectorSync:
         self.passes += 1
         self.started_at, self.finished_at = time.time(), None
         self.done, self.total = 0, backlog
-        self.core.events.publish("stats", "reembed_started", self.progress())
-        batch = max(1, self.core.config.embeddings.batch_size)
+        self.app.events.publish("stats", "reembed_started", self.progress())
+        batch = max(1, self.app.config.embeddings.batch_size)
         for src in self.sources:
             after = 0
             while True:
@@ -151,4 +151,4 @@ class VectorSync:
                 await asyncio.sleep(0)
         self.state = "idle"
         self.finished_at = time.time()
-        self.core.events.publish("stats", "reembed_finished", self.progress())
+        self.app.events.publish("stats", "reembed_finished", self.progress())

@@ -26,7 +26,7 @@ from memman_daemon.tiers.docs import BusinessDocs
 from memman_daemon.tiers.user_memory import UserMemory
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
 
 SCHEMES = ("postgresql://", "postgres://")
 
@@ -34,10 +34,10 @@ SCHEMES = ("postgresql://", "postgres://")
 @dataclass
 class Backend:
     name: str  #: "sqlite" or "postgresql"
-    store: Any  #: LocalShared or PgStore (a core component, stats key "shared")
+    store: Any  #: LocalShared or PgStore (a app component, stats key "shared")
     events: EventBus
-    audit: type  #: core.audit: records session-tier actions locally, lists everything
-    shared_audit: type | None  #: where shared-tier changes are audited (None: core.audit)
+    audit: type  #: app.audit: records session-tier actions locally, lists everything
+    shared_audit: type | None  #: where shared-tier changes are audited (None: app.audit)
     user_memory: type
     docs: type
     agent_md: type
@@ -68,18 +68,18 @@ def backend_for(config: Config) -> Backend:
                    PgBusinessDocs, PgAgentMd)
 
 
-def wire(core: Core) -> None:
+def wire(app: App) -> None:
     """After the components exist: state changes become ``stats`` events; other daemons'
     agent.md changes reach this daemon's files."""
-    store = core.shared
-    if core.backend.name != "postgresql":
+    store = app.shared
+    if app.backend.name != "postgresql":
         return
 
     def on_state(state: str) -> None:
-        core.events.publish("stats", "shared_store", lambda: {"shared": store.stats()})
+        app.events.publish("stats", "shared_store", lambda: {"shared": store.stats()})
 
     store.on_state = on_state
-    for component in (core.user_memory, core.docs, core.agent_md):
+    for component in (app.user_memory, app.docs, app.agent_md):
         on_remote = getattr(component, "on_remote", None)
         if on_remote is not None:  # e.g. drop vectors loaded for a scope another daemon changed
-            core.events.on_remote.append(on_remote)  # type: ignore[attr-defined]
+            app.events.on_remote.append(on_remote)  # type: ignore[attr-defined]

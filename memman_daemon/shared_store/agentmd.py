@@ -33,7 +33,7 @@ from memman_daemon.shared_store.ops import execute
 from memman_daemon.tiers.agentmd import DOC_ID, HEADER, AgentMd, atomic_write, edit_text
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
     from memman_daemon.shared_store.pg import PgStore
 
 log = logging.getLogger(__name__)
@@ -56,16 +56,16 @@ def _unlink(path: Path) -> None:
 
 
 class PgAgentMd(AgentMd):
-    def __init__(self, core: Core) -> None:
-        super().__init__(core)
-        self.pg: PgStore = core.shared
+    def __init__(self, app: App) -> None:
+        super().__init__(app)
+        self.pg: PgStore = app.shared
         #: hash of the file content this daemon last read from or wrote to disk, per tenant
         self._known: dict[str, str] = {}
         self.imports = 0
         self.regenerated = 0
 
     async def load(self) -> None:
-        if self.core.read_only:
+        if self.app.read_only:
             return
         self.pg.on_up.append(self.rescan)
         await super().load()
@@ -146,20 +146,20 @@ class PgAgentMd(AgentMd):
             "content=EXCLUDED.content, hash=EXCLUDED.hash, updated_at=EXCLUDED.updated_at, "
             "updated_by=EXCLUDED.updated_by, version=agent_md.version + 1",
             tenant_id, text, sha(text), time.time(), self.pg.origin)
-        return await self.core.docs.put(conn, tenant_id, {  # type: ignore[attr-defined]
+        return await self.app.docs.put(conn, tenant_id, {  # type: ignore[attr-defined]
             "doc_id": DOC_ID, "title": "agent.md", "source": str(path), "content": text})
 
     def _published(self, tenant_id: str, path: Path, d: Any, replaced: bool, vecs: bool) -> None:
-        self.core.docs._publish("updated" if replaced else "added", tenant_id,
+        self.app.docs._publish("updated" if replaced else "added", tenant_id,
                                 doc=d.to_wire(), vectors=vecs)
-        self.core.events.publish("docs", "agent_md_ingested",
+        self.app.events.publish("docs", "agent_md_ingested",
                                  {"path": str(path), "changed": True, "chunks": d.chunks},
                                  tenant_id=tenant_id)
 
     async def _import(self, tenant_id: str, path: Path, text: str) -> dict[str, Any]:
         """The file on disk is the newest write: make it the shared content (audited)."""
         await self.pg.ensure_ids(1)
-        audit = self.core.shared_audit
+        audit = self.app.shared_audit
 
         async def tx(conn: Any) -> tuple[Any, bool, bool, bool]:
             res = await self._put_shared(conn, tenant_id, path, text)

@@ -27,7 +27,7 @@ from memman_daemon.tiers.chunking import chunk_text
 from memman_daemon.tiers.docs import BusinessDocs, Doc, rerank
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
     from memman_daemon.shared_store.pg import PgStore
 
 
@@ -36,9 +36,9 @@ def doc_from_row(pk: int, data: str) -> Doc:
 
 
 class PgBusinessDocs(BusinessDocs):
-    def __init__(self, core: Core) -> None:
-        super().__init__(core)
-        self.pg: PgStore = core.shared
+    def __init__(self, app: App) -> None:
+        super().__init__(app)
+        self.pg: PgStore = app.shared
         self.vectors = SharedVectorBackend(self.pg)  # type: ignore[assignment]
         self._counts = {"tenants": 0, "documents": 0, "chunks": 0}
 
@@ -97,10 +97,10 @@ class PgBusinessDocs(BusinessDocs):
         digest = hashlib.sha256(content.encode()).hexdigest()
         if old is not None and old.hash == digest:
             return None, [], digest
-        cfg = self.core.config.docs
-        enc = self.core.tokens.encoding("gpt-4o-mini")
+        cfg = self.app.config.docs
+        enc = self.app.tokens.encoding("gpt-4o-mini")
         chunks = chunk_text(content, enc, cfg.chunk_tokens, cfg.chunk_overlap)
-        now = self.core.clock.now()
+        now = self.app.clock.now()
         doc_id = doc.get("doc_id") or digest[:16]
         d = Doc(pk=old.pk if old else 0, tenant_id=tenant_id, doc_id=doc_id,
                 title=doc.get("title") or doc_id, source=doc.get("source") or "upload",
@@ -126,7 +126,7 @@ class PgBusinessDocs(BusinessDocs):
                 [(cid, d.pk, d.tenant_id, c.seq, c.tokens, c.text)
                  for cid, c in zip(ids, chunks, strict=True)])
         if vecs is not None and len(vecs):
-            backend, model = self.pg.vector_backend, self.core.embedder.model_id
+            backend, model = self.pg.vector_backend, self.app.embedder.model_id
             await execute(conn, [vectors.put_op(backend, "chunk_vectors", cid, v, model,
                                                 d.tenant_id)
                                  for cid, v in zip(ids, vecs, strict=True)])
@@ -149,10 +149,10 @@ class PgBusinessDocs(BusinessDocs):
             len(chunks) + (0 if old else 1))]
         if old is None:
             d.pk = ids.pop(0)
-        emb = self.core.embedder
+        emb = self.app.embedder
         vecs = await emb.embed([c.text for c in chunks]) if emb.enabled and chunks else None
         if emb.enabled and chunks and vecs is None:
-            self.core.vector_sync.request()  # stored without vectors: filled in later
+            self.app.vector_sync.request()  # stored without vectors: filled in later
         await self.write_doc(conn, d, chunks, ids, vecs, old is not None)
         self.forget_scope(tenant_id)  # this daemon's loaded vectors reload on next search
         return d, True, old is not None, vecs is not None and len(vecs) > 0
@@ -183,7 +183,7 @@ class PgBusinessDocs(BusinessDocs):
         if isinstance(ref, bool) or not isinstance(ref, (str, int)) or ref == "":
             raise invalid_params("ref", "expected a doc_id (text) or a chunk id (integer)")
         await self.pg.ensure_ids(1)
-        audit = self.core.shared_audit
+        audit = self.app.shared_audit
 
         async def tx(conn: Any) -> tuple[Doc, Any]:
             if isinstance(ref, int):
@@ -211,11 +211,11 @@ class PgBusinessDocs(BusinessDocs):
         self._publish("deleted", tenant_id, doc_id=d.doc_id, chunks=d.chunks, doc=d.to_wire(),
                       audit_id=rec.id, client=client)
         if d.doc_id == DOC_ID:  # each host's file follows (this one now, others by event)
-            self.core.events.publish("docs", "agent_md_ingested",
-                                     {"path": str(self.core.agent_md.path(tenant_id)),
+            self.app.events.publish("docs", "agent_md_ingested",
+                                     {"path": str(self.app.agent_md.path(tenant_id)),
                                       "changed": True, "chunks": 0, "removed": True},
                                      tenant_id=tenant_id)
-            await self.core.agent_md.ingest(tenant_id)
+            await self.app.agent_md.ingest(tenant_id)
         return {"removed": d.to_wire(), "chunks": d.chunks, "audit_id": rec.id}
 
     # --- vectors ---------------------------------------------------------------------------
@@ -223,7 +223,7 @@ class PgBusinessDocs(BusinessDocs):
         dim = self.vscopes.dim or 0
         rows = await self.pg.fetch(
             "SELECT id, embedding FROM chunk_vectors WHERE tenant_id=$1 AND model=$2 AND dim=$3",
-            key, self.core.embedder.model_id, dim)
+            key, self.app.embedder.model_id, dim)
         return vectors.matrix(rows, dim)
 
     def forget_scope(self, tenant_id: str) -> None:
@@ -268,10 +268,10 @@ class PgBusinessDocs(BusinessDocs):
         if not query.strip():
             raise invalid_params("query", "must not be empty")
         self.searches += 1
-        cfg = self.core.config.docs
+        cfg = self.app.config.docs
         top_k = int(opts.get("limit") or cfg.top_k)
         n_cand = int(opts.get("candidates") or cfg.candidates)
-        emb = self.core.embedder
+        emb = self.app.embedder
         emb.check_config()
         qv = await emb.embed([query]) if emb.enabled else None
         pgvector = self.pg.vector_backend == "pgvector"
@@ -320,7 +320,7 @@ class PgBusinessDocs(BusinessDocs):
             lex_list = sorted(((c["chunk_id"], c["lexical"]) for c in cands.values()
                                if c["lexical"] > 0), key=lambda t: -t[1])
             vec_list = [(cid, sc) for cid, sc in hits if cid in cands]
-            mc = self.core.config.memory
+            mc = self.app.config.memory
             fused = rrf({BM25: lex_list, VECTOR: vec_list}, mc.rrf_k,
                         {BM25: mc.bm25_weight, VECTOR: mc.vector_weight})
             fused_parts = {f.id: f.to_wire() for f in fused[:n_cand]}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from memman_daemon.store import Op
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,10 @@ async def execute(conn: Any, ops: list[PgOp]) -> None:
         await conn.execute(op.sql, *op.args)
 
 
-async def write_mixed(core: Core, ops: Iterable[Any]) -> None:
+async def write_mixed(app: App, ops: Iterable[Any]) -> None:
     """Commit the shared operations (one transaction), then the local ones."""
     shared, local = split(ops)
     if shared:
-        await core.shared.run(lambda conn: execute(conn, shared))
+        await app.shared.run(lambda conn: execute(conn, shared))
     if local:
-        await core.store.write(local)
+        await app.store.write(local)

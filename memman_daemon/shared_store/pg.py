@@ -84,7 +84,7 @@ def origin_name() -> str:
 
 
 class PgStore:
-    """The shared store on PostgreSQL (a core component: ``load``, ``close``, ``stats``)."""
+    """The shared store on PostgreSQL (a app component: ``load``, ``close``, ``stats``)."""
 
     stats_key = "shared"
     backend = "postgresql"

@@ -31,7 +31,7 @@ from memman.errors import CONFLICT, FORBIDDEN, MemmanError
 from memman.paths import filename_to_id, id_to_filename
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
 
 log = logging.getLogger(__name__)
 
@@ -97,16 +97,16 @@ def atomic_write(path: Path, text: str) -> None:
 class AgentMd:
     stats_key = "agent_md"
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, app: App) -> None:
+        self.app = app
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._locks: dict[str, asyncio.Lock] = {}
         self._names: dict[str, str] = {}  #: file-name component -> tenant id (shortened ones)
         self.ingests = 0
         self.watching: str | None = None
-        template = core.config.docs.agent_md or str(
-            core.config.data_dir / "tenants" / "{tenant}" / "agent.md")
+        template = app.config.docs.agent_md or str(
+            app.config.data_dir / "tenants" / "{tenant}" / "agent.md")
         self.template = template
         if "{tenant}" in template:
             prefix = template[:template.index("{tenant}")]
@@ -123,7 +123,7 @@ class AgentMd:
     def path(self, tenant_id: str) -> Path:
         """The tenant's agent.md; never outside the root of the template (-32005)."""
         self._names[id_to_filename(tenant_id)] = tenant_id
-        p = self.core.config.agent_md_path(tenant_id)
+        p = self.app.config.agent_md_path(tenant_id)
         if "{tenant}" in self.template:
             root = os.path.realpath(self.root)
             real = os.path.realpath(p)
@@ -148,11 +148,11 @@ class AgentMd:
 
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
-        if self.core.read_only:  # a read-only daemon writes nothing, ingestion included
+        if self.app.read_only:  # a read-only daemon writes nothing, ingestion included
             return
         self.root.mkdir(parents=True, exist_ok=True)
         await self.rescan()
-        if self.core.config.docs.watch:
+        if self.app.config.docs.watch:
             self._stop.clear()
             self._task = asyncio.get_running_loop().create_task(self._watch(),
                                                                  name="memman-agent-md-watch")
@@ -188,7 +188,7 @@ class AgentMd:
     async def _watch(self) -> None:
         from watchfiles import awatch
 
-        debounce = self.core.config.docs.watch_debounce_ms
+        debounce = self.app.config.docs.watch_debounce_ms
         self.watching = str(self.root)
         first = True
         try:
@@ -218,14 +218,14 @@ class AgentMd:
             return await self._ingest(tenant_id)
 
     async def _ingest(self, tenant_id: str) -> dict[str, Any]:
-        docs = self.core.docs
+        docs = self.app.docs
         path = self.path(tenant_id)
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             if docs.get(tenant_id, DOC_ID) is not None:
                 await docs.delete(tenant_id, DOC_ID)
-                self.core.events.publish("docs", "agent_md_ingested",
+                self.app.events.publish("docs", "agent_md_ingested",
                                          {"path": str(path), "changed": True, "chunks": 0,
                                           "removed": True}, tenant_id=tenant_id)
             return {"changed": False, "chunks": 0}
@@ -235,7 +235,7 @@ class AgentMd:
                                          "source": str(path), "content": text})
         if res["changed"]:
             self.ingests += 1
-            self.core.events.publish("docs", "agent_md_ingested",
+            self.app.events.publish("docs", "agent_md_ingested",
                                      {"path": str(path), "changed": True,
                                       "chunks": res["doc"]["chunks"]}, tenant_id=tenant_id)
         return {"changed": res["changed"], "chunks": res["doc"]["chunks"]}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from memman_daemon.store import Op
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
 
 
 @dataclass
@@ -41,13 +41,13 @@ class AuditRecord:
 class AuditLog:
     stats_key = "audit"
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, app: App) -> None:
+        self.app = app
         self._ids = itertools.count(1)
         self.written = 0
 
     async def load(self) -> None:
-        rows = await self.core.store.fetchall("SELECT max(id) FROM audit")
+        rows = await self.app.store.fetchall("SELECT max(id) FROM audit")
         self._ids = itertools.count((rows[0][0] or 0) + 1)
 
     async def close(self) -> None:
@@ -60,7 +60,7 @@ class AuditLog:
                session_id: str | None = None, user_id: str | None = None,
                tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, Op]:
         """A new record and the operation that stores it (commit it with the change)."""
-        rec = AuditRecord(next(self._ids), self.core.clock.now(), action, what[:2000], source,
+        rec = AuditRecord(next(self._ids), self.app.clock.now(), action, what[:2000], source,
                           target, client or "-", session_id, user_id, tenant_id, data)
         self.written += 1
         op = ("INSERT INTO audit(id, at, action, what, source, target, client, session_id, "
@@ -86,5 +86,5 @@ class AuditLog:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC LIMIT ?"
         params.append(int(filt.get("limit") or 100))
-        rows = await self.core.store.fetchall(sql, params)
+        rows = await self.app.store.fetchall(sql, params)
         return [AuditRecord(*r[:10], data=json.loads(r[10])).to_wire() for r in rows]

@@ -23,10 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from memman.cache_state import cache_key
 from memman.errors import invalid_params, not_found
-from memman_daemon.store import Op, StoreError
+from memman_daemon.store import Op, Store, StoreError
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman.config import Config
+    from memman_daemon.clock import Clock
+    from memman_daemon.events import EventBus
+    from memman_daemon.sessions import Sessions
+    from memman_daemon.tiers.audit import AuditLog
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +114,15 @@ class ToolCache:
 
     stats_key = "cache"
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, *, config: Config, clock: Clock, store: Store, events: EventBus,
+                 sessions: Sessions, audit: AuditLog, read_only: bool) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = store
+        self.events = events
+        self.sessions = sessions
+        self.audit = audit
+        self.read_only = read_only
         self.by_session: dict[str, dict[str, CacheEntry]] = {}
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.session_counters: dict[str, dict[str, int]] = {}
@@ -123,14 +134,14 @@ class ToolCache:
     async def load(self) -> None:
         self.by_session.clear()
         orphans: set[str] = set()
-        for row in await self.core.store.fetchall("SELECT data FROM tool_cache"):
+        for row in await self.store.fetchall("SELECT data FROM tool_cache"):
             e = CacheEntry.from_wire(json.loads(row[0]))
-            if e.session_id not in self.core.sessions.by_id:
+            if e.session_id not in self.sessions.by_id:
                 orphans.add(e.session_id)  # its session was deleted
                 continue
             self.by_session.setdefault(e.session_id, {})[e.key] = e
-        if orphans and not self.core.read_only:
-            await self.core.store.write([("DELETE FROM tool_cache WHERE session_id=?", (sid,))
+        if orphans and not self.read_only:
+            await self.store.write([("DELETE FROM tool_cache WHERE session_id=?", (sid,))
                                          for sid in orphans])
 
     async def close(self) -> None:
@@ -161,16 +172,16 @@ class ToolCache:
         sc[name] += n
 
     def _publish(self, kind: str, session_id: str, **data: Any) -> None:
-        s = self.core.sessions.by_id.get(session_id)
-        scope = self.core.sessions.scope(s) if s else {"session_id": session_id}
-        self.core.events.publish("cache", kind, data, **scope)
+        s = self.sessions.by_id.get(session_id)
+        scope = self.sessions.scope(s) if s else {"session_id": session_id}
+        self.events.publish("cache", kind, data, **scope)
 
     def _audit_ops(self, entries: list[CacheEntry], action: str, reason: str,
                    client: str) -> list[Op]:
         ops = []
         for e in entries:
-            s = self.core.sessions.by_id.get(e.session_id)
-            _, op = self.core.audit.record(
+            s = self.sessions.by_id.get(e.session_id)
+            _, op = self.audit.record(
                 action, f"{e.tool_name}({json.dumps(e.parameters, sort_keys=True)})",
                 f"cache:{e.session_id}/{e.key}", "-", client, session_id=e.session_id,
                 user_id=s.meta.user_id if s else None, tenant_id=s.meta.tenant_id if s else None,
@@ -182,7 +193,7 @@ class ToolCache:
     def _mark_dirty(self, e: CacheEntry) -> None:
         """Commit a hit's refresh in the background; hits arriving meanwhile share the write.
         A read-only daemon keeps the refresh in memory only."""
-        if self.core.read_only:
+        if self.read_only:
             return
         self._dirty[(e.session_id, e.key)] = e
         if self._flush_task is None or self._flush_task.done():
@@ -206,7 +217,7 @@ class ToolCache:
         live = [e for e in dirty.values()
                 if self.by_session.get(e.session_id, {}).get(e.key) is e]
         try:
-            await self.core.store.write([self.put_op(e) for e in live])
+            await self.store.write([self.put_op(e) for e in live])
         except StoreError as exc:  # the in-memory value stays; it is only a refresh
             log.warning("cache refresh not committed: %s", exc)
 
@@ -220,7 +231,7 @@ class ToolCache:
 
         Synchronous, so the protocol answers it inline like any in-memory read: the disk work
         (a refresh, the removal of an expired entry) is committed in the background."""
-        self.core.sessions.get(session_id)
+        self.sessions.get(session_id)
         key = _key(tool, params)
         bucket = self.by_session.get(session_id)
         e = bucket.get(key) if bucket else None
@@ -228,7 +239,7 @@ class ToolCache:
             self._count(session_id, "misses")
             self._publish("miss", session_id, key=key, tool_name=tool)
             return None
-        now = self.core.clock.now()
+        now = self.clock.now()
         if e.expired(now):
             bucket.pop(key, None)  # gone for every later lookup at once; the row goes below
             self._background(self._remove(session_id, [e], "expired", "ttl", ""))
@@ -256,11 +267,11 @@ class ToolCache:
         for k in opts:
             if k not in known:
                 raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(known))}")
-        duration = opts.get("duration", self.core.config.cache.default_duration)
+        duration = opts.get("duration", self.config.cache.default_duration)
         if not isinstance(duration, int) or isinstance(duration, bool) or duration < 1:
             raise invalid_params("opts.duration", "expected a whole number of exchanges ≥ 1 "
                                  "(seed 000 caches only results with a duration > 0)")
-        ttl = opts.get("ttl_s", self.core.config.cache.default_ttl_s) or None
+        ttl = opts.get("ttl_s", self.config.cache.default_ttl_s) or None
         if ttl is not None and (not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or ttl <= 0):
             raise invalid_params("opts.ttl_s", "expected a positive number of seconds (or 0 for none)")
         key = _key(tool, params)
@@ -271,14 +282,14 @@ class ToolCache:
                           result=_result_text(result), remaining_duration=duration,
                           value=_structured(result),
                           original_duration=duration, call_id=call_id,
-                          cached_at=self.core.clock.now(),
+                          cached_at=self.clock.now(),
                           ttl_s=float(ttl) if ttl is not None else None)
 
     def stage(self, entries: list[CacheEntry], client: str = "") -> tuple[list[Op], list[CacheEntry]]:
         """Put ``entries`` in memory; returns (ops to commit, entries evicted for room)."""
         ops: list[Op] = []
         evicted: list[CacheEntry] = []
-        cap = self.core.config.cache.max_entries_per_session
+        cap = self.config.cache.max_entries_per_session
         for e in entries:
             bucket = self.by_session.setdefault(e.session_id, {})
             bucket[e.key] = e
@@ -310,12 +321,12 @@ class ToolCache:
 
     async def put(self, session_id: str, tool: str, params: dict[str, Any], result: Any,
                   opts: dict[str, Any], client: str = "") -> CacheEntry:
-        self.core.sessions.get(session_id)
+        self.sessions.get(session_id)
         e = self.build(session_id, tool, params, result, opts)
         old = self.by_session.get(session_id, {}).get(e.key)
         ops, evicted = self.stage([e], client)
         try:
-            await self.core.store.write(ops)
+            await self.store.write(ops)
         except StoreError:
             self.unstage([e], evicted)
             if old is not None:
@@ -332,7 +343,7 @@ class ToolCache:
         ops = [self.delete_op(v) for v in victims] + (extra_ops or [])
         ops += self._audit_ops(victims, "expire" if kind == "expired" else "evict", reason, client)
         try:
-            await self.core.store.write(ops)
+            await self.store.write(ops)
         except StoreError:
             for v in victims:
                 bucket[v.key] = v
@@ -343,7 +354,7 @@ class ToolCache:
 
     async def evict(self, session_id: str, key: str, client: str = "") -> int:
         """Evict one entry by key, or all of the session's entries with ``key == "*"``."""
-        self.core.sessions.get(session_id)
+        self.sessions.get(session_id)
         bucket = self.by_session.get(session_id, {})
         if key == "*":
             victims = list(bucket.values())
@@ -362,7 +373,7 @@ class ToolCache:
         bucket = self.by_session.get(session_id)
         if not bucket:
             return []
-        now = self.core.clock.now()
+        now = self.clock.now()
         for e in bucket.values():
             e.remaining_duration -= 1
         gone = [e for e in bucket.values() if e.remaining_duration <= 0]
@@ -377,7 +388,7 @@ class ToolCache:
                 await self._remove(session_id, expired, "expired", "ttl", "", ops)
                 ops = []
             if ops:
-                await self.core.store.write(ops)
+                await self.store.write(ops)
         except StoreError:
             for e in kept + gone + expired:
                 e.remaining_duration += 1
@@ -400,7 +411,7 @@ class ToolCache:
         (they are evicted on the next lookup or finalize). Place them after the history and
         before the new user message.
         """
-        now = self.core.clock.now()
+        now = self.clock.now()
         return self.context_messages_for([e for e in self.entries(session_id)
                                           if not e.expired(now)])
 

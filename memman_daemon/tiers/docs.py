@@ -33,7 +33,7 @@ from memman_daemon.store import Op
 from memman_daemon.tiers.chunking import chunk_text
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -137,19 +137,19 @@ def rerank(query: str, cands: list[dict[str, Any]], top_k: int, per_doc: int,
 class BusinessDocs:
     stats_key = "docs"
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, app: App) -> None:
+        self.app = app
         self.docs: dict[str, dict[str, Doc]] = {}
         self._doc_ids = itertools.count(1)
         self._chunk_ids = itertools.count(1)
-        self.vectors = VectorIndex(core.config.database_path)
+        self.vectors = VectorIndex(app.config.database_path)
         self.vscopes = VectorScopes(self._load_scope)  #: tenant_id -> chunk vectors in memory
         self._backlog_scope: dict[int, str] = {}
         self.searches = 0
 
     async def load(self) -> None:
         self.docs.clear()
-        store = self.core.store
+        store = self.app.store
         for pk, tenant, doc_id, data in await store.fetchall(
                 "SELECT id, tenant_id, doc_id, data FROM docs"):
             d = json.loads(data)
@@ -172,19 +172,19 @@ class BusinessDocs:
     # --- vectors ---------------------------------------------------------------------------
     async def _load_scope(self, key: Hashable) -> tuple[list[int], np.ndarray]:
         dim = self.vscopes.dim or 0
-        rows = await self.core.store.fetchall(
+        rows = await self.app.store.fetchall(
             "SELECT id, embedding FROM chunk_vectors WHERE tenant_id=? AND model=? AND dim=?",
-            (key, self.core.embedder.model_id, dim))
+            (key, self.app.embedder.model_id, dim))
         return [r[0] for r in rows], blobs_to_matrix([r[1] for r in rows], dim)
 
     async def count_vector_backlog(self, model_id: str) -> int:
-        rows = await self.core.store.fetchall(
+        rows = await self.app.store.fetchall(
             "SELECT count(*) FROM doc_chunks c LEFT JOIN chunk_vectors v ON v.id = c.id "
             "WHERE v.id IS NULL OR v.model <> ?", (model_id,))
         return rows[0][0]
 
     async def vector_backlog(self, after: int, model_id: str, limit: int) -> list[tuple[int, str]]:
-        rows = await self.core.store.fetchall(
+        rows = await self.app.store.fetchall(
             "SELECT c.id, c.tenant_id, c.content FROM doc_chunks c "
             "LEFT JOIN chunk_vectors v ON v.id = c.id WHERE c.id > ? "
             "AND (v.id IS NULL OR v.model <> ?) ORDER BY c.id LIMIT ?", (after, model_id, limit))
@@ -193,12 +193,12 @@ class BusinessDocs:
         return [(cid, text) for cid, _, text in rows]
 
     async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None:
-        await self.core.store.write([
+        await self.app.store.write([
             ("INSERT OR REPLACE INTO chunk_vectors(id, tenant_id, dim, embedding, model) "
              "SELECT id, tenant_id, ?, ?, ? FROM doc_chunks WHERE id=?",
              (int(v.shape[0]), v.astype(np.float32).tobytes(), model_id, i))
             for i, v in zip(ids, vecs, strict=True)])
-        if self.core.embedder.model_id != model_id:
+        if self.app.embedder.model_id != model_id:
             return
         for i, v in zip(ids, vecs, strict=True):
             tenant = self._backlog_scope.pop(i, None)
@@ -206,7 +206,7 @@ class BusinessDocs:
                 self.vscopes.add(tenant, [i], v[None, :])
 
     def _publish(self, kind: str, tenant_id: str, **data: Any) -> None:
-        self.core.events.publish("docs", kind, data, tenant_id=tenant_id)
+        self.app.events.publish("docs", kind, data, tenant_id=tenant_id)
 
     def get(self, tenant_id: str, doc_id: str) -> Doc | None:
         return self.docs.get(tenant_id, {}).get(doc_id)
@@ -231,10 +231,10 @@ class BusinessDocs:
         old = self.get(tenant_id, doc_id)
         if old is not None and old.hash == digest:
             return {"doc": old.to_wire(), "changed": False}
-        cfg = self.core.config.docs
-        enc = self.core.tokens.encoding("gpt-4o-mini")
+        cfg = self.app.config.docs
+        enc = self.app.tokens.encoding("gpt-4o-mini")
         chunks = chunk_text(content, enc, cfg.chunk_tokens, cfg.chunk_overlap)
-        now = self.core.clock.now()
+        now = self.app.clock.now()
         pk = old.pk if old else next(self._doc_ids)
         d = Doc(pk=pk, tenant_id=tenant_id, doc_id=doc_id, title=doc.get("title") or doc_id,
                 source=doc.get("source") or "upload", hash=digest, chunks=len(chunks),
@@ -252,7 +252,7 @@ class BusinessDocs:
         ops += [("INSERT INTO doc_chunks(id, doc, tenant_id, seq, tokens, content) "
                  "VALUES (?,?,?,?,?,?)", (cid, pk, tenant_id, c.seq, c.tokens, c.text))
                 for cid, c in zip(ids, chunks, strict=True)]
-        emb = self.core.embedder
+        emb = self.app.embedder
         model = emb.model_id
         vecs = await emb.embed([c.text for c in chunks])
         if vecs is not None:
@@ -261,12 +261,12 @@ class BusinessDocs:
                                              v.astype(np.float32).tobytes(), model))
                     for cid, v in zip(ids, vecs, strict=True)]
         elif emb.enabled:
-            self.core.vector_sync.request()
+            self.app.vector_sync.request()
         old_ids = []
         if old is not None:
-            old_ids = [r[0] for r in await self.core.store.fetchall(
+            old_ids = [r[0] for r in await self.app.store.fetchall(
                 "SELECT id FROM doc_chunks WHERE doc=?", (pk,))]
-        await self.core.store.write(ops)
+        await self.app.store.write(ops)
         self.vscopes.remove(tenant_id, old_ids)
         if vecs is not None and emb.model_id == model:
             self.vscopes.add(tenant_id, ids, vecs)
@@ -287,7 +287,7 @@ class BusinessDocs:
         """Remove one document with all its chunks, audited. ``ref`` is its ``doc_id``, or the
         id of one of its chunks (``chunk_id`` in search results): the source of that chunk."""
         if isinstance(ref, int) and not isinstance(ref, bool):
-            rows = await self.core.store.fetchall(
+            rows = await self.app.store.fetchall(
                 "SELECT doc FROM doc_chunks WHERE id=? AND tenant_id=?", (ref, tenant_id))
             by_pk = {d.pk: d for d in self.docs.get(tenant_id, {}).values()}
             d = by_pk.get(rows[0][0]) if rows else None
@@ -299,12 +299,12 @@ class BusinessDocs:
                 raise not_found("document", ref)
         else:
             raise invalid_params("ref", "expected a doc_id (text) or a chunk id (integer)")
-        rec, aop = self.core.shared_audit.record(
+        rec, aop = self.app.shared_audit.record(
             "remove", d.title, f"docs:{tenant_id}/{d.doc_id}", "-", client, tenant_id=tenant_id,
             doc=d.to_wire(), ref=ref)
-        chunk_ids = [r[0] for r in await self.core.store.fetchall(
+        chunk_ids = [r[0] for r in await self.app.store.fetchall(
             "SELECT id FROM doc_chunks WHERE doc=?", (d.pk,))]
-        await self.core.store.write([
+        await self.app.store.write([
             ("DELETE FROM chunk_vectors WHERE id IN (SELECT id FROM doc_chunks WHERE doc=?)",
              (d.pk,)),
             ("DELETE FROM doc_chunks WHERE doc=?", (d.pk,)),
@@ -320,10 +320,10 @@ class BusinessDocs:
         if not query.strip():
             raise invalid_params("query", "must not be empty")
         self.searches += 1
-        cfg = self.core.config.docs
+        cfg = self.app.config.docs
         top_k = int(opts.get("limit") or cfg.top_k)
         n_cand = int(opts.get("candidates") or cfg.candidates)
-        store = self.core.store
+        store = self.app.store
         cands: dict[int, dict[str, Any]] = {}
         total = sum(d.chunks for v in self.docs.values() for d in v.values())
         match = fts.match_expr(await fts.informative(store, "doc_chunks_fts", fts.words(query),
@@ -345,7 +345,7 @@ class BusinessDocs:
             for cid, doc, seq, text, r in found:
                 cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
                               "lexical": -r, "semantic": 0.0}
-        emb = self.core.embedder
+        emb = self.app.embedder
         emb.check_config()
         qv = await emb.embed([query]) if emb.enabled else None
         fused_parts: dict[int, dict[str, Any]] = {}
@@ -367,7 +367,7 @@ class BusinessDocs:
             lex_list = sorted(((c["chunk_id"], c["lexical"]) for c in cands.values()
                                if c["lexical"] > 0), key=lambda t: -t[1])
             vec_list = [(cid, s) for cid, s in hits if cid in cands]
-            mc = self.core.config.memory
+            mc = self.app.config.memory
             fused = rrf({BM25: lex_list, VECTOR: vec_list}, mc.rrf_k,
                         {BM25: mc.bm25_weight, VECTOR: mc.vector_weight})
             fused_parts = {f.id: f.to_wire() for f in fused[:n_cand]}

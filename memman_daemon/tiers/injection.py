@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from memman.errors import ALREADY_DONE, MemmanError, invalid_params
 
 if TYPE_CHECKING:
-    from memman_daemon.core import Core
+    from memman_daemon.app import App
 
 
 class Injection:
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, app: App) -> None:
+        self.app = app
         self.injected = 0
 
     async def load(self) -> None:
@@ -34,8 +34,8 @@ class Injection:
 
     async def inject(self, session_id: str, prompt_injection: str,
                      tool_results: list[Any], client: str = "") -> dict[str, Any]:
-        core = self.core
-        s = core.sessions.get(session_id)
+        app = self.app
+        s = app.sessions.get(session_id)
         if s.meta.injection_done:
             raise MemmanError(ALREADY_DONE, f"context injection for session {session_id!r} was "
                               "already done; it happens once per session")
@@ -52,32 +52,32 @@ class Injection:
             if "result" not in tr:
                 raise invalid_params(f"tool_results[{i}].result", "missing")
             opts = {k: tr[k] for k in ("duration", "ttl_s", "call_id") if k in tr}
-            entries.append(core.cache.build(session_id, tool, params, tr["result"], opts))
-        text = core.config.cache.injection_template.format(prompt_injection=prompt_injection)
-        entry = core.sessions.build_entry(s, {
+            entries.append(app.cache.build(session_id, tool, params, tr["result"], opts))
+        text = app.config.cache.injection_template.format(prompt_injection=prompt_injection)
+        entry = app.sessions.build_entry(s, {
             "type": "context", "role": "assistant", "content": text,
             "metadata": {"injection": True, "proactive_tools": [e.key for e in entries]}})
-        entry.id = core.sessions.next_id()
+        entry.id = app.sessions.next_id()
         s.append(entry)
         s.meta.injection_done = True
         s.meta.updated_at = entry.created_at
-        cache_ops, evicted = core.cache.stage(entries, client)
+        cache_ops, evicted = app.cache.stage(entries, client)
         try:
-            await core.sessions.persist(
-                s, [core.sessions.entry_op(entry), core.sessions.meta_op(s), *cache_ops])
+            await app.sessions.persist(
+                s, [app.sessions.entry_op(entry), app.sessions.meta_op(s), *cache_ops])
         except Exception:
-            core.cache.unstage(entries, evicted)
+            app.cache.unstage(entries, evicted)
             s.meta.injection_done = False
             raise
         self.injected += 1
-        core.cache.published_put(entries, evicted)
-        core.events.publish("session", "entry_added", {"entry": entry.to_wire(),
+        app.cache.published_put(entries, evicted)
+        app.events.publish("session", "entry_added", {"entry": entry.to_wire(),
                                                        "session": s.overview()},
-                            **core.sessions.scope(s))
-        core.events.publish("session", "injected", {"entry_id": entry.id,
+                            **app.sessions.scope(s))
+        app.events.publish("session", "injected", {"entry_id": entry.id,
                                                     "cached": [e.key for e in entries]},
-                            **core.sessions.scope(s))
+                            **app.sessions.scope(s))
         messages = [entry.chat_message()]
         if entries:
-            messages += core.cache.context_messages_for(entries)
+            messages += app.cache.context_messages_for(entries)
         return {"entry_id": entry.id, "cached": [e.key for e in entries], "messages": messages}

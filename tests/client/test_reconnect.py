@@ -185,14 +185,14 @@ async def test_a_busy_answer_is_retried_and_retry_off_raises_busy() -> None:
         patient = await Client.connect(d.socket, retry=PATIENT)
         impatient = await Client.connect(d.socket, retry=False)
         await patient.session_open("busy")
-        errors_before = d.core.counters["errors"]
+        errors_before = d.server.state.errors
         d.server.stopping = True  # the state a SIGTERM puts it in: new requests get -32007
         try:
             with pytest.raises(Busy) as err:
                 await impatient.session_get("busy")
             assert err.value.code == -32007 and "retry" in err.value.message
             task = asyncio.create_task(patient.session_get("busy"))
-            await _wait_for(lambda: d.core.counters["errors"] >= errors_before + 2,
+            await _wait_for(lambda: d.server.state.errors >= errors_before + 2,
                             "the patient client's first -32007")
             assert not task.done()
         finally:

@@ -164,7 +164,7 @@ async def test_a_config_reload_points_the_summarizer_at_the_new_endpoint(llm_key
             assert (await _compact(c))["summary"]["content"].endswith("From the first.")
             cfg_file.write_text(body.format(url=two.base_url))
             for _ in range(100):
-                if d.core.config.llm.base_url == two.base_url:
+                if d.app.config.llm.base_url == two.base_url:
                     break
                 await asyncio.sleep(0.05)
             for i in range(20):

@@ -27,16 +27,16 @@ async def test_never_reading_subscriber_is_dropped_while_others_keep_receiving()
         async with RawConn.open(d.socket) as lazy:
             sub = await lazy.call(1, "memman_subscribe", ["session"], {"session_id": "busy"})
             assert sub[2] is None
-            subs_before = len(d.core.events.subscriptions)
+            subs_before = len(d.app.events.subscriptions)
             assert subs_before == 2
             # the lazy subscriber now stops reading; writes go on until the daemon drops it
             # (the kernel's socket buffers hold some, then the cap: bounded by a count)
             writes = 0
             for writes in range(1, 5000):
                 await writer.session_add("busy", {"role": "user", "content": f"{writes} {BIG}"})
-                if len(d.core.events.subscriptions) < subs_before:
+                if len(d.app.events.subscriptions) < subs_before:
                     break
-            assert len(d.core.events.subscriptions) == 1, f"not dropped after {writes} writes"
+            assert len(d.app.events.subscriptions) == 1, f"not dropped after {writes} writes"
             more = 20
             for i in range(more):
                 await writer.session_add("busy", {"role": "user", "content": f"after {i}"})
@@ -61,7 +61,7 @@ async def test_database_refusing_writes(fault: str, pragma: str, undo: str) -> N
         await c.session_open("s", {})
         for i in range(5):
             await c.session_add("s", {"role": "user", "content": f"before {i}"})
-        db = d.core.store.db
+        db = d.app.store.db
         async with db.execute("PRAGMA page_count") as cur:
             pages = (await cur.fetchone())[0]
         await db.execute(pragma.format(pages=pages))

@@ -86,7 +86,7 @@ class _State:
     def __init__(self, d) -> None:
         self.d = d
         self.writes = 0
-        store = d.core.store
+        store = d.app.store
         original = store.write
 
         async def observed(ops):
@@ -98,11 +98,11 @@ class _State:
         store.write = observed  # observation only: every write still goes to SQLite
 
     def snapshot(self) -> Any:
-        core = self.d.core
-        memory = {sid: portability.export(s) for sid, s in core.sessions.by_id.items()}
+        app = self.d.app
+        memory = {sid: portability.export(s) for sid, s in app.sessions.by_id.items()}
         pads = {sid: [sn.to_wire() for sn in pad.values()]
-                for sid, pad in core.scratchpad.by_session.items()}
-        cache = {sid: sorted(e.key for e in core.cache.entries(sid)) for sid in core.sessions.by_id}
+                for sid, pad in app.scratchpad.by_session.items()}
+        cache = {sid: sorted(e.key for e in app.cache.entries(sid)) for sid in app.sessions.by_id}
         return self.writes, memory, pads, cache
 
 
@@ -112,22 +112,22 @@ async def _settle(d) -> None:
     for _ in range(3):
         for _ in range(5):
             await asyncio.sleep(0)
-        await d.core.store.flush()
+        await d.app.store.flush()
 
 
 async def _fixtures(c, d) -> dict[str, Any]:
     await c.call(names.SESSION_OPEN, "s1", {"user_id": "u1", "tenant_id": "t1"})
-    if not d.core.sessions.get("s1").entries:
+    if not d.app.sessions.get("s1").entries:
         await c.call(names.SESSION_ADD, "s1", {"content": "hello there"})
-    if not d.core.scratchpad.peek("s1"):
+    if not d.app.scratchpad.peek("s1"):
         await c.call(names.SCRATCHPAD_WRITE, "s1", "users usually prefer short answers")
     await c.call(names.DOCS_ADD, "t1", {"doc_id": "d1", "content": "the deploy runs at noon"})
     await c.call(names.CACHE_PUT, "s1", "tool", {"q": 1}, "result")
-    return {"snippet_id": d.core.scratchpad.peek("s1")[0].id,
-            "entry_id": d.core.sessions.get("s1").entries[0].id,
-            "data": portability.export(d.core.sessions.get("s1")),
+    return {"snippet_id": d.app.scratchpad.peek("s1")[0].id,
+            "entry_id": d.app.sessions.get("s1").entries[0].id,
+            "data": portability.export(d.app.sessions.get("s1")),
             "entry": {"content": "x"}, "doc": {"content": "text"}, "params": {"q": 1},
-            "key": d.core.cache.entries("s1")[0].key if d.core.cache.entries("s1") else "k"}
+            "key": d.app.cache.entries("s1")[0].key if d.app.cache.entries("s1") else "k"}
 
 
 def _baseline(method, fixtures: dict[str, Any]) -> list[Any]:

@@ -66,10 +66,10 @@ async def test_import_with_the_largest_ids_keeps_every_write_working() -> None:
         await asyncio.wait_for(_refused(c, names.SESSION_IMPORT, too_big, {"session_id": "b2"},
                                         path="data.entries[0].id"), 10)
         await asyncio.wait_for(c.call(names.SESSION_ADD, "src", {"content": "still"}), 10)
-        assert "b2" not in d.core.sessions.by_id
+        assert "b2" not in d.app.sessions.by_id
     async with running_daemon(root) as d, d.client() as c:  # after a restart as well
         await asyncio.wait_for(c.call(names.SESSION_ADD, "big", {"content": "restart"}), 10)
-        assert _disk_entries(root, "big") == [e.id for e in d.core.sessions.get("big").entries]
+        assert _disk_entries(root, "big") == [e.id for e in d.app.sessions.get("big").entries]
 
 
 async def test_the_writer_fails_the_request_and_goes_on() -> None:
@@ -77,7 +77,7 @@ async def test_the_writer_fails_the_request_and_goes_on() -> None:
     the writer goes on serving every other write."""
     async with running_daemon() as d, d.client() as c:
         await c.call(names.SESSION_OPEN, "s")
-        store = d.core.store
+        store = d.app.store
         bad = ("INSERT INTO entries(id, session_id, data) VALUES (?,?,?)", (2**63, "s", "{}"))
         ok = ("INSERT INTO sessions(id, meta) VALUES (?,?)", ("x", "{}"))
         results = await asyncio.gather(store.write([bad]), store.write([ok]),
@@ -85,13 +85,13 @@ async def test_the_writer_fails_the_request_and_goes_on() -> None:
         assert isinstance(results[0], MemmanError) and results[0].code == STORAGE_ERROR
         assert results[1] is None
         # the id sequence running out is a clear -32003, and the next write still works
-        d.core.sessions._ids = iter([2**63])
+        d.app.sessions._ids = iter([2**63])
         with pytest.raises(MemmanError) as ei:
             await c.call(names.SESSION_ADD, "s", {"content": "x"})
         assert ei.value.code == STORAGE_ERROR and "exhausted" in ei.value.message
-        d.core.sessions._ids = iter(range(1000, 2000))
+        d.app.sessions._ids = iter(range(1000, 2000))
         await asyncio.wait_for(c.call(names.SESSION_ADD, "s", {"content": "y"}), 10)
-        assert [e.content for e in d.core.sessions.get("s").entries] == ["y"]
+        assert [e.content for e in d.app.sessions.get("s").entries] == ["y"]
 
 
 async def test_a_writer_that_cannot_go_on_stops_the_daemon_non_zero() -> None:
@@ -104,12 +104,12 @@ async def test_a_writer_that_cannot_go_on_stops_the_daemon_non_zero() -> None:
         async def broken(batch):
             raise RuntimeError("injected writer fault")
 
-        d.core.store._commit_batch = broken  # type: ignore[method-assign]
+        d.app.store._commit_batch = broken  # type: ignore[method-assign]
         with pytest.raises(MemmanError) as ei:
             await asyncio.wait_for(c.call(names.SESSION_ADD, "s", {"content": "x"}), 10)
         assert ei.value.code == STORAGE_ERROR and "writer stopped" in ei.value.message
         with pytest.raises(MemmanError) as ei:  # refused at once, not left waiting
-            await asyncio.wait_for(d.core.store.write([("SELECT 1", ())]), 5)
+            await asyncio.wait_for(d.app.store.write([("SELECT 1", ())]), 5)
         assert ei.value.code == STORAGE_ERROR
         assert d.server.exit_code != 0
         await asyncio.wait_for(d.server._stop.wait(), 10)
@@ -138,7 +138,7 @@ async def test_a_refused_import_changes_nothing_and_lists_keep_working() -> None
         for change, path in cases:
             await _refused(c, names.SESSION_IMPORT, {**data, **change}, {"session_id": "bad"},
                            path=path)
-            assert "bad" not in d.core.sessions.by_id
+            assert "bad" not in d.app.sessions.by_id
         assert len(await c.call(names.SESSION_LIST)) == 1
     async with running_daemon(root) as d, d.client() as c:
         assert [s["session_id"] for s in await c.call(names.SESSION_LIST)] == ["src"]
@@ -159,7 +159,7 @@ async def test_refused_adds_leave_nothing_in_memory() -> None:
             "type": "tool_call", "role": "assistant", "content": "",
             "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": {"a": EXT}}}]},
             path="entry.tool_calls[0].function.arguments.a")
-        assert d.core.sessions.get("s").entries == []
+        assert d.app.sessions.get("s").entries == []
         await c.call(names.SESSION_REPORT_USAGE, "s", 10, 1)
         await _refused(c, names.SESSION_REPORT_USAGE, "s", 2**64 - 1, 0, path="prompt_tokens")
         await _refused(c, names.SESSION_REPORT_USAGE, "s", 2**63 - 1, 0, path="prompt_tokens")

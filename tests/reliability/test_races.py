@@ -37,9 +37,9 @@ async def test_evict_racing_promote_never_brings_a_snippet_back() -> None:
             else:
                 assert not isinstance(promote, Exception), promote
             evicted.append(sid)
-            assert sid not in {sn.id for sn in d.core.scratchpad.peek("s")}
+            assert sid not in {sn.id for sn in d.app.scratchpad.peek("s")}
     async with running_daemon(root, docs={"watch": False}) as d:
-        back = {sn.id for sn in d.core.scratchpad.peek("s")} & set(evicted)
+        back = {sn.id for sn in d.app.scratchpad.peek("s")} & set(evicted)
         assert not back, f"{len(back)} evicted snippets came back after a restart"
 
 
@@ -63,4 +63,4 @@ async def test_two_finalizes_of_one_cycle_record_one_exchange() -> None:
     async with running_daemon(root) as d, d.client() as c:
         s = await c.call(names.SESSION_GET, "s")
         assert s["counters"]["cycles"] == ROUNDS
-        assert len(s["exchanges"]) == min(ROUNDS, d.core.config.cycle.max_exchanges)
+        assert len(s["exchanges"]) == min(ROUNDS, d.app.config.cycle.max_exchanges)

@@ -126,12 +126,12 @@ async def test_postgres_stopped_mid_run_loses_no_acknowledged_write(pg: PgServer
         await asyncio.to_thread(pg.start)
         outage.clear()
         # both daemons reconnect by themselves; writes are acknowledged again
-        await until(lambda: a.core.shared.state == "up" and b.core.shared.state == "up")
+        await until(lambda: a.app.shared.state == "up" and b.app.shared.state == "up")
         before = len(acked)
         await until(lambda: len(acked) >= before + 10)
         stop.set()
         await asyncio.gather(*tasks)
-        assert a.core.shared.reconnects >= 1
+        assert a.app.shared.reconnects >= 1
         assert states[:1] == ["down"] and states[-1] == "up"
         # every acknowledged write is in the shared store, read through the other daemon
         for key, value in acked.items():
@@ -154,7 +154,7 @@ async def test_a_daemon_starts_while_postgres_is_down_and_connects_later(pg: PgS
             assert ei.value.code == SHARED_UNAVAILABLE
             assert (await c.stats())["shared"]["state"] == "down"
             await asyncio.to_thread(pg.start)
-            await until(lambda: d.core.shared.state == "up")
+            await until(lambda: d.app.shared.state == "up")
             await c.call(names.MEMORY_LEARN, "ana", "k", "v")
             assert (await c.call(names.MEMORY_RECALL, "ana", "k"))["value"] == "v"
     finally:
@@ -175,12 +175,12 @@ async def test_a_server_that_refuses_writes_is_an_error_not_an_outage(pg: PgServ
                                "datname = 'readonly' AND pid <> pg_backend_pid()")
         finally:
             await conn.close()
-        await until(lambda: d.core.shared.reconnects >= 1 and d.core.shared.state == "up")
+        await until(lambda: d.app.shared.reconnects >= 1 and d.app.shared.state == "up")
         with pytest.raises(MemmanError) as ei:
             await c.call(names.MEMORY_LEARN, "ana", "tone", "formal")
         assert ei.value.code == STORAGE_ERROR and "read-only" in ei.value.message
         assert (await c.call(names.MEMORY_RECALL, "ana", "tone"))["value"] == "brief"
-        assert d.core.shared.state == "up"
+        assert d.app.shared.state == "up"
 
 
 async def test_a_shared_call_that_outlives_its_deadline_answers_retry(pg: PgServer) -> None:
@@ -203,6 +203,6 @@ async def test_a_shared_call_that_outlives_its_deadline_answers_retry(pg: PgServ
             await tx.rollback()
         finally:
             await blocker.close()
-        assert d.core.shared.state == "up"
+        assert d.app.shared.state == "up"
         await c.call(names.MEMORY_LEARN, "ana", "tone", "formal")
         assert (await c.call(names.MEMORY_RECALL, "ana", "tone"))["value"] == "formal"

@@ -59,7 +59,7 @@ async def build_local(root: Path, embeddings_url: str) -> dict[str, Any]:
         return {"recall": await c.call(names.MEMORY_RECALL, "ana", "limits"),
                 "episodic": (await c.call(names.MEMORY_LIST, "ana", "episodic",
                                           {"limit": 100, "include_archived": True}))["records"],
-                "agent_md": Path(d.core.config.agent_md_path("acme")).read_text()}
+                "agent_md": Path(d.app.config.agent_md_path("acme")).read_text()}
 
 
 async def test_migrate_copies_every_record_idempotently_and_resumably() -> None:
@@ -105,7 +105,7 @@ async def test_migrate_copies_every_record_idempotently_and_resumably() -> None:
                                               for r in local["episodic"])
         hits = (await c.call(names.DOCS_SEARCH, "acme", "fiscal year"))["results"]
         assert hits[0]["doc_id"] == "agent.md"
-        assert Path(d.core.config.agent_md_path("acme")).read_text() == local["agent_md"]
+        assert Path(d.app.config.agent_md_path("acme")).read_text() == local["agent_md"]
 
 
 async def compare_every_record(db: sqlite3.Connection, conn: asyncpg.Connection,

@@ -60,8 +60,8 @@ async def until(cond: Callable[[], Awaitable[bool] | bool], timeout: float = 10.
 
 async def test_learn_on_one_recall_on_the_other(dsn: str) -> None:
     async with two_daemons(dsn) as (a, b), a.client() as ca, b.client() as cb:
-        assert a.core.backend.name == b.core.backend.name == "postgresql"
-        assert a.core.config.database_path != b.core.config.database_path
+        assert a.app.backend.name == b.app.backend.name == "postgresql"
+        assert a.app.config.database_path != b.app.config.database_path
         await ca.call(names.MEMORY_LEARN, "ana", "tone", "brief, no emojis")
         assert (await cb.call(names.MEMORY_RECALL, "ana", "tone"))["value"] == "brief, no emojis"
         # a change on B is what A reads next (nothing cached per daemon)
@@ -160,7 +160,7 @@ async def test_an_event_reaches_a_subscriber_of_the_other_daemon(dsn: str) -> No
         (n1, e1), (n2, e2) = got[:2]
         assert n1 == "memman_memory_event" and e1["kind"] == "learned"
         assert e1["record"]["key"] == "length" and e1["user_id"] == "ana"
-        assert e1["origin"] == a.core.shared.origin
+        assert e1["origin"] == a.app.shared.origin
         assert n2 == "memman_docs_event" and e2["kind"] == "added" and e2["tenant_id"] == "acme"
         assert [e["seq"] for _, e in got] == list(range(1, len(got) + 1))  # B's own numbering
         # a daemon does not hear its own events twice
@@ -176,8 +176,8 @@ async def test_an_event_reaches_a_subscriber_of_the_other_daemon(dsn: str) -> No
 
 async def test_agent_md_follows_the_shared_store_on_every_host(dsn: str) -> None:
     async with two_daemons(dsn) as (a, b), a.client() as ca, b.client() as cb:
-        pa = Path(a.core.config.agent_md_path("acme"))
-        pb = Path(b.core.config.agent_md_path("acme"))
+        pa = Path(a.app.config.agent_md_path("acme"))
+        pb = Path(b.app.config.agent_md_path("acme"))
         assert pa != pb
         await ca.session_open("sa", {"user_id": "ana", "tenant_id": "acme"})
         sn = await _snippet(ca, "sa", "Signups spike every first Monday.")
@@ -196,7 +196,7 @@ async def test_agent_md_follows_the_shared_store_on_every_host(dsn: str) -> None
         assert hits and hits[0]["doc_id"] == "agent.md"
         audit = (await ca.call(names.AUDIT_LIST, {"tenant_id": "acme", "action": "import"}))
         assert audit["records"] and audit["records"][0]["target"] == "agent.md:acme"
-        assert audit["records"][0]["data"]["host"] == b.core.shared.origin
+        assert audit["records"][0]["data"]["host"] == b.app.shared.origin
         # a later edit on A wins over B's
         final = edited.replace("monthly", "weekly")
         pa.write_text(final)

@@ -86,10 +86,10 @@ async def test_shared_vector_ranking_matches_sqlite_vec(
         async with running_daemon(clock=FakeClock(), llm=llm) as d, d.client() as c:
             await fill(c)
             local = await searches(c)
-            assert d.core.user_memory.vectors.backend.startswith(("sqlite-vec", "python"))
+            assert d.app.user_memory.vectors.backend.startswith(("sqlite-vec", "python"))
         async with running_daemon(clock=FakeClock(), llm=llm, storage={"shared": dsn}) as d, \
                 d.client() as c:
-            store = d.core.shared
+            store = d.app.shared
             assert store.vector_backend == ("pgvector" if await server_has_pgvector(dsn)
                                             else "python")
             await fill(c)

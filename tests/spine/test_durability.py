@@ -122,7 +122,7 @@ async def test_requests_in_flight_at_shutdown_are_answered() -> None:
         c = await Client.connect(d.socket)
         late = await Client.connect(d.socket)
         await c.session_open("s", {})
-        store = d.core.store
+        store = d.app.store
         entered, release = asyncio.Event(), asyncio.Event()
         original = store._transaction
 
@@ -150,7 +150,7 @@ async def test_requests_in_flight_at_shutdown_are_answered() -> None:
         assert result["id"] > 0
         await c.close()
         await late.close()
-        db = d.core.config.database_path
+        db = d.app.config.database_path
     with contextlib.closing(sqlite3.connect(db)) as conn:
         rows = [json.loads(r[0])["content"] for r in conn.execute("SELECT data FROM entries")]
     shutil.rmtree(root, ignore_errors=True)

@@ -34,7 +34,7 @@ async def test_duration_counts_exchanges_hit_refreshes_finalize_decrements() -> 
         for field in ("tool_name", "parameters", "result", "remaining_duration",
                       "original_duration", "call_id", "cached_at"):
             assert field in put
-        cache = d.core.cache
+        cache = d.app.cache
         await cache.on_cycle_finalized("s1")
         await cache.on_cycle_finalized("s1")
         lst = await c.call(names.CACHE_LIST, "s1")
@@ -67,15 +67,15 @@ async def test_ttl_expires_on_wall_clock_without_refresh() -> None:
         assert await c.call(names.CACHE_LOOKUP, "s1", "weather", {"city": "Oslo"}) is None
         # the lookup answers at once; the expiry's removal commits in the background
         for _ in range(200):
-            if d.core.cache.counters["expired"]:
+            if d.app.cache.counters["expired"]:
                 break
             await asyncio.sleep(0.01)
-        assert d.core.cache.counters["expired"] == 1
+        assert d.app.cache.counters["expired"] == 1
         # expiry on finalize too
         await c.call(names.CACHE_PUT, "s1", "weather", {"city": "Rome"}, "sun",
                      {"duration": 10, "ttl_s": 5})
         clock.advance(6)
-        assert await d.core.cache.on_cycle_finalized("s1") == [cache_key("weather", {"city": "Rome"})]
+        assert await d.app.cache.on_cycle_finalized("s1") == [cache_key("weather", {"city": "Rome"})]
 
 
 async def test_events_and_context_messages_are_valid_chat() -> None:
@@ -91,13 +91,13 @@ async def test_events_and_context_messages_are_valid_chat() -> None:
         await c.call(names.PING)
         assert [e["kind"] for e in events] == ["put", "put", "hit", "miss", "evicted"]
         await c.call(names.CACHE_PUT, "s1", "b", {"y": 2}, "two", {"call_id": "c1"})
-        msgs = d.core.cache.context_messages("s1")
+        msgs = d.app.cache.context_messages("s1")
         assert msgs[0]["role"] == "assistant" and len(msgs[0]["tool_calls"]) == 2
         ids = [tc["id"] for tc in msgs[0]["tool_calls"]]
         assert len(set(ids)) == 2  # unique even though both asked for c1
         assert [m["tool_call_id"] for m in msgs[1:]] == ids
         assert json.loads(msgs[0]["tool_calls"][0]["function"]["arguments"]) == {"x": 1}
-        assert d.core.tokens.count_messages(msgs, "gpt-4o-mini") > 0
+        assert d.app.tokens.count_messages(msgs, "gpt-4o-mini") > 0
 
 
 async def test_bad_input_and_unknown_session() -> None:
@@ -160,7 +160,7 @@ async def test_cache_and_injection_survive_restart() -> None:
         await c.call(names.SESSION_INJECT, "s1", "hi", [
             {"tool": "t", "params": {"a": 1}, "result": "r", "duration": 4}])
         await c.call(names.CACHE_LOOKUP, "s1", "t", {"a": 1})
-        await d.core.cache.on_cycle_finalized("s1")
+        await d.app.cache.on_cycle_finalized("s1")
     async with running_daemon(root, clock=clock) as d, d.client() as c:
         lst = (await c.call(names.CACHE_LIST, "s1"))["entries"]
         assert [(e["tool_name"], e["remaining_duration"]) for e in lst] == [("t", 3)]
@@ -183,11 +183,11 @@ async def test_read_only_daemon_serves_tiers_without_writing() -> None:
     async with running_daemon(root, clock=FakeClock()) as d, d.client() as c:
         await c.session_open("s1")
         await c.call(names.CACHE_PUT, "s1", "t", {}, "r", {"duration": 2})
-        await d.core.cache.on_cycle_finalized("s1")
+        await d.app.cache.on_cycle_finalized("s1")
         await c.call(names.SCRATCHPAD_WRITE, "s1", "note")
         await c.call(names.MEMORY_LEARN, "u", "k", "v")
     async with running_daemon(root, clock=FakeClock(), read_only=True) as d, d.client() as c:
-        commits = d.core.store.commits
+        commits = d.app.store.commits
         assert (await c.call(names.CACHE_LOOKUP, "s1", "t", {}))["result"] == "r"
         assert [s["text"] for s in (await c.call(names.SCRATCHPAD_READ, "s1"))["snippets"]] == ["note"]
         assert (await c.call(names.MEMORY_RECALL, "u", "k"))["value"] == "v"
@@ -196,4 +196,4 @@ async def test_read_only_daemon_serves_tiers_without_writing() -> None:
             await c.call(names.CACHE_PUT, "s1", "t2", {}, "r")
         assert ei.value.code == -32005
         await c.call(names.PING)
-        assert d.core.store.commits == commits
+        assert d.app.store.commits == commits

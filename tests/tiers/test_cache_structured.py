@@ -27,5 +27,5 @@ async def test_structured_result_round_trips_through_the_cache_and_a_restart() -
         listed = {e["tool_name"]: e["result"] for e in (await c.cache_list("s"))["entries"]}
         assert listed["weather"] == RESULT and listed["echo"] == "plain text"
         # the tool message in the context carries the JSON text of the structure
-        tool_msgs = [m for m in d.core.cache.context_messages("s") if m.get("role") == "tool"]
+        tool_msgs = [m for m in d.app.cache.context_messages("s") if m.get("role") == "tool"]
         assert any(json.loads(m["content"]) == RESULT for m in tool_msgs)

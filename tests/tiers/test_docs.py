@@ -90,7 +90,7 @@ async def test_agent_md_edited_on_disk_becomes_searchable() -> None:
     async with running_daemon(root, clock=FakeClock()) as d, d.client() as c:
         events: list[dict] = []
         await c.subscribe(["docs"], {"tenant_id": "acme"}, lambda n, p: events.append(p))
-        path = Path(d.core.config.agent_md_path("acme"))
+        path = Path(d.app.config.agent_md_path("acme"))
         assert (await c.call(names.DOCS_LIST, "acme"))["agent_md"] == str(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("# agent.md\n\nOur fiscal year starts in April.\n")
@@ -121,7 +121,7 @@ async def test_promote_to_business_appends_atomically_and_ingests() -> None:
         r = await c.call(names.SCRATCHPAD_PROMOTE, "s1", a, "business")
         assert r["ref"] == "agent.md:acme" and r["changed"]
         r = await c.call(names.SCRATCHPAD_PROMOTE, "s1", b, "business", {"key": "fiscal year"})
-        path = Path(d.core.config.agent_md_path("acme"))
+        path = Path(d.app.config.agent_md_path("acme"))
         text = path.read_text()
         assert "- Signups spike every first Monday after a release." in text
         assert "- **fiscal year**: Fiscal year starts in April." in text

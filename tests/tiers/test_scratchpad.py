@@ -57,7 +57,7 @@ async def test_lru_order_survives_restart() -> None:
         r = await c.call(names.SCRATCHPAD_WRITE, "s1", "d")
         texts = [s["text"] for s in (await c.call(names.SCRATCHPAD_READ, "s1"))["snippets"]]
         assert texts == ["a", "c", "d"] and len(r["evicted"]) == 1
-        assert d.core.scratchpad.snippets("s1") == ["a", "c", "d"]
+        assert d.app.scratchpad.snippets("s1") == ["a", "c", "d"]
 
 
 async def test_candidates_score_each_criterion_with_reasons() -> None:
@@ -182,17 +182,17 @@ async def test_deleted_session_takes_its_cache_and_scratchpad_along() -> None:
             await c.session_open(sid)
             await c.call(names.SCRATCHPAD_WRITE, sid, f"note of {sid}")
             await c.call(names.CACHE_PUT, sid, "t", {}, "r")
-        assert await d.core.cache.on_session_deleted("nope") == 0
+        assert await d.app.cache.on_session_deleted("nope") == 0
         await c.session_delete("gone")
         # the hook (called by the daemon on delete, or at the next start for rows left behind)
-        await d.core.scratchpad.on_session_deleted("gone")
-        await d.core.cache.on_session_deleted("gone")
-        assert "gone" not in d.core.scratchpad.by_session and "gone" not in d.core.cache.by_session
+        await d.app.scratchpad.on_session_deleted("gone")
+        await d.app.cache.on_session_deleted("gone")
+        assert "gone" not in d.app.scratchpad.by_session and "gone" not in d.app.cache.by_session
         before = (await c.call(names.AUDIT_LIST, {"session_id": "gone"}))["records"]
         assert {r["data"]["reason"] for r in before} == {"session deleted"}
         await c.session_delete("kept")  # rows left behind without the hook...
     async with running_daemon(root, clock=FakeClock()) as d, d.client() as c:
-        assert d.core.scratchpad.by_session == {} and d.core.cache.by_session == {}  # ...purged
+        assert d.app.scratchpad.by_session == {} and d.app.cache.by_session == {}  # ...purged
         assert (await c.call(names.AUDIT_LIST, {"session_id": "gone"}))["records"] == before
         await c.session_open("new")
         await c.call(names.SCRATCHPAD_WRITE, "new", "x")
@@ -207,7 +207,7 @@ async def test_odd_values_get_clear_errors_or_are_stored() -> None:
         with pytest.raises(MemmanError) as ei:
             await c.call(names.SCRATCHPAD_WRITE, "s1", "x", {"metadata": {"raw": b"\x01"}})
         assert ei.value.code == INVALID_PARAMS and "opts.metadata.raw" in ei.value.message
-        assert d.core.scratchpad.peek("s1") == []
+        assert d.app.scratchpad.peek("s1") == []
         for bad in ({"salience": 2}, {"surprisal": "high"}, {"nope": 1}, {"flow": 3}):
             with pytest.raises(MemmanError) as ei:
                 await c.call(names.SCRATCHPAD_WRITE, "s1", "y", bad)

@@ -78,7 +78,7 @@ async def test_currency_finds_eur_with_no_key_and_no_network(monkeypatch) -> Non
             for h in hits:
                 assert set(h["matched"]) <= {"bm25", "vector"} and h["parts"]["rrf"] > 0
             # the vector is stored with its model and dimension
-            rows = await d.core.store.fetchall(
+            rows = await d.app.store.fetchall(
                 "SELECT model, dim FROM memory_vectors WHERE id=?", (target["id"],))
             assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@256", 256)]
     assert attempts == []
@@ -109,7 +109,7 @@ async def test_churn_playbook_found_by_meaning_and_written_to_scratchpad(monkeyp
             query = "which regions lost the most customers in October?"
             r = await c.call(names.MEMORY_PLAYBOOK, "ana", query, {"session_id": "s1"})
             assert r["match"] == "similarity" and r["playbook"]["id"] == churn["id"]
-            assert r["similarity"] >= r["threshold"] == d.core.config.memory.playbook_threshold
+            assert r["similarity"] >= r["threshold"] == d.app.config.memory.playbook_threshold
             assert r["candidates"][0]["id"] == churn["id"]
             assert all(x["similarity"] < r["threshold"] for x in r["candidates"][1:])
             # written to the session scratchpad (before the skill runs)
@@ -174,7 +174,7 @@ async def test_near_duplicate_snippet_and_episode_bump_frequency() -> None:
                              "The orders table has duplicated rows for March.")
         assert again["created"] is False and again["duplicate_of"] == first["snippet"]["id"]
         assert again["snippet"]["frequency"] == 2
-        assert d.core.config.scratchpad.duplicate_threshold <= again["similarity"] < 1.0
+        assert d.app.config.scratchpad.duplicate_threshold <= again["similarity"] < 1.0
         read = (await c.call(names.SCRATCHPAD_READ, "s1"))["snippets"]
         assert len(read) == 1
         # a different fact (another month) is not a duplicate, however close in meaning
@@ -230,7 +230,7 @@ async def test_changed_model_reembeds_in_background_while_search_works() -> None
         res = await c.call(names.MEMORY_SEARCH, "u1", "episodic", "EUR amounts")
         assert res["mode"] == "hybrid" and res["results"][0]["content"].endswith("EUR")
         assert all("vector" not in h["matched"] for h in res["results"])  # no 128-d vectors yet
-        rows = await d.core.store.fetchall("SELECT DISTINCT model FROM memory_vectors")
+        rows = await d.app.store.fetchall("SELECT DISTINCT model FROM memory_vectors")
         assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@256",)]
     # re-embed on: it runs in the background; search keeps answering meanwhile
     async with running_daemon(root, clock=FakeClock(),
@@ -249,10 +249,10 @@ async def test_changed_model_reembeds_in_background_while_search_works() -> None
         progress = await _wait(finished, "the re-embed to finish")
         assert progress["model_id"] == "wordllama/l2_supercat@128"
         assert progress["done"] == progress["total"] == n_rows and searched >= 1
-        rows = await d.core.store.fetchall(
+        rows = await d.app.store.fetchall(
             "SELECT model, dim, count(*) FROM memory_vectors GROUP BY model, dim")
         assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@128", 128, len(texts) + 1)]
-        rows = await d.core.store.fetchall("SELECT model, dim FROM chunk_vectors")
+        rows = await d.app.store.fetchall("SELECT model, dim FROM chunk_vectors")
         assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@128", 128)]
         res = await c.call(names.MEMORY_SEARCH, "u1", "episodic", "EUR amounts")
         assert res["results"][0]["content"] == "Ana wants every amount in EUR"
@@ -267,9 +267,9 @@ async def test_model_change_by_config_reload_reembeds(tmp_path_factory) -> None:
         for i in range(20):
             await c.call(names.MEMORY_APPEND, "u1", "episodic",
                          {"content": f"entry {i} about the {['sales', 'ops'][i % 2]} team"})
-        cfg_file = d.core.config_watch.path
+        cfg_file = d.app.config_watch.path
         cfg_file.write_text("[embeddings]\ndim = 64\n")
-        assert d.core.config_watch.reload()
+        assert d.app.config_watch.reload()
 
         async def done():  # type: ignore[no-untyped-def]
             hits = (await c.call(names.MEMORY_SEARCH, "u1", "episodic", "sales"))["results"]
@@ -279,7 +279,7 @@ async def test_model_change_by_config_reload_reembeds(tmp_path_factory) -> None:
                 and p["done"] == 20 else None
 
         await _wait(done, "the re-embed after a config reload")
-        rows = await d.core.store.fetchall("SELECT DISTINCT model, dim FROM memory_vectors")
+        rows = await d.app.store.fetchall("SELECT DISTINCT model, dim FROM memory_vectors")
         assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@64", 64)]
 
 

@@ -78,7 +78,7 @@ async def test_semantic_procedural_working_layers() -> None:
         await c.session_open("s1", {"user_id": "u1"})
         await c.call(names.MEMORY_APPEND, "u1", "working", {"session_id": "s1",
                                                             "content": "orders has 3 anomalies"})
-        assert d.core.scratchpad.snippets("s1") == ["orders has 3 anomalies"]
+        assert d.app.scratchpad.snippets("s1") == ["orders has 3 anomalies"]
         w = (await c.call(names.MEMORY_SEARCH, "u1", "working", "anomalies"))["results"]
         assert w[0]["text"] == "orders has 3 anomalies" and w[0]["score"] >= 2
         with pytest.raises(MemmanError) as ei:
@@ -139,7 +139,7 @@ async def test_embeddings_path_hybrid_ranking() -> None:
             top = res["results"][0]
             assert top["id"] == target["id"] and top["semantic"] == pytest.approx(1.0, abs=1e-5)
             assert all(r["semantic"] is not None for r in res["results"])
-            assert d.core.user_memory.vectors.backend != "none"
+            assert d.app.user_memory.vectors.backend != "none"
             # docs are embedded and searched the same way
             await c.call(names.DOCS_ADD, "acme", {"doc_id": "d1", "content": "zeta quarterly plan"})
             out = await c.call(names.DOCS_SEARCH, "acme", "zeta quarterly plan")
@@ -153,7 +153,7 @@ async def test_embeddings_path_hybrid_ranking() -> None:
             assert r["created"]
             hits = (await c.call(names.MEMORY_SEARCH, "u1", "episodic", "stored"))["results"]
             assert hits[0]["content"] == "still stored"
-            assert d.core.embedder.failures >= 1
+            assert d.app.embedder.failures >= 1
         assert embed_calls >= 5
 
 
@@ -167,14 +167,14 @@ async def test_in_memory_vector_ranking_agrees_with_sqlite_vec() -> None:
             for t in ("one fish", "two fish", "red fish", "blue fish", "old boots", "sea"):
                 await c.call(names.MEMORY_APPEND, "u1", "episodic", {"content": t})
             res = (await c.call(names.MEMORY_SEARCH, "u1", "episodic", "red fish"))["results"]
-            um = d.core.user_memory
-            qv = await d.core.embedder.embed(["red fish"])
+            um = d.app.user_memory
+            qv = await d.app.embedder.embed(["red fish"])
             assert qv is not None
             ranked = await um.vectors.knn(
                 "SELECT id, vec_distance_cosine(embedding, ?) AS d FROM memory_vectors "
                 "WHERE model=? ORDER BY d LIMIT ?",
                 "SELECT id, embedding FROM memory_vectors WHERE model=?",
-                [d.core.embedder.model_id], [float(x) for x in qv[0]], 10, d.core.store.fetchall)
+                [d.app.embedder.model_id], [float(x) for x in qv[0]], 10, d.app.store.fetchall)
             by_vec = {r["id"]: r for r in res if "vector" in r["matched"]}
             assert len(ranked) == 6 and len(by_vec) == 6
             for rid, sim in ranked:

@@ -33,11 +33,11 @@ async def test_undo_reverses_unpin_then_the_pin_before_it_and_audits_both() -> N
         await agent.call(names.SESSION_PIN, "s1", ids[2], True)
         undo = await c.call(names.UNDO, {})
         assert undo["undone"]["action"] == "unpin" and undo["undone"]["data"]["entry_id"] == ids[1]
-        assert d.core.sessions.get("s1").by_id[ids[1]].pinned is True
-        assert d.core.sessions.get("s1").by_id[ids[2]].pinned is True  # untouched
+        assert d.app.sessions.get("s1").by_id[ids[1]].pinned is True
+        assert d.app.sessions.get("s1").by_id[ids[2]].pinned is True  # untouched
         undo = await c.call(names.UNDO, {})
         assert undo["undone"]["action"] == "pin"
-        assert d.core.sessions.get("s1").by_id[ids[1]].pinned is False
+        assert d.app.sessions.get("s1").by_id[ids[1]].pinned is False
         with pytest.raises(MemmanError) as ei:
             await c.call(names.UNDO, {})
         assert ei.value.code == NOT_FOUND
@@ -51,10 +51,10 @@ async def test_undo_restores_an_evicted_snippet_and_cache_entry() -> None:
         sn = (await c.call(names.SCRATCHPAD_WRITE, "s1", "the deploy key is K-42",
                            {"salience": 0.9}))["snippet"]
         await c.call(names.SCRATCHPAD_EVICT, "s1", sn["id"])
-        assert d.core.scratchpad.peek("s1") == []
+        assert d.app.scratchpad.peek("s1") == []
         undo = await c.call(names.UNDO, {"session_id": "s1"})
         assert undo["undone"]["action"] == "evict"
-        back = d.core.scratchpad.peek("s1")
+        back = d.app.scratchpad.peek("s1")
         assert [(s.id, s.text, s.salience) for s in back] == [(sn["id"], sn["text"], 0.9)]
         await c.call(names.CACHE_PUT, "s1", "weather", {"city": "Oslo"}, "rain")
         key = (await c.call(names.CACHE_LIST, "s1"))["entries"][0]["key"]
@@ -73,7 +73,7 @@ async def test_undo_of_a_promotion_removes_the_preference_or_restores_the_old_va
         assert (await c.call(names.MEMORY_RECALL, "u1", "theme"))["value"] == "dark"
         await c.call(names.UNDO, {})
         assert await c.call(names.MEMORY_RECALL, "u1", "theme") is None
-        assert d.core.scratchpad.peek("s1")[0].promoted == []
+        assert d.app.scratchpad.peek("s1")[0].promoted == []
         await c.call(names.MEMORY_LEARN, "u1", "theme", "light")
         await c.call(names.SCRATCHPAD_PROMOTE, "s1", sn["id"], "preference",
                      {"key": "theme", "value": "dark", "replace": True})
@@ -107,7 +107,7 @@ async def test_series_records_context_exchanges_and_survives_restart() -> None:
         assert series["points"][1]["exchange"] == 1
         assert series["bands"] == [0.6, 0.8, 0.9, 1.0]
         assert peek["messages"] == (await c.call(names.SESSION_CONTEXT, "s1", {}))["messages"]
-        await d.core.series.close()  # flush the background writes
+        await d.app.series.close()  # flush the background writes
     async with running_daemon(root, clock=FakeClock()) as d, d.client() as c:
         again = await c.call(names.SESSION_SERIES, "s1", {"limit": 2})
         assert [p["kind"] for p in again["points"]] == ["exchange", "context"]
@@ -136,12 +136,12 @@ async def test_context_peek_must_be_a_boolean_and_has_no_side_effects() -> None:
         with pytest.raises(MemmanError) as ei:
             await c.call(names.SESSION_CONTEXT, "s1", {"peek": "yes"})
         assert ei.value.code == INVALID_PARAMS and "opts.peek" in ei.value.message
-        published = d.core.events.published
+        published = d.app.events.published
         await c.call(names.SESSION_CONTEXT, "s1", {"peek": True, "max_tokens": 40})
-        assert d.core.series.points("s1") == []  # no usage point
-        assert d.core.events.published == published  # and nothing published
+        assert d.app.series.points("s1") == []  # no usage point
+        assert d.app.events.published == published  # and nothing published
         await c.call(names.SESSION_CONTEXT, "s1", {"max_tokens": 40})
-        assert d.core.events.published > published  # while a real request does
+        assert d.app.events.published > published  # while a real request does
 
 
 async def test_an_exchange_point_counts_history_as_the_context_answer_does() -> None:

@@ -1,7 +1,7 @@
-"""Core: everything the daemon knows, independent of sockets.
+"""App: everything the daemon knows, independent of sockets.
 
 The server (server.py) owns connections and hands each request to a handler with a ``Call``
-whose ``core`` is this object. Components are created here, loaded from SQLite in ``start()``
+whose ``app`` is this object. Components are created here, loaded from SQLite in ``start()``
 in the order listed, and closed in ``stop()``.
 """
 
@@ -32,7 +32,15 @@ from memman_daemon.tokens import TokenCounter, cache_dir_for
 log = logging.getLogger(__name__)
 
 
-class Core:
+class App:
+    """The daemon's parts, built once with explicit arguments, in load order.
+
+    The session path (sessions, summarizer, tool cache, engine with its context builder, usage
+    series) gets exactly the parts it uses as constructor arguments. The tiers, search and
+    shared-store components still take the app and read their siblings from it at run time;
+    see ARCHITECTURE.md ("What still reaches through the app").
+    """
+
     def __init__(self, config: Config, clock: Clock | None = None, *, read_only: bool = False) -> None:
         self.config = config
         self.clock = clock or Clock()
@@ -45,32 +53,42 @@ class Core:
         self.shared = self.backend.store
         self.events = self.backend.events
         self.tokens = TokenCounter(cache_dir_for(config.data_dir))
-        self.sessions = Sessions(self)
-        #: filled by the server: live connection count, requests served, errors
-        self.counters: dict[str, int] = {"requests": 0, "errors": 0}
-        self.connections = 0
-        # Components: each has `async load()` (read its state from SQLite) and may have
-        # `async close()`, `stats()` with `stats_key`, and `on_session_deleted()`. Loaded after
-        # the sessions, in this order; closed in reverse.
-        self.summarizer = Summarizer(self)  # the engine's LLM client and fallback
-        self.engine = SessionEngine(self)  # cycles, compression, budgeted context (issue 3)
+        # vectors for hybrid search, near-duplicates and relevance: local model, endpoint or
+        # none. `await embedder.embed(texts)` / `embedder.cached(texts)` give unit vectors
+        self.embedder = Embedder(self)
+        self.sessions = Sessions(self.store, config, self.clock, self.events, self.tokens,
+                                 self.embedder)
+        self.summarizer = Summarizer(config, self.tokens)  # the LLM client and its fallback
         self.audit = self.backend.audit(self)  # promotions and evictions, readable over the protocol
-        #: where changes to shared tiers are audited (core.audit itself with SQLite)
+        #: where changes to shared tiers are audited (the audit itself with SQLite)
         self.shared_audit = (self.backend.shared_audit(self) if self.backend.shared_audit
                              else self.audit)
-        # vectors for hybrid search, near-duplicates and relevance: local model, endpoint or
-        # none. `await core.embedder.embed(texts)` / `core.embedder.cached(texts)` give unit
-        # vectors (numpy, rows normalized) to any part of the daemon
-        self.embedder = Embedder(self)
-        self.cache = ToolCache(self)
+        self.cache = ToolCache(config=config, clock=self.clock, store=self.store,
+                               events=self.events, sessions=self.sessions, audit=self.audit,
+                               read_only=read_only)
+        # cycles, compression, the budgeted context
+        self.engine = SessionEngine(config=config, clock=self.clock, store=self.store,
+                                    events=self.events, tokens=self.tokens,
+                                    sessions=self.sessions, summarizer=self.summarizer,
+                                    embedder=self.embedder, audit=self.audit, cache=self.cache)
         self.injection = Injection(self)
         self.scratchpad = Scratchpad(self)
+        self.summarizer.notes = self.scratchpad.snippets  # summaries quote the agent's notes
         self.promotion = Promotion(self)
         self.user_memory = self.backend.user_memory(self)
         self.docs = self.backend.docs(self)
         self.agent_md = self.backend.agent_md(self)  # watches each tenant's agent.md
         self.vector_sync = VectorSync(self)  # background (re-)embedding of stored rows
-        self.series = UsageSeries(self)  # sent / history tokens over time (the TUI's chart)
+        # sent / history tokens over time (the TUI's chart)
+        self.series = UsageSeries(config=config, clock=self.clock, store=self.store,
+                                  events=self.events, sessions=self.sessions, engine=self.engine)
+        # what a deleted session takes along with it, in this order
+        self.sessions.on_deleted = [self.cache.on_session_deleted,
+                                    self.scratchpad.on_session_deleted,
+                                    self.series.on_session_deleted]
+        # Components: each has `async load()` (read its state from SQLite) and may have
+        # `async close()` and `stats()` with `stats_key`. Loaded after the sessions, in this
+        # order; closed in reverse.
         self.components: list[Any] = [
             self.summarizer, self.engine, self.shared, self.audit, self.embedder, self.cache,
             self.injection, self.scratchpad, self.promotion, self.user_memory, self.docs,
@@ -109,7 +127,8 @@ class Core:
                     log.exception("closing %s failed", type(c).__name__)
         await self.store.close()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, server: dict[str, int]) -> dict[str, Any]:
+        """memman_stats: ``server`` is the server's counters (clients, requests, errors)."""
         db = self.config.database_path
         size = 0
         for suffix in ("", "-wal"):
@@ -123,9 +142,7 @@ class Core:
             "socket": str(self.config.socket),
             "database": str(db),
             "database_bytes": size,
-            "clients": self.connections,
-            "requests": self.counters["requests"],
-            "errors": self.counters["errors"],
+            **server,
             "sessions": len(self.sessions.by_id),
             "entries": sum(len(s.entries) for s in self.sessions.by_id.values()),
             "events_published": self.events.published,

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memman_daemon.model import Entry, Session  # noqa: E402
-from memman_daemon.sessions import Sessions  # noqa: E402
+from memman_daemon.repositories import sessions as session_rows  # noqa: E402
 from memman_daemon.tokens import REPLY_PRIMING  # noqa: E402
 from tests.helpers import running_daemon  # noqa: E402
 
@@ -49,7 +49,7 @@ def populate(app, sid: str, n: int, rng: random.Random) -> list:
                   content=content, tokens=0, created_at=now + i)
         e.tokens = app.tokens.count_message(e.chat_message(), s.meta.model)
         s.append(e)
-        ops.append(Sessions.entry_op(e))
+        ops.append(session_rows.entry_op(e))
     return ops
 
 

@@ -67,8 +67,7 @@ class App:
                                events=self.events, sessions=self.sessions, audit=self.audit,
                                read_only=read_only)
         # cycles, compression, the budgeted context
-        self.engine = SessionEngine(config=config, clock=self.clock, store=self.store,
-                                    events=self.events, tokens=self.tokens,
+        self.engine = SessionEngine(config=config, clock=self.clock, events=self.events, tokens=self.tokens,
                                     sessions=self.sessions, summarizer=self.summarizer,
                                     embedder=self.embedder, audit=self.audit, cache=self.cache)
         self.injection = Injection(self)

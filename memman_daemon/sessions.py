@@ -1,9 +1,12 @@
-"""Sessions: the in-memory map of Session objects and their durable record.
+"""The session log: the in-memory map of Session objects and their durable record.
 
-Every mutation follows one pattern: build the rows that change, ``await`` their commit, change
-the in-memory objects (or, where the objects are changed first, ``persist(...)`` reloads the
-session from SQLite when the commit fails), then publish an event — so memory never claims
-what the disk does not hold.
+It owns every change of a session's log: ``open``, ``append`` (the one path that adds entries:
+``session_add``, a finished cycle's question and answer, the injection), ``remove``-style
+commits, ``clear``, ``delete`` and ``replace`` (an import). Each builds its rows with
+``repositories.sessions`` and commits them through ``commit``, the one rollback: when the commit
+fails, the session in memory is restored in place from what the disk holds, and the error is
+raised as -32003 — so memory never claims what the disk does not hold. Then an event is
+published.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from memman.errors import STORAGE_ERROR, MemmanError, invalid_params, not_found
 from memman_daemon.model import ENTRY_TYPES, ROLES, Entry, Session, SessionMeta, Summary
 from memman_daemon.params import INT64_MAX
+from memman_daemon.repositories import sessions as rows
 from memman_daemon.store import Op, Store, StoreError
 
 if TYPE_CHECKING:
@@ -31,10 +35,6 @@ DeletedHook = Callable[[str, str], Awaitable[Any]]
 # entry type -> role used when the caller names none
 _DEFAULT_ROLE = {"message": "user", "tool_call": "assistant", "tool_result": "tool",
                  "context": "system", "summary": "system"}
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 class Sessions:
@@ -62,27 +62,14 @@ class Sessions:
                               "a fresh data dir, where they get new ids")
         return i
 
-    @staticmethod
-    def entry_op(e: Entry) -> Op:
-        return ("INSERT OR REPLACE INTO entries(id, session_id, data) VALUES (?,?,?)",
-                (e.id, e.session_id, _dumps(e.to_wire())))
-
-    @staticmethod
-    def summary_op(s: Summary) -> Op:
-        return ("INSERT OR REPLACE INTO summaries(id, session_id, data) VALUES (?,?,?)",
-                (s.id, s.session_id, _dumps(s.to_wire())))
-
-    @staticmethod
-    def meta_op(s: Session) -> Op:
-        return ("INSERT OR REPLACE INTO sessions(id, meta) VALUES (?,?)",
-                (s.id, _dumps(s.meta.to_wire())))
-
-    async def persist(self, session: Session, ops: list[Op]) -> None:
-        """Commit ``ops``; on failure restore ``session`` from disk and re-raise (as -32003)."""
+    async def commit(self, session: Session, ops: list[Op]) -> None:
+        """Commit ``ops`` (rows of ``session`` and any others that must go with them). The one
+        rollback: if the commit fails, ``session`` is restored in place from the disk (or
+        dropped, when the disk has no row for it) and the error re-raised as -32003."""
         try:
             await self.store.write(ops)
         except Exception as exc:
-            await self.reload(session.id)
+            await self._restore(session)
             if isinstance(exc, MemmanError):
                 raise
             raise StoreError(f"the change could not be stored ({type(exc).__name__}: {exc}); "
@@ -94,11 +81,11 @@ class Sessions:
         the file, the table, the row and what to do) instead of serving half the data."""
         store = self.store
         self.by_id.clear()
-        for row in await store.fetchall("SELECT id, meta FROM sessions"):
+        for row in await rows.all_sessions(store):
             with _row(store, "sessions", row[0]):
                 self.by_id[row[0]] = Session(row[0], SessionMeta.from_wire(json.loads(row[1])))
         max_id = 0
-        for row in await store.fetchall("SELECT id, data FROM entries ORDER BY id"):
+        for row in await rows.all_entries(store):
             with _row(store, "entries", row[0]):
                 e = Entry.from_wire(json.loads(row[1]))
                 if not isinstance(e.id, int) or not isinstance(e.tokens, int):
@@ -106,7 +93,7 @@ class Sessions:
                 if s := self.by_id.get(e.session_id):
                     s.append(e)
             max_id = max(max_id, e.id)
-        for row in await store.fetchall("SELECT id, data FROM summaries ORDER BY id"):
+        for row in await rows.all_summaries(store):
             with _row(store, "summaries", row[0]):
                 sm = Summary.from_wire(json.loads(row[1]))
                 if s := self.by_id.get(sm.session_id):
@@ -118,22 +105,16 @@ class Sessions:
                 s.overview()
         self._ids = itertools.count(max_id + 1)
 
-    async def reload(self, session_id: str) -> None:
-        store = self.store
-        rows = await store.fetchall("SELECT meta FROM sessions WHERE id=?", (session_id,))
-        if not rows:
-            self.by_id.pop(session_id, None)
+    async def _restore(self, s: Session) -> None:
+        """Make ``s`` what the disk holds again, in place (holders of the object stay valid)."""
+        disk = await rows.read_session(self.store, s.id)
+        if disk is None:
+            if self.by_id.get(s.id) is s:
+                del self.by_id[s.id]
             return
-        s = Session(session_id, SessionMeta.from_wire(json.loads(rows[0][0])))
-        for row in await store.fetchall("SELECT data FROM entries WHERE session_id=? ORDER BY id",
-                                        (session_id,)):
-            s.append(Entry.from_wire(json.loads(row[0])))
-        for row in await store.fetchall("SELECT data FROM summaries WHERE session_id=? ORDER BY id",
-                                        (session_id,)):
-            sm = Summary.from_wire(json.loads(row[0]))
-            s.summaries[sm.id] = sm
+        s.meta, s.entries, s.summaries, s.by_id = disk.meta, disk.entries, disk.summaries, disk.by_id
         s.recount()
-        self.by_id[session_id] = s
+        self.by_id[s.id] = s
 
     # --- queries -------------------------------------------------------------------------
     def get(self, session_id: str) -> Session:
@@ -163,7 +144,7 @@ class Sessions:
                 for k, v in changed.items():
                     setattr(existing.meta, k, v)
                 existing.meta.updated_at = self.clock.now()
-                await self.persist(existing, [self.meta_op(existing)])
+                await self.commit(existing, [rows.meta_op(existing)])
             return existing, False
         now = self.clock.now()
         meta = SessionMeta(created_at=now, updated_at=now,
@@ -172,16 +153,13 @@ class Sessions:
             setattr(meta, k, v)
         s = Session(session_id, meta)
         self.by_id[session_id] = s
-        try:
-            await self.store.write([self.meta_op(s)])
-        except StoreError:
-            self.by_id.pop(session_id, None)
-            raise
+        await self.commit(s, [rows.meta_op(s)])
         self.events.publish("session", "opened", {"session": s.overview()}, **self.scope(s))
         return s, True
 
     def build_entry(self, session: Session, raw: dict[str, Any]) -> Entry:
-        """Validate an entry map from a client and count its tokens (once, here)."""
+        """Validate an entry map from a client, give it its id and count its tokens (once,
+        here). It enters the log through ``append``."""
         if not isinstance(raw, dict):
             raise invalid_params("entry", "expected a map")
         etype = raw.get("type", "message")
@@ -209,7 +187,7 @@ class Sessions:
         metadata = raw.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise invalid_params("entry.metadata", "expected a map")
-        e = Entry(id=0, session_id=session.id, type=etype, role=role, content=content, tokens=0,
+        e = Entry(id=self.next_id(), session_id=session.id, type=etype, role=role, content=content, tokens=0,
                   created_at=self.clock.now(), name=raw.get("name"),
                   tool_call_id=raw.get("tool_call_id"), tool_calls=tool_calls, metadata=metadata,
                   pinned=bool(raw.get("pinned", False)))
@@ -217,36 +195,54 @@ class Sessions:
         return e
 
     async def add(self, session_id: str, raw: dict[str, Any]) -> Entry:
+        """``session_add``: one entry from a client."""
         s = self.get(session_id)
         e = self.build_entry(s, raw)
-        e.id = self.next_id()
-        # only the entry row (updated_at is re-derived at load), so that concurrent adds are
-        # runs of one statement: one executemany per group commit. Memory changes after the
-        # commit: a refused write leaves nothing behind.
-        await self.store.write([self.entry_op(e)])
-        s.append(e)  # also moves updated_at
+        await self.append(s, [e])
         if e.content:  # relevance vectors: embedded later, in batches, off this path
             self.embedder.prefetch(e.content)
-        self.events.publish("session", "entry_added",
-                                 lambda: {"entry": e.to_wire(), "session": s.overview()},
-                                 **self.scope(s))
         return e
 
+    async def append(self, s: Session, entries: list[Entry], *, meta: bool = False,
+                     extra: list[Op] | tuple[Op, ...] = ()) -> None:
+        """The one path by which entries (from ``build_entry``) enter a session's log: their
+        rows — with the session's meta row when ``meta`` (the caller changed it), and ``extra``
+        rows that must commit with them — are committed first, then the entries join the log
+        in memory and each is announced (``entry_added``). A lone entry is one row, so that
+        concurrent adds are runs of one statement: one executemany per group commit."""
+        ops = [rows.entry_op(e) for e in entries]
+        if meta:
+            ops.append(rows.meta_op(s))
+        await self.commit(s, [*ops, *extra])
+        for e in entries:
+            s.append(e)  # also moves updated_at
+        for e in entries:
+            self.events.publish("session", "entry_added",
+                                lambda e=e: {"entry": e.to_wire(), "session": s.overview()},
+                                **self.scope(s))
+
+    async def clear(self, s: Session, meta: SessionMeta) -> None:
+        """Empty the session's log (entries and summaries) and give it ``meta``."""
+        s.meta = meta
+        s.entries, s.summaries, s.by_id = [], {}, {}
+        s.recount()
+        await self.commit(s, [*rows.clear_ops(s.id), rows.meta_op(s)])
+
+    async def replace(self, s: Session, existing: Session | None) -> None:
+        """Put ``s`` (an import, with fresh ids) in the place of the session of that id: its
+        rows replace the old ones in one transaction; memory changes after the commit."""
+        ops = [*rows.clear_ops(s.id), rows.meta_op(s)]
+        ops += [rows.entry_op(e) for e in s.entries]
+        ops += [rows.summary_op(sm) for sm in s.summaries.values()]
+        await self.commit(existing or s, ops)
+        self.by_id[s.id] = s
+
     async def delete(self, session_id: str, client: str = "") -> int:
-        """Remove the session and, through their ``on_session_deleted`` hooks, what other
-        components hold for it; ``client`` names who asked (for the audit log)."""
+        """Remove the session and what other components hold for it (``on_deleted``, in
+        order); ``client`` names who asked (for the audit log)."""
         s = self.get(session_id)
         del self.by_id[session_id]
-        try:
-            await self.store.write([
-                ("DELETE FROM entries WHERE session_id=?", (session_id,)),
-                ("DELETE FROM summaries WHERE session_id=?", (session_id,)),
-                ("DELETE FROM sessions WHERE id=?", (session_id,)),
-            ])
-        except StoreError:
-            self.by_id[session_id] = s
-            raise
-        # what other components hold for the session (cache, scratchpad) goes with it
+        await self.commit(s, rows.delete_ops(session_id))
         for hook in self.on_deleted:
             await hook(session_id, client)
         self.events.publish("session", "deleted", {}, **self.scope(s))
@@ -264,7 +260,7 @@ def _normalize_call(c: dict[str, Any]) -> dict[str, Any]:
         raise MemmanError(-32602, "invalid parameter 'entry.tool_calls': 'function' must be a map")
     args = fn.get("arguments", "{}")
     if not isinstance(args, str):
-        args = _dumps(args)
+        args = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
     return {"id": c["id"], "type": "function",
             "function": {"name": str(fn.get("name", c.get("name", ""))), "arguments": args}}
 

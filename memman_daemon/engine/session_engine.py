@@ -1,8 +1,9 @@
 """SessionEngine: the session pipeline's mutations (finalize, compress, pin, clear, import,
 usage) and its reads (context, preview, expand, export), as one App component.
 
-Every mutation follows the Sessions pattern: change the in-memory objects, ``persist`` the rows,
-publish a ``session`` event. Mutations of one session are serialized by a per-session lock.
+Every mutation goes through the session log (``Sessions``): entries enter by ``append``; other
+changes are made on the in-memory objects and committed by ``Sessions.commit`` (which restores
+the session from disk if the commit fails); then a ``session`` event is published. Mutations of one session are serialized by a per-session lock.
 Automatic compression runs in the background after ``entry_added`` events.
 """
 
@@ -17,6 +18,7 @@ from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
 from memman_daemon.engine import compression, cycles, portability, usage
 from memman_daemon.engine.context import ContextBuilder, Request
 from memman_daemon.model import Cycle, Exchange, Session, SessionMeta
+from memman_daemon.repositories import sessions as rows
 from memman_daemon.sessions import Sessions
 
 if TYPE_CHECKING:
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
     from memman_daemon.events import EventBus
     from memman_daemon.llm.summarizer import Summarizer
     from memman_daemon.search.embeddings import Embedder
-    from memman_daemon.store import Store
     from memman_daemon.tiers.audit import AuditLog
     from memman_daemon.tiers.cache import ToolCache
     from memman_daemon.tokens import TokenCounter
@@ -36,12 +37,11 @@ log = logging.getLogger(__name__)
 class SessionEngine:
     stats_key = "session_engine"
 
-    def __init__(self, *, config: Config, clock: Clock, store: Store, events: EventBus,
+    def __init__(self, *, config: Config, clock: Clock, events: EventBus,
                  tokens: TokenCounter, sessions: Sessions, summarizer: Summarizer,
                  embedder: Embedder, audit: AuditLog, cache: ToolCache) -> None:
         self.config = config
         self.clock = clock
-        self.store = store
         self.events = events
         self.tokens = tokens
         self.sessions = sessions
@@ -160,9 +160,9 @@ class SessionEngine:
             s.meta.counters["compressions"] = s.meta.counters.get("compressions", 0) + 1
             if source == "llm":
                 s.meta.counters["compression_llm"] = s.meta.counters.get("compression_llm", 0) + 1
-            ops = [Sessions.summary_op(sm), Sessions.meta_op(s)]
-            ops += [Sessions.entry_op(e) for e in entries]
-            await self.sessions.persist(s, ops)
+            ops = [rows.summary_op(sm), rows.meta_op(s)]
+            ops += [rows.entry_op(e) for e in entries]
+            await self.sessions.commit(s, ops)
             self.counters["compressions"] += 1
             self.counters["entries_compressed"] += len(entries)
             if source == "llm":
@@ -200,12 +200,7 @@ class SessionEngine:
                 if answer and not any(e.role == "assistant" and e.content == answer
                                       for e in current):
                     new.append({"type": "message", "role": "assistant", "content": answer})
-            added = []
-            for raw in new:
-                e = self.sessions.build_entry(s, raw)
-                e.id = self.sessions.next_id()
-                s.append(e)
-                added.append(e)
+            added = [self.sessions.build_entry(s, raw) for raw in new]
             size = len(answer.encode())
             kept, summarized = answer, False
             if size > ccfg.answer_max_bytes:
@@ -232,17 +227,14 @@ class SessionEngine:
                     _bump(m, "summary_compressions")
                     if src == "llm":
                         _bump(m, "llm_compressions")
-            last_id = s.entries[-1].id if s.entries else 0
+            last_id = added[-1].id if added else (s.entries[-1].id if s.entries else 0)
             agent_ids = [e.id for e in current + added if e.role != "user"]
             m.cycle = Cycle(user_question="", agent_message_ids=[], final_answer=None,
                             start_id=last_id + 1)
             m.updated_at = max(m.updated_at, now)  # never behind the entries just logged
             _bump(m, "cycles")
-            ops = [Sessions.entry_op(e) for e in added] + [Sessions.meta_op(s)]
-            await self.sessions.persist(s, ops)
+            await self.sessions.append(s, added, meta=True)
             self.counters["finalized"] += 1
-            for e in added:
-                self._publish(s, "entry_added", {"entry": e.to_wire(), "session": s.overview()})
             await self._age_cache(s)
             self.maybe_compress(s)
             state = self.memory_state(s)
@@ -344,7 +336,7 @@ class SessionEngine:
             e.pinned = pinned
             self.builder.invalidate(s.id)
             try:
-                await self.sessions.persist(s, [Sessions.entry_op(e)])
+                await self.sessions.commit(s, [rows.entry_op(e)])
             finally:
                 self.builder.invalidate(s.id)
         out = {"entry_id": entry_id, "pinned": pinned}
@@ -365,7 +357,7 @@ class SessionEngine:
                 e = s.entries[-1]
             elif (e := s.by_id.get(entry_id)) is None:
                 raise not_found("entry", entry_id)
-            ops: list = [("DELETE FROM entries WHERE id=?", (e.id,))]
+            ops: list = [rows.delete_entry_op(e.id)]
             relinked = [sm for sm in s.summaries.values() if e.id in sm.entry_ids]
             for sm in relinked:
                 sm.entry_ids = [i for i in sm.entry_ids if i != e.id]
@@ -377,13 +369,13 @@ class SessionEngine:
                 sm.tokens = self.tokens.count_message({"role": "system",
                                                             "content": sm.content}, s.meta.model)
                 sm.ratio = round(sm.original_tokens / max(sm.tokens, 1), 3)
-                ops.append(Sessions.summary_op(sm))
+                ops.append(rows.summary_op(sm))
             s.entries.remove(e)
             del s.by_id[e.id]
             cycle = s.meta.cycle
             if e.id in cycle.agent_message_ids:
                 cycle.agent_message_ids.remove(e.id)
-                ops.append(Sessions.meta_op(s))
+                ops.append(rows.meta_op(s))
             s.recount()
             self.builder.forget(s.id)
             what = e.content or _json_text(e.tool_calls)
@@ -392,7 +384,7 @@ class SessionEngine:
                 entry_id=e.id, type=e.type, role=e.role, tokens=e.tokens,
                 summary_ids=[sm.id for sm in relinked], pop=entry_id is None)
             ops.append(audit_op)
-            await self.sessions.persist(s, ops)
+            await self.sessions.commit(s, ops)
             out = {"removed": e.to_wire(),
                    "summaries": [{"summary_id": sm.id, "entry_ids": sm.entry_ids,
                                   "removed_entry_ids": sm.removed_entry_ids} for sm in relinked],
@@ -404,17 +396,12 @@ class SessionEngine:
         async with self.lock(s.id):
             n, k = len(s.entries), len(s.summaries)
             old = s.meta
-            s.meta = SessionMeta(user_id=old.user_id, tenant_id=old.tenant_id, model=old.model,
-                                 max_tokens=old.max_tokens, created_at=old.created_at,
-                                 updated_at=self.clock.now())
-            s.entries, s.summaries, s.by_id = [], {}, {}
-            s.recount()
             self.builder.forget(s.id)
             self.last_context.pop(s.id, None)
-            await self.sessions.persist(s, [
-                ("DELETE FROM entries WHERE session_id=?", (s.id,)),
-                ("DELETE FROM summaries WHERE session_id=?", (s.id,)),
-                Sessions.meta_op(s)])
+            await self.sessions.clear(s, SessionMeta(
+                user_id=old.user_id, tenant_id=old.tenant_id, model=old.model,
+                max_tokens=old.max_tokens, created_at=old.created_at,
+                updated_at=self.clock.now()))
             self.counters["clears"] += 1
             out = {"entries_removed": n, "summaries_removed": k, "session": s.overview()}
             self._publish(s, "cleared", out)
@@ -435,15 +422,7 @@ class SessionEngine:
                                             "overwrite it or opts.session_id to import under "
                                             "another name")
             s = portability.parse(data, sid, sessions.next_id)
-            ops: list = [("DELETE FROM entries WHERE session_id=?", (sid,)),
-                         ("DELETE FROM summaries WHERE session_id=?", (sid,)),
-                         Sessions.meta_op(s)]
-            ops += [Sessions.entry_op(e) for e in s.entries]
-            ops += [Sessions.summary_op(sm) for sm in s.summaries.values()]
-            await self.store.write(ops)
-            if existing is not None and existing is not sessions.by_id.get(sid):
-                existing = None  # deleted meanwhile; nothing else to replace
-            sessions.by_id[sid] = s
+            await sessions.replace(s, existing)
             self.builder.forget(sid)
             self.counters["imports"] += 1
             out = {"session_id": sid, "entries": len(s.entries), "summaries": len(s.summaries),
@@ -457,7 +436,7 @@ class SessionEngine:
             raise invalid_params("prompt_tokens", "token counts must not be negative")
         rec = usage.record(s.meta, self.clock.now(), prompt_tokens, completion_tokens,
                            self.last_context.get(s.id), self.config.context.usage_history)
-        await self.sessions.persist(s, [Sessions.meta_op(s)])
+        await self.sessions.commit(s, [rows.meta_op(s)])
         self.counters["usage_reports"] += 1
         out = {"record": rec, "usage": usage.stats(s.meta)}
         self._publish(s, "usage", out)

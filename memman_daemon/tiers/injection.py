@@ -57,23 +57,16 @@ class Injection:
         entry = app.sessions.build_entry(s, {
             "type": "context", "role": "assistant", "content": text,
             "metadata": {"injection": True, "proactive_tools": [e.key for e in entries]}})
-        entry.id = app.sessions.next_id()
-        s.append(entry)
         s.meta.injection_done = True
         s.meta.updated_at = entry.created_at
         cache_ops, evicted = app.cache.stage(entries, client)
-        try:
-            await app.sessions.persist(
-                s, [app.sessions.entry_op(entry), app.sessions.meta_op(s), *cache_ops])
+        try:  # the session's own rollback is the log's; the staged cache entries are ours
+            await app.sessions.append(s, [entry], meta=True, extra=cache_ops)
         except Exception:
             app.cache.unstage(entries, evicted)
-            s.meta.injection_done = False
             raise
         self.injected += 1
         app.cache.published_put(entries, evicted)
-        app.events.publish("session", "entry_added", {"entry": entry.to_wire(),
-                                                       "session": s.overview()},
-                            **app.sessions.scope(s))
         app.events.publish("session", "injected", {"entry_id": entry.id,
                                                     "cached": [e.key for e in entries]},
                             **app.sessions.scope(s))

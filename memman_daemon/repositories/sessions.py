@@ -1,0 +1,74 @@
+"""The SQL of the session log's tables: ``sessions`` (one meta row per session), ``entries``
+and ``summaries``. The rows to write, as ops for ``Store.write``, and the reads at load and
+after a failed commit. ``Sessions`` (memman_daemon/sessions.py) is the only caller."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memman_daemon.model import Entry, Session, SessionMeta, Summary
+from memman_daemon.store import Op, Store
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def entry_op(e: Entry) -> Op:
+    return ("INSERT OR REPLACE INTO entries(id, session_id, data) VALUES (?,?,?)",
+            (e.id, e.session_id, _dumps(e.to_wire())))
+
+
+def summary_op(s: Summary) -> Op:
+    return ("INSERT OR REPLACE INTO summaries(id, session_id, data) VALUES (?,?,?)",
+            (s.id, s.session_id, _dumps(s.to_wire())))
+
+
+def meta_op(s: Session) -> Op:
+    return ("INSERT OR REPLACE INTO sessions(id, meta) VALUES (?,?)",
+            (s.id, _dumps(s.meta.to_wire())))
+
+
+def delete_entry_op(entry_id: int) -> Op:
+    return ("DELETE FROM entries WHERE id=?", (entry_id,))
+
+
+def clear_ops(session_id: str) -> list[Op]:
+    """Every entry and summary of the session (its meta row stays)."""
+    return [("DELETE FROM entries WHERE session_id=?", (session_id,)),
+            ("DELETE FROM summaries WHERE session_id=?", (session_id,))]
+
+
+def delete_ops(session_id: str) -> list[Op]:
+    """The session and all it logged."""
+    return [*clear_ops(session_id), ("DELETE FROM sessions WHERE id=?", (session_id,))]
+
+
+async def all_sessions(store: Store) -> list[tuple[Any, ...]]:
+    return await store.fetchall("SELECT id, meta FROM sessions")
+
+
+async def all_entries(store: Store) -> list[tuple[Any, ...]]:
+    return await store.fetchall("SELECT id, data FROM entries ORDER BY id")
+
+
+async def all_summaries(store: Store) -> list[tuple[Any, ...]]:
+    return await store.fetchall("SELECT id, data FROM summaries ORDER BY id")
+
+
+async def read_session(store: Store, session_id: str) -> Session | None:
+    """The session as the disk holds it, or None when it has no row."""
+    rows = await store.fetchall("SELECT meta FROM sessions WHERE id=?", (session_id,))
+    if not rows:
+        return None
+    s = Session(session_id, SessionMeta.from_wire(json.loads(rows[0][0])))
+    for row in await store.fetchall("SELECT data FROM entries WHERE session_id=? ORDER BY id",
+                                    (session_id,)):
+        s.append(Entry.from_wire(json.loads(row[0])))
+    for row in await store.fetchall("SELECT data FROM summaries WHERE session_id=? ORDER BY id",
+                                    (session_id,)):
+        sm = Summary.from_wire(json.loads(row[0]))
+        s.summaries[sm.id] = sm
+    s.recount()
+    return s

@@ -22,6 +22,7 @@ test: $(STAMP) lint
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_cycles.py
 	@# mypy on shared/ (the package `memman`): the folder name differs, so check it through a link
 	rm -rf build/mypy && mkdir -p build/mypy && ln -s ../../shared build/mypy/memman
 	cd build/mypy && MYPYPATH=. ../../$(VENV)/bin/mypy -p memman --ignore-missing-imports --follow-imports=silent --cache-dir=../mypy-cache

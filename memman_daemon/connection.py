@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memman import errors, names
 from memman.errors import MemmanError
@@ -25,9 +26,35 @@ from memman.protocol import (
 from memman_daemon.rpc import REGISTRY, Call
 
 if TYPE_CHECKING:
-    from memman_daemon.server import Server
+    from memman.config import Config
+    from memman_daemon.app import App
 
 log = logging.getLogger("memman.daemon")
+
+
+@dataclass
+class ServerState:
+    """What all connections share: the live connections and the request counters."""
+
+    connections: set[Connection] = field(default_factory=set)
+    next_conn_id: int = 1
+    requests: int = 0  #: requests received (answered or refused)
+    errors: int = 0  #: requests answered with an error
+
+    def stats(self) -> dict[str, int]:
+        return {"clients": len(self.connections), "requests": self.requests,
+                "errors": self.errors}
+
+
+class Host(Protocol):
+    """What a connection needs of the server that accepted it."""
+
+    app: App
+    config: Config
+    state: ServerState
+    stopping: bool
+
+    def refusal(self, transport: asyncio.BaseTransport) -> tuple[int, str] | None: ...
 
 
 class Connection(asyncio.Protocol):
@@ -38,7 +65,7 @@ class Connection(asyncio.Protocol):
     request.
     """
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Host) -> None:
         self.server = server
         self.app = server.app
         self.limits = server.config.limits

@@ -21,7 +21,6 @@ import socket
 import stat
 import struct
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from memman.config import Config
 from memman_daemon import api, systemd
 from memman_daemon.app import App
 from memman_daemon.clock import Clock
-from memman_daemon.connection import Connection
+from memman_daemon.connection import Connection, ServerState
 from memman_daemon.sessions import LoadError
 from memman_daemon.store import StoreError
 
@@ -39,20 +38,6 @@ log = logging.getLogger("memman.daemon")
 
 class StartupError(Exception):
     """The daemon cannot start; the message says why and what to do."""
-
-
-@dataclass
-class ServerState:
-    """What all connections share: the live connections and the request counters."""
-
-    connections: set[Connection] = field(default_factory=set)
-    next_conn_id: int = 1
-    requests: int = 0  #: requests received (answered or refused)
-    errors: int = 0  #: requests answered with an error
-
-    def stats(self) -> dict[str, int]:
-        return {"clients": len(self.connections), "requests": self.requests,
-                "errors": self.errors}
 
 
 class Server:

@@ -1,9 +1,9 @@
-"""App: everything the daemon knows, independent of sockets.
+"""The wiring: builds every part of the daemon once, with explicit constructor arguments,
+in load order; starts them (``start``: the store, the session log, then each component's
+``load``), stops them in reverse, and answers ``memman_stats`` from their figures.
 
-The server (server.py) owns connections and hands each request to a handler with a ``Call``
-whose ``app`` is this object. Components are created here, loaded from SQLite in ``start()``
-in the order listed, and closed in ``stop()``.
-"""
+The server (server.py) owns the socket and hands each request to a method with a ``Call``
+whose ``app`` is this object; a method takes the parts it needs from it."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ _ENTRY_FIELDS = tuple(Entry.__dataclass_fields__)
 
 @dataclass
 class Summary:
-    """A compression summary (seed 004) linking the entries it replaced."""
+    """A compression summary (the compression design) linking the entries it replaced."""
 
     id: int  #: from the same id sequence as entries
     session_id: str
@@ -89,7 +89,7 @@ class Summary:
 
 @dataclass
 class Exchange:
-    """One finished Q&A cycle (seed 000)."""
+    """One finished Q&A cycle (the Q&A-cycle design)."""
 
     question: str
     answer: str  #: the answer as kept: summarized to ~500 B when it was over 750 B
@@ -102,7 +102,7 @@ class Exchange:
 
 @dataclass
 class Cycle:
-    """The Q&A cycle in progress (seed 000)."""
+    """The Q&A cycle in progress (the Q&A-cycle design)."""
 
     user_question: str = ""
     agent_message_ids: list[int] = field(default_factory=list)
@@ -120,7 +120,7 @@ class SessionMeta:
     max_tokens: int = 8000  #: the context budget (tokens)
     created_at: float = 0.0
     updated_at: float = 0.0
-    summary: str = ""  #: seed 000 rolling summary of exchanges that left the window
+    summary: str = ""  #: the Q&A-cycle design rolling summary of exchanges that left the window
     exchanges: list[Exchange] = field(default_factory=list)
     cycle: Cycle = field(default_factory=Cycle)
     injection_done: bool = False

@@ -28,7 +28,7 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX summaries_session ON summaries(session_id, id);
     """,
-    # v2: tool cache, scratchpad, audit log, user memory, business documents (issue 4)
+    # v2: tool cache, scratchpad, audit log, user memory, business documents
     """
     CREATE TABLE tool_cache (
         session_id TEXT NOT NULL,

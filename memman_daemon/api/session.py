@@ -203,7 +203,7 @@ async def session_expand(call: Call, session_id: str, summary_id: int) -> dict[s
 
 @method(names.SESSION_COMPACT, Param("session_id", SESSION_ID), writes=True)
 async def session_compact(call: Call, session_id: str) -> dict[str, Any]:
-    """Compress entries older than the recent window now (seed 004's manual request)."""
+    """Compress entries older than the recent window now (the compression design's manual request)."""
     eng = call.app.engine
     out = await eng.compact(_session(call, session_id),
                             deadline=call.app.config.compression.llm_deadline_s)
@@ -252,7 +252,7 @@ async def session_report_usage(call: Call, session_id: str, prompt_tokens: int,
 
 @method(names.SESSION_REPORT, Param("session_id", SESSION_ID), Param("opts", CONTEXT_OPTS, default=dict))
 async def session_report(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
-    """Seed 000's MEMORY STATE text (what `memman show` prints) and the data behind it."""
+    """The Q&A-cycle design's MEMORY STATE text (what `memman show` prints) and the data behind it."""
     eng = call.app.engine
     s = _session(call, session_id)
     ctx = await eng.assemble(s, opts)

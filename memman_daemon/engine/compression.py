@@ -1,4 +1,4 @@
-"""Seed 004 compression: old entries folded into a summary that links back to them.
+"""Compression (the compression design): old entries folded into a summary that links back to them.
 
 When a session's active set passes ``compression.max_tokens`` tokens or ``max_entries``
 entries, every active entry older than the newest ``recent_window`` entries (pinned entries and

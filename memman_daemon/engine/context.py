@@ -74,8 +74,8 @@ class Unit:
     invalid: str = ""  #: why it can never be sent (broken tool pairing)
     pending: set[str] = field(default_factory=set)  #: tool_call ids still without a result
     salience: float = 0.0  #: best candidate's salience
-    content: float = 0.0  #: seed 001 keyword part (best item)
-    seed: float = 0.0  #: seed 001's role/content total (best item)
+    content: float = 0.0  #: the keyword-scoring design keyword part (best item)
+    keyword_total: float = 0.0  #: the keyword-scoring design's role/content total (best item)
     const: float = 0.0  #: the request-independent part of the total
     fact_chars: int = 0  #: characters of fact candidates (what a summary of it would need)
     val_n: int = 0  #: candidates that carry a value
@@ -155,7 +155,7 @@ class UnitArrays:
     """Per-unit numbers as numpy columns (row = unit index), kept in step with the units, so a
     request scores 10k units and finds its gaps without a Python loop over all of them."""
 
-    FIELDS = ("tokens", "items", "facts", "const", "seed", "supf", "sizef", "invalid",
+    FIELDS = ("tokens", "items", "facts", "const", "keyword_total", "supf", "sizef", "invalid",
               "mandatory", "users", "errors")
 
     def __init__(self) -> None:
@@ -175,7 +175,7 @@ class UnitArrays:
         c["items"][i] = len(u.items)
         c["facts"][i] = u.fact_chars
         c["const"][i] = u.const
-        c["seed"][i] = u.seed
+        c["keyword_total"][i] = u.keyword_total
         c["supf"][i] = u.sup_n / u.val_n if u.val_n else 0.0
         c["sizef"][i] = u.sizef
         c["invalid"][i] = bool(u.invalid)
@@ -216,18 +216,20 @@ def _only_appended(old: tuple, new: tuple) -> bool:
 
 def _restat(u: Unit, an: Analysis, sc: Any) -> None:
     """A unit's cached score inputs, from its items' analysis."""
-    sal = content = seed = 0.0
+    sal = content = keyword_total = 0.0
     chars = vals = sups = 0
     by = an.sup.by
     for e in u.items:
         st = an.stat[e.id]
-        sal, content, seed = max(sal, st[0]), max(content, st[1]), max(seed, st[2])
+        sal, content = max(sal, st[0]), max(content, st[1])
+        keyword_total = max(keyword_total, st[2])
         chars += st[3]
         vals += st[4]
         if by:
             sups += sum(1 for k, c in enumerate(an.cands[e.id])
                         if (e.id, k) in by and c.salience >= extractive.MIN_SALIENCE)
-    u.salience, u.content, u.seed, u.fact_chars, u.val_n, u.sup_n = sal, content, seed, chars, vals, sups
+    u.salience, u.content, u.keyword_total = sal, content, keyword_total
+    u.fact_chars, u.val_n, u.sup_n = chars, vals, sups
     u.const = scoring.unit_constant(u.first.role, content, sal, sc)
     feats = [an.feat[e.id] for e in u.items]
     u.errors = sum(1 for f in feats if f[2])
@@ -748,7 +750,7 @@ class ContextBuilder:
         return used
 
     def _header(self, plan: Plan, g: Gap) -> str:
-        """Seed 004's header for a gap, from per-unit counts (no walk over its entries)."""
+        """The compression design's header for a gap, from per-unit counts (no walk over its entries)."""
         a, b = g.units[0].index, g.units[-1].index + 1
         arr = plan.timeline.arr
         users = int(arr["users"][a:b].sum())

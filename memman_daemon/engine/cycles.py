@@ -1,4 +1,4 @@
-"""Seed 000 cycles: Q&A exchanges and the rolling summary (pure helpers).
+"""Q&A cycles (the Q&A-cycle design): exchanges and the rolling summary (pure helpers).
 
 The engine's ``finalize`` uses these: an answer over ``answer_max_bytes`` is condensed to about
 ``answer_target_bytes``; at most ``max_exchanges`` exchanges are kept, the oldest folding into the

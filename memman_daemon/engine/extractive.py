@@ -52,7 +52,7 @@ def features(e: Entry) -> tuple[bool, tuple[str, ...], bool]:
 
 
 def header_of(feats: list[tuple[bool, tuple[str, ...], bool]]) -> str:
-    """Seed 004's header: counts, tools, errors (an error is an error line of a tool result,
+    """The compression design's header: counts, tools, errors (an error is an error line of a tool result,
     not the word "error" in prose)."""
     users = sum(1 for f in feats if f[0])
     errors = sum(1 for f in feats if f[2])

@@ -1,4 +1,4 @@
-"""Export and import of a whole session (seed 004's exportSession / importSession).
+"""Export and import of a whole session (the compression design's exportSession / importSession).
 
 An export is a plain map: the session meta (rolling summary, exchanges, cycle, usage), every
 entry (compressed ones included), every summary, the summary -> entries links and stats.

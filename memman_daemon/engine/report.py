@@ -1,4 +1,4 @@
-"""``memman show``: seed 000's MEMORY STATE block, plus what the agent receives and why.
+"""``memman show``: the Q&A-cycle design's MEMORY STATE block, plus what the agent receives and why.
 
 ``render_memory_state`` takes the map ``memman_session_report`` builds (an export plus
 ``context``, ``state`` and optionally ``cache``) and returns plain text:

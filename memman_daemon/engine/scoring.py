@@ -31,7 +31,7 @@ def content_score(content: str, cfg: ScoringConfig, *, tool: bool = False) -> fl
     """Keyword and marker rules, then the short-content penalty, capped at 1.0.
 
     ``tool`` marks a typed tool call or result: it counts as carrying the ``[Tool:`` marker
-    (seed 001 recognised tool output by that marker in free text; memman knows the type).
+    (the keyword-scoring design recognised tool output by that marker in free text; memman knows the type).
     """
     score = 0.0
     lower = content.lower()
@@ -117,11 +117,11 @@ def unit_constant(role: str, content: float, salience: float, cfg: ScoringConfig
 def totals(arr: Any, relevance: Any, cfg: ScoringConfig) -> Any:
     """Every unit's total (a numpy array indexed like the units): recency by position, the
     cached constant, relevance to the question (per unit, 0..1), less the superseded share.
-    ``profile = "seed001"`` keeps seed 001's formula. ``arr`` holds the per-unit columns."""
+    ``profile = "seed001"`` keeps the keyword-scoring design's formula. ``arr`` holds the per-unit columns."""
     n = arr.n
     pos = np.arange(n) / max(n - 1, 1)
     if cfg.profile == "seed001":
-        return np.minimum(pos * cfg.recency_weight + arr["seed"], 1.0)
+        return np.minimum(pos * cfg.recency_weight + arr["keyword_total"], 1.0)
     w = cfg.weights
     t = (w["recency"] * pos + arr["const"] + w["relevance"] * relevance
          - w["superseded"] * arr["supf"])
@@ -132,5 +132,5 @@ def parts(u: Any, n: int, relevance: float, total: float, cfg: ScoringConfig) ->
     """One unit's parts, for preview and report."""
     return Parts(u.index / max(n - 1, 1),
                  cfg.salience_role_scores.get(u.first.role, cfg.default_role_score),
-                 u.seed if cfg.profile == "seed001" else u.content, u.salience, relevance,
+                 u.keyword_total if cfg.profile == "seed001" else u.content, u.salience, relevance,
                  u.sup_n / u.val_n if u.val_n else 0.0, total)

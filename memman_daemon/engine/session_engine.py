@@ -1,5 +1,6 @@
 """SessionEngine: the session pipeline's mutations (finalize, compress, pin, clear, import,
-usage) and its reads (context, preview, expand, export), as one App component.
+usage) and its reads (context, preview, expand, export); it owns the per-session locks and
+the background compression.
 
 Every mutation goes through the session log (``Sessions``): entries enter by ``append``; other
 changes are made on the in-memory objects and committed by ``Sessions.commit`` (which restores
@@ -106,7 +107,7 @@ class SessionEngine:
                 log.exception("compression sweep failed")
 
     def maybe_compress(self, s: Session) -> None:
-        """Start background compression of ``s`` if it is over the limits (seed 004)."""
+        """Start background compression of ``s`` if it is over the limits (the compression design)."""
         if not self.config.compression.auto_compress:
             return
         if not compression.needs_compression(s, self.config.compression):
@@ -173,7 +174,7 @@ class SessionEngine:
             self._publish(s, "compressed", result)
             return result
 
-    # --- cycles (seed 000) -----------------------------------------------------------
+    # --- cycles (the Q&A-cycle design) -----------------------------------------------------------
     async def finalize(self, s: Session, question: str, answer: str) -> dict[str, Any]:
         ccfg = self.config.cycle
         summ = self.summarizer
@@ -256,7 +257,7 @@ class SessionEngine:
             log.exception("ageing the tool cache after a cycle failed")
 
     def memory_state(self, s: Session) -> dict[str, Any]:
-        """Seed 000's stats, named as it names them."""
+        """The Q&A-cycle design's stats, named as it names them."""
         m = s.meta
         return {"exchanges": len(m.exchanges), "summary_bytes": len(m.summary.encode()),
                 "llm_compressions": m.counters.get("llm_compressions", 0),
@@ -297,7 +298,7 @@ class SessionEngine:
         return out
 
     def compaction_preview(self, s: Session) -> dict[str, Any]:
-        """What compression (seed 004) would fold next, and whether it would start by itself."""
+        """What compression (the compression design) would fold next, and whether it would start by itself."""
         cfg = self.config.compression
         chosen = compression.select(self.builder.timeline(s), cfg)
         return {"entry_ids": [e.id for e in chosen],
@@ -309,7 +310,7 @@ class SessionEngine:
 
     def _cached_tools(self, s: Session, budget: int,
                       model: str) -> tuple[list[dict[str, Any]], int, str]:
-        """Seed 000: cached tool results ride along in the context (their tokens are taken from
+        """The Q&A-cycle design: cached tool results ride along in the context (their tokens are taken from
         the budget first). They are left out when they alone would use half the budget."""
         msgs = _not_in_log(self.cache.context_messages(s.id), s)
         if not msgs:
@@ -453,7 +454,7 @@ def _bump(m: SessionMeta, key: str) -> None:
 
 def _splice_cached(messages: list[dict[str, Any]],
                    cached: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """After the history, before the newest user message (seed 000's order)."""
+    """After the history, before the newest user message (the Q&A-cycle design's order)."""
     if messages and messages[-1].get("role") == "user":
         return [*messages[:-1], *cached, messages[-1]]
     return [*messages, *cached]

@@ -3,7 +3,7 @@
 Configuration comes from ``[llm]``: ``base_url`` (else ``OPENAI_BASE_URL``), ``model``, the name of
 the variable holding the key (``api_key_env``, default ``OPENAI_API_KEY``) and ``timeout_s``.
 Without a key, on an HTTP error, a timeout, malformed output, or in emergency mode the caller
-gets seed 004's deterministic fallback summary and the work goes on.
+gets the compression design's deterministic fallback summary and the work goes on.
 
 No agent request waits past a deadline for the LLM: ``summarize_*`` take ``deadline`` seconds;
 when it passes the caller gets the fallback at once while the call finishes in the background,
@@ -300,7 +300,7 @@ class Summarizer:
         return self.tokens.count_text(text, self.cfg.model)
 
     def _scratchpad_notes(self, session_id: str | None) -> str:
-        """The session's scratchpad snippets (seed 002: MM's summaries can use its insights)."""
+        """The session's scratchpad snippets (the three-tier design: MM's summaries can use its insights)."""
         if not session_id or self.notes is None:
             return ""
         snippets = [str(s) for s in self.notes(session_id)][:16]

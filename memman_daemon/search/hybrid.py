@@ -1,6 +1,6 @@
 """Hybrid retrieval: fuse ranked candidate lists (BM25 from FTS5, vector similarity).
 
-Seed 002's shape: gather ~100 candidates from each retriever, fuse, keep the top 10. Fusion is
+The three-tier design's shape: gather ~100 candidates from each retriever, fuse, keep the top 10. Fusion is
 reciprocal rank fusion (Cormack et al. 2009): a candidate's fused score is the sum over the
 lists it appears in of ``1 / (k + rank)`` (rank from 1, k = 60 by default). It needs no score
 calibration between BM25 (unbounded) and cosine (-1..1), which is why it is used here: a
@@ -59,8 +59,8 @@ def rrf(lists: dict[str, list[tuple[int, float]]], k: int = 60,
 
 def memory_vector_text(kind: str, key: str | None, content: str,
                        metadata: dict[str, Any]) -> str:
-    """The text a user-memory record is embedded as: a playbook by its ``user_query`` (seed
-    002 indexes playbooks by it), a preference or rule as key and value, anything else its
+    """The text a user-memory record is embedded as: a playbook by its ``user_query`` (the
+    three-tier design indexes playbooks by it), a preference or rule as key and value, anything else its
     content."""
     if kind == "playbook":
         return str(metadata.get("user_query") or content)

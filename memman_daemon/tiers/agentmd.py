@@ -1,4 +1,4 @@
-"""agent.md per tenant (seed 002): the hand-written cold-start context, kept searchable.
+"""agent.md per tenant (the three-tier design): the hand-written cold-start context, kept searchable.
 
 The file's path comes from ``Config.agent_md_path(tenant)`` (``[docs] agent_md``, a template
 with ``{tenant}``; by default ``<data>/tenants/{tenant}/agent.md``). A tenant id is a name, not a

@@ -1,6 +1,6 @@
-"""The per-session tool-result cache (seed 000).
+"""The per-session tool-result cache (the Q&A-cycle design).
 
-A tool call is cached under seed 000's key (md5 of ``"{tool}:{json.dumps(params,
+A tool call is cached under the Q&A-cycle design's key (md5 of ``"{tool}:{json.dumps(params,
 sort_keys=True)}"``, see ``memman.cache_state.cache_key``). Its lifetime counts *exchanges*: a
 hit refreshes ``remaining_duration`` to ``original_duration``, every finalized Q&A cycle takes
 one off (``on_cycle_finalized``), and at ≤ 0 the entry is evicted. An optional wall-clock
@@ -39,7 +39,7 @@ COUNTERS = ("hits", "misses", "puts", "expired", "evicted")
 
 @dataclass
 class CacheEntry:
-    """One cached tool result (seed 000's cache entry plus TTL and hit bookkeeping)."""
+    """One cached tool result (the Q&A-cycle design's cache entry plus TTL and hit bookkeeping)."""
 
     key: str
     session_id: str
@@ -270,7 +270,7 @@ class ToolCache:
         duration = opts.get("duration", self.config.cache.default_duration)
         if not isinstance(duration, int) or isinstance(duration, bool) or duration < 1:
             raise invalid_params("opts.duration", "expected a whole number of exchanges ≥ 1 "
-                                 "(seed 000 caches only results with a duration > 0)")
+                                 "(the Q&A-cycle design caches only results with a duration > 0)")
         ttl = opts.get("ttl_s", self.config.cache.default_ttl_s) or None
         if ttl is not None and (not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or ttl <= 0):
             raise invalid_params("opts.ttl_s", "expected a positive number of seconds (or 0 for none)")
@@ -367,7 +367,7 @@ class ToolCache:
         return len(victims)
 
     async def on_cycle_finalized(self, session_id: str) -> list[str]:
-        """End of a Q&A cycle (seed 000): every entry loses one exchange; ≤ 0 or past its TTL
+        """End of a Q&A cycle (the Q&A-cycle design): every entry loses one exchange; ≤ 0 or past its TTL
         is evicted. Committed before it returns; returns the evicted keys. The engine's
         finalize calls this."""
         bucket = self.by_session.get(session_id)
@@ -401,7 +401,7 @@ class ToolCache:
         return [e.key for e in gone + expired]
 
     def context_messages(self, session_id: str) -> list[dict[str, Any]]:
-        """Cached tool results as chat messages for the context (seed 000's
+        """Cached tool results as chat messages for the context (the Q&A-cycle design's
         ``prepare_messages_for_agent`` "including cached tools").
 
         Returns ``[]`` when nothing is cached, else one assistant message carrying a

@@ -1,4 +1,4 @@
-"""Chunking documents by tokens (business context, seed 002).
+"""Chunking documents by tokens (business context, the three-tier design).
 
 Windows of ``chunk_tokens`` tokens that overlap by ``chunk_overlap`` tokens, counted with the
 same tiktoken encoding as everything else. A window does not end mid-thought when it can help

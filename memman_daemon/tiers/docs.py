@@ -1,7 +1,7 @@
-"""Business context (seed 002): per-tenant documents, chunked by tokens and searchable.
+"""Business context (the three-tier design): per-tenant documents, chunked by tokens and searchable.
 
 Documents are chunked (``chunking.py``) into ``doc_chunks``, indexed by FTS5 and, when an
-embeddings endpoint is configured, embedded into ``chunk_vectors``. Search follows seed 002's
+embeddings endpoint is configured, embedded into ``chunk_vectors``. Search follows the three-tier design's
 retrieval shape: gather ~``docs.candidates`` (100) candidates — BM25 from FTS5, plus the
 nearest vectors when there are any — then rerank to ``docs.top_k`` (10). The reranker is
 deterministic and local (no LLM call, so it is fast and testable): it blends the normalized

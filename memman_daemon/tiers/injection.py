@@ -1,4 +1,4 @@
-"""One-time context injection (seed 000's ``inject_screen_context``).
+"""One-time context injection (the Q&A-cycle design's ``inject_screen_context``).
 
 The first call for a session adds one assistant entry built from ``cache.injection_template``
 (default "I can see you're on a specific screen. {prompt_injection}") to the entry log, caches
@@ -8,7 +8,7 @@ transaction. A second call is refused with ``ALREADY_DONE`` (-32006) and changes
 The proactive results live in the tool cache, so they reach the context through
 ``ToolCache.context_messages`` while they are cached (and leave it when their duration runs
 out), rather than being copied into the log as well and shown twice. The injection entry's
-metadata lists their cache keys. The answer returns the messages seed 000 returns.
+metadata lists their cache keys. The answer returns the messages the Q&A-cycle design returns.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Promotion from the scratchpad into user memory or agent.md (seed 002).
+"""Promotion from the scratchpad into user memory or agent.md (the three-tier design).
 
-**Candidates.** Every snippet gets a score from seed 002's four criteria, each 0..1 and
+**Candidates.** Every snippet gets a score from the three-tier design's four criteria, each 0..1 and
 weighted by ``[scratchpad]`` config (salience .35, surprisal .25, frequency .2, explicit .2):
 
 - salience — a generalizable principle. The writer's own judgement (``opts.salience`` on
@@ -49,7 +49,7 @@ def _markers(text: str, markers: list[str]) -> list[str]:
 
 
 def score_snippet(sn: Snippet, cfg: Any) -> dict[str, Any]:
-    """Seed 002's promotion score of one snippet, with a reason for each part."""
+    """The three-tier design's promotion score of one snippet, with a reason for each part."""
     parts: dict[str, dict[str, Any]] = {}
     if sn.salience is not None:
         parts["salience"] = {"value": sn.salience, "reason": "given by the writer"}

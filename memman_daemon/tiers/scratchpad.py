@@ -1,4 +1,4 @@
-"""The session scratchpad (seed 002): short reflective snippets, at most 64, LRU-evicted.
+"""The session scratchpad (the three-tier design): short reflective snippets, at most 64, LRU-evicted.
 
 Each session's snippets are kept in memory in least-recently-used order (an ``OrderedDict``,
 oldest use first). Writing a snippet that is already there (same text after collapsing
@@ -285,7 +285,7 @@ class Scratchpad:
         return sorted(self.by_session.get(session_id, {}).values(), key=lambda s: s.id)
 
     def snippets(self, session_id: str) -> list[str]:
-        """The snippet texts in writing order, for the summarizer prompt (seed 002: the
+        """The snippet texts in writing order, for the summarizer prompt (the three-tier design: the
         summary is better with the scratchpad's insights). Does not count as a use."""
         return [sn.text for sn in self.peek(session_id)]
 

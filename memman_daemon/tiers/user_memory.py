@@ -1,15 +1,15 @@
-"""User memory (seeds 002 and 003): working, episodic, semantic and procedural layers.
+"""User memory (the three-tier and four-layer designs): working, episodic, semantic and procedural layers.
 
 - **working** is the session scratchpad (``scratchpad.py``); through this API it is appended
-  to, searched (seed 003's term scoring), compacted and cleared for one user's sessions.
+  to, searched (the four-layer design's term scoring), compacted and cleared for one user's sessions.
 - **episodic**: searchable past events. Kept only in SQLite (there may be 100k of them) and
   found through FTS5; memory holds counts.
-- **semantic**: preferences, key → value (seed 003's learn / recall, seed 002's
+- **semantic**: preferences, key → value (the four-layer design's learn / recall, the three-tier design's
   ``preferences.update/get``). Held in memory; recall is a dict read.
-- **procedural**: condition → action rules, and playbooks (seed 002: flow, slots, tool_calls,
+- **procedural**: condition → action rules, and playbooks (the three-tier design: flow, slots, tool_calls,
   outcome, user_query). Held in memory; playbooks are found by flow id (exact) or by query.
 
-Search ranks with SQLite FTS5's BM25 plus seed 003's recency bonus (up to
+Search ranks with SQLite FTS5's BM25 plus the four-layer design's recency bonus (up to
 ``memory.recency_bonus`` for entries updated within ``memory.recency_window_s``, falling
 linearly). With an embeddings endpoint configured, vectors are stored as well and ranking is
 hybrid (see docs/tiers.md). Compaction archives older entries behind a summary entry instead
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 MEMORY_TYPES = ("working", "episodic", "semantic", "procedural")
 STORED_TYPES = ("episodic", "semantic", "procedural")
-#: kinds found by meaning only above memory.similarity_threshold (seed 002's key types)
+#: kinds found by meaning only above memory.similarity_threshold (the three-tier design's key types)
 KEYED_KINDS = ("preference", "rule", "playbook")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -110,8 +110,8 @@ def fts_query(text: str) -> str | None:
     return fts.match_expr(fts.words(text))
 
 
-def seed003_score(text: str, terms: list[str]) -> float:
-    """Seed 003's term score: 2 per exact word occurrence, 1 for a term inside a word."""
+def term_score(text: str, terms: list[str]) -> float:
+    """The four-layer design's term score: 2 per exact word occurrence, 1 for a term inside a word."""
     lowered = text.lower()
     words = _WORD.findall(lowered)
     score = 0.0
@@ -343,7 +343,7 @@ class UserMemory:
 
     async def learn(self, user_id: str, key: str, value: Any, opts: dict[str, Any],
                     client: str = "") -> dict[str, Any]:
-        """Seed 003's learn: set a preference, overwriting by default (``opts.replace`` false
+        """The four-layer design's learn: set a preference, overwriting by default (``opts.replace`` false
         makes a different existing value a CONFLICT). Non-text values are stored as JSON and
         recalled as they were given."""
         replace = opts.get("replace", True)
@@ -389,7 +389,7 @@ class UserMemory:
     async def prepare_playbook(self, user_id: str, pb: dict[str, Any], *, replace: bool) -> Change:
         flow = pb.get("flow") or pb.get("flow_dact")
         if not isinstance(flow, str) or not flow:
-            raise invalid_params("playbook.flow", "expected the flow id (seed 002's flow_dact)")
+            raise invalid_params("playbook.flow", "expected the flow id (the three-tier design's flow_dact)")
         user_query = pb.get("user_query") or ""
         outcome = pb.get("outcome") or ""
         slots = pb.get("slots") or {}
@@ -420,7 +420,7 @@ class UserMemory:
         return Change(rec, [rec.insert_op(), *vops], lambda: (self._index(rec), vindex()),
                       "appended", previous=old)
 
-    # --- append (seed 003) -----------------------------------------------------------------
+    # --- append (the four-layer design) -----------------------------------------------------------------
     async def append(self, user_id: str, type_: str, entry: dict[str, Any],
                      client: str = "") -> dict[str, Any]:
         _check_type(type_, MEMORY_TYPES)
@@ -531,7 +531,7 @@ class UserMemory:
         """Best first, each with ``score`` and its parts (``lexical``, ``semantic``,
         ``recency``; in hybrid mode also ``matched`` and ``parts``: rank and score in each
         list, fused score). ``type_`` "" or "all" searches the stored layers together.
-        ``opts.flow``: seed 002's lookup — exact flow id matches first, then (with a query)
+        ``opts.flow``: the three-tier design's lookup — exact flow id matches first, then (with a query)
         records similar to the query above ``memory.similarity_threshold``."""
         self.searches += 1
         self.app.embedder.check_config()
@@ -642,7 +642,7 @@ class UserMemory:
             lexical, rows = await self._bm25(user_id, types, query, limit, kind,
                                              content_only=mode == "hybrid")
         qv = await self.app.embedder.embed([query]) if mode != "fts" else None
-        if qv is None:  # FTS5 only: BM25 plus seed 003's recency bonus
+        if qv is None:  # FTS5 only: BM25 plus the four-layer design's recency bonus
             scored = []
             for rid, rec in rows.items():
                 rec_bonus = self._recency(rec.updated_at, now)
@@ -676,7 +676,7 @@ class UserMemory:
                 continue
             if (rec.kind in KEYED_KINDS and BM25 not in f.parts
                     and sims.get(f.id, 0.0) < cfg.similarity_threshold):
-                continue  # seed 002: a preference or rule applies or not — no weak neighbours
+                continue  # the three-tier design: a preference or rule applies or not — no weak neighbours
             rec_bonus = self._recency(rec.updated_at, now)
             rec_part = cfg.rrf_recency * (rec_bonus / cfg.recency_bonus if cfg.recency_bonus
                                           else 0.0)
@@ -692,7 +692,7 @@ class UserMemory:
                         "parts": {**f.to_wire(), "recency": round(rec_part, 6)}})
         return out
 
-    # --- seed 002's lookup: exact id (flow) first, then similarity ---------------------------
+    # --- the three-tier design's lookup: exact id (flow) first, then similarity ---------------------------
     def _keyed(self, user_id: str, types: tuple[str, ...],
                kind: str | None) -> list[MemoryRecord]:
         """The in-memory records (preferences, rules, playbooks) of these layers."""
@@ -739,7 +739,7 @@ class UserMemory:
 
     async def playbook(self, user_id: str, query: str, opts: dict[str, Any],
                        client: str = "") -> dict[str, Any]:
-        """Seed 002: the playbook for this request — the newest playbook of ``opts.flow`` if
+        """The three-tier design: the playbook for this request — the newest playbook of ``opts.flow`` if
         there is one, else the one most similar to ``query`` at or above
         ``memory.playbook_threshold`` (``opts.threshold``). With ``opts.session_id`` it is
         written to that session's scratchpad (before the skill runs), unless ``opts.write``
@@ -796,7 +796,7 @@ class UserMemory:
             if session_id and sid != session_id:
                 continue
             for sn in self.app.scratchpad.peek(sid):
-                base = seed003_score(sn.text, terms)
+                base = term_score(sn.text, terms)
                 if base <= 0:
                     continue
                 bonus = self._recency(sn.last_used_at, now)
@@ -835,7 +835,7 @@ class UserMemory:
 
     async def compact(self, user_id: str, type_: str, opts: dict[str, Any],
                       client: str = "") -> dict[str, Any]:
-        """Seed 003's compact: keep the newest ``keep_last`` live, fold the older ones into one
+        """The four-layer design's compact: keep the newest ``keep_last`` live, fold the older ones into one
         summary entry (``summarize_older``, default true). Older entries are archived behind
         the summary (``archived_by``), not deleted; working snippets are evicted (audited)."""
         _check_type(type_, MEMORY_TYPES)
@@ -893,7 +893,7 @@ class UserMemory:
                 "summary_id": summary.id if summary else None, "kept": len(recs) - len(older)}
 
     async def stats_for(self, user_id: str) -> dict[str, Any]:
-        """Seed 003's MemoryStats for one user (sizes in bytes, tokens by tiktoken)."""
+        """The four-layer design's MemoryStats for one user (sizes in bytes, tokens by tiktoken)."""
         model = "gpt-4o-mini"
         working = [sn for sid in self._user_sessions(user_id)
                    for sn in self.app.scratchpad.peek(sid)]

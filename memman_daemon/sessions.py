@@ -40,12 +40,8 @@ _DEFAULT_ROLE = {"message": "user", "tool_call": "assistant", "tool_result": "to
 class Sessions:
     def __init__(self, store: Store, config: Config, clock: Clock, events: EventBus,
                  tokens: TokenCounter, embedder: Embedder) -> None:
-        self.store = store
-        self.config = config
-        self.clock = clock
-        self.events = events
-        self.tokens = tokens
-        self.embedder = embedder
+        self.store, self.config, self.clock = store, config, clock
+        self.events, self.tokens, self.embedder = events, tokens, embedder
         #: set by the app once they exist: what other components hold for a session (the tool
         #: cache, the scratchpad, the usage series) is dropped with it, in this order
         self.on_deleted: list[DeletedHook] = []

@@ -6,19 +6,8 @@ from typing import Any
 
 from memman import names
 from memman.cache_state import format_cache_state
-from memman_daemon.api.shapes import (
-    DURATION,
-    SESSION_ID,
-    TOOL,
-    TOOL_PARAMS,
-    TTL,
-)
-from memman_daemon.params import (
-    Map,
-    Nullable,
-    Stored,
-    Str,
-)
+from memman_daemon.api.shapes import DURATION, SESSION_ID, TOOL, TOOL_PARAMS, TTL
+from memman_daemon.params import Map, Nullable, Stored, Str
 from memman_daemon.rpc import Call, Param, method
 
 CACHE_OPTS = Map({"duration": DURATION, "ttl_s": TTL, "call_id": Nullable(Str(max_bytes=1024))})

@@ -5,20 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from memman import names
-from memman_daemon.api.shapes import (
-    LIMIT,
-    answer,
-)
-from memman_daemon.params import (
-    METADATA,
-    ROW_ID,
-    AnyOf,
-    Id,
-    Int,
-    Map,
-    Nullable,
-    Str,
-)
+from memman_daemon.api.shapes import LIMIT, answer
+from memman_daemon.params import METADATA, ROW_ID, AnyOf, Id, Int, Map, Nullable, Str
 from memman_daemon.rpc import Call, Param, method
 
 TENANT_ID = Id("t1")

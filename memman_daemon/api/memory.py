@@ -8,22 +8,8 @@ from typing import Any
 
 from memman import names
 from memman.errors import invalid_params
-from memman_daemon.api.shapes import (
-    LIMIT,
-    answer,
-)
-from memman_daemon.params import (
-    METADATA,
-    ROW_ID,
-    Bool,
-    Float,
-    Id,
-    Int,
-    Map,
-    Nullable,
-    Stored,
-    Str,
-)
+from memman_daemon.api.shapes import LIMIT, answer
+from memman_daemon.params import METADATA, ROW_ID, Bool, Float, Id, Int, Map, Nullable, Stored, Str
 from memman_daemon.rpc import Call, Param, method
 
 USER_ID = Id("u1")

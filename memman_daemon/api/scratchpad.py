@@ -8,20 +8,8 @@ from typing import Any
 
 from memman import names
 from memman.errors import invalid_params
-from memman_daemon.api.shapes import (
-    SESSION_ID,
-)
-from memman_daemon.params import (
-    METADATA,
-    ROW_ID,
-    UNIT,
-    Array,
-    Bool,
-    Map,
-    Nullable,
-    Stored,
-    Str,
-)
+from memman_daemon.api.shapes import SESSION_ID
+from memman_daemon.params import METADATA, ROW_ID, UNIT, Array, Bool, Map, Nullable, Stored, Str
 from memman_daemon.rpc import Call, Param, method
 
 

@@ -10,14 +10,7 @@ from typing import Any
 
 from memman import names
 from memman.errors import invalid_params
-from memman_daemon.api.shapes import (
-    DURATION,
-    MODEL,
-    SESSION_ID,
-    TOOL,
-    TOOL_PARAMS,
-    TTL,
-)
+from memman_daemon.api.shapes import DURATION, MODEL, SESSION_ID, TOOL, TOOL_PARAMS, TTL
 from memman_daemon.engine import portability, usage
 from memman_daemon.engine.report import render_memory_state
 from memman_daemon.engine.usage_series import BANDS

@@ -7,15 +7,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from memman_daemon.params import (
-    Float,
-    Id,
-    Int,
-    Map,
-    Nullable,
-    Stored,
-    Str,
-)
+from memman_daemon.params import Float, Id, Int, Map, Nullable, Stored, Str
 
 SESSION_ID = Id("s1")
 MODEL = Id("gpt-4o-mini")

@@ -14,9 +14,7 @@ from typing import Any
 
 from memman import __version__, names
 from memman.errors import CONFLICT, ERROR_STYLES, MemmanError, invalid_params, not_found
-from memman_daemon.api.shapes import (
-    MODEL,
-)
+from memman_daemon.api.shapes import MODEL
 from memman_daemon.params import (
     METADATA,
     ROW_ID,

@@ -357,11 +357,8 @@ class ContextBuilder:
 
     def __init__(self, *, config: Config, clock: Clock, tokens: TokenCounter,
                  embedder: Embedder, summarizer: Summarizer) -> None:
-        self.config = config
-        self.clock = clock
-        self.tokens = tokens
-        self.embedder = embedder
-        self.summarizer = summarizer
+        self.config, self.clock, self.tokens = config, clock, tokens
+        self.embedder, self.summarizer = embedder, summarizer
         self._timelines: dict[str, Timeline] = {}
         self._gap_llm: dict[tuple, str] = {}  #: gap key -> LLM summary text (bounded)
         self._gap_inflight: dict[tuple, float] = {}  #: gap key -> retry-after (monotonic)

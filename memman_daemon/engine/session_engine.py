@@ -41,13 +41,8 @@ class SessionEngine:
     def __init__(self, *, config: Config, clock: Clock, events: EventBus,
                  tokens: TokenCounter, sessions: Sessions, summarizer: Summarizer,
                  embedder: Embedder, audit: AuditLog, cache: ToolCache) -> None:
-        self.config = config
-        self.clock = clock
-        self.events = events
-        self.tokens = tokens
-        self.sessions = sessions
-        self.summarizer = summarizer
-        self.audit = audit
+        self.config, self.clock, self.events, self.tokens = config, clock, events, tokens
+        self.sessions, self.summarizer, self.audit = sessions, summarizer, audit
         self.cache = cache  #: its cached tool results ride in the context; cycles age them
         self.builder = ContextBuilder(config=config, clock=clock, tokens=tokens,
                                       embedder=embedder, summarizer=summarizer)

@@ -73,12 +73,8 @@ class UsageSeries:
 
     def __init__(self, *, config: Config, clock: Clock, store: Store, events: EventBus,
                  sessions: Sessions, engine: SessionEngine) -> None:
-        self.config = config
-        self.clock = clock
-        self.store = store
-        self.events = events
-        self.sessions = sessions
-        self.engine = engine
+        self.config, self.clock, self.store, self.events = config, clock, store, events
+        self.sessions, self.engine = sessions, engine
         self.by_session: dict[str, deque[SeriesPoint]] = {}
         self.last_sent: dict[str, int] = {}  #: the newest context request's sent tokens
         self._next_id = 1

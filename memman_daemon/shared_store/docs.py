@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from memman.errors import MemmanError, invalid_params, not_found
-from memman_daemon.search.hybrid import BM25, VECTOR, rrf
+from memman_daemon.search.hybrid import BM25
 from memman_daemon.shared_store import vectors
 from memman_daemon.shared_store.ops import execute
 from memman_daemon.shared_store.user_memory import SharedVectorBackend, informative_query
 from memman_daemon.tiers.agentmd import DOC_ID
 from memman_daemon.tiers.chunking import chunk_text
-from memman_daemon.tiers.docs import BusinessDocs, Doc, rerank
+from memman_daemon.tiers.docs import BusinessDocs, Doc, fuse_chunks, rerank
 
 if TYPE_CHECKING:
     from memman_daemon.app import App
@@ -317,14 +317,7 @@ class PgBusinessDocs(BusinessDocs):
             for cid, sim in sims.items():
                 if cid in cands:
                     cands[cid]["semantic"] = max(0.0, sim)
-            lex_list = sorted(((c["chunk_id"], c["lexical"]) for c in cands.values()
-                               if c["lexical"] > 0), key=lambda t: -t[1])
-            vec_list = [(cid, sc) for cid, sc in hits if cid in cands]
-            mc = self.app.config.memory
-            fused = rrf({BM25: lex_list, VECTOR: vec_list}, mc.rrf_k,
-                        {BM25: mc.bm25_weight, VECTOR: mc.vector_weight})
-            fused_parts = {f.id: f.to_wire() for f in fused[:n_cand]}
-            cands = {cid: c for cid, c in cands.items() if cid in fused_parts}
+            cands, fused_parts = fuse_chunks(cands, hits, self.app.config.memory, n_cand)
         ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc,
                         qv is not None)
         by_pk = {pk: doc_from_row(pk, data) for pk, data in doc_rows}

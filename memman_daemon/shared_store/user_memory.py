@@ -498,17 +498,7 @@ class PgUserMemory(UserMemory):
         older = recs[:max(0, len(recs) - keep)]
         if not older:
             return {"type": type_, "archived": 0, "summary_id": None, "kept": len(recs)}
-        summary = None
-        if summarize and type_ == "episodic":
-            lines = [f"[Summary of {len(older)} entries]"]
-            for r in older:
-                meta = " ".join(f"{k}={v}" for k, v in r.metadata.items()
-                                if isinstance(v, (str, int, float)))
-                lines.append(f"- {r.content[:100]}" + (f" [{meta}]" if meta else ""))
-            summary = self._new(user_id, type_, "summary", None, "\n".join(lines),
-                                {"entry_ids": [r.id for r in older],
-                                 "start": older[0].created_at, "end": older[-1].created_at},
-                                older[-1].created_at)
+        summary = self._compaction_summary(user_id, type_, older) if summarize else None
         mark = summary.id if summary else 0
         vops, vindex = await self._vector_ops([summary]) if summary else ([], lambda: None)
 

@@ -116,13 +116,8 @@ class ToolCache:
 
     def __init__(self, *, config: Config, clock: Clock, store: Store, events: EventBus,
                  sessions: Sessions, audit: AuditLog, read_only: bool) -> None:
-        self.config = config
-        self.clock = clock
-        self.store = store
-        self.events = events
-        self.sessions = sessions
-        self.audit = audit
-        self.read_only = read_only
+        self.config, self.clock, self.store, self.events = config, clock, store, events
+        self.sessions, self.audit, self.read_only = sessions, audit, read_only
         self.by_session: dict[str, dict[str, CacheEntry]] = {}
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.session_counters: dict[str, dict[str, int]] = {}

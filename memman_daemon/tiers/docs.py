@@ -107,6 +107,19 @@ def rerank_features(query: str, text: str) -> tuple[float, float, float]:
     return coverage, proximity, phrase
 
 
+def fuse_chunks(cands: dict[int, dict[str, Any]], hits: list[tuple[int, float]], mc: Any,
+                n_cand: int) -> tuple[dict[int, dict[str, Any]], dict[int, Any]]:
+    """Reciprocal rank fusion of the candidate chunks' lexical and vector ranks: the
+    candidates that stay, and each one's fusion parts."""
+    lex_list = sorted(((c["chunk_id"], c["lexical"]) for c in cands.values()
+                       if c["lexical"] > 0), key=lambda t: -t[1])
+    vec_list = [(cid, s) for cid, s in hits if cid in cands]
+    fused = rrf({BM25: lex_list, VECTOR: vec_list}, mc.rrf_k,
+                {BM25: mc.bm25_weight, VECTOR: mc.vector_weight})
+    fused_parts = {f.id: f.to_wire() for f in fused[:n_cand]}
+    return {cid: c for cid, c in cands.items() if cid in fused_parts}, fused_parts
+
+
 def rerank(query: str, cands: list[dict[str, Any]], top_k: int, per_doc: int,
            hybrid: bool) -> list[dict[str, Any]]:
     """Order candidates ``{chunk_id, doc, text, lexical, semantic}`` and keep ``top_k``."""
@@ -364,14 +377,7 @@ class BusinessDocs:
                                   "lexical": 0.0, "semantic": 0.0}
             for cid, sim in m.similarities(qv[0], list(cands)).items():
                 cands[cid]["semantic"] = max(0.0, sim)
-            lex_list = sorted(((c["chunk_id"], c["lexical"]) for c in cands.values()
-                               if c["lexical"] > 0), key=lambda t: -t[1])
-            vec_list = [(cid, s) for cid, s in hits if cid in cands]
-            mc = self.app.config.memory
-            fused = rrf({BM25: lex_list, VECTOR: vec_list}, mc.rrf_k,
-                        {BM25: mc.bm25_weight, VECTOR: mc.vector_weight})
-            fused_parts = {f.id: f.to_wire() for f in fused[:n_cand]}
-            cands = {cid: c for cid, c in cands.items() if cid in fused_parts}
+            cands, fused_parts = fuse_chunks(cands, hits, self.app.config.memory, n_cand)
         ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc,
                         qv is not None)
         by_pk = {d.pk: d for d in self.docs.get(tenant_id, {}).values()}

@@ -833,6 +833,22 @@ class UserMemory:
             [*params, limit])
         return [MemoryRecord.from_row(r).to_wire() for r in rows]
 
+    def _compaction_summary(self, user_id: str, type_: str,
+                            older: list[MemoryRecord]) -> MemoryRecord | None:
+        """The record that stands for ``older`` episodic records once compacted (None for
+        other types): one line each, with their plain metadata, linking their ids."""
+        if type_ != "episodic":
+            return None
+        lines = [f"[Summary of {len(older)} entries]"]
+        for r in older:
+            meta = " ".join(f"{k}={v}" for k, v in r.metadata.items()
+                            if isinstance(v, (str, int, float)))
+            lines.append(f"- {r.content[:100]}" + (f" [{meta}]" if meta else ""))
+        return self._new(user_id, type_, "summary", None, "\n".join(lines),
+                         {"entry_ids": [r.id for r in older],
+                          "start": older[0].created_at, "end": older[-1].created_at},
+                         older[-1].created_at)
+
     async def compact(self, user_id: str, type_: str, opts: dict[str, Any],
                       client: str = "") -> dict[str, Any]:
         """The four-layer design's compact: keep the newest ``keep_last`` live, fold the older ones into one
@@ -861,17 +877,7 @@ class UserMemory:
         older = recs[:max(0, len(recs) - keep)]
         if not older:
             return {"type": type_, "archived": 0, "summary_id": None, "kept": len(recs)}
-        summary = None
-        if summarize and type_ == "episodic":
-            lines = [f"[Summary of {len(older)} entries]"]
-            for r in older:
-                meta = " ".join(f"{k}={v}" for k, v in r.metadata.items()
-                                if isinstance(v, (str, int, float)))
-                lines.append(f"- {r.content[:100]}" + (f" [{meta}]" if meta else ""))
-            summary = self._new(user_id, type_, "summary", None, "\n".join(lines),
-                                {"entry_ids": [r.id for r in older],
-                                 "start": older[0].created_at, "end": older[-1].created_at},
-                                older[-1].created_at)
+        summary = self._compaction_summary(user_id, type_, older) if summarize else None
         mark = summary.id if summary else 0
         ops: list[Op] = [("UPDATE memories SET archived_by=? WHERE id=?", (mark, r.id))
                          for r in older]

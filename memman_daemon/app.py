@@ -95,7 +95,7 @@ class App:
         if self.shared_audit is not self.audit:
             self.components.insert(self.components.index(self.audit) + 1, self.shared_audit)
         wire(self)
-        self.config_watch = ConfigWatcher(self)
+        self.config_watch = ConfigWatcher(config, self.events)
 
     async def start(self) -> None:
         await self.store.open()

@@ -21,15 +21,15 @@ from memman import paths
 from memman.config import Config
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    from memman_daemon.events import EventBus
 
 log = logging.getLogger(__name__)
 
 
 class ConfigWatcher:
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.path = Path(app.config.config_file or paths.config_path()).absolute()
+    def __init__(self, config: Config, events: EventBus) -> None:
+        self.config, self.events = config, events  #: the config is changed in place on reload
+        self.path = Path(config.config_file or paths.config_path()).absolute()
         self.reloads = 0
         self.last_error: str | None = None
         self._task: asyncio.Task[None] | None = None
@@ -58,7 +58,7 @@ class ConfigWatcher:
 
     def reload(self) -> bool:
         """Apply the file's current values; False (and the old values kept) if it is invalid."""
-        cfg = self.app.config
+        cfg = self.config
         try:
             fresh = Config.load(self.path, socket=cfg.socket, data_dir=cfg.data_dir)
         except ValueError as exc:
@@ -73,7 +73,7 @@ class ConfigWatcher:
         self.reloads += 1
         self.last_error = None
         log.info("config reloaded from %s", self.path)
-        self.app.events.publish("stats", "config_reloaded", {"path": str(self.path)})
+        self.events.publish("stats", "config_reloaded", {"path": str(self.path)})
         return True
 
     def stats(self) -> dict[str, object]:

@@ -253,9 +253,7 @@ async def session_report(call: Call, session_id: str, opts: dict[str, Any]) -> d
     data["context"] = ctx
     data["state"] = eng.memory_state(s)
     data["usage"] = usage.stats(s.meta)
-    cache = getattr(call.app, "cache", None)
-    cache = [e.to_wire() for e in cache.entries(session_id)] if cache is not None else None
-    data["cache"] = cache
+    data["cache"] = [e.to_wire() for e in call.app.cache.entries(session_id)]
     # per entry: the decision and every score part, as the preview reports them
     entries = eng.builder.preview(s, eng.request(s, opts))["entries"]
     return {"text": render_memory_state(data), "state": data["state"], "band": ctx["band"],

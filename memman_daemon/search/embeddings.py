@@ -309,7 +309,5 @@ class Embedder:
             "error": self.error, "calls": self.calls, "texts": self.texts,
             "failures": self.failures, "tokens": self.tokens, "cached_texts": len(self._cache),
             "prefetched": self.prefetched, "prefetch_queue": len(self._prefetch)}
-        sync = getattr(self.app, "vector_sync", None)
-        if sync is not None:
-            out["reembed"] = sync.progress()
+        out["reembed"] = self.app.vector_sync.progress()
         return out

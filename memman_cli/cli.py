@@ -64,6 +64,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     emb = stats.get("embeddings") or {}
     if emb:
         print(f"  embeddings {_embeddings_line(emb)}")
+    shared = stats.get("shared") or {}
+    if shared.get("backend") == "postgresql":
+        line = f"  shared     {shared.get('dsn')} — {shared.get('state')}"
+        if shared.get("state") != "up":
+            line += (f" (since {shared.get('down_for_s') or 0:.0f}s, reconnecting; retry in "
+                     f"{shared.get('retry_in_s') or 0:.1f}s; {shared.get('last_error')})")
+        print(line)
+    elif shared:
+        print("  shared     local (user memory and business context in the SQLite file)")
     return 0
 
 
@@ -317,6 +326,28 @@ def cmd_systemd(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shared(args: argparse.Namespace) -> int:
+    from memman.config import Config
+    from memman_daemon.shared_store import migrate
+
+    config = Config.load(args.config, data_dir=args.data_dir)
+    try:
+        out = migrate.run(config, args.to, batch=args.batch, limit=args.limit)
+    except (OSError, ValueError) as exc:
+        print(f"memman shared migrate: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # the server refused (auth, newer schema, ...): say what it said
+        print(f"memman shared migrate: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"moved into {out['to']}: copied {out['copied']}, already there "
+              f"{out['already_there']}, merged {out['merged']}, superseded {out['superseded']}"
+              + ("" if out["complete"] else " — limit reached, run again to continue"))
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so ``--json`` can answer errors as JSON."""
 
@@ -376,6 +407,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="run demo agents (flags: memman demo --help)", add_help=False)
     sub.add_parser("mcp", help="an MCP server for agents (flags: memman mcp --help)",
                    add_help=False)
+    sh = sub.add_parser("shared", help="the shared store (PostgreSQL)")
+    sh_sub = sh.add_subparsers(dest="shared_command", required=True)
+    mig = sh_sub.add_parser("migrate", parents=[common],
+                            help="copy local user memory and business context into the shared "
+                                 "store (idempotent, resumable)")
+    mig.add_argument("--to", required=True, metavar="POSTGRESQL_URL", help="the shared store")
+    mig.add_argument("--data-dir", help="data directory holding memman.db (env MEMMAN_DATA_DIR)")
+    mig.add_argument("--config", help="config file (env MEMMAN_CONFIG)")
+    mig.add_argument("--batch", type=int, default=500, help="records per transaction")
+    mig.add_argument("--limit", type=int, help="copy at most this many records now (a trial "
+                                               "run; run again to continue)")
     sd = sub.add_parser("systemd", help="systemd user units")
     sd_sub = sd.add_subparsers(dest="systemd_command", required=True)
     inst = sd_sub.add_parser("install", parents=[common],
@@ -423,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"status": cmd_status, "sessions": cmd_sessions, "show": cmd_show,
                 "call": cmd_call, "export": cmd_export, "import": cmd_import,
                 "search": cmd_search, "context": cmd_context, "config": cmd_config,
-                "completion": cmd_completion, "tui": cmd_tui, "systemd": cmd_systemd}
+                "completion": cmd_completion, "tui": cmd_tui, "systemd": cmd_systemd,
+                "shared": cmd_shared}
     try:
         return commands[args.command](args)
     except MemmanError as exc:  # ConnectionLost included

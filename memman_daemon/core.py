@@ -18,19 +18,15 @@ from memman_daemon.config_watch import ConfigWatcher
 from memman_daemon.engine.session_engine import SessionEngine
 from memman_daemon.engine.summarizer import Summarizer
 from memman_daemon.engine.usage_series import UsageSeries
-from memman_daemon.events import EventBus
-from memman_daemon.sessions import Sessions
-from memman_daemon.store import Store
-from memman_daemon.tiers.agentmd import AgentMd
-from memman_daemon.tiers.audit import AuditLog
+from memman_daemon.sessions import LoadError, Sessions
+from memman_daemon.shared_store import backend_for, wire
+from memman_daemon.store import Store, StoreError
 from memman_daemon.tiers.cache import ToolCache
-from memman_daemon.tiers.docs import BusinessDocs
 from memman_daemon.tiers.embeddings import Embedder
 from memman_daemon.tiers.injection import Injection
 from memman_daemon.tiers.promotion import Promotion
 from memman_daemon.tiers.reembed import VectorSync
 from memman_daemon.tiers.scratchpad import Scratchpad
-from memman_daemon.tiers.user_memory import UserMemory
 from memman_daemon.tokens import TokenCounter, cache_dir_for
 
 log = logging.getLogger(__name__)
@@ -44,7 +40,10 @@ class Core:
         self.started_at = time.time()
         self.store = Store(config.database_path, config.storage.synchronous,
                            config.storage.batch_max_rows)
-        self.events = EventBus()
+        # where user memory, business context and their audit live: SQLite or PostgreSQL
+        self.backend = backend_for(config)
+        self.shared = self.backend.store
+        self.events = self.backend.events
         self.tokens = TokenCounter(cache_dir_for(config.data_dir))
         self.sessions = Sessions(self)
         #: filled by the server: live connection count, requests served, errors
@@ -55,7 +54,10 @@ class Core:
         # the sessions, in this order; closed in reverse.
         self.summarizer = Summarizer(self)  # the engine's LLM client and fallback
         self.engine = SessionEngine(self)  # cycles, compression, budgeted context (issue 3)
-        self.audit = AuditLog(self)  # promotions and evictions, readable over the protocol
+        self.audit = self.backend.audit(self)  # promotions and evictions, readable over the protocol
+        #: where changes to shared tiers are audited (core.audit itself with SQLite)
+        self.shared_audit = (self.backend.shared_audit(self) if self.backend.shared_audit
+                             else self.audit)
         # vectors for hybrid search, near-duplicates and relevance: local model, endpoint or
         # none. `await core.embedder.embed(texts)` / `core.embedder.cached(texts)` give unit
         # vectors (numpy, rows normalized) to any part of the daemon
@@ -64,22 +66,35 @@ class Core:
         self.injection = Injection(self)
         self.scratchpad = Scratchpad(self)
         self.promotion = Promotion(self)
-        self.user_memory = UserMemory(self)
-        self.docs = BusinessDocs(self)
-        self.agent_md = AgentMd(self)  # watches each tenant's agent.md and re-ingests it
+        self.user_memory = self.backend.user_memory(self)
+        self.docs = self.backend.docs(self)
+        self.agent_md = self.backend.agent_md(self)  # watches each tenant's agent.md
         self.vector_sync = VectorSync(self)  # background (re-)embedding of stored rows
         self.series = UsageSeries(self)  # sent / history tokens over time (the TUI's chart)
         self.components: list[Any] = [
-            self.summarizer, self.engine, self.audit, self.embedder, self.cache, self.injection,
-            self.scratchpad, self.promotion, self.user_memory, self.docs, self.agent_md,
-            self.vector_sync, self.series]
+            self.summarizer, self.engine, self.shared, self.audit, self.embedder, self.cache,
+            self.injection, self.scratchpad, self.promotion, self.user_memory, self.docs,
+            self.agent_md, self.vector_sync, self.series]
+        if self.shared_audit is not self.audit:
+            self.components.insert(self.components.index(self.audit) + 1, self.shared_audit)
+        wire(self)
         self.config_watch = ConfigWatcher(self)
 
     async def start(self) -> None:
         await self.store.open()
         await self.sessions.load()
         for c in self.components:
-            await c.load()
+            try:
+                await c.load()
+            except (LoadError, StoreError):
+                raise
+            except Exception as exc:  # a damaged row of that component's tables
+                raise LoadError(
+                    f"cannot load {self.store.path}: the {getattr(c, 'stats_key', type(c).__name__)}"
+                    f" data is damaged ({type(exc).__name__}: {exc}). Nothing was changed. Move "
+                    "the file aside (the daemon then starts empty) and restore it from a backup, "
+                    "or delete the damaged rows with the sqlite3 shell; docs/operations.md (\"A "
+                    "damaged database\") has the steps") from exc
         self.tokens.encoding("gpt-4o-mini")  # resolve the default encoding before serving
         await self.config_watch.start()
 

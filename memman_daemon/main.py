@@ -10,6 +10,7 @@ import sys
 from memman import paths
 from memman.config import Config
 from memman_daemon.server import Server, StartupError
+from memman_daemon.sessions import LoadError
 from memman_daemon.store import StoreError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -24,6 +25,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--config", help="config file (env MEMMAN_CONFIG; default "
                                     "$XDG_CONFIG_HOME/memman/config.toml)")
     p.add_argument("--read-only", action="store_true", help="refuse every method that changes memory")
+    p.add_argument("--shared", metavar="POSTGRESQL_URL",
+                   help="keep user memory, business context and their audit in this PostgreSQL "
+                        "database, shared with every daemon naming it (env MEMMAN_STORAGE_SHARED; "
+                        "[storage] shared; default: the local SQLite file)")
     p.add_argument("--log-level", default="INFO", type=str.upper, metavar="LEVEL",
                    choices=LOG_LEVELS, help=f"one of {', '.join(LOG_LEVELS)} (default INFO)")
     return p
@@ -41,10 +46,12 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("memman.daemon").warning(warning)
     try:
         config = Config.load(args.config, socket=args.socket, data_dir=args.data_dir)
+        if getattr(args, "shared", None):
+            config.storage.shared = args.shared
         for warning in config.warnings:
             logging.getLogger("memman.config").warning(warning)
-        Server(config, read_only=args.read_only).run()
-    except (StartupError, StoreError, ValueError) as exc:
+        return Server(config, read_only=args.read_only).run()
+    except (StartupError, StoreError, LoadError, ValueError) as exc:
         print(f"memman daemon: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -3,8 +3,9 @@
 A handler takes a ``Call`` and its declared parameters by name, and never touches the socket.
 It is an ``async def`` when it awaits anything (writes, LLM calls); a pure in-memory read may be
 a plain ``def``, which the server answers inline without creating a task. Params arrive as a msgpack array (positional, as msgpack-rpc has it);
-trailing optional parameters may be left out. A wrong type is answered with -32602 naming the
-parameter.
+trailing optional parameters may be left out. Every parameter has a declared spec
+(``memman_daemon.params``); a bad value anywhere inside it is answered with -32602 naming its path
+(``opts.limit``), before the handler runs.
 
     @method("memman_session_get", Param("session_id", str))
     async def session_get(call: Call, session_id: str) -> dict: ...
@@ -18,45 +19,40 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import METHOD_NOT_FOUND, MemmanError, invalid_params
+from memman_daemon.params import Map, Spec, from_type
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core
 
 _MISSING = object()
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
-               dict: "a map", list: "an array", type(None): "nil"}
 
 
 @dataclass
 class Param:
+    """One positional parameter: its name and its declared spec (memman_daemon.params). A plain
+    Python type is accepted as shorthand (``str`` -> ``Str()``, ``dict`` -> an open map)."""
+
     name: str
-    types: type | tuple[type, ...] = object
+    types: Any = object  #: a params.Spec, or a Python type / tuple of types
     default: Any = _MISSING  #: leave out for a required parameter
     doc: str = ""
+    spec: Spec = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.spec = from_type(self.types)
 
     @property
     def required(self) -> bool:
         return self.default is _MISSING
 
     def check(self, value: Any) -> Any:
-        types = self.types if isinstance(self.types, tuple) else (self.types,)
-        if object in types:
-            return value
-        if isinstance(value, bytes) and str in types:
-            try:
-                return value.decode()
-            except UnicodeDecodeError:
-                raise invalid_params(self.name, "must be valid UTF-8 text") from None
-        if float in types and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, bool) and bool not in types:
-            ok = False
-        else:
-            ok = isinstance(value, types)
-        if not ok:
-            want = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
-            raise invalid_params(self.name, f"expected {want}, got {_TYPE_NAMES.get(type(value), type(value).__name__)}")
-        return value
+        if not self.required and value is None and self._nil_means_default():
+            return self.default() if callable(self.default) else self.default
+        return self.spec.check(value, self.name)
+
+    def _nil_means_default(self) -> bool:
+        # nil for an optional options map means "no options" (as an omitted parameter)
+        return isinstance(self.spec, Map)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
 import gc
 import logging
 import os
@@ -39,6 +40,8 @@ from memman_daemon import handlers, systemd
 from memman_daemon.clock import Clock
 from memman_daemon.core import Core
 from memman_daemon.rpc import REGISTRY, Call
+from memman_daemon.sessions import LoadError
+from memman_daemon.store import StoreError
 
 log = logging.getLogger("memman.daemon")
 
@@ -66,7 +69,9 @@ class Connection(asyncio.Protocol):
         self.core = server.core
         self.limits = server.config.limits
         self.transport: asyncio.Transport | None = None
-        self.decoder = FrameDecoder(self.limits.max_message_bytes)
+        #: made at the first byte: a msgpack Unpacker costs ~40 KB (its fixed parse stack), and
+        #: a client that connects and goes without sending anything should cost nothing
+        self.decoder: Any = None
         self.id = server.state.next_conn_id
         server.state.next_conn_id += 1
         self.name = f"conn-{self.id}"  #: replaced by memman_set_client_info
@@ -79,6 +84,7 @@ class Connection(asyncio.Protocol):
         self.inflight: set[asyncio.Task[Any]] = set()
         self.closing = False
         self._frame_timer: asyncio.TimerHandle | None = None
+        self.last_active = time.monotonic()  #: for the idle timeout (limits.idle_timeout_s)
         self.lost = asyncio.get_running_loop().create_future()  #: done when the socket closed
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -97,20 +103,29 @@ class Connection(asyncio.Protocol):
         self._drop_subscriptions()
         if self._frame_timer is not None:
             self._frame_timer.cancel()
+            self._frame_timer = None
         self.server.state.connections.discard(self)
         self.core.connections = len(self.server.state.connections)
         if not self.lost.done():
             self.lost.set_result(None)
+        # nothing of a closed connection may stay reachable: the decoder's buffer, the
+        # transport, a half-received frame
+        self.decoder = _CLOSED_DECODER
+        if self.transport is not None:
+            asyncio.get_running_loop().call_soon(_release_transport, self.transport)
+        self.transport = None
+        self.client_info = {}
 
     def refuse(self, code: int, message: str) -> None:
         """Tell the client why, then close gently: a client that already sent a request must
         still read the error (closing with its bytes unread would reset the connection)."""
         self.closing = True  # what it sends is read and dropped
         self.send_error_event(code, message)
-        assert self.transport is not None
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        asyncio.get_running_loop().call_later(self.limits.refusal_linger_s, self.transport.close)
+        transport = self.transport
+        assert transport is not None
+        if transport.can_write_eof():
+            transport.write_eof()
+        asyncio.get_running_loop().call_later(self.limits.refusal_linger_s, transport.close)
 
     def close(self) -> None:
         """Stop reading; what is already written is still flushed, then the socket closes."""
@@ -163,9 +178,14 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
+        self.last_active = time.monotonic()
+        completed = False
+        if self.decoder is None:
+            self.decoder = FrameDecoder(self.limits.max_message_bytes)
         try:
             self.decoder.feed(data)
             for obj in self.decoder:
+                completed = True
                 self.handle(obj)
                 if self.closing:
                     return
@@ -173,26 +193,40 @@ class Connection(asyncio.Protocol):
             self.send_error_event(exc.code, exc.message + "; closing the connection")
             self.close()
             return
-        self._watch_partial_frame()
+        self._watch_partial_frame(completed)
 
     def eof_received(self) -> bool | None:
         return None  # the client is done: close our side too (after flushing)
 
-    def _watch_partial_frame(self) -> None:
-        """A frame that has started must keep arriving: no bytes for frame_timeout_s closes."""
+    def _watch_partial_frame(self, completed: bool) -> None:
+        """A whole frame must arrive within frame_timeout_s of its first byte. The deadline is
+        set when a frame starts and is not moved by later bytes of the same frame (a client
+        sending one byte a second is closed all the same)."""
+        if not self.decoder.pending:
+            if self._frame_timer is not None:
+                self._frame_timer.cancel()
+                self._frame_timer = None
+            return
+        if self._frame_timer is not None and not completed:
+            return  # the same frame is still arriving: its deadline stands
         if self._frame_timer is not None:
             self._frame_timer.cancel()
-            self._frame_timer = None
-        if self.decoder.pending:
-            self._frame_timer = asyncio.get_running_loop().call_later(
-                self.limits.frame_timeout_s, self._partial_frame_timed_out)
+        self._frame_timer = asyncio.get_running_loop().call_later(
+            self.limits.frame_timeout_s, self._partial_frame_timed_out)
 
     def _partial_frame_timed_out(self) -> None:
         self._frame_timer = None
         if not self.closing:
-            self.send_error_event(errors.PARSE_ERROR, "incomplete message: no more bytes within "
-                                  f"{self.limits.frame_timeout_s}s; closing")
+            self.send_error_event(errors.PARSE_ERROR, "incomplete message: the frame did not "
+                                  f"arrive whole within {self.limits.frame_timeout_s}s "
+                                  "(limits.frame_timeout_s); closing")
             self.close()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds without a byte from the client, or 0 while it waits for answers or events."""
+        if self.subscriptions or self.inflight or self.closing:
+            return 0.0
+        return now - self.last_active
 
     def handle(self, obj: Any) -> None:
         try:
@@ -226,7 +260,7 @@ class Connection(asyncio.Protocol):
             kwargs = method.bind(req.params)
             if not method.is_async:  # in-memory reads: no task, no extra loop iteration
                 result = method.handler(Call(core, self.name, self), **kwargs)
-                self.send(pack_response(req.msgid, None, result))
+                self.respond(req, result)
                 return
         except Exception as exc:
             self.answer_error(req, exc)
@@ -238,9 +272,19 @@ class Connection(asyncio.Protocol):
     async def run_request(self, req: Request, handler: Any, kwargs: dict[str, Any]) -> None:
         try:
             result = await handler(Call(self.core, self.name, self), **kwargs)
-            self.send(pack_response(req.msgid, None, result))
+            self.respond(req, result)
         except Exception as exc:
             self.answer_error(req, exc)
+        finally:
+            self.last_active = time.monotonic()
+
+    def respond(self, req: Request, result: Any) -> None:
+        """Send the answer, or -32004 saying how to page when it is over the output cap."""
+        data = pack_response(req.msgid, None, result)
+        cap = self.limits.max_message_bytes
+        if len(data) > cap:
+            raise MemmanError(errors.LIMIT_EXCEEDED, too_large(req.method, len(data), cap))
+        self.send(data)
 
     def answer_error(self, req: Request, exc: Exception) -> None:
         self.core.counters["errors"] += 1
@@ -262,10 +306,15 @@ class Server:
         self._stop = asyncio.Event()
         self._server: asyncio.AbstractServer | None = None
         self._owns_socket_file = False
+        self._lock_fd: int | None = None
+        self.exit_code = 0  #: what the process exits with (non-zero after a fatal error)
+        self._accept_errors = 0
+        self._accept_logged_at = -1e9
 
     # --- lifecycle -----------------------------------------------------------------------
-    def run(self) -> None:
+    def run(self) -> int:
         asyncio.run(self.serve())
+        return self.exit_code
 
     async def serve(self, install_signal_handlers: bool = True) -> None:
         await self.startup(install_signal_handlers)
@@ -276,6 +325,14 @@ class Server:
 
     async def startup(self, install_signal_handlers: bool = True) -> None:
         handlers.load_all()
+        self._lock_data_dir()
+        try:
+            await self._startup(install_signal_handlers)
+        except BaseException:
+            self._unlock_data_dir()
+            raise
+
+    async def _startup(self, install_signal_handlers: bool) -> None:
         inherited = systemd.listen_fds()
         if not inherited:
             sock = self._bind(Path(self.config.socket))
@@ -287,14 +344,23 @@ class Server:
                 self.config.socket = Path(name)
         try:
             await self.core.start()
-        except Exception:
+        except BaseException as exc:
             sock.close()
             self._remove_socket_file()
-            raise
+            # close what was opened (the database threads would keep the process alive)
+            with contextlib.suppress(Exception):
+                await self.core.stop()
+            if isinstance(exc, (StartupError, StoreError, LoadError)) or not isinstance(exc, Exception):
+                raise
+            raise StartupError(f"cannot start on {self.config.database_path}: "
+                               f"{type(exc).__name__}: {exc}. Nothing was changed; see "
+                               "docs/operations.md (\"A damaged database\")") from exc
+        self.core.store.on_fatal = self._fatal
         tune_gc()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_unix_server(lambda: Connection(self), sock=sock,
                                                      backlog=1024)
+        loop.set_exception_handler(self._loop_exception)
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_stop)
@@ -314,9 +380,46 @@ class Server:
                 self.core.events.publish("stats", "tick", {"requests_per_s": snapshot - last,
                                                            "clients": self.core.connections})
             last = snapshot
+            self.close_idle()
+
+    def close_idle(self) -> None:
+        """Close connections silent for limits.idle_timeout_s (never subscribers, never while
+        a request of theirs runs)."""
+        limit = self.config.limits.idle_timeout_s
+        if not limit or limit <= 0:
+            return
+        now = time.monotonic()
+        for conn in list(self.state.connections):
+            if conn.idle_for(now) > limit:
+                conn.send_error_event(errors.LIMIT_EXCEEDED, f"idle for more than {limit}s "
+                                      "(limits.idle_timeout_s); closing. Reconnect when needed, "
+                                      "or subscribe to events to stay connected")
+                conn.close()
 
     def request_stop(self) -> None:
         self._stop.set()
+
+    def _fatal(self, exc: BaseException) -> None:
+        """The writer cannot go on: stop serving and exit non-zero (a supervisor restarts us)."""
+        self.exit_code = 70  # EX_SOFTWARE
+        self.request_stop()
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Out of file descriptors (or memory) on accept: asyncio pauses accepting and retries;
+        log that once per limits.log_interval_s with a count, never a traceback per attempt."""
+        exc = context.get("exception")
+        if isinstance(exc, OSError) and exc.errno in _ACCEPT_ERRNOS:
+            self._accept_errors += 1
+            now = time.monotonic()
+            if now - self._accept_logged_at >= self.config.limits.log_interval_s:
+                self._accept_logged_at = now
+                log.error("cannot accept connections: %s (%d times since the last report); "
+                          "retrying with back-off. Raise the open-file limit (ulimit -n, "
+                          "LimitNOFILE=) or lower limits.max_clients", exc.strerror,
+                          self._accept_errors)
+                self._accept_errors = 0
+            return
+        loop.default_exception_handler(context)
 
     async def shutdown(self) -> None:
         """Stop accepting, let in-flight requests finish, commit, close the database."""
@@ -336,7 +439,42 @@ class Server:
         if lost:
             await asyncio.wait(lost, timeout=2.0)
         self._remove_socket_file()
+        self._unlock_data_dir()
         log.info("memman daemon stopped")
+
+    # --- one daemon per data dir ---------------------------------------------------------
+    def _lock_data_dir(self) -> None:
+        """Hold an exclusive lock on <data>/memman.lock for the daemon's life (shared for a
+        read-only daemon); the file says which pid and socket hold it."""
+        d = Path(self.config.data_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / LOCK_NAME
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if self.core.read_only else fcntl.LOCK_EX)
+                        | fcntl.LOCK_NB)
+        except OSError as exc:
+            try:
+                holder = os.pread(fd, 4096, 0).decode(errors="replace").split("\n")
+            finally:
+                os.close(fd)
+            pid = holder[0] if holder and holder[0] else "unknown"
+            sock = holder[1] if len(holder) > 1 and holder[1] else "unknown"
+            raise StartupError(
+                f"another memman daemon (pid {pid}, socket {sock}) is using the data dir {d} "
+                f"({exc.strerror}); two daemons on one data dir would hand out the same ids and "
+                "lose data. Stop it first, or give this one another --data-dir") from None
+        if not self.core.read_only:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n{self.config.socket}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _unlock_data_dir(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                os.close(self._lock_fd)
+            self._lock_fd = None
 
     # --- connections ---------------------------------------------------------------------
     def refusal(self, transport: asyncio.BaseTransport) -> tuple[int, str] | None:
@@ -386,6 +524,50 @@ class Server:
             with contextlib.suppress(FileNotFoundError):
                 Path(self.config.socket).unlink()
             self._owns_socket_file = False
+
+
+LOCK_NAME = "memman.lock"
+_ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+class _ClosedDecoder:
+    pending = 0
+
+    def feed(self, data: bytes) -> None:
+        return None
+
+    def __iter__(self) -> _ClosedDecoder:
+        return self
+
+    def __next__(self) -> Any:
+        raise StopIteration
+
+
+_CLOSED_DECODER: Any = _ClosedDecoder()
+
+
+def _release_transport(transport: asyncio.BaseTransport) -> None:
+    """Break the reference cycle a closed asyncio socket transport keeps to itself (its
+    ``_read_ready_cb`` is one of its own bound methods), so it is freed at once by reference
+    counting instead of waiting for a full garbage collection — which ``tune_gc`` makes rare.
+    Without this, every closed connection stayed in memory (tens of KB each)."""
+    if getattr(transport, "_sock", True) is None and hasattr(transport, "_read_ready_cb"):
+        transport._read_ready_cb = None  # type: ignore[attr-defined]
+
+
+def too_large(method: str, size: int, cap: int) -> str:
+    """The error for an answer over the output cap, saying how to get it in pages."""
+    how = {
+        names.SESSION_GET: "page it by entry range: memman_session_get(session_id, "
+                           "{after_id: 0, limit: N}), then again with after_id = the answer's "
+                           "next_after_id until it is nil",
+        names.SESSION_EXPORT: "page it by entry range: memman_session_export(session_id, "
+                              "{after_id: 0, limit: N}), then again with after_id = the "
+                              "answer's next_after_id until it is nil; import the pages' "
+                              "entries together",
+    }.get(method, "ask for less (opts.limit where the method has it)")
+    return (f"the answer to {method} is {size} bytes, over the {cap}-byte output cap "
+            f"(limits.max_message_bytes); {how}")
 
 
 def tune_gc() -> None:

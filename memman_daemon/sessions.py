@@ -1,8 +1,9 @@
 """Sessions: the in-memory map of Session objects and their durable record.
 
-Every mutation follows one pattern: change the in-memory objects, ``await persist(...)`` the
-rows that changed (answered only after commit), then publish an event. If the commit fails the
-session is reloaded from SQLite, so memory never claims what the disk does not hold.
+Every mutation follows one pattern: build the rows that change, ``await`` their commit, change
+the in-memory objects (or, where the objects are changed first, ``persist(...)`` reloads the
+session from SQLite when the commit fails), then publish an event — so memory never claims
+what the disk does not hold.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import itertools
 import json
 from typing import TYPE_CHECKING, Any
 
-from memman.errors import MemmanError, invalid_params, not_found
+from memman.errors import STORAGE_ERROR, MemmanError, invalid_params, not_found
 from memman_daemon.model import ENTRY_TYPES, ROLES, Entry, Session, SessionMeta, Summary
+from memman_daemon.params import INT64_MAX
 from memman_daemon.store import Op, StoreError
 
 if TYPE_CHECKING:
@@ -36,7 +38,12 @@ class Sessions:
     # --- ids and persistence helpers ------------------------------------------------------
     def next_id(self) -> int:
         """A new id for an entry or summary (unique across the daemon)."""
-        return next(self._ids)
+        i = next(self._ids)
+        if i > INT64_MAX:
+            raise MemmanError(STORAGE_ERROR, "entry ids are exhausted (the database already "
+                              f"holds id {INT64_MAX}); export the sessions and import them into "
+                              "a fresh data dir, where they get new ids")
+        return i
 
     @staticmethod
     def entry_op(e: Entry) -> Op:
@@ -54,32 +61,44 @@ class Sessions:
                 (s.id, _dumps(s.meta.to_wire())))
 
     async def persist(self, session: Session, ops: list[Op]) -> None:
-        """Commit ``ops``; on failure restore ``session`` from disk and re-raise."""
+        """Commit ``ops``; on failure restore ``session`` from disk and re-raise (as -32003)."""
         try:
             await self.core.store.write(ops)
-        except StoreError:
+        except Exception as exc:
             await self.reload(session.id)
-            raise
+            if isinstance(exc, MemmanError):
+                raise
+            raise StoreError(f"the change could not be stored ({type(exc).__name__}: {exc}); "
+                             "nothing was changed") from exc
 
     # --- load ----------------------------------------------------------------------------
     async def load(self) -> None:
+        """Read every session; a row that cannot be read stops the start (``LoadError`` names
+        the file, the table, the row and what to do) instead of serving half the data."""
         store = self.core.store
         self.by_id.clear()
         for row in await store.fetchall("SELECT id, meta FROM sessions"):
-            self.by_id[row[0]] = Session(row[0], SessionMeta.from_wire(json.loads(row[1])))
+            with _row(store, "sessions", row[0]):
+                self.by_id[row[0]] = Session(row[0], SessionMeta.from_wire(json.loads(row[1])))
         max_id = 0
-        for row in await store.fetchall("SELECT data FROM entries ORDER BY id"):
-            e = Entry.from_wire(json.loads(row[0]))
-            if s := self.by_id.get(e.session_id):
-                s.append(e)
+        for row in await store.fetchall("SELECT id, data FROM entries ORDER BY id"):
+            with _row(store, "entries", row[0]):
+                e = Entry.from_wire(json.loads(row[1]))
+                if not isinstance(e.id, int) or not isinstance(e.tokens, int):
+                    raise ValueError("id and tokens must be integers")
+                if s := self.by_id.get(e.session_id):
+                    s.append(e)
             max_id = max(max_id, e.id)
-        for row in await store.fetchall("SELECT data FROM summaries ORDER BY id"):
-            sm = Summary.from_wire(json.loads(row[0]))
-            if s := self.by_id.get(sm.session_id):
-                s.summaries[sm.id] = sm
+        for row in await store.fetchall("SELECT id, data FROM summaries ORDER BY id"):
+            with _row(store, "summaries", row[0]):
+                sm = Summary.from_wire(json.loads(row[1]))
+                if s := self.by_id.get(sm.session_id):
+                    s.summaries[sm.id] = sm
             max_id = max(max_id, sm.id)
         for s in self.by_id.values():
-            s.recount()
+            with _row(store, "sessions", s.id):
+                s.recount()
+                s.overview()
         self._ids = itertools.count(max_id + 1)
 
     async def reload(self, session_id: str) -> None:
@@ -184,10 +203,11 @@ class Sessions:
         s = self.get(session_id)
         e = self.build_entry(s, raw)
         e.id = self.next_id()
-        s.append(e)  # also moves updated_at
         # only the entry row (updated_at is re-derived at load), so that concurrent adds are
-        # runs of one statement: one executemany per group commit
-        await self.persist(s, [self.entry_op(e)])
+        # runs of one statement: one executemany per group commit. Memory changes after the
+        # commit: a refused write leaves nothing behind.
+        await self.core.store.write([self.entry_op(e)])
+        s.append(e)  # also moves updated_at
         if e.content:  # relevance vectors: embedded later, in batches, off this path
             self.core.embedder.prefetch(e.content)
         self.core.events.publish("session", "entry_added",
@@ -232,3 +252,27 @@ def _normalize_call(c: dict[str, Any]) -> dict[str, Any]:
         args = _dumps(args)
     return {"id": c["id"], "type": "function",
             "function": {"name": str(fn.get("name", c.get("name", ""))), "arguments": args}}
+
+
+class LoadError(Exception):
+    """A row of the database cannot be loaded; the message names it and what to do."""
+
+
+class _row:  # noqa: N801 - used as ``with _row(...)``
+    """Turn any error while reading one row into a LoadError naming the file, table and row."""
+
+    def __init__(self, store: Any, table: str, key: Any) -> None:
+        self.store, self.table, self.key = store, table, key
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or not isinstance(exc, Exception):
+            return False
+        raise LoadError(
+            f"cannot load {self.store.path}: row {self.key!r} of table {self.table} is damaged "
+            f"({type(exc).__name__}: {exc}). Nothing was changed. Stop here and recover: move "
+            f"{self.store.path} aside (the daemon then starts empty) and restore it from a "
+            "backup, or delete that row with the sqlite3 shell; docs/operations.md (\"A damaged "
+            "database\") has the steps") from exc

@@ -5,14 +5,23 @@ after the transaction holding them commits. Operations queued while a commit is 
 the next transaction, and runs of the same statement go through one ``executemany`` — so many
 concurrent durable writes cost about one commit. If a batch fails, each request in it is
 retried alone so one bad request cannot fail the others.
+
+The writer never dies silently: any failure of a request (SQLite, I/O, a value SQLite cannot
+bind) fails that request with -32003 and the writer goes on. If the writer itself cannot go on,
+``on_fatal`` is called (the server then exits non-zero so a supervisor restarts it) and every
+later write is refused at once instead of waiting. Before each transaction the database path is
+checked against the file that was opened: a file deleted or replaced under the daemon makes
+every later write fail with -32003 saying so (the open handle would write into a file nobody
+will read again).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +55,10 @@ class Store:
         self.commits = 0
         self.rows_written = 0
         self.write_errors = 0
+        #: called once if the writer cannot go on (the server stops and exits non-zero)
+        self.on_fatal: Callable[[BaseException], None] | None = None
+        self.broken: str | None = None  #: why writes are refused for good, once they are
+        self._identity: tuple[int, int] | None = None  #: (st_dev, st_ino) of the file opened
 
     # --- lifecycle -----------------------------------------------------------------------
     async def open(self) -> None:
@@ -57,6 +70,8 @@ class Store:
             await self.db.execute("PRAGMA foreign_keys=ON")
             await self._quick_check()
             await self._migrate()
+            st = os.stat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
             self.reader = await aiosqlite.connect(f"file:{self.path}?mode=ro", uri=True,
                                                   isolation_level=None)
             self.reader.row_factory = aiosqlite.Row
@@ -115,6 +130,8 @@ class Store:
         ops = list(ops)
         if not ops:
             return
+        if self.broken is not None:
+            raise StoreError(self.broken)
         if self._writer is None:
             raise StoreError("the database is closed")
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -124,41 +141,81 @@ class Store:
 
     async def flush(self) -> None:
         """Wait until everything queued so far is committed."""
-        if self._queue and self._writer is not None:
+        if self._queue and self._writer is not None and self.broken is None:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._queue.append(([], fut))
             self._wakeup.set()
             await asyncio.shield(fut)
 
     async def _write_loop(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while self._queue:
-                batch, rows = [], 0
-                while self._queue and (not batch or rows < self.batch_max_rows):
-                    item = self._queue.pop(0)
-                    batch.append(item)
-                    rows += len(item[0])
-                await self._commit_batch(batch)
+        batch: list[tuple[list[Op], asyncio.Future[None]]] = []
+        try:
+            while True:
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                while self._queue:
+                    batch, rows = [], 0
+                    while self._queue and (not batch or rows < self.batch_max_rows):
+                        item = self._queue.pop(0)
+                        batch.append(item)
+                        rows += len(item[0])
+                    await self._commit_batch(batch)
+                    batch = []
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the writer cannot go on: say so, refuse, stop
+            self._die(f"the database writer stopped ({type(exc).__name__}: {exc}); the daemon "
+                      "is exiting so that its supervisor restarts it", exc, batch)
+
+    def _die(self, why: str, exc: BaseException,
+             batch: list[tuple[list[Op], asyncio.Future[None]]]) -> None:
+        log.critical("%s", why, exc_info=exc)
+        self.broken = why
+        for _, fut in [*batch, *self._queue]:
+            self._fail(fut, exc)
+        self._queue.clear()
+        if self.on_fatal is not None:
+            self.on_fatal(exc)
 
     async def _commit_batch(self, batch: list[tuple[list[Op], asyncio.Future[None]]]) -> None:
         try:
+            self._check_file()
             await self._transaction([op for ops, _ in batch for op in ops])
-        except (sqlite3.Error, OSError) as exc:
+        except _Replaced as exc:
+            for _, fut in batch:
+                self._fail(fut, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - any failure fails requests, never the writer
             if len(batch) == 1:
                 self._fail(batch[0][1], exc)
                 return
             for ops, fut in batch:  # isolate the request that broke the batch
                 try:
                     await self._transaction(ops)
-                except (sqlite3.Error, OSError) as exc1:
+                except Exception as exc1:  # noqa: BLE001
                     self._fail(fut, exc1)
                 else:
                     _resolve(fut)
             return
         for _, fut in batch:
             _resolve(fut)
+
+    def _check_file(self) -> None:
+        """Refuse to write into a database file that is no longer the one at ``path``."""
+        if self._identity is None:
+            return
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            st = None
+        if st is None or (st.st_dev, st.st_ino) != self._identity:
+            what = "deleted" if st is None else "replaced by another file"
+            self.broken = (f"the database file {self.path} was {what} while the daemon ran; "
+                           "writes are refused so that nothing is acknowledged into a file that "
+                           "is gone. Restore the file (or move the new one aside) and restart "
+                           "the daemon")
+            log.critical("%s", self.broken)
+            raise _Replaced(self.broken)
 
     async def _transaction(self, ops: list[Op]) -> None:
         if not ops:
@@ -190,10 +247,22 @@ class Store:
     def _fail(self, fut: asyncio.Future[None], exc: BaseException) -> None:
         self.write_errors += 1
         log.warning("write to %s failed: %s", self.path, exc)
-        if not fut.done():
+        if fut.done():
+            return
+        if isinstance(exc, _Replaced) or self.broken is not None:
+            fut.set_exception(StoreError(self.broken or str(exc)))
+        elif isinstance(exc, (sqlite3.OperationalError, OSError)):
             fut.set_exception(StoreError(
                 f"the database {self.path} refused the write ({exc}); nothing was changed. "
                 "Check free disk space and file permissions; the daemon keeps running."))
+        else:
+            fut.set_exception(StoreError(
+                f"the database {self.path} could not store this request ({type(exc).__name__}: "
+                f"{exc}); nothing was changed and the daemon keeps running."))
+
+
+class _Replaced(Exception):
+    """The database file at the path is not the one the daemon opened."""
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

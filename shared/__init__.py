@@ -23,13 +23,14 @@ from memman.errors import (  # noqa: E402
     MethodNotFound,
     NotFound,
     SessionNotFound,
+    SharedStoreUnavailable,
     StorageError,
 )
 
 __all__ = ["__version__", "MemmanError", "Client", "SyncClient", "RetryPolicy", "AlreadyDone",
            "Busy", "Conflict", "ConnectionLost", "Forbidden", "InternalError", "InvalidParams",
            "InvalidRequest", "LimitExceeded", "MethodNotFound", "NotFound", "SessionNotFound",
-           "StorageError"]
+           "StorageError", "SharedStoreUnavailable"]
 
 
 def __getattr__(name: str):  # lazy, so `import memman` stays light for the daemon

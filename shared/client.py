@@ -160,6 +160,7 @@ class Client(AsyncMethods):
     async def _open_connection(self) -> None:
         """The one place a connection is made: socket, client info, subscriptions again."""
         path = self.socket_path
+        paths.check_socket_owner(path)
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(str(path), limit=2**20), self.timeout)

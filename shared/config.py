@@ -46,6 +46,8 @@ class LimitsConfig:
     subscriber_buffer_bytes: int = 4 * 1024 * 1024  #: unsent event bytes before a subscriber is dropped
     frame_timeout_s: float = 10.0  #: a half-received frame older than this closes the connection
     refusal_linger_s: float = 1.0  #: a refused connection stays this long to read its error
+    idle_timeout_s: float = 900.0  #: a connection silent this long is closed (0 = never; never for subscribers)
+    log_interval_s: float = 10.0  #: a repeated error (accept failures) is logged at most once per this interval
 
 
 @dataclass
@@ -53,6 +55,13 @@ class StorageConfig:
     synchronous: str = "NORMAL"  #: SQLite synchronous pragma: NORMAL or FULL
     database: str = "memman.db"  #: file name inside the data dir (or an absolute path)
     batch_max_rows: int = 5000  #: most queued writes committed in one transaction
+    #: PostgreSQL DSN ("postgresql://user@host/db") holding user memory, business context,
+    #: promotions and the audit log for every daemon that names it; empty = the local SQLite
+    #: file (sessions stay local either way). Env MEMMAN_STORAGE_SHARED, flag --shared.
+    shared: str = ""
+    shared_timeout_s: float = 5.0  #: deadline of one shared-store call, connecting included (seconds)
+    shared_pool_size: int = 4  #: connections to the shared store (plus one for LISTEN)
+    shared_backoff_max_s: float = 5.0  #: longest wait between reconnection attempts (seconds)
 
 
 @dataclass
@@ -286,8 +295,8 @@ class Config:
 
     def agent_md_path(self, tenant: str) -> Path:
         if self.docs.agent_md:
-            return Path(self.docs.agent_md.replace("{tenant}", tenant))
-        return self.data_dir / "tenants" / tenant / "agent.md"
+            return Path(self.docs.agent_md.replace("{tenant}", paths.id_to_filename(tenant)))
+        return self.data_dir / "tenants" / paths.id_to_filename(tenant) / "agent.md"
 
     @classmethod
     def load(
@@ -333,9 +342,22 @@ class Config:
                 continue
             for sf in dataclasses.fields(sub):
                 key = f"{f.name}.{sf.name}"
-                rows.append({"key": key, "value": getattr(sub, sf.name),
+                value = getattr(sub, sf.name)
+                if key == "storage.shared":  # a DSN may carry a password: never print it
+                    value = _hide_password(value)
+                rows.append({"key": key, "value": value,
                              "source": self.sources.get(key, "default")})
         return rows
+
+
+def _hide_password(url: str) -> str:
+    """``url`` with the password of ``scheme://user:password@host`` replaced by ``***``."""
+    head, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    cred, _, host = rest.partition("@")
+    user, colon, _ = cred.partition(":")
+    return f"{head}://{user}{':***' if colon else ''}@{host}"
 
 
 class ConfigError(ValueError):
@@ -375,7 +397,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "docs.top_k", "docs.max_chunks_per_doc", "docs.max_scan", "scratchpad.frequency_saturation")},
     **{k: (1e-9, None) for k in (
         "limits.frame_timeout_s", "compression.check_interval_s", "llm.timeout_s",
-        "tui.refresh_s")},
+        "tui.refresh_s", "storage.shared_timeout_s", "storage.shared_backoff_max_s")},
+    "storage.shared_pool_size": (1, None),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "storage.synchronous": ("NORMAL", "FULL", "EXTRA", "OFF"),
@@ -443,6 +466,11 @@ def _check(key: str, value: Any, hint: Any, where: str) -> Any:
 
 
 def _check_relations(cfg: Config) -> None:
+    shared = cfg.storage.shared.strip()
+    if shared and not shared.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(f"{_where(cfg, 'storage.shared')}: storage.shared = {shared[:40]!r} "
+                          "is not a PostgreSQL URL; expected postgresql://user@host/db (or "
+                          "empty: user memory and business context in the local SQLite file)")
     c = cfg.context
     if not c.warn_threshold <= c.prune_threshold <= c.aggressive_threshold:
         raise ConfigError(

@@ -20,7 +20,7 @@ LIMIT_EXCEEDED = -32004  # too many clients, message too large
 FORBIDDEN = -32005  # peer credentials refused, read-only mode
 ALREADY_DONE = -32006  # an idempotent one-time action already happened
 SHUTTING_DOWN = -32007  # the daemon is stopping and takes no new work
-
+SHARED_UNAVAILABLE = -32010  # the shared store (PostgreSQL) is down or unreachable: retry
 
 CONNECTION_LOST = -32099  # client side only: the connection closed before an answer arrived
 
@@ -151,6 +151,13 @@ class Busy(_Family):
     family_code = SHUTTING_DOWN
 
 
+class SharedStoreUnavailable(_Family):
+    """The shared store (PostgreSQL) is down or unreachable; nothing was changed. The daemon
+    reconnects by itself: retry after ``data["retry_in_s"]`` (-32010)."""
+
+    family_code = SHARED_UNAVAILABLE
+
+
 class ConnectionLost(_Family):
     """The connection to the daemon closed before an answer arrived (client side, -32099)."""
 
@@ -168,6 +175,7 @@ ERROR_CLASSES: dict[int, type[_Family]] = {
     INTERNAL_ERROR: InternalError, NOT_FOUND: NotFound, CONFLICT: Conflict,
     STORAGE_ERROR: StorageError, LIMIT_EXCEEDED: LimitExceeded, FORBIDDEN: Forbidden,
     ALREADY_DONE: AlreadyDone, SHUTTING_DOWN: Busy, CONNECTION_LOST: ConnectionLost,
+    SHARED_UNAVAILABLE: SharedStoreUnavailable,
 }
 
 

@@ -141,7 +141,8 @@ class AsyncMethods:
             opts: dict[str, Any] | None = None,
     ) -> SessionState:
         """The session's state: overview, rolling summary, exchanges, cycle, entries, summaries
-        (opts.limit: newest entries only; opts.entries=false: none).
+        (opts.limit: newest entries only; opts.entries=false: none; opts.after_id +
+        limit: one page by entry range, next_after_id says where the next starts).
 
         ``memman_session_get(session_id, opts={})``.
         """
@@ -213,12 +214,17 @@ class AsyncMethods:
         """
         return await self.call('memman_session_compact', *_given([session_id], 1))
 
-    async def session_export(self, session_id: str) -> SessionExport:
-        """Everything: entries, summaries, links, exchanges, cycle, stats.
+    async def session_export(
+            self,
+            session_id: str,
+            opts: dict[str, Any] | None = None,
+    ) -> SessionExport:
+        """Everything: entries, summaries, links, exchanges, cycle, stats (opts.after_id + limit:
+        one page of entries; next_after_id says where the next starts).
 
-        ``memman_session_export(session_id)``.
+        ``memman_session_export(session_id, opts={})``.
         """
-        return await self.call('memman_session_export', *_given([session_id], 1))
+        return await self.call('memman_session_export', *_given([session_id, opts], 1))
 
     async def session_import(
             self,
@@ -608,7 +614,8 @@ class SyncMethods:
 
     def session_get(self, session_id: str, opts: dict[str, Any] | None = None) -> SessionState:
         """The session's state: overview, rolling summary, exchanges, cycle, entries, summaries
-        (opts.limit: newest entries only; opts.entries=false: none).
+        (opts.limit: newest entries only; opts.entries=false: none; opts.after_id +
+        limit: one page by entry range, next_after_id says where the next starts).
 
         ``memman_session_get(session_id, opts={})``.
         """
@@ -671,12 +678,13 @@ class SyncMethods:
         """
         return self.call('memman_session_compact', *_given([session_id], 1))
 
-    def session_export(self, session_id: str) -> SessionExport:
-        """Everything: entries, summaries, links, exchanges, cycle, stats.
+    def session_export(self, session_id: str, opts: dict[str, Any] | None = None) -> SessionExport:
+        """Everything: entries, summaries, links, exchanges, cycle, stats (opts.after_id + limit:
+        one page of entries; next_after_id says where the next starts).
 
-        ``memman_session_export(session_id)``.
+        ``memman_session_export(session_id, opts={})``.
         """
-        return self.call('memman_session_export', *_given([session_id], 1))
+        return self.call('memman_session_export', *_given([session_id, opts], 1))
 
     def session_import(self, data: dict[str, Any], opts: dict[str, Any] | None = None) -> Imported:
         """Restore an export (opts: session_id to rename, replace to overwrite).

@@ -139,7 +139,8 @@ METHODS: tuple[MethodSpec, ...] = (
        "Every session's overview row; filter by user_id / tenant_id."),
     _M(SESSION_GET, "session_id: str, opts: dict = {}", "SessionState",
        "The session's state: overview, rolling summary, exchanges, cycle, entries, summaries "
-       "(opts.limit: newest entries only; opts.entries=false: none)."),
+       "(opts.limit: newest entries only; opts.entries=false: none; opts.after_id + limit: "
+       "one page by entry range, next_after_id says where the next starts)."),
     _M(SESSION_ADD, "session_id: str, entry: dict", "Added",
        "Append a typed entry; returns its id and tokens (counted once, here).", writes=True),
     _M(SESSION_DELETE, "session_id: str", "Deleted",
@@ -158,8 +159,9 @@ METHODS: tuple[MethodSpec, ...] = (
        "A compression summary and the original entries it replaced."),
     _M(SESSION_COMPACT, "session_id: str", "Compacted",
        "Compress entries older than the recent window now.", writes=True),
-    _M(SESSION_EXPORT, "session_id: str", "SessionExport",
-       "Everything: entries, summaries, links, exchanges, cycle, stats."),
+    _M(SESSION_EXPORT, "session_id: str, opts: dict = {}", "SessionExport",
+       "Everything: entries, summaries, links, exchanges, cycle, stats (opts.after_id + "
+       "limit: one page of entries; next_after_id says where the next starts)."),
     _M(SESSION_IMPORT, "data: dict, opts: dict = {}", "Imported",
        "Restore an export (opts: session_id to rename, replace to overwrite).", writes=True),
     _M(SESSION_CLEAR, "session_id: str", "Cleared",

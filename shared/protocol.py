@@ -100,8 +100,10 @@ class FrameDecoder:
             obj = next(self._unpacker)
         except StopIteration:
             raise
-        except (ValueError, msgpack.UnpackException, UnicodeDecodeError, RecursionError) as exc:
-            # FormatError, StackError, ExtraData, invalid UTF-8, oversized declared lengths
+        except (ValueError, TypeError, msgpack.UnpackException, UnicodeDecodeError,
+                RecursionError) as exc:
+            # FormatError, StackError, ExtraData, invalid UTF-8, oversized declared lengths,
+            # a map keyed by an array or a map (unhashable)
             raise ProtocolError(PARSE_ERROR, f"malformed msgpack: {type(exc).__name__}: {exc}"
                                 .rstrip(": ")) from None
         self._complete = self._unpacker.tell()

@@ -65,6 +65,7 @@ class SyncClient(SyncMethods):
 
     def _connect(self) -> None:
         """The one place a connection is made: socket, client info, subscriptions again."""
+        paths.check_socket_owner(self.socket_path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:

@@ -204,6 +204,8 @@ class SessionState(SessionOverview, total=False):
     injection_done: bool
     encoding: str
     usage: Usage
+    total_entries: int  # with opts.after_id / limit: one page of the log
+    next_after_id: int | None  # where the next page starts (None on the last page)
 
 
 class Added(TypedDict):
@@ -383,6 +385,8 @@ class SessionExport(TypedDict, total=False):
     exchanges: list[Exchange]
     cycle: Cycle
     stats: dict[str, Any]
+    total_entries: int  # with opts: one page of entries
+    next_after_id: int | None
 
 
 class Imported(TypedDict, total=False):

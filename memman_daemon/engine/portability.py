@@ -2,28 +2,100 @@
 
 An export is a plain map: the session meta (rolling summary, exchanges, cycle, usage), every
 entry (compressed ones included), every summary, the summary -> entries links and stats.
-Importing it and exporting again gives the identical map as long as the ids are free in the
-daemon (they are kept); otherwise entries and summaries get fresh ids in the same order.
+
+An import is checked whole against ``EXPORT`` (every field's type and range, with the path of
+the first bad value, e.g. ``data.entries[3].id``) and for consistency (no duplicate ids, links
+only to entries and summaries in the same file) before anything changes; then every entry and
+summary gets a fresh id from the daemon's sequence (same order, links rewritten) — ids in a
+file are never trusted — and the whole session is written in one transaction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from memman.errors import invalid_params
 from memman_daemon.engine import usage
-from memman_daemon.model import ENTRY_TYPES, ROLES, Entry, Session, SessionMeta, Summary
+from memman_daemon.model import (
+    ENTRY_TYPES,
+    ROLES,
+    Cycle,
+    Entry,
+    Exchange,
+    Session,
+    SessionMeta,
+    Summary,
+)
+from memman_daemon.params import (
+    COUNT,
+    METADATA,
+    ROW_ID,
+    TIMESTAMP,
+    Array,
+    Bool,
+    Float,
+    Id,
+    Int,
+    Map,
+    Nullable,
+    Stored,
+    Str,
+)
 
 FORMAT = "memman.session/1"
 
+_TOKENS = Int(0, 2**40, doc="a token count")
+_EXCHANGE = Map({"question": Str(), "answer": Str(), "answer_bytes": COUNT, "summarized": Bool(),
+                 "at": TIMESTAMP, "first_id": ROW_ID, "last_id": ROW_ID},
+                required=("question", "answer", "answer_bytes", "summarized", "at"),
+                empty_array_ok=False)
+_CYCLE = Map({"user_question": Str(), "agent_message_ids": Array(ROW_ID),
+              "final_answer": Nullable(Str()), "start_id": ROW_ID}, empty_array_ok=False)
+_USAGE = Map({"at": TIMESTAMP, "prompt_tokens": _TOKENS, "completion_tokens": _TOKENS,
+              "memman_tokens": Nullable(_TOKENS), "drift": Nullable(Int(-(2**41), 2**41))},
+             required=("at", "prompt_tokens", "completion_tokens"), empty_array_ok=False)
+META = Map({
+    "user_id": Id(), "tenant_id": Id(), "model": Id(),
+    "max_tokens": Int(1, 2**31, doc="a positive integer (tokens)"),
+    "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "summary": Str(),
+    "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "injection_done": Bool(),
+    "counters": Map(rest=COUNT), "usage": Array(_USAGE, max_items=10_000),
+})
+ENTRY = Map({
+    "id": ROW_ID, "session_id": Str(), "type": Str(choices=ENTRY_TYPES),
+    "role": Str(choices=ROLES), "content": Str(), "tokens": _TOKENS, "created_at": TIMESTAMP,
+    "name": Nullable(Str()), "tool_call_id": Nullable(Str()),
+    "tool_calls": Nullable(Array(Map({"id": Str(min_len=1)}, required=("id",), rest=Stored(),
+                                     empty_array_ok=False))),
+    "metadata": METADATA, "pinned": Bool(), "summary_id": Nullable(ROW_ID),
+}, required=("id", "type", "role", "content", "tokens", "created_at"), empty_array_ok=False)
+SUMMARY = Map({
+    "id": ROW_ID, "session_id": Str(), "content": Str(), "entry_ids": Array(ROW_ID),
+    "tokens": _TOKENS, "original_tokens": _TOKENS, "ratio": Float(0.0, 1e12),
+    "start": TIMESTAMP, "end": TIMESTAMP, "created_at": TIMESTAMP, "source": Str(),
+    "removed_entry_ids": Array(ROW_ID),
+}, required=("id", "content", "entry_ids", "tokens", "original_tokens", "ratio", "start", "end",
+             "created_at"), empty_array_ok=False)
+#: what memman_session_import accepts as ``data`` (what memman_session_export produces)
+EXPORT = Map({
+    "format": Str(choices=(FORMAT,)), "session_id": Nullable(Id()), "meta": META,
+    "entries": Array(ENTRY), "summaries": Array(SUMMARY),
+    "links": Array(Map({"summary_id": ROW_ID, "entry_ids": Array(ROW_ID)}, empty_array_ok=False)),
+    "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "stats": Map(rest=Stored()),
+    "total_entries": COUNT, "next_after_id": Nullable(ROW_ID),
+}, empty_array_ok=False, doc="a map produced by memman_session_export")
 
-def export(s: Session) -> dict[str, Any]:
+
+def export(s: Session, entries: list[Entry] | None = None) -> dict[str, Any]:
+    """The export map; ``entries`` narrows it to one page of the entry log (summaries and links
+    stay whole: they are small)."""
     m = s.meta.to_wire()
     return {
         "format": FORMAT,
         "session_id": s.id,
         "meta": m,
-        "entries": [e.to_wire() for e in s.entries],
+        "entries": [e.to_wire() for e in (s.entries if entries is None else entries)],
         "summaries": [sm.to_wire() for sm in sorted(s.summaries.values(), key=lambda x: x.id)],
         "links": [{"summary_id": sm.id, "entry_ids": list(sm.entry_ids)}
                   for sm in sorted(s.summaries.values(), key=lambda x: x.id)],
@@ -33,67 +105,60 @@ def export(s: Session) -> dict[str, Any]:
     }
 
 
-def parse(data: Any, session_id: str) -> Session:
-    """Validate an export map and build the Session it describes (ids as given)."""
-    if not isinstance(data, dict):
-        raise invalid_params("data", "expected a map produced by memman_session_export")
-    if data.get("format", FORMAT) != FORMAT:
-        raise invalid_params("data.format", f"expected {FORMAT!r}, got {data.get('format')!r}")
-    try:
-        meta = SessionMeta.from_wire(data.get("meta") or {})
-    except TypeError as exc:
-        raise invalid_params("data.meta", f"not a session meta map: {exc}") from None
+def parse(data: dict[str, Any], session_id: str, next_id: Callable[[], int]) -> Session:
+    """Build the Session an export describes (``data`` already checked against ``EXPORT``),
+    with fresh ids from ``next_id``. Raises -32602 for an inconsistent file."""
+    raw_meta = dict(data.get("meta") or {})
+    raw_meta["exchanges"] = [Exchange(**x) for x in raw_meta.get("exchanges", [])]
+    cyc = dict(raw_meta.get("cycle") or {})
+    raw_meta["cycle"] = Cycle(**cyc)
+    meta = SessionMeta(**raw_meta)
+    entries_raw = data.get("entries") or []
+    summaries_raw = data.get("summaries") or []
+    seen: dict[int, str] = {}
+    for i, raw in enumerate(entries_raw):
+        if raw["id"] in seen:
+            raise invalid_params(f"data.entries[{i}].id", f"duplicate id {raw['id']} (also "
+                                 f"{seen[raw['id']]})")
+        seen[raw["id"]] = f"data.entries[{i}]"
+    entry_ids = set(seen)
+    for i, raw in enumerate(summaries_raw):
+        if raw["id"] in seen:
+            raise invalid_params(f"data.summaries[{i}].id", f"duplicate id {raw['id']} (also "
+                                 f"{seen[raw['id']]})")
+        seen[raw["id"]] = f"data.summaries[{i}]"
+        for j, eid in enumerate(raw["entry_ids"]):
+            if eid not in entry_ids:
+                raise invalid_params(f"data.summaries[{i}].entry_ids[{j}]",
+                                     f"links to entry {eid}, which is not in the file")
+    summary_ids = set(seen) - entry_ids
+    for i, raw in enumerate(entries_raw):
+        sid = raw.get("summary_id")
+        if sid is not None and sid not in summary_ids:
+            raise invalid_params(f"data.entries[{i}].summary_id",
+                                 f"links to summary {sid}, which is not in the file")
+    # fresh ids, in the file's id order, so that the log keeps its order
+    mapping = {old: next_id() for old in sorted(seen)}
     s = Session(session_id, meta)
-    entries = data.get("entries") or []
-    if not isinstance(entries, list):
-        raise invalid_params("data.entries", "expected an array")
-    for i, raw in enumerate(entries):
-        if not isinstance(raw, dict):
-            raise invalid_params(f"data.entries[{i}]", "expected a map")
-        try:
-            e = Entry.from_wire(raw)
-        except TypeError as exc:
-            raise invalid_params(f"data.entries[{i}]", f"missing fields: {exc}") from None
-        if e.type not in ENTRY_TYPES or e.role not in ROLES or not isinstance(e.content, str):
-            raise invalid_params(f"data.entries[{i}]", "bad type, role or content")
-        if not isinstance(e.id, int) or not isinstance(e.tokens, int):
-            raise invalid_params(f"data.entries[{i}]", "id and tokens must be integers")
-        e.session_id = session_id
-        s.append(e)
-    for i, raw in enumerate(data.get("summaries") or []):
-        try:
-            sm = Summary.from_wire(raw)
-        except TypeError as exc:
-            raise invalid_params(f"data.summaries[{i}]", f"missing fields: {exc}") from None
-        sm.session_id = session_id
-        s.summaries[sm.id] = sm
-    known = set(s.summaries)
-    for e in s.entries:
-        if e.summary_id is not None and e.summary_id not in known:
-            raise invalid_params("data.entries", f"entry {e.id} links to missing summary {e.summary_id}")
-    s.recount()
-    return s
-
-
-def remap_ids(s: Session, next_id) -> None:
-    """Give every entry and summary a fresh id (same order), fixing the links."""
-    mapping: dict[int, int] = {}
-    items = sorted([(e.id, e) for e in s.entries] + [(sm.id, sm) for sm in s.summaries.values()],
-                   key=lambda t: t[0])
-    for old, _ in items:
-        mapping[old] = next_id()
-    for e in s.entries:
-        e.id = mapping[e.id]
+    for raw in sorted(entries_raw, key=lambda r: r["id"]):
+        e = Entry.from_wire({**raw, "id": mapping[raw["id"]], "session_id": session_id,
+                             "metadata": raw.get("metadata") or {}})
         if e.summary_id is not None:
             e.summary_id = mapping[e.summary_id]
-    new_summaries = {}
-    for sm in s.summaries.values():
-        sm.id = mapping[sm.id]
-        sm.entry_ids = [mapping.get(i, i) for i in sm.entry_ids]
-        new_summaries[sm.id] = sm
-    s.summaries = new_summaries
-    s.by_id = {e.id: e for e in s.entries}
-    start = s.meta.cycle.start_id
+        s.append(e)
+    for raw in summaries_raw:
+        sm = Summary.from_wire({**raw, "id": mapping[raw["id"]], "session_id": session_id,
+                                "entry_ids": [mapping[i] for i in raw["entry_ids"]]})
+        s.summaries[sm.id] = sm
+    s.summaries = dict(sorted(s.summaries.items()))
+    start = meta.cycle.start_id
     if start:
-        later = [mapping[o] for o, _ in items if o >= start]
-        s.meta.cycle.start_id = min(later) if later else next_id()
+        later = [mapping[o] for o in sorted(seen) if o >= start]
+        meta.cycle.start_id = min(later) if later else next_id()
+    meta.cycle.agent_message_ids = [mapping[i] for i in meta.cycle.agent_message_ids
+                                    if i in mapping]
+    for x in meta.exchanges:  # the exchange's entries in the log, under their new ids
+        x.first_id = mapping.get(x.first_id, 0)
+        x.last_id = mapping.get(x.last_id, 0)
+    s.recount()
+    return s

@@ -9,7 +9,6 @@ Automatic compression runs in the background after ``entry_added`` events.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -159,7 +158,19 @@ class SessionEngine:
     async def finalize(self, s: Session, question: str, answer: str) -> dict[str, Any]:
         ccfg = self.core.config.cycle
         summ = self.core.summarizer
+        # the cycle this call ends; a concurrent finalize that ends it first wins
+        cycle_no = s.meta.counters.get("cycles", 0)
         async with self.lock(s.id):
+            if not self._alive(s):
+                raise not_found("session", s.id)
+            last = s.meta.exchanges[-1] if s.meta.exchanges else None
+            again = (last is not None and not cycles.cycle_entries(s) and s.meta.cycle.start_id
+                     and last.question == question and (last.answer == answer or last.summarized)
+                     and last.answer_bytes == len(answer.encode()))
+            if s.meta.counters.get("cycles", 0) != cycle_no or again:
+                raise MemmanError(CONFLICT, f"this cycle of session {s.id!r} was already "
+                                  "finalized (by a concurrent call with the same question and "
+                                  "answer); nothing was recorded. Finalize once per cycle")
             m = s.meta
             now = self.core.clock.now()
             current = cycles.cycle_entries(s)
@@ -398,54 +409,34 @@ class SessionEngine:
             self._publish(s, "cleared", out)
             return out
 
-    async def import_(self, data: Any, opts: dict[str, Any]) -> dict[str, Any]:
+    async def import_(self, data: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
+        """Restore an export (``data`` checked whole against ``portability.EXPORT`` by the
+        method's schema) under fresh ids, in one transaction; memory changes after the commit."""
         sessions = self.core.sessions
-        if not isinstance(opts, dict):
-            raise invalid_params("opts", "expected a map")
-        sid = opts.get("session_id") or (data.get("session_id") if isinstance(data, dict) else None)
+        sid = opts.get("session_id") or data.get("session_id")
         if not isinstance(sid, str) or not sid:
             raise invalid_params("opts.session_id", "name the session (or export one that has it)")
         replace = bool(opts.get("replace", False))
         async with self.lock(sid):
-            s = portability.parse(data, sid)
             existing = sessions.by_id.get(sid)
             if existing is not None and not replace:
                 raise MemmanError(CONFLICT, f"session {sid!r} exists; pass opts.replace=true to "
                                             "overwrite it or opts.session_id to import under "
                                             "another name")
-            taken: set[int] = set()
-            for other in sessions.by_id.values():
-                if other is existing:
-                    continue
-                taken.update(other.by_id)
-                taken.update(other.summaries)
-            ids = [e.id for e in s.entries] + list(s.summaries)
-            if len(set(ids)) != len(ids) or taken.intersection(ids):
-                portability.remap_ids(s, sessions.next_id)
-                remapped = True
-            else:
-                remapped = False
-                top = max(ids, default=0)
-                probe = sessions.next_id()
-                sessions._ids = itertools.count(max(probe, top + 1))
-            sessions.by_id[sid] = s
-            self.builder.forget(sid)
+            s = portability.parse(data, sid, sessions.next_id)
             ops: list = [("DELETE FROM entries WHERE session_id=?", (sid,)),
                          ("DELETE FROM summaries WHERE session_id=?", (sid,)),
                          Sessions.meta_op(s)]
             ops += [Sessions.entry_op(e) for e in s.entries]
             ops += [Sessions.summary_op(sm) for sm in s.summaries.values()]
-            try:
-                await self.core.store.write(ops)
-            except Exception:
-                if existing is not None:
-                    sessions.by_id[sid] = existing
-                else:
-                    sessions.by_id.pop(sid, None)
-                raise
+            await self.core.store.write(ops)
+            if existing is not None and existing is not sessions.by_id.get(sid):
+                existing = None  # deleted meanwhile; nothing else to replace
+            sessions.by_id[sid] = s
+            self.builder.forget(sid)
             self.counters["imports"] += 1
             out = {"session_id": sid, "entries": len(s.entries), "summaries": len(s.summaries),
-                   "ids_remapped": remapped, "session": s.overview()}
+                   "ids_remapped": True, "session": s.overview()}
             self._publish(s, "imported", out)
             return out
 

@@ -7,10 +7,13 @@ from typing import Any
 from memman import names
 from memman.errors import invalid_params
 from memman_daemon.engine.usage_series import BANDS
+from memman_daemon.handlers.spine import SESSION_ID
+from memman_daemon.params import COUNT, Map, Nullable
 from memman_daemon.rpc import Call, Param, method
 
 
-@method(names.SESSION_SERIES, Param("session_id", str), Param("opts", dict, default=dict))
+@method(names.SESSION_SERIES, Param("session_id", SESSION_ID),
+        Param("opts", Map({"limit": Nullable(COUNT)}), default=dict))
 def session_series(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """Points oldest first: ``{at, kind, exchange, sent_tokens, history_tokens, budget,
     sent_usage, history_usage, ...}``; opts: ``limit`` (newest N points)."""

@@ -9,21 +9,28 @@ from memman import names
 from memman.errors import invalid_params
 from memman_daemon.engine import portability, usage
 from memman_daemon.engine.report import render_memory_state
+from memman_daemon.handlers.spine import MODEL, SESSION_ID, page_entries
+from memman_daemon.params import COUNT, ROW_ID, Bool, Id, Int, Map, Stored, Str
 from memman_daemon.rpc import Call, Param, method
+
+#: context options; keys not declared here are left to the engine's own check
+CONTEXT_OPTS = Map({"max_tokens": Int(1, 2**31, doc="a positive integer (tokens)"), "model": MODEL},
+                   rest=Stored())
+TOKENS = Int(0, 2**40, doc="a token count (a non-negative integer)")
 
 
 def _session(call: Call, session_id: str):
     return call.core.sessions.get(session_id)
 
 
-@method(names.SESSION_FINALIZE, Param("session_id", str), Param("question", str),
-        Param("answer", str), writes=True)
+@method(names.SESSION_FINALIZE, Param("session_id", SESSION_ID), Param("question", Str()),
+        Param("answer", Str()), writes=True)
 async def session_finalize(call: Call, session_id: str, question: str, answer: str) -> dict[str, Any]:
     """End the current Q&A cycle: record the exchange, fold old ones into the rolling summary."""
     return await call.core.engine.finalize(_session(call, session_id), question, answer)
 
 
-@method(names.SESSION_CONTEXT, Param("session_id", str), Param("opts", dict, default=dict))
+@method(names.SESSION_CONTEXT, Param("session_id", SESSION_ID), Param("opts", CONTEXT_OPTS, default=dict))
 async def session_context(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """The budgeted message list for the chat API, with tokens, band and what was dropped.
 
@@ -42,14 +49,14 @@ async def session_context(call: Call, session_id: str, opts: dict[str, Any]) -> 
     return out
 
 
-@method(names.SESSION_PREVIEW, Param("session_id", str), Param("opts", dict, default=dict))
+@method(names.SESSION_PREVIEW, Param("session_id", SESSION_ID), Param("opts", CONTEXT_OPTS, default=dict))
 async def session_preview(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """What context would keep, drop and summarize now, per entry with score and reason."""
     return call.core.engine.preview(_session(call, session_id), opts)
 
 
-@method(names.SESSION_PIN, Param("session_id", str), Param("entry_id", int),
-        Param("pinned", bool, default=True), writes=True)
+@method(names.SESSION_PIN, Param("session_id", SESSION_ID), Param("entry_id", ROW_ID),
+        Param("pinned", Bool(), default=True), writes=True)
 async def session_pin(call: Call, session_id: str, entry_id: int, pinned: bool) -> dict[str, Any]:
     """Pin (or unpin) an entry: pinned entries always stay in the context. A change is
     written to the audit log (action ``pin`` / ``unpin``), so ``memman_undo`` can reverse it."""
@@ -69,13 +76,13 @@ async def session_pin(call: Call, session_id: str, entry_id: int, pinned: bool) 
     return out
 
 
-@method(names.SESSION_EXPAND, Param("session_id", str), Param("summary_id", int))
+@method(names.SESSION_EXPAND, Param("session_id", SESSION_ID), Param("summary_id", ROW_ID))
 async def session_expand(call: Call, session_id: str, summary_id: int) -> dict[str, Any]:
     """A compression summary and the original entries it replaced."""
     return call.core.engine.expand(_session(call, session_id), summary_id)
 
 
-@method(names.SESSION_COMPACT, Param("session_id", str), writes=True)
+@method(names.SESSION_COMPACT, Param("session_id", SESSION_ID), writes=True)
 async def session_compact(call: Call, session_id: str) -> dict[str, Any]:
     """Compress entries older than the recent window now (seed 004's manual request)."""
     eng = call.core.engine
@@ -85,26 +92,34 @@ async def session_compact(call: Call, session_id: str) -> dict[str, Any]:
                    "reason": "fewer than compression.min_entries entries outside the recent window"}
 
 
-@method(names.SESSION_EXPORT, Param("session_id", str))
-async def session_export(call: Call, session_id: str) -> dict[str, Any]:
-    """Everything: entries, summaries, links, exchanges, cycle, stats."""
-    return portability.export(_session(call, session_id))
+@method(names.SESSION_EXPORT, Param("session_id", SESSION_ID),
+        Param("opts", Map({"after_id": ROW_ID, "limit": COUNT}), default=dict))
+async def session_export(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """Everything: entries, summaries, links, exchanges, cycle, stats. ``opts.after_id`` /
+    ``opts.limit`` page the entries by range (``next_after_id`` says where the next page
+    starts); an answer over the output cap is refused with how to page it."""
+    s = _session(call, session_id)
+    if not opts:
+        return portability.export(s)
+    entries, page = page_entries(s.entries, {**opts, "after_id": opts.get("after_id", 0)})
+    return {**portability.export(s, entries), **page}
 
 
-@method(names.SESSION_IMPORT, Param("data", dict), Param("opts", dict, default=dict), writes=True)
+@method(names.SESSION_IMPORT, Param("data", portability.EXPORT),
+        Param("opts", Map({"session_id": Id(), "replace": Bool()}), default=dict), writes=True)
 async def session_import(call: Call, data: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
     """Restore an export (opts: session_id to rename, replace to overwrite)."""
     return await call.core.engine.import_(data, opts)
 
 
-@method(names.SESSION_CLEAR, Param("session_id", str), writes=True)
+@method(names.SESSION_CLEAR, Param("session_id", SESSION_ID), writes=True)
 async def session_clear(call: Call, session_id: str) -> dict[str, Any]:
     """Remove every entry, summary, exchange and the rolling summary; keep the session."""
     return await call.core.engine.clear(_session(call, session_id))
 
 
-@method(names.SESSION_REPORT_USAGE, Param("session_id", str), Param("prompt_tokens", int),
-        Param("completion_tokens", int, default=0), writes=True)
+@method(names.SESSION_REPORT_USAGE, Param("session_id", SESSION_ID), Param("prompt_tokens", TOKENS),
+        Param("completion_tokens", TOKENS, default=0), writes=True)
 async def session_report_usage(call: Call, session_id: str, prompt_tokens: int,
                                completion_tokens: int) -> dict[str, Any]:
     """Record what the provider billed; the drift against memman's count is in the stats."""
@@ -116,7 +131,7 @@ async def session_report_usage(call: Call, session_id: str, prompt_tokens: int,
                                                completion_tokens)
 
 
-@method(names.SESSION_REPORT, Param("session_id", str), Param("opts", dict, default=dict))
+@method(names.SESSION_REPORT, Param("session_id", SESSION_ID), Param("opts", CONTEXT_OPTS, default=dict))
 async def session_report(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """Seed 000's MEMORY STATE text (what `memman show` prints) and the data behind it."""
     eng = call.core.engine

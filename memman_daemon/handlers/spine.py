@@ -7,8 +7,43 @@ from typing import Any
 from memman import __version__, names
 from memman.errors import ERROR_STYLES, invalid_params
 from memman_daemon.engine import usage
+from memman_daemon.params import (
+    COUNT,
+    METADATA,
+    ROW_ID,
+    AnyOf,
+    Array,
+    Bool,
+    Id,
+    Int,
+    Map,
+    Nullable,
+    Stored,
+    Str,
+)
 from memman_daemon.rpc import REGISTRY, Call, Param, method
 from memman_daemon.tokens import check_tools
+
+SCOPE_FILTER = Map({"session_id": Id(), "user_id": Id(), "tenant_id": Id()})
+SESSION_ID = Id("s1")
+MODEL = Id("gpt-4o-mini")
+#: a chat message as the API takes it (memman_count_tokens)
+CHAT_MESSAGE = Map({"role": Str(), "content": Nullable(Stored()), "name": Nullable(Str()),
+                    "tool_call_id": Nullable(Str()), "tool_calls": Nullable(Array(Map(rest=Stored())))},
+                   rest=Stored(), empty_array_ok=False)
+ENTRY_IN = Map({
+    "type": Str(choices=("message", "tool_call", "tool_result", "context", "summary")),
+    "role": Nullable(Str(choices=("system", "user", "assistant", "tool"))),
+    "content": Nullable(Str()),
+    "name": Nullable(Str(max_bytes=1024)),
+    "tool_call_id": Nullable(Str(max_bytes=1024)),
+    "tool_calls": Nullable(Array(Map({
+        "id": Str(min_len=1, max_bytes=1024), "type": Str(),
+        "function": Map({"name": Str(), "arguments": Stored()}, rest=Stored()),
+        "name": Str()}, required=("id",), rest=Stored()))),
+    "metadata": Nullable(METADATA),
+    "pinned": Bool(),
+}, rest=Stored(), empty_array_ok=False)
 
 
 @method(names.GET_API_INFO)
@@ -31,7 +66,8 @@ def ping(call: Call) -> str:
     return "pong"
 
 
-@method(names.SET_CLIENT_INFO, Param("name", str), Param("info", dict, default=dict))
+@method(names.SET_CLIENT_INFO, Param("name", Str(min_len=1, max_bytes=512)),
+        Param("info", METADATA, default=dict))
 def set_client_info(call: Call, name: str, info: dict[str, Any]) -> dict[str, Any]:
     """Name this connection (as Neovim's nvim_set_client_info): the audit log and stats show it.
 
@@ -58,7 +94,8 @@ def stats(call: Call) -> dict[str, Any]:
     return call.core.stats()
 
 
-@method(names.SUBSCRIBE, Param("topics", list, default=list), Param("filter", dict, default=dict))
+@method(names.SUBSCRIBE, Param("topics", Array(Str(max_bytes=64), max_items=64), default=list),
+        Param("filter", SCOPE_FILTER, default=dict))
 def subscribe(call: Call, topics: list[Any], filter: dict[str, Any]) -> dict[str, Any]:
     """Start receiving events on this connection; returns the subscription id."""
     topics = [t.decode() if isinstance(t, bytes) else t for t in topics]
@@ -76,7 +113,7 @@ def subscribe(call: Call, topics: list[Any], filter: dict[str, Any]) -> dict[str
             "filter": sub.filter}
 
 
-@method(names.UNSUBSCRIBE, Param("subscription", int))
+@method(names.UNSUBSCRIBE, Param("subscription", ROW_ID))
 def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
     conn = call.connection
     removed = subscription in conn.subscriptions and call.core.events.unsubscribe(subscription)
@@ -84,10 +121,12 @@ def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
     return {"removed": bool(removed)}
 
 
-@method(names.COUNT_TOKENS, Param("messages", list),
-        Param("model", (str, dict), default="gpt-4o-mini",
+@method(names.COUNT_TOKENS, Param("messages", Array(CHAT_MESSAGE)),
+        Param("model", AnyOf((MODEL, Map({"model": MODEL, "tools": Array(Stored())},
+                                         empty_array_ok=False))), default="gpt-4o-mini",
               doc="a model name, or an options map {model, tools}"),
-        Param("tools", (list, dict), default=list,
+        Param("tools", AnyOf((Array(Stored()), Map({"tools": Nullable(Array(Stored()))}))),
+              default=list,
               doc="the tools= list as sent to the chat API, or an options map {tools: [...]}"))
 def count_tokens(call: Call, messages: list[Any], model: str | dict[str, Any],
                  tools: list[Any] | dict[str, Any]) -> dict[str, Any]:
@@ -126,14 +165,17 @@ def count_tokens(call: Call, messages: list[Any], model: str | dict[str, Any],
             "encoding": counter.encoding_name(model), "model": model}
 
 
-@method(names.SESSION_OPEN, Param("session_id", str), Param("opts", dict, default=dict), writes=True)
+@method(names.SESSION_OPEN, Param("session_id", SESSION_ID),
+        Param("opts", Map({"user_id": Id(), "tenant_id": Id(), "model": MODEL,
+                           "max_tokens": Int(1, 2**31, doc="a positive integer (tokens)")}),
+              default=dict), writes=True)
 async def session_open(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """Create a session (or return the existing one); opts: user_id, tenant_id, model, max_tokens."""
     s, created = await call.core.sessions.open(session_id, opts)
     return {**s.overview(), "created": created}
 
 
-@method(names.SESSION_LIST, Param("filter", dict, default=dict))
+@method(names.SESSION_LIST, Param("filter", Map({"user_id": Id(), "tenant_id": Id()}), default=dict))
 def session_list(call: Call, filter: dict[str, Any]) -> list[dict[str, Any]]:
     """Every session's overview row; filter by user_id / tenant_id."""
     rows = []
@@ -143,18 +185,17 @@ def session_list(call: Call, filter: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-@method(names.SESSION_GET, Param("session_id", str), Param("opts", dict, default=dict))
+@method(names.SESSION_GET, Param("session_id", SESSION_ID),
+        Param("opts", Map({"limit": COUNT, "entries": Bool(), "after_id": ROW_ID}), default=dict))
 def session_get(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """The session's state: overview, rolling summary, exchanges, cycle, entries, summaries.
 
     opts.limit (int) returns only the newest ``limit`` entries; opts.entries=false none.
+    opts.after_id pages by entry range instead: the entries with an id above it, oldest first,
+    at most ``limit`` of them; ``next_after_id`` is where the next page starts (nil at the end).
     """
     s = call.core.sessions.get(session_id)
-    limit = opts.get("limit")
-    if limit is not None and (not isinstance(limit, int) or limit < 0):
-        raise invalid_params("opts.limit", "expected a non-negative integer")
-    entries = [] if opts.get("entries") is False else (
-        s.entries[-limit:] if limit else s.entries) if limit != 0 else []
+    entries, page = page_entries(s.entries, opts)
     return {
         **s.overview(),
         "summary": s.meta.summary,
@@ -165,17 +206,42 @@ def session_get(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, 
         "summaries": [sm.to_wire() for sm in s.summaries.values()],
         "encoding": call.core.tokens.encoding_name(s.meta.model),
         "usage": usage.stats(s.meta),  # billed vs counted tokens (memman_session_report_usage)
+        **page,
     }
 
 
-@method(names.SESSION_ADD, Param("session_id", str), Param("entry", dict), writes=True)
+def page_entries(entries: list[Any], opts: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The entries ``opts`` asks for (``limit``, ``entries``, ``after_id``) and the page info:
+    ``{total_entries, next_after_id}`` (``next_after_id`` nil when nothing follows)."""
+    limit = opts.get("limit")
+    after = opts.get("after_id")
+    total = len(entries)
+    if opts.get("entries") is False or limit == 0:
+        return [], {"total_entries": total, "next_after_id": None}
+    if after is None:
+        return (entries[-limit:] if limit else entries), {"total_entries": total,
+                                                          "next_after_id": None}
+    lo, hi = 0, total  # entries are in id order: binary search for the first id above `after`
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if entries[mid].id <= after:
+            lo = mid + 1
+        else:
+            hi = mid
+    chosen = entries[lo:lo + limit] if limit else entries[lo:]
+    more = lo + len(chosen) < total
+    return chosen, {"total_entries": total,
+                    "next_after_id": chosen[-1].id if more and chosen else None}
+
+
+@method(names.SESSION_ADD, Param("session_id", SESSION_ID), Param("entry", ENTRY_IN), writes=True)
 async def session_add(call: Call, session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     """Append a typed entry; returns its id and tokens (counted once, here)."""
     e = await call.core.sessions.add(session_id, entry)
     return {"id": e.id, "tokens": e.tokens, "created_at": e.created_at}
 
 
-@method(names.SESSION_DELETE, Param("session_id", str), writes=True)
+@method(names.SESSION_DELETE, Param("session_id", SESSION_ID), writes=True)
 async def session_delete(call: Call, session_id: str) -> dict[str, Any]:
     """Delete the session and everything in it."""
     n = await call.core.sessions.delete(session_id, call.client_name)

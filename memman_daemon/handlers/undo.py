@@ -18,6 +18,7 @@ from typing import Any
 
 from memman import names
 from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
+from memman_daemon.params import ROW_ID, Bool, Id, Map, Nullable, Str
 from memman_daemon.rpc import Call, Param, method
 from memman_daemon.store import Op
 
@@ -53,7 +54,9 @@ def _undoable(action: str, data: dict[str, Any]) -> bool:
     return True
 
 
-@method(names.UNDO, Param("opts", dict, default=dict), writes=True)
+@method(names.UNDO, Param("opts", Map({
+    "client": Str(min_len=1, max_bytes=512), "session_id": Nullable(Id()),
+    "audit_id": Nullable(ROW_ID), "dry_run": Bool()}), default=dict), writes=True)
 async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
     """Reverse the newest pin / unpin / evict / promote of this client (see the module doc).
     Returns ``{undone: <the audit record>, audit_id, result}``; -32001 when nothing is left."""
@@ -84,6 +87,16 @@ async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
                         "session_id", "user_id", "tenant_id"), row[:10], strict=True))
         rec["data"] = data
         break
+    shared = getattr(call.core.shared_audit, "newest_promotion", None)
+    if shared is not None and audit_id is None:  # promotions are audited in the shared store
+        newer = await shared(client, session_id, rec["at"] if rec else None)
+        if newer is not None:
+            raise MemmanError(CONFLICT, f"the newest undoable action of client {client!r} is "
+                              f"the promotion to {newer['target']!r} (shared audit "
+                              f"#{newer['id']}); undo does not reverse promotions made in the "
+                              "shared store yet: reverse it with memman_memory_learn or "
+                              "memman_memory_forget (older actions are not undone instead)",
+                              {"promotion": newer})
     if rec is None:
         raise not_found("undoable action", audit_id if audit_id is not None else
                         f"of client {client!r}" + (f" in session {session_id!r}"

@@ -1,7 +1,10 @@
 """agent.md per tenant (seed 002): the hand-written cold-start context, kept searchable.
 
 The file's path comes from ``Config.agent_md_path(tenant)`` (``[docs] agent_md``, a template
-with ``{tenant}``; by default ``<data>/tenants/{tenant}/agent.md``). At start every existing
+with ``{tenant}``; by default ``<data>/tenants/{tenant}/agent.md``). A tenant id is a name, not a
+path: it becomes one file-name component through ``memman.paths.id_to_filename`` (``/``,
+``..``, a leading ``.`` and every other odd byte are %-escaped), and a path that would still
+resolve outside its root (a symlinked tenant directory) is refused. At start every existing
 agent.md is ingested as the tenant's document ``agent.md``; then the directory above the
 ``{tenant}`` part is watched with watchfiles (50 ms debounce), so an edit on disk is
 re-ingested well within a second. A deleted file removes the document.
@@ -24,7 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memman.errors import CONFLICT, MemmanError
+from memman.errors import CONFLICT, FORBIDDEN, MemmanError
+from memman.paths import filename_to_id, id_to_filename
 
 if TYPE_CHECKING:
     from memman_daemon.core import Core
@@ -41,6 +45,32 @@ def _key_line(key: str, text: str) -> str:
 
 def _key_pattern(key: str) -> re.Pattern[str]:
     return re.compile(rf"^- \*\*{re.escape(key)}\*\*: (.*)$", re.MULTILINE)
+
+
+def edit_text(current: str, tenant_id: str, text: str, *, key: str | None,
+              replace: bool) -> tuple[str | None, str | None]:
+    """agent.md ``current`` with ``text`` appended (``- text``) or set as ``key``'s line.
+
+    Returns ``(new, previous)``: ``new`` None when nothing changes; CONFLICT when ``key``
+    already says something else and ``replace`` is false."""
+    flat = " ".join(text.split())
+    line = _key_line(key, text) if key else f"- {flat}"
+    if key:
+        m = _key_pattern(key).search(current)
+        if m is None:
+            return current.rstrip("\n") + "\n" + line + "\n", None
+        previous = m.group(1)
+        if previous == flat:
+            return None, previous
+        if not replace:
+            raise MemmanError(CONFLICT, f"agent.md of tenant {tenant_id!r} already says "
+                              f"{key!r} is {previous!r}; the promoted text differs. Pass "
+                              "replace=true to overwrite that line",
+                              {"key": key, "existing": previous, "proposed": flat})
+        return current[:m.start()] + line + current[m.end():], previous
+    if line in current.splitlines():
+        return None, None
+    return current.rstrip("\n") + "\n" + line + "\n", None
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -72,6 +102,7 @@ class AgentMd:
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._names: dict[str, str] = {}  #: file-name component -> tenant id (shortened ones)
         self.ingests = 0
         self.watching: str | None = None
         template = core.config.docs.agent_md or str(
@@ -90,15 +121,27 @@ class AgentMd:
             self.under = self.pattern
 
     def path(self, tenant_id: str) -> Path:
-        return self.core.config.agent_md_path(tenant_id)
+        """The tenant's agent.md; never outside the root of the template (-32005)."""
+        self._names[id_to_filename(tenant_id)] = tenant_id
+        p = self.core.config.agent_md_path(tenant_id)
+        if "{tenant}" in self.template:
+            root = os.path.realpath(self.root)
+            real = os.path.realpath(p)
+            if not real.startswith(root.rstrip(os.sep) + os.sep):
+                raise MemmanError(FORBIDDEN, f"agent.md of tenant {tenant_id!r} would be "
+                                  f"{real}, outside {root}; refusing to read or write it "
+                                  "(a symlink in the tenants directory?)")
+        return p
 
     def tenant_of(self, path: str) -> str | None:
         """The tenant whose agent.md is, or whose agent.md may be under, ``path``."""
         m = self.pattern.match(path) or self.under.match(path)
         if m is None:
             return None
-        tenant = m.groupdict().get("tenant") or "default"
-        return None if tenant.startswith(".") else tenant
+        component = m.groupdict().get("tenant")
+        if component is None:
+            return "default"
+        return filename_to_id(component) or self._names.get(component)
 
     def _lock(self, tenant_id: str) -> asyncio.Lock:
         return self._locks.setdefault(tenant_id, asyncio.Lock())
@@ -207,27 +250,9 @@ class AgentMd:
                 current = path.read_text(encoding="utf-8")
             except FileNotFoundError:
                 current = HEADER
-            line = _key_line(key, text) if key else f"- {' '.join(text.split())}"
-            previous = None
-            if key:
-                m = _key_pattern(key).search(current)
-                if m is not None:
-                    previous = m.group(1)
-                    if previous == " ".join(text.split()):
-                        return {"path": str(path), "changed": False, "previous": previous}
-                    if not replace:
-                        raise MemmanError(CONFLICT, f"agent.md of tenant {tenant_id!r} already "
-                                          f"says {key!r} is {previous!r}; the promoted text "
-                                          "differs. Pass replace=true to overwrite that line",
-                                          {"key": key, "existing": previous,
-                                           "proposed": " ".join(text.split())})
-                    new = current[:m.start()] + line + current[m.end():]
-                else:
-                    new = current.rstrip("\n") + "\n" + line + "\n"
-            else:
-                if line in current.splitlines():
-                    return {"path": str(path), "changed": False, "previous": None}
-                new = current.rstrip("\n") + "\n" + line + "\n"
+            new, previous = edit_text(current, tenant_id, text, key=key, replace=replace)
+            if new is None:
+                return {"path": str(path), "changed": False, "previous": previous}
             await asyncio.to_thread(atomic_write, path, new)
             await self._ingest(tenant_id)
             return {"path": str(path), "changed": True, "previous": previous}

@@ -299,7 +299,7 @@ class BusinessDocs:
                 raise not_found("document", ref)
         else:
             raise invalid_params("ref", "expected a doc_id (text) or a chunk id (integer)")
-        rec, aop = self.core.audit.record(
+        rec, aop = self.core.shared_audit.record(
             "remove", d.title, f"docs:{tenant_id}/{d.doc_id}", "-", client, tenant_id=tenant_id,
             doc=d.to_wire(), ref=ref)
         chunk_ids = [r[0] for r in await self.core.store.fetchall(

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, invalid_params
+from memman_daemon.shared_store.ops import write_mixed
 from memman_daemon.tiers.scratchpad import Snippet
 
 if TYPE_CHECKING:
@@ -110,6 +111,14 @@ class Promotion:
 
     async def promote(self, session_id: str, snippet_id: int, target: str, opts: dict[str, Any],
                       client: str = "") -> dict[str, Any]:
+        """Serialized with write / read / evict of the session's snippets: a snippet evicted
+        first is not found (-32001); one evicted after is gone with its promotion recorded."""
+        self.core.sessions.get(session_id)
+        async with self.core.scratchpad.lock(session_id):
+            return await self._promote(session_id, snippet_id, target, opts, client)
+
+    async def _promote(self, session_id: str, snippet_id: int, target: str, opts: dict[str, Any],
+                       client: str) -> dict[str, Any]:
         core = self.core
         if target not in TARGETS:
             raise invalid_params("target", f"must be one of {', '.join(TARGETS)}; got {target!r}")
@@ -163,7 +172,7 @@ class Promotion:
                                     **core.sessions.scope(s))
             raise
         before = list(sn.promoted)
-        rec, audit_op = core.audit.record(
+        rec, audit_op = core.shared_audit.record(
             "promote", sn.text, f"scratchpad:{session_id}#{sn.id}", ref, client,
             session_id=session_id, user_id=user, tenant_id=tenant, changed=changed,
             replaced=previous, target_kind=target)
@@ -173,7 +182,7 @@ class Promotion:
             if change is not None:
                 await core.user_memory.commit(change, extra, client=client)
             else:
-                await core.store.write(extra)
+                await write_mixed(core, extra)  # the shared audit first, then the snippet
         except Exception:
             sn.promoted[:] = before
             raise

@@ -14,6 +14,7 @@ order survives a restart.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections import OrderedDict
@@ -73,6 +74,16 @@ class Scratchpad:
         self.counters = {"writes": 0, "duplicates": 0, "reads": 0, "evicted": 0, "promoted": 0}
         #: snippet id -> (model id, unit vector): for near-duplicates, computed when needed
         self._vectors: dict[int, tuple[str, Any]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def lock(self, session_id: str) -> asyncio.Lock:
+        """Write, read, evict and promote of one session's snippets run one at a time: an
+        evict and a promotion of the same snippet cannot both act on it (the later one finds
+        it gone: -32001)."""
+        lk = self._locks.get(session_id)
+        if lk is None:
+            lk = self._locks[session_id] = asyncio.Lock()
+        return lk
 
     async def load(self) -> None:
         self.by_session.clear()
@@ -171,6 +182,11 @@ class Scratchpad:
                     client: str = "") -> dict[str, Any]:
         """Add a snippet (or raise the frequency of the same one). Returns
         ``{snippet, created, evicted: [ids]}``."""
+        async with self.lock(session_id):
+            return await self._write(session_id, text, opts, client)
+
+    async def _write(self, session_id: str, text: str, opts: dict[str, Any],
+                     client: str) -> dict[str, Any]:
         text = text.strip()
         if not text:
             raise invalid_params("text", "must not be empty")
@@ -245,6 +261,10 @@ class Scratchpad:
 
     async def read(self, session_id: str, ids: list[int] | None = None) -> list[dict[str, Any]]:
         """Snippets in writing order (all, or the given ids); each read counts as a use."""
+        async with self.lock(session_id):
+            return await self._read(session_id, ids)
+
+    async def _read(self, session_id: str, ids: list[int] | None) -> list[dict[str, Any]]:
         pad = self.pad(session_id)
         if ids is None:
             chosen = sorted(pad.values(), key=lambda s: s.id)
@@ -270,6 +290,10 @@ class Scratchpad:
         return [sn.text for sn in self.peek(session_id)]
 
     async def evict(self, session_id: str, snippet_id: int, client: str = "") -> dict[str, Any]:
+        async with self.lock(session_id):
+            return await self._evict(session_id, snippet_id, client)
+
+    async def _evict(self, session_id: str, snippet_id: int, client: str) -> dict[str, Any]:
         pad = self.pad(session_id)
         sn = self.get(session_id, snippet_id)
         del pad[snippet_id]
@@ -304,7 +328,9 @@ class Scratchpad:
 
     async def on_session_deleted(self, session_id: str, client: str = "") -> int:
         """A deleted session's scratchpad goes with it (each snippet audited)."""
-        return await self.clear([session_id], client, reason="session deleted")
+        n = await self.clear([session_id], client, reason="session deleted")
+        self._locks.pop(session_id, None)
+        return n
 
 
 def _opt_float(v: Any) -> float | None:

@@ -290,24 +290,32 @@ class UserMemory:
         An edit (a record that replaces a previous value) is written to the audit log with the
         previous value, in the same transaction, so a record's history can be read back."""
         ops = change.ops + (extra_ops or [])
-        audit_id = None
-        prev = change.previous
-        if change.changed and prev is not None:
-            rec = change.record
-            arec, aop = self.core.audit.record(
-                "edit", rec.content, f"memory:{rec.user_id}#{rec.id}", f"{rec.kind}:{rec.key}",
-                client, user_id=rec.user_id, record_id=rec.id, type=rec.type, kind=rec.kind,
-                key=rec.key, previous=prev.content, previous_metadata=prev.metadata,
-                previous_updated_at=prev.updated_at)
-            ops.append(aop)
-            audit_id = arec.id
+        edit = self._edit_audit(change, client)
+        if edit is not None:
+            ops.append(edit[1])
         if change.changed or extra_ops:
             await self.core.store.write(ops)
+        self._applied(change, edit[0].id if edit else None)
+
+    def _edit_audit(self, change: Change, client: str) -> tuple[Any, Any] | None:
+        """The audit record (and its operation) of an edit: a change replacing a value."""
+        prev = change.previous
+        if not change.changed or prev is None:
+            return None
+        rec = change.record
+        return self.core.shared_audit.record(
+            "edit", rec.content, f"memory:{rec.user_id}#{rec.id}", f"{rec.kind}:{rec.key}",
+            client, user_id=rec.user_id, record_id=rec.id, type=rec.type, kind=rec.kind,
+            key=rec.key, previous=prev.content, previous_metadata=prev.metadata,
+            previous_updated_at=prev.updated_at)
+
+    def _applied(self, change: Change, audit_id: int | None) -> None:
+        """After the commit: update this daemon's view and announce the change."""
         if change.changed:
             change.apply()
             data: dict[str, Any] = {"record": change.record.to_wire()}
-            if prev is not None:
-                data["previous"] = prev.to_wire()
+            if change.previous is not None:
+                data["previous"] = change.previous.to_wire()
                 data["audit_id"] = audit_id
             self._publish(change.event, change.record.user_id, **data)
 
@@ -949,7 +957,7 @@ class UserMemory:
                                      (rec.id,))
             unlinked = n[0][0]
             ops.append(("UPDATE memories SET archived_by=0 WHERE archived_by=?", (rec.id,)))
-        arec, aop = self.core.audit.record(
+        arec, aop = self.core.shared_audit.record(
             "forget", rec.content, f"memory:{user_id}#{rec.id}", "-", client, user_id=user_id,
             record=rec.to_wire(), summary_id=summary_id, unlinked=unlinked)
         ops.append(aop)
@@ -982,7 +990,7 @@ class UserMemory:
             counts = await self.core.store.fetchall(
                 f"SELECT type, count(*) FROM memories WHERE user_id=? AND type IN ({marks}) "
                 "GROUP BY type", [user_id, *stored])
-            _, aop = self.core.audit.record("clear", f"user memory: {', '.join(stored)}",
+            _, aop = self.core.shared_audit.record("clear", f"user memory: {', '.join(stored)}",
                                             f"memory:{user_id}", "-", client, user_id=user_id,
                                             counts={t: n for t, n in counts})
             await self.core.store.write([

@@ -30,6 +30,19 @@ def summarizer_label(stats: dict[str, Any]) -> str:
     return f"{model} (no key or endpoint: extractive fallback) · {fallbacks} fallbacks"
 
 
+def shared_label(stats: dict[str, Any]) -> tuple[str, str] | None:
+    """The shared store's state when the daemon uses PostgreSQL (None with SQLite only)."""
+    s = stats.get("shared")
+    if not isinstance(s, dict) or s.get("backend") != "postgresql":
+        return None
+    state = str(s.get("state") or "?")
+    if state == "up":
+        return "postgresql up", "bold green"
+    retry = s.get("retry_in_s")
+    return (f"postgresql {state.upper()} — reconnecting"
+            + (f", retry in {retry:.1f}s" if isinstance(retry, (int, float)) else ""), "bold red")
+
+
 class DaemonHeader(Static):
     """One line of daemon figures; requests/s is computed from two successive stats."""
 
@@ -59,4 +72,8 @@ class DaemonHeader(Static):
             text.append(f"{label} ", "grey62")
             text.append(value, "bold")
             text.append("   ")
+        shared = shared_label(stats)
+        if shared is not None:
+            text.append("shared ", "grey62")
+            text.append(*shared)
         self.update(text)

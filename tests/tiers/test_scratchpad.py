@@ -203,8 +203,11 @@ async def test_deleted_session_takes_its_cache_and_scratchpad_along() -> None:
 async def test_odd_values_get_clear_errors_or_are_stored() -> None:
     async with running_daemon(clock=FakeClock()) as d, d.client() as c:
         await c.session_open("s1")
-        r = await c.call(names.SCRATCHPAD_WRITE, "s1", "x", {"metadata": {"raw": b"\x01"}})
-        assert r["created"]
+        # binary values cannot be stored as JSON: refused, naming the path (nothing stored)
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.SCRATCHPAD_WRITE, "s1", "x", {"metadata": {"raw": b"\x01"}})
+        assert ei.value.code == INVALID_PARAMS and "opts.metadata.raw" in ei.value.message
+        assert d.core.scratchpad.peek("s1") == []
         for bad in ({"salience": 2}, {"surprisal": "high"}, {"nope": 1}, {"flow": 3}):
             with pytest.raises(MemmanError) as ei:
                 await c.call(names.SCRATCHPAD_WRITE, "s1", "y", bad)
@@ -218,5 +221,8 @@ async def test_odd_values_get_clear_errors_or_are_stored() -> None:
         with pytest.raises(MemmanError) as ei:
             await c.call(names.AUDIT_LIST, {"bogus": 1})
         assert ei.value.code == INVALID_PARAMS
-        await c.call(names.MEMORY_LEARN, "u", "k", {"b": b"\x02"})
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.MEMORY_LEARN, "u", "k", {"b": b"\x02"})
+        assert ei.value.code == INVALID_PARAMS and "value.b" in ei.value.message
+        assert await c.call(names.MEMORY_RECALL, "u", "k") is None
         assert await c.call(names.PING) == "pong"

@@ -157,6 +157,7 @@ async def test_embeddings_path_hybrid_ranking() -> None:
         assert embed_calls >= 5
 
 
+@pytest.mark.sqlite_only  # the SQLite backend's vector index (shared_store ranks its own)
 async def test_in_memory_vector_ranking_agrees_with_sqlite_vec() -> None:
     """Vectors are stored in sqlite-vec's format; the in-memory matrix ranks them as
     sqlite-vec's vec_distance_cosine does (or the pure-Python fallback where it cannot load)."""

@@ -1,0 +1,94 @@
+"""The audit log with a shared store.
+
+Changes to shared tiers (promotions, clearing user memory, agent.md imports) are audited in
+PostgreSQL, in the same transaction as the change, with the daemon that made them (``host``
+in the row, ``data.host`` on the wire). Changes to host-local session tiers (tool-cache and
+scratchpad evictions) stay audited in the local SQLite file beside the sessions they concern,
+so they keep working while the shared store is down. ``memman_audit_list`` returns both,
+newest first by time; the two sources number their records independently.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from memman_daemon.shared_store.ops import PgOp
+from memman_daemon.tiers.audit import AuditLog, AuditRecord
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+    from memman_daemon.shared_store.pg import PgStore
+
+COLS = "id, at, action, what, source, target, client, session_id, user_id, tenant_id, data"
+
+
+class PgAuditLog:
+    """The shared part: ``record()`` returns a ``PgOp`` to commit with the change."""
+
+    stats_key = "shared_audit"
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.pg: PgStore = core.shared
+        self.written = 0
+
+    async def load(self) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {"written": self.written}
+
+    def record(self, action: str, what: str, source: str, target: str, client: str, *,
+               session_id: str | None = None, user_id: str | None = None,
+               tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, PgOp]:
+        data = {**data, "host": self.pg.origin}
+        rec = AuditRecord(self.pg.take_id(), self.core.clock.now(), action, what[:2000], source,
+                          target, client or "-", session_id, user_id, tenant_id, data)
+        self.written += 1
+        op = PgOp(f"INSERT INTO audit({COLS}, host) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
+                  (rec.id, rec.at, rec.action, rec.what, rec.source, rec.target, rec.client,
+                   rec.session_id, rec.user_id, rec.tenant_id,
+                   json.dumps(rec.data, ensure_ascii=False, default=str), self.pg.origin))
+        return rec, op
+
+    async def list(self, filt: dict[str, Any]) -> list[dict[str, Any]]:
+        where, args = [], []
+        for k in ("session_id", "user_id", "tenant_id", "action"):
+            if filt.get(k) is not None:
+                args.append(filt[k])
+                where.append(f"{k}=${len(args)}")
+        if filt.get("before_id") is not None:
+            args.append(int(filt["before_id"]))
+            where.append(f"id<${len(args)}")
+        sql = f"SELECT {COLS} FROM audit"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        args.append(int(filt.get("limit") or 100))
+        sql += f" ORDER BY id DESC LIMIT ${len(args)}"
+        rows = await self.pg.fetch(sql, *args)
+        return [AuditRecord(*r[:10], data=json.loads(r[10])).to_wire() for r in rows]
+
+
+    async def newest_promotion(self, client: str, session_id: str | None,
+                               after: float | None) -> dict[str, Any] | None:
+        """The client's newest promotion (of this session) made after ``after``, or None —
+        ``memman_undo`` does not reverse shared promotions and must not skip one silently."""
+        args: list[Any] = [client, after if after is not None else float("-inf")]
+        where = "client=$1 AND action='promote' AND at >= $2"
+        if session_id is not None:
+            args.append(session_id)
+            where += " AND session_id=$3"
+        row = await self.pg.fetchrow(f"SELECT {COLS} FROM audit WHERE {where} "
+                                     "ORDER BY at DESC, id DESC LIMIT 1", *args)
+        return AuditRecord(*row[:10], data=json.loads(row[10])).to_wire() if row else None
+
+
+class MergedAuditLog(AuditLog):
+    """``core.audit`` with a shared store: records locally (session tiers), lists both."""
+
+    async def list(self, filt: dict[str, Any]) -> list[dict[str, Any]]:
+        local = await super().list(filt)
+        shared = await self.core.shared_audit.list(filt)
+        limit = int(filt.get("limit") or 100)
+        return sorted(local + shared, key=lambda r: (-r["at"], -r["id"]))[:limit]

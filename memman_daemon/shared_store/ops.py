@@ -1,0 +1,50 @@
+"""Operations for the shared store, and writing a mix of shared and local operations.
+
+Tier code hands ``store.write()`` lists of ``(sql, params)`` operations for the local SQLite
+file. An operation for the shared store is a ``PgOp`` instead (the shared audit log returns
+them). With the SQLite backend there are none and everything is one local transaction; with
+PostgreSQL, ``write_mixed`` commits the shared part first (the record of the change), then the
+local part (a snippet's "promoted" mark, say). If the local write then fails, the shared change
+stands and the caller gets -32003 for the local part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from memman_daemon.store import Op
+
+if TYPE_CHECKING:
+    from memman_daemon.core import Core
+
+
+@dataclass(frozen=True)
+class PgOp:
+    """One statement for the shared store (``$1``-style parameters)."""
+
+    sql: str
+    args: tuple[Any, ...]
+
+
+def split(ops: Iterable[Any]) -> tuple[list[PgOp], list[Op]]:
+    shared: list[PgOp] = []
+    local: list[Op] = []
+    for op in ops:
+        (shared if isinstance(op, PgOp) else local).append(op)
+    return shared, local
+
+
+async def execute(conn: Any, ops: list[PgOp]) -> None:
+    for op in ops:
+        await conn.execute(op.sql, *op.args)
+
+
+async def write_mixed(core: Core, ops: Iterable[Any]) -> None:
+    """Commit the shared operations (one transaction), then the local ones."""
+    shared, local = split(ops)
+    if shared:
+        await core.shared.run(lambda conn: execute(conn, shared))
+    if local:
+        await core.store.write(local)

@@ -187,7 +187,7 @@ class LiveState:
                 p.detail.add(sid)
         if event in _MEMORY_EVENTS:
             p.memory = True
-        at = payload.get("time") or payload.get("at") or time.time()
+        at = payload.get("at") or time.time()  # events carry no time of their own: now
         line = LogLine(float(at), event.removeprefix("memman_"), str(kind), sid,
                        describe(event, payload))
         self.log.append(line)

@@ -286,17 +286,17 @@ STATS = {"clients": 7, "requests": 4210, "sessions": len(SESSIONS), "database_by
 
 #: events shown in the event logs (fixed times)
 EVENTS: list[tuple[str, dict[str, Any]]] = [
-    (names.SESSION_EVENT, {"kind": "entry_added", "session_id": "demo-03", "time": NOW - 9,
+    (names.SESSION_EVENT, {"kind": "entry_added", "session_id": "demo-03", "at": NOW - 9,
                            "entry": {"role": "user", "type": "message", "tokens": 15,
                                      "content": "Which customers churned last quarter?"}}),
-    (names.CACHE_EVENT, {"kind": "hit", "session_id": "demo-03", "time": NOW - 8,
+    (names.CACHE_EVENT, {"kind": "hit", "session_id": "demo-03", "at": NOW - 8,
                          "tool_name": "db_query", "key": "4156636bea2c"}),
-    (names.SCRATCHPAD_EVENT, {"kind": "written", "session_id": "demo-03", "time": NOW - 7,
+    (names.SCRATCHPAD_EVENT, {"kind": "written", "session_id": "demo-03", "at": NOW - 7,
                               "snippet_id": 7}),
-    (names.SESSION_EVENT, {"kind": "cycle_finalized", "session_id": "demo-05", "time": NOW - 5}),
-    (names.SESSION_EVENT, {"kind": "compressed", "session_id": "demo-05", "time": NOW - 4,
+    (names.SESSION_EVENT, {"kind": "cycle_finalized", "session_id": "demo-05", "at": NOW - 5}),
+    (names.SESSION_EVENT, {"kind": "compressed", "session_id": "demo-05", "at": NOW - 4,
                            "summary_id": 91, "ratio": 12.5, "count": 42}),
-    (names.CACHE_EVENT, {"kind": "expired", "session_id": "demo-04", "time": NOW - 2,
+    (names.CACHE_EVENT, {"kind": "expired", "session_id": "demo-04", "at": NOW - 2,
                          "tool_name": "table_peek", "key": "77aa01be9c20"}),
 ]
 

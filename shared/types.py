@@ -9,8 +9,6 @@ not a guess. A field the daemon adds later is simply not listed here yet: reader
 docs/protocol.md describes each field; names here follow the result maps there.
 """
 
-from __future__ import annotations
-
 from typing import Any, NotRequired, TypedDict
 
 # --- the daemon and its connections ------------------------------------------------------
@@ -467,7 +465,7 @@ class Series(TypedDict):
 class Undone(TypedDict, total=False):
     """``memman_undo``."""
 
-    undone: AuditRecord
+    undone: "AuditRecord"
     audit_id: int | None
     result: Any
     dry_run: bool

@@ -1,4 +1,6 @@
-"""Method and event names of the memman protocol.
+"""Method and event names of the memman protocol, and ``METHODS``: the one list of methods with
+their signatures, result types (from ``memman.types``) and docs, from which the typed client
+methods are generated.
 
 Names follow Neovim's convention: methods are ``memman_<noun>_<verb>``, events are
 ``memman_<noun>_event``. Published names never change; new ones are added.

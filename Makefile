@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m memman_tui.launcher
+	$(PY) -m memman_cli.launcher
 
 test: $(STAMP) lint
 	$(PY) -m pytest -q -p no:cacheprovider

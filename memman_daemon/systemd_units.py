@@ -36,7 +36,7 @@ def exec_start() -> str:
     ``<python> -m memman_daemon`` (same daemon, same flags).
     """
     script = Path(sys.executable).parent / "memman"
-    has_cli = importlib.util.find_spec("memman.cli") is not None
+    has_cli = importlib.util.find_spec("memman_cli.cli") is not None
     if has_cli and script.is_file() and os.access(script, os.X_OK):
         return f"{_quote(script)} daemon"
     return f"{_quote(Path(sys.executable))} -m memman_daemon"

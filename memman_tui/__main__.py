@@ -1,3 +1,5 @@
+"""``python -m memman_tui``: the terminal app alone (``memman tui`` does the same)."""
+
 import sys
 
 from memman_tui.app import main

@@ -24,8 +24,14 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from memman import names
-from memman.errors import CONFLICT, ConnectionLost, MemmanError
+from memman.errors import (
+    CONFLICT,
+    FORBIDDEN,
+    INVALID_PARAMS,
+    NOT_FOUND,
+    ConnectionLost,
+    MemmanError,
+)
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE, Backend, ClientFactory
 from memman_tui.live import Drained, LiveState
@@ -163,7 +169,7 @@ class MemmanApp(App):
 
     def on_memman_app_connected(self, _message: Connected) -> None:
         self.refresh_stats()
-        self.seed_counts()
+        self.load_counts()
         if isinstance(self.screen, MonitorScreen):
             self.screen.reload()
 
@@ -235,8 +241,8 @@ class MemmanApp(App):
                 for header in screen.query(DaemonHeader):  # none while shutting down
                     header.show_stats(self.stats, self.clock())
 
-    @work(exclusive=True, group="seed")
-    async def seed_counts(self) -> None:
+    @work(exclusive=True, group="counts")
+    async def load_counts(self) -> None:
         """Cache and scratchpad sizes per session, once per connection; events keep them."""
         backend = self.backend
         if backend is None:
@@ -247,7 +253,7 @@ class MemmanApp(App):
             async with gate:
                 cache, cands, series = await asyncio.gather(
                     backend.cache_list(sid), backend.scratchpad_candidates(sid),
-                    backend.session_series(sid, self.settings.series_points),
+                    backend.session_series(sid, {"limit": self.settings.series_points}),
                     return_exceptions=True)
             if isinstance(series, dict) and sid not in self.live.series:
                 self.live.load_series(sid, series.get("points") or [])
@@ -255,7 +261,7 @@ class MemmanApp(App):
                     if isinstance(cache, (dict, list)) else None)
             ids = ({snippet_id(c) for c in as_list(cands, "candidates")}
                    if isinstance(cands, (dict, list)) else None)
-            self.live.seed_counts(sid, keys, ids)
+            self.live.load_counts(sid, keys, ids)
 
         sids = list(self.live.sessions)
         await asyncio.gather(*(one(sid) for sid in sids))
@@ -368,7 +374,7 @@ class MemmanApp(App):
         try:
             result = await self.backend.undo({})
         except MemmanError as exc:
-            if exc.code == -32001:
+            if exc.code == NOT_FOUND:
                 self.notify("nothing to undo: no pin, unpin, evict or promotion of this TUI "
                             "is left", severity="warning")
                 return
@@ -513,7 +519,7 @@ class MemmanApp(App):
         if not ok or self.backend is None:
             return
         for sid in session_ids:
-            await self.backend.call(names.SESSION_DELETE, sid)
+            await self.backend.session_delete(sid)
         self.notify(f"deleted {len(session_ids)} session(s)")
         self._after_change()
 
@@ -527,7 +533,7 @@ class MemmanApp(App):
         target, opts = choice
         done = 0
         for snippet in snippets:
-            sid_key = _snippet_key(snippet.get("snippet_id", snippet.get("id")))
+            sid_key = _snippet_key(snippet["snippet_id"])
             try:
                 result = await self.backend.scratchpad_promote(session_id, sid_key, target, opts)
             except MemmanError as exc:
@@ -568,9 +574,9 @@ class MemmanApp(App):
             return
         if isinstance(error, MemmanError):
             title = f"The daemon refused: {error.message}"
-            hint = {-32005: "The daemon is read-only or refused this client.",
-                    -32001: "It may have been removed meanwhile; press r to refresh.",
-                    -32602: "This is a bug in memman tui; please report it."}.get(error.code, "")
+            hint = {FORBIDDEN: "The daemon is read-only or refused this client.",
+                    NOT_FOUND: "It may have been removed meanwhile; press r to refresh.",
+                    INVALID_PARAMS: "This is a bug in memman tui; please report it."}.get(error.code, "")
             self.push_screen(ErrorScreen(title, f"code {error.code}\n{hint}"))
         else:
             self.push_screen(ErrorScreen("Something went wrong",

@@ -94,7 +94,7 @@ class LiveState:
     def __init__(self, *, max_pending: int = 5000, log_size: int = 500) -> None:
         self.sessions: dict[str, dict[str, Any]] = {}
         #: per-session cache keys and scratchpad snippet ids, kept current by events after a
-        #: seed from the list methods (missing = not known yet: the overview shows "-")
+        #: filled from the list methods (missing = not known yet: the overview shows "-")
         self.cache_keys: dict[str, set[str]] = {}
         self.scratch_ids: dict[str, set[Any]] = {}
         self.max_pending = max_pending
@@ -125,14 +125,14 @@ class LiveState:
         pts = self.series.get(sid)
         return pts[-1] if pts else None
 
-    def seed_evictions(self, sid: str, records: list[dict[str, Any]]) -> None:
+    def load_evictions(self, sid: str, records: list[dict[str, Any]]) -> None:
         """Evicted snippets from the audit log (a TUI started later knows them too)."""
         known = self.evicted_texts.setdefault(sid, {})
         for r in records:
             if str(r.get("source", "")).startswith("scratchpad:") and r.get("what"):
                 known.setdefault(normalize(str(r["what"])), r.get("source"))
 
-    def seed_counts(self, sid: str, cache_keys: set[str] | None,
+    def load_counts(self, sid: str, cache_keys: set[str] | None,
                     scratch_ids: set[Any] | None) -> None:
         if cache_keys is not None:
             self.cache_keys[sid] = cache_keys
@@ -187,7 +187,7 @@ class LiveState:
                 p.detail.add(sid)
         if event in _MEMORY_EVENTS:
             p.memory = True
-        at = payload.get("time") or payload.get("at") or time.time()
+        at = payload.get("at") or time.time()  # events carry no time of their own: now
         line = LogLine(float(at), event.removeprefix("memman_"), str(kind), sid,
                        describe(event, payload))
         self.log.append(line)

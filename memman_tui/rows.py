@@ -1,7 +1,8 @@
-"""Daemon answers -> table rows. Plain functions, tolerant of missing keys, no widgets.
+"""Daemon answers -> table rows: the overview, cache and scratchpad cells. Plain functions, no
+widgets.
 
-The engine and tiers answers are read defensively (``.get`` with fallbacks) so a field added or
-renamed by the daemon shows as "-" rather than crashing a panel.
+Field names are the ones ``memman.types`` lists for each answer (``SessionOverview``,
+``CacheEntry``, ``Candidate``); a field the daemon may leave out is read with ``.get``.
 """
 
 from __future__ import annotations
@@ -25,22 +26,13 @@ OVERVIEW_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def first(d: dict[str, Any], *keys: str, default: Any = None) -> Any:
-    for k in keys:
-        if k in d and d[k] is not None:
-            return d[k]
-    return default
-
-
 def used_tokens(ov: dict[str, Any]) -> int:
-    return int(first(ov, "context_tokens", "active_tokens", default=0) or 0)
+    return int(ov.get("active_tokens") or 0)
 
 
 def llm_calls(ov: dict[str, Any]) -> int:
     """LLM calls made for this session: every counter that names the LLM
     (llm_compressions, compression_llm, gap_llm, ...)."""
-    if "llm_calls" in ov:
-        return int(ov["llm_calls"] or 0)
     counters = ov.get("counters") or {}
     return int(sum(v for k, v in counters.items() if "llm" in k and isinstance(v, int)))
 
@@ -148,26 +140,24 @@ def summary_label(s: dict[str, Any]) -> Text:
     return text
 
 
-def as_list(result: Any, *keys: str) -> list[dict[str, Any]]:
-    if isinstance(result, dict):
-        for k in keys:
-            if isinstance(result.get(k), list):
-                return [x for x in result[k] if isinstance(x, dict)]
-        return []
-    if isinstance(result, list):
-        return [x for x in result if isinstance(x, dict)]
+def as_list(result: Any, key: str) -> list[dict[str, Any]]:
+    """The maps under ``key`` of an answer; [] when the answer is not a map (UNAVAILABLE, an
+    error shown elsewhere)."""
+    if isinstance(result, dict) and isinstance(result.get(key), list):
+        return [x for x in result[key] if isinstance(x, dict)]
     return []
 
 
 def cache_key(item: dict[str, Any]) -> str:
-    return str(first(item, "key", "cache_key", "id", default="?"))
+    return str(item["key"])
 
 
 def cache_cells(item: dict[str, Any], now: float, marked: bool) -> tuple[Any, ...]:
-    remaining = first(item, "remaining_duration", "remaining", default=0) or 0
-    total = first(item, "original_duration", "duration", default=remaining) or 1
-    expires = first(item, "expires_at", "ttl_expires_at")
-    ttl_total = first(item, "ttl_s", "ttl", default=None)
+    remaining = item.get("remaining_duration") or 0
+    total = item.get("original_duration")
+    total = (remaining if total is None else total) or 1
+    expires = item.get("expires_at")
+    ttl_total = item.get("ttl_s")
     if expires and float(expires) <= now:  # past its TTL: evicted on the next lookup
         ttl = Text("expired", "bold red")
     elif expires:
@@ -176,11 +166,11 @@ def cache_cells(item: dict[str, Any], now: float, marked: bool) -> tuple[Any, ..
     else:
         ttl = Text("no TTL", "grey50")
     params = item.get("parameters")
-    name = str(first(item, "tool_name", "tool", default="?"))
+    name = str(item.get("tool_name") or "?")
     call = Text(f"{name}({_short(params, 24)})" if params is not None else name)
     key = Text(("● " if marked else "") + cache_key(item)[:8], "bold yellow" if marked else "")
-    hits = int(first(item, "hits", default=0) or 0)
-    last_hit = first(item, "last_hit_at")
+    hits = int(item.get("hits") or 0)
+    last_hit = item.get("last_hit_at")
     hit_text = Text(str(hits), "bold blue" if hits else "")
     if last_hit and now - float(last_hit) < 10:  # a hit just now stands out
         hit_text = Text(f"{hits} ● hit", "bold reverse blue")
@@ -196,13 +186,14 @@ def _short(value: Any, n: int = 40) -> str:
 
 
 def snippet_id(item: dict[str, Any]) -> Any:
-    return first(item, "snippet_id", "id")
+    """The id of a promotion candidate (``memman_scratchpad_candidates``)."""
+    return item["snippet_id"]
 
 
 def scratch_rows(candidates: Any) -> list[dict[str, Any]]:
     """Snippets with their promotion score and reasons, best first (from
     memman_scratchpad_candidates: reading the scratchpad itself would count as LRU use)."""
-    out = as_list(candidates, "candidates", "snippets", "items")
+    out = as_list(candidates, "candidates")
     out.sort(key=lambda r: -(r.get("score") or 0))
     return out
 
@@ -213,8 +204,7 @@ def reasons_short(item: dict[str, Any]) -> str:
         abbrev = {"salience": "sal", "surprisal": "sur", "frequency": "freq", "explicit": "expl"}
         return " ".join(f"{abbrev.get(k, k)} {float(p.get('value') or 0):.2f}"
                         for k, p in parts.items() if isinstance(p, dict))
-    reasons = item.get("reasons") or []
-    return ", ".join(map(str, reasons))
+    return ""
 
 
 def reasons_long(item: dict[str, Any]) -> str:
@@ -241,5 +231,5 @@ def scratch_cells(item: dict[str, Any], marked: bool) -> tuple[Any, ...]:
     if candidate:
         score_text.append(" ★", "bold green")
     ident = Text(("● " if marked else "") + str(snippet_id(item)), "bold yellow" if marked else "")
-    text = str(first(item, "text", "content", default="")).replace("\n", " ")
+    text = str(item.get("text") or "").replace("\n", " ")
     return (ident, score_text, Text(promoted_to(item), "magenta"), text[:70], reasons_short(item))

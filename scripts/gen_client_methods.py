@@ -25,7 +25,34 @@ _TYPES = {"dict": "dict[str, Any]", "list": "list[Any]", "Any": "Any", "None": "
 
 
 def _annotation(text: str) -> str:
-    return " | ".join(_TYPES[part.strip()] for part in text.split("|"))
+    """A Python annotation from a spec's type text: builtins, ``list[X]`` and the result shapes
+    of ``memman.types`` (written as they are named there)."""
+    from memman import types
+
+    out = []
+    for part in (p.strip() for p in text.split("|")):
+        inner = part.removeprefix("list[").removesuffix("]")
+        if inner != part:
+            out.append(f"list[{_annotation(inner)}]")
+        elif part in _TYPES:
+            out.append(_TYPES[part])
+        elif isinstance(getattr(types, part, None), type):
+            out.append(part)
+        else:
+            raise SystemExit(f"unknown type {part!r}: add it to memman.types")
+    return " | ".join(out)
+
+
+def _shapes(specs: list) -> list[str]:
+    """The names of ``memman.types`` the methods return, for the import line."""
+    from memman import types
+
+    found = set()
+    for spec in specs:
+        for word in spec.returns.replace("list[", " ").replace("]", " ").replace("|", " ").split():
+            if word not in _TYPES and hasattr(types, word):
+                found.add(word)
+    return sorted(found)
 
 
 def _params(spec: str) -> list[tuple[str, str, str | None]]:
@@ -70,6 +97,7 @@ def render() -> str:
     from memman.names import METHODS
 
     specs = [m for m in METHODS if m.name not in HANDWRITTEN]
+    shapes = _shapes(specs)
     out = [
         '"""Typed methods of ``Client`` and ``SyncClient``: one per protocol method.',
         "",
@@ -81,6 +109,10 @@ def render() -> str:
         "from __future__ import annotations",
         "",
         "from typing import Any",
+        "",
+        "from memman.types import (",
+        *[f"    {name}," for name in shapes],
+        ")",
         "",
         "",
         "def _given(args: list[Any], required: int) -> list[Any]:",

@@ -1,6 +1,6 @@
 """Tool-result cache helpers both sides use: the cache key and the "FUNCTION CACHE STATE" block.
 
-The key is seed 000's: md5 of ``"{tool}:{json.dumps(params, sort_keys=True)}"``, so a client can
+The key is the design's: md5 of ``"{tool}:{json.dumps(params, sort_keys=True)}"``, so a client can
 compute the key of a call without asking the daemon (e.g. to evict it).
 """
 
@@ -12,13 +12,13 @@ from typing import Any
 
 
 def cache_key(tool: str, params: dict[str, Any]) -> str:
-    """Seed 000's cache key of a tool call (hex md5)."""
+    """The cache key of a tool call (hex md5 of tool and sorted-key JSON parameters)."""
     params_json = json.dumps(params, sort_keys=True)
     return hashlib.md5(f"{tool}:{params_json}".encode()).hexdigest()
 
 
 def format_cache_state(entries: list[dict[str, Any]], now: float | None = None) -> str:
-    """The block ``memman show`` prints, in seed 000's shape::
+    """The block ``memman show`` prints, in the design's log shape::
 
         === FUNCTION CACHE STATE ===
         Cached functions: 2

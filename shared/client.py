@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memman import names, paths
-from memman.errors import ConnectionLost, MemmanError, error_for
+from memman.errors import (
+    FORBIDDEN,
+    INTERNAL_ERROR,
+    LIMIT_EXCEEDED,
+    ConnectionLost,
+    MemmanError,
+    error_for,
+)
 from memman.methods import AsyncMethods
 from memman.protocol import (
     FrameDecoder,
@@ -47,7 +54,7 @@ from memman.reconnect import EventGap, GapCallback, RetryPolicy, Subscriptions, 
 EventCallback = Callable[[str, dict[str, Any]], Any]
 
 #: codes with which the daemon closes a connection on purpose: reconnecting would not help
-_REFUSALS = (-32004, -32005)
+_REFUSALS = (LIMIT_EXCEEDED, FORBIDDEN)
 
 
 class _Unsent(Exception):
@@ -91,7 +98,7 @@ class _Connection:
         self.closed.set()
         err = self.client.error_event  # the daemon's own reason, when it said why it closed
         if err is not None and self.error is None:
-            self.error = error_for(err.get("code", -32603), str(err.get("message")))
+            self.error = error_for(err.get("code", INTERNAL_ERROR), str(err.get("message")))
         exc = self.error or ConnectionLost()
         for fut in self.pending.values():
             if not fut.done():
@@ -256,7 +263,7 @@ class Client(AsyncMethods):
 
     def memory(self, session_id: str | None = None, user_id: str = "default",
                tenant_id: str = "default") -> Any:
-        """Seed 002's access pattern (``memory.preferences.get(key)`` ...), see memman.memory_access."""
+        """The tiered access pattern (``memory.preferences.get(key)`` ...), see memman.memory_access."""
         from memman.memory_access import Memory
 
         return Memory(self, session_id=session_id, user_id=user_id, tenant_id=tenant_id)

@@ -1,6 +1,11 @@
-"""memman configuration: plain dataclasses loaded once from TOML, then only read.
+"""memman configuration: plain dataclasses loaded from TOML. Owns every key, its default and
+its check.
 
-Every number the seeds name is a default here, never a constant in code. A section of the
+Who changes a loaded ``Config``: the daemon's config watcher copies a reloaded file's values into
+the running sections (so every holder sees them), and the server records the socket path it
+bound. Everything else only reads it.
+
+Every number the design names is a default here, never a constant in code. A section of the
 TOML file maps to a dataclass below (``[limits]`` -> ``LimitsConfig``); unknown keys are an
 error that names the key, so typos do not pass silently. ``MEMMAN_<SECTION>_<KEY>`` environment
 variables override single values (e.g. ``MEMMAN_LIMITS_MAX_CLIENTS=64``).
@@ -27,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from memman import paths
+
+#: the chat model assumed when none is given (the summarizer's, a session's, token counting's)
+DEFAULT_MODEL = "gpt-4o-mini"
 
 
 @dataclass
@@ -58,7 +66,7 @@ class StorageConfig:
 
 @dataclass
 class ScoringConfig:
-    """Seed 001 section 4: importance score weights and rules."""
+    """Importance scores of entries: the weights and rules that rank what the context keeps."""
 
     recency_weight: float = 0.3
     role_weight: float = 0.3
@@ -84,7 +92,8 @@ class ScoringConfig:
     short_content_penalty: float = 0.7
     #: typed tool_call / tool_result entries count as carrying the "[Tool:" marker
     typed_tools_count_as_marker: bool = True
-    #: "salience" (default: what an entry carries and what the question asks) or "seed001"
+    #: "salience" (default: what an entry carries and what the question asks) or the design's
+    #: first weighted sum of recency, role and content (its value: docs/decisions.md)
     profile: str = "salience"
     #: the salience profile's weights (the superseded part is subtracted)
     weights: dict[str, float] = field(default_factory=lambda: {
@@ -97,7 +106,7 @@ class ScoringConfig:
 
 @dataclass
 class ContextConfig:
-    """Seed 001: the budgeted context window."""
+    """The budgeted context window: what is sent, staged by how full the budget is."""
 
     max_tokens: int = 8000  #: default budget (tokens) when a session names none
     warn_threshold: float = 0.6
@@ -107,10 +116,10 @@ class ContextConfig:
     min_gap_for_summary: int = 5  #: dropped runs this long (entries) are summarized
     llm_deadline_s: float = 0.25  #: longest a context request waits for a gap summary
     keep_system_prompts: bool = True  #: system-role message entries always stay, like pinned ones
-    gap_role: str = "assistant"  #: role of gap summaries and omission markers (seed 001)
+    gap_role: str = "assistant"  #: role of gap summaries and omission markers
     gap_summary_max_tokens: int = 150  #: cap on one gap summary (tokens of its text)
     emergency_gap_summaries: bool = True  #: over 100 %: fallback summaries (no LLM) vs markers only
-    include_rolling_summary: bool = True  #: seed 000 rolling summary as a system message
+    include_rolling_summary: bool = True  #: the rolling summary of old exchanges as a system message
     usage_history: int = 100  #: reported usage records kept per session
     max_gap_llm_calls: int = 4  #: gap summaries one context request asks the LLM for
     fill_usage: float = 0.95  #: a pruned window (originals + summaries) fills up to this share
@@ -121,7 +130,7 @@ class ContextConfig:
 
 @dataclass
 class CompressionConfig:
-    """Seed 004: compression of the entry log into linked summaries."""
+    """Compression of the entry log into summaries linked to the entries they replace."""
 
     auto_compress: bool = True
     max_tokens: int = 50_000  #: active tokens that trigger compression
@@ -136,7 +145,7 @@ class CompressionConfig:
 
 @dataclass
 class CycleConfig:
-    """Seed 000: Q&A cycles, exchanges and the rolling summary."""
+    """Q&A cycles, exchanges and the rolling summary."""
 
     max_exchanges: int = 10
     answer_max_bytes: int = 750  #: answers longer than this are summarized...
@@ -152,7 +161,7 @@ class LLMConfig:
     """The summarizer. Empty values fall back to OPENAI_API_KEY / OPENAI_BASE_URL."""
 
     enabled: bool = True
-    model: str = "gpt-4o-mini"
+    model: str = DEFAULT_MODEL
     base_url: str = ""
     api_key_env: str = "OPENAI_API_KEY"  #: name of the variable holding the key
     timeout_s: float = 20.0
@@ -165,7 +174,7 @@ class LLMConfig:
 
 @dataclass
 class CacheConfig:
-    """Seed 000: the per-session tool-result cache and the one-time context injection."""
+    """The per-session tool-result cache and the one-time context injection."""
 
     default_duration: int = 3  #: exchanges a cached tool result lives
     max_entries_per_session: int = 256  #: beyond this the entry closest to expiry is evicted
@@ -197,7 +206,7 @@ class ScratchpadConfig:
 class MemoryConfig:
     max_working_entries: int = 50
     search_limit: int = 10
-    recency_bonus: float = 0.5  #: seed 003: up to this much for entries from the last day
+    recency_bonus: float = 0.5  #: up to this much for entries from the last day
     recency_window_s: float = 86_400.0
     candidates: int = 100  #: FTS / vector candidates fetched before recency and fusion re-sort them
     lexical_weight: float = 0.5  #: hybrid ranking: share of the normalized BM25 score

@@ -1,5 +1,6 @@
-"""Seed 002's access pattern over a client: ``memory.scratchpad.write(...)``,
-``memory.preferences.update(key, value)``, ``memory.preferences.get(key)``.
+"""The tiered access pattern over a client (the design's agent-side API):
+``memory.scratchpad.write(...)``, ``memory.preferences.update(key, value)``,
+``memory.preferences.get(key)``.
 
     from memman import SyncClient
     from memman.memory_access import Memory
@@ -43,7 +44,7 @@ class _Part:
 
 
 class ScratchpadAccess(_Part):
-    """The session scratchpad (seed 002's L1/L2 cache): at most 64 snippets, LRU."""
+    """The session scratchpad (the L1/L2 cache of the memory tiers): at most 64 snippets, LRU."""
 
     def write(self, text: str, *, explicit: bool = False, salience: float | None = None,
               surprisal: float | None = None, flow: str | None = None) -> Any:
@@ -139,7 +140,7 @@ class DocsAccess(_Part):
 
 
 class Memory:
-    """The tiers of one session / user / tenant, as seed 002's inner classes."""
+    """The tiers of one session / user / tenant, as the design's inner classes (scratchpad, preferences, rules, docs)."""
 
     def __init__(self, client: Any, session_id: str | None = None, user_id: str = "default",
                  tenant_id: str = "default") -> None:

@@ -9,6 +9,57 @@ from __future__ import annotations
 
 from typing import Any
 
+from memman.types import (
+    Added,
+    ApiInfo,
+    AuditList,
+    CacheEntry,
+    CacheEvicted,
+    CacheList,
+    Candidates,
+    Cleared,
+    ClientInfo,
+    ClientsList,
+    Compacted,
+    ContextAnswer,
+    Deleted,
+    DocAdded,
+    DocDeleted,
+    DocRemoved,
+    DocsList,
+    DocsSearch,
+    Expanded,
+    Finalized,
+    Forgotten,
+    Imported,
+    Injected,
+    Learned,
+    MemoryAppended,
+    MemoryCleared,
+    MemoryCompacted,
+    MemoryRecords,
+    MemorySearch,
+    MemoryStats,
+    Pinned,
+    Playbook,
+    Preview,
+    Promoted,
+    Recalled,
+    Removed,
+    Report,
+    ScratchpadRead,
+    Series,
+    SessionExport,
+    SessionOverview,
+    SessionState,
+    SnippetEvicted,
+    SnippetWritten,
+    Stats,
+    TokenCount,
+    Undone,
+    UsageReported,
+)
+
 
 def _given(args: list[Any], required: int) -> list[Any]:
     """The positional params to send: trailing optional ones left as None are left out."""
@@ -23,14 +74,14 @@ class AsyncMethods:
     async def call(self, method: str, *params: Any) -> Any:
         raise NotImplementedError
 
-    async def get_api_info(self) -> dict[str, Any]:
+    async def get_api_info(self) -> ApiInfo:
         """The api level, version, every method (with its parameters) and event.
 
         ``memman_get_api_info()``.
         """
         return await self.call('memman_get_api_info')
 
-    async def stats(self) -> dict[str, Any]:
+    async def stats(self) -> Stats:
         """The daemon's counters: clients, requests, sessions, store, tokenizer.
 
         ``memman_stats()``.
@@ -44,11 +95,7 @@ class AsyncMethods:
         """
         return await self.call('memman_ping')
 
-    async def set_client_info(
-            self,
-            name: str,
-            info: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    async def set_client_info(self, name: str, info: dict[str, Any] | None = None) -> ClientInfo:
         """Name this connection; info.errors = "nvim" asks for Neovim-style errors.
 
         ``memman_set_client_info(name, info={})``.
@@ -60,7 +107,7 @@ class AsyncMethods:
             messages: list[Any],
             model: str | dict[str, Any] | None = None,
             tools: list[Any] | dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> TokenCount:
         """Prompt tokens of a chat request as the API bills it (tools counted apart as
         tool_tokens), and the encoding that counted; model may be an options map {model,
         tools}.
@@ -73,7 +120,7 @@ class AsyncMethods:
             self,
             session_id: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> SessionOverview:
         """Create a session (or return the existing one); opts: user_id, tenant_id, model,
         max_tokens.
 
@@ -81,7 +128,7 @@ class AsyncMethods:
         """
         return await self.call('memman_session_open', *_given([session_id, opts], 1))
 
-    async def session_list(self, filter: dict[str, Any] | None = None) -> list[Any]:
+    async def session_list(self, filter: dict[str, Any] | None = None) -> list[SessionOverview]:
         """Every session's overview row; filter by user_id / tenant_id.
 
         ``memman_session_list(filter={})``.
@@ -92,7 +139,7 @@ class AsyncMethods:
             self,
             session_id: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> SessionState:
         """The session's state: overview, rolling summary, exchanges, cycle, entries, summaries
         (opts.limit: newest entries only; opts.entries=false: none; opts.after_id +
         limit: one page by entry range, next_after_id says where the next starts).
@@ -101,21 +148,21 @@ class AsyncMethods:
         """
         return await self.call('memman_session_get', *_given([session_id, opts], 1))
 
-    async def session_add(self, session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    async def session_add(self, session_id: str, entry: dict[str, Any]) -> Added:
         """Append a typed entry; returns its id and tokens (counted once, here).
 
         ``memman_session_add(session_id, entry)``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_session_add', *_given([session_id, entry], 2))
 
-    async def session_delete(self, session_id: str) -> dict[str, Any]:
+    async def session_delete(self, session_id: str) -> Deleted:
         """Delete the session and everything in it.
 
         ``memman_session_delete(session_id)``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_session_delete', *_given([session_id], 1))
 
-    async def session_finalize(self, session_id: str, question: str, answer: str) -> dict[str, Any]:
+    async def session_finalize(self, session_id: str, question: str, answer: str) -> Finalized:
         """End the current Q&A cycle: record the exchange, fold old ones into the rolling summary.
 
         ``memman_session_finalize(session_id, question, answer)``. Writes (refused on a read-only daemon).
@@ -126,7 +173,7 @@ class AsyncMethods:
             self,
             session_id: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> ContextAnswer:
         """The budgeted message list for the chat API, with tokens, band and what was dropped
         (opts: max_tokens, query, tools, ...).
 
@@ -134,11 +181,7 @@ class AsyncMethods:
         """
         return await self.call('memman_session_context', *_given([session_id, opts], 1))
 
-    async def session_preview(
-            self,
-            session_id: str,
-            opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    async def session_preview(self, session_id: str, opts: dict[str, Any] | None = None) -> Preview:
         """What context would keep, drop and summarize now, per entry with score and reason.
 
         ``memman_session_preview(session_id, opts={})``.
@@ -150,21 +193,21 @@ class AsyncMethods:
             session_id: str,
             entry_id: int,
             pinned: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> Pinned:
         """Pin (or unpin) an entry: pinned entries always stay in the context.
 
         ``memman_session_pin(session_id, entry_id, pinned=True)``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_session_pin', *_given([session_id, entry_id, pinned], 2))
 
-    async def session_expand(self, session_id: str, summary_id: int) -> dict[str, Any]:
+    async def session_expand(self, session_id: str, summary_id: int) -> Expanded:
         """A compression summary and the original entries it replaced.
 
         ``memman_session_expand(session_id, summary_id)``.
         """
         return await self.call('memman_session_expand', *_given([session_id, summary_id], 2))
 
-    async def session_compact(self, session_id: str) -> dict[str, Any]:
+    async def session_compact(self, session_id: str) -> Compacted:
         """Compress entries older than the recent window now.
 
         ``memman_session_compact(session_id)``. Writes (refused on a read-only daemon).
@@ -175,7 +218,7 @@ class AsyncMethods:
             self,
             session_id: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> SessionExport:
         """Everything: entries, summaries, links, exchanges, cycle, stats (opts.after_id + limit:
         one page of entries; next_after_id says where the next starts).
 
@@ -187,14 +230,14 @@ class AsyncMethods:
             self,
             data: dict[str, Any],
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Imported:
         """Restore an export (opts: session_id to rename, replace to overwrite).
 
         ``memman_session_import(data, opts={})``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_session_import', *_given([data, opts], 1))
 
-    async def session_clear(self, session_id: str) -> dict[str, Any]:
+    async def session_clear(self, session_id: str) -> Cleared:
         """Remove every entry, summary, exchange and the rolling summary; keep the session.
 
         ``memman_session_clear(session_id)``. Writes (refused on a read-only daemon).
@@ -206,7 +249,7 @@ class AsyncMethods:
             session_id: str,
             prompt_tokens: int,
             completion_tokens: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> UsageReported:
         """Record what the provider billed; the drift against memman's count is in the stats.
 
         ``memman_session_report_usage(session_id, prompt_tokens, completion_tokens=0)``. Writes (refused on a read-only daemon).
@@ -218,25 +261,26 @@ class AsyncMethods:
             session_id: str,
             prompt_injection: str,
             tool_results: list[Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Injected:
         """One-time context injection; a second call fails with ALREADY_DONE (-32006).
 
         ``memman_session_inject(session_id, prompt_injection, tool_results=[])``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_session_inject', *_given([session_id, prompt_injection, tool_results], 2))
 
-    async def session_report(
-            self,
-            session_id: str,
-            opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    async def session_report(self, session_id: str, opts: dict[str, Any] | None = None) -> Report:
         """The MEMORY STATE text (what `memman show` prints) and the data behind it.
 
         ``memman_session_report(session_id, opts={})``.
         """
         return await self.call('memman_session_report', *_given([session_id, opts], 1))
 
-    async def cache_lookup(self, session_id: str, tool: str, params: dict[str, Any]) -> Any:
+    async def cache_lookup(
+            self,
+            session_id: str,
+            tool: str,
+            params: dict[str, Any],
+    ) -> CacheEntry | None:
         """The cached entry (duration refreshed; result as it was put), or None on a miss.
 
         ``memman_cache_lookup(session_id, tool, params)``.
@@ -250,21 +294,21 @@ class AsyncMethods:
             params: dict[str, Any],
             result: Any,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> CacheEntry:
         """Cache a tool result of any type; opts: duration (exchanges), ttl_s (seconds), call_id.
 
         ``memman_cache_put(session_id, tool, params, result, opts={})``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_cache_put', *_given([session_id, tool, params, result, opts], 4))
 
-    async def cache_list(self, session_id: str) -> dict[str, Any]:
+    async def cache_list(self, session_id: str) -> CacheList:
         """Every cached entry of the session (oldest first), its counters and state text.
 
         ``memman_cache_list(session_id)``.
         """
         return await self.call('memman_cache_list', *_given([session_id], 1))
 
-    async def cache_evict(self, session_id: str, key: str) -> dict[str, Any]:
+    async def cache_evict(self, session_id: str, key: str) -> CacheEvicted:
         """Evict the entry with this key ("*": every entry of the session).
 
         ``memman_cache_evict(session_id, key)``. Writes (refused on a read-only daemon).
@@ -276,7 +320,7 @@ class AsyncMethods:
             session_id: str,
             text: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> SnippetWritten:
         """Add a snippet (or raise its frequency); opts: explicit, salience, surprisal, flow,
         metadata.
 
@@ -288,21 +332,21 @@ class AsyncMethods:
             self,
             session_id: str,
             ids: list[Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> ScratchpadRead:
         """All snippets (or the given ids) in writing order; a read counts as use for LRU.
 
         ``memman_scratchpad_read(session_id, ids=None)``.
         """
         return await self.call('memman_scratchpad_read', *_given([session_id, ids], 1))
 
-    async def scratchpad_evict(self, session_id: str, snippet_id: int) -> dict[str, Any]:
+    async def scratchpad_evict(self, session_id: str, snippet_id: int) -> SnippetEvicted:
         """Evict one snippet.
 
         ``memman_scratchpad_evict(session_id, snippet_id)``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_scratchpad_evict', *_given([session_id, snippet_id], 2))
 
-    async def scratchpad_candidates(self, session_id: str) -> dict[str, Any]:
+    async def scratchpad_candidates(self, session_id: str) -> Candidates:
         """Every snippet's promotion score (best first), with the reason for each part.
 
         ``memman_scratchpad_candidates(session_id)``.
@@ -315,21 +359,21 @@ class AsyncMethods:
             snippet_id: int,
             target: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Promoted:
         """Promote to preference, rule, playbook or business; CONFLICT unless opts.replace.
 
         ``memman_scratchpad_promote(session_id, snippet_id, target, opts={})``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_scratchpad_promote', *_given([session_id, snippet_id, target, opts], 3))
 
-    async def audit_list(self, filter: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def audit_list(self, filter: dict[str, Any] | None = None) -> AuditList:
         """Audit records, newest first; filter: session_id, user_id, tenant_id, action, limit.
 
         ``memman_audit_list(filter={})``.
         """
         return await self.call('memman_audit_list', *_given([filter], 0))
 
-    async def memory_append(self, user_id: str, type: str, entry: dict[str, Any]) -> dict[str, Any]:
+    async def memory_append(self, user_id: str, type: str, entry: dict[str, Any]) -> MemoryAppended:
         """Append to a user's episodic, semantic or procedural memory.
 
         ``memman_memory_append(user_id, type, entry)``. Writes (refused on a read-only daemon).
@@ -342,7 +386,7 @@ class AsyncMethods:
             type: str,
             query: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemorySearch:
         """Best first with scores; opts: limit, kind, flow, session_id.
 
         ``memman_memory_search(user_id, type, query, opts={})``.
@@ -355,14 +399,14 @@ class AsyncMethods:
             key: str,
             value: Any,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Learned:
         """Remember a keyed value (a preference); opts: replace, metadata.
 
         ``memman_memory_learn(user_id, key, value, opts={})``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_memory_learn', *_given([user_id, key, value, opts], 3))
 
-    async def memory_recall(self, user_id: str, key: str) -> Any:
+    async def memory_recall(self, user_id: str, key: str) -> Recalled | None:
         """The value learned under key (with its record), or None.
 
         ``memman_memory_recall(user_id, key)``.
@@ -374,21 +418,21 @@ class AsyncMethods:
             user_id: str,
             type: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryCompacted:
         """Fold old entries of a memory type into a summary.
 
         ``memman_memory_compact(user_id, type, opts={})``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_memory_compact', *_given([user_id, type, opts], 2))
 
-    async def memory_stats(self, user_id: str) -> dict[str, Any]:
+    async def memory_stats(self, user_id: str) -> MemoryStats:
         """Counts and tokens of a user's memory.
 
         ``memman_memory_stats(user_id)``.
         """
         return await self.call('memman_memory_stats', *_given([user_id], 1))
 
-    async def memory_clear(self, user_id: str, type: str | None = None) -> dict[str, Any]:
+    async def memory_clear(self, user_id: str, type: str | None = None) -> MemoryCleared:
         """Clear a user's memory (one type, or all).
 
         ``memman_memory_clear(user_id, type='')``. Writes (refused on a read-only daemon).
@@ -400,14 +444,14 @@ class AsyncMethods:
             user_id: str,
             type: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryRecords:
         """A user's memory entries of one type.
 
         ``memman_memory_list(user_id, type, opts={})``.
         """
         return await self.call('memman_memory_list', *_given([user_id, type, opts], 2))
 
-    async def docs_add(self, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
+    async def docs_add(self, tenant_id: str, doc: dict[str, Any]) -> DocAdded:
         """Add or replace a document: doc = {content, doc_id?, title?, source?, metadata?}.
 
         ``memman_docs_add(tenant_id, doc)``. Writes (refused on a read-only daemon).
@@ -419,49 +463,49 @@ class AsyncMethods:
             tenant_id: str,
             query: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> DocsSearch:
         """Chunks best first; opts: limit, candidates.
 
         ``memman_docs_search(tenant_id, query, opts={})``.
         """
         return await self.call('memman_docs_search', *_given([tenant_id, query, opts], 2))
 
-    async def docs_list(self, tenant_id: str) -> dict[str, Any]:
+    async def docs_list(self, tenant_id: str) -> DocsList:
         """The tenant's documents.
 
         ``memman_docs_list(tenant_id)``.
         """
         return await self.call('memman_docs_list', *_given([tenant_id], 1))
 
-    async def docs_delete(self, tenant_id: str, doc_id: str) -> dict[str, Any]:
+    async def docs_delete(self, tenant_id: str, doc_id: str) -> DocDeleted:
         """Delete a document and its chunks.
 
         ``memman_docs_delete(tenant_id, doc_id)``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_docs_delete', *_given([tenant_id, doc_id], 2))
 
-    async def session_remove(self, session_id: str, entry_id: int) -> dict[str, Any]:
+    async def session_remove(self, session_id: str, entry_id: int) -> Removed:
         """Remove one entry (audited); summaries that linked it drop the link and say so.
 
         ``memman_session_remove(session_id, entry_id)``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_session_remove', *_given([session_id, entry_id], 2))
 
-    async def session_pop(self, session_id: str) -> dict[str, Any]:
+    async def session_pop(self, session_id: str) -> Removed:
         """Remove the newest entry (audited) and return it.
 
         ``memman_session_pop(session_id)``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_session_pop', *_given([session_id], 1))
 
-    async def memory_forget(self, user_id: str, record_id: int) -> dict[str, Any]:
+    async def memory_forget(self, user_id: str, record_id: int) -> Forgotten:
         """Forget one user-memory record (audited).
 
         ``memman_memory_forget(user_id, record_id)``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_memory_forget', *_given([user_id, record_id], 2))
 
-    async def docs_remove(self, tenant_id: str, ref: Any) -> dict[str, Any]:
+    async def docs_remove(self, tenant_id: str, ref: Any) -> DocRemoved:
         """Remove one document, by doc_id or by one of its chunk ids (audited).
 
         ``memman_docs_remove(tenant_id, ref)``. Writes (refused on a read-only daemon).
@@ -473,7 +517,7 @@ class AsyncMethods:
             user_id: str,
             query: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Playbook:
         """The playbook for this request (exact flow first, then by meaning above a threshold);
         with opts.session_id it is written to that session's scratchpad.
 
@@ -481,11 +525,7 @@ class AsyncMethods:
         """
         return await self.call('memman_memory_playbook', *_given([user_id, query, opts], 2))
 
-    async def session_series(
-            self,
-            session_id: str,
-            opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    async def session_series(self, session_id: str, opts: dict[str, Any] | None = None) -> Series:
         """The session's usage series, oldest first: sent and history tokens per context request,
         exchange and compaction; opts: limit.
 
@@ -493,7 +533,7 @@ class AsyncMethods:
         """
         return await self.call('memman_session_series', *_given([session_id, opts], 1))
 
-    async def undo(self, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def undo(self, opts: dict[str, Any] | None = None) -> Undone:
         """Reverse this client's newest pin, unpin, eviction or promotion (through the audit log);
         opts: client, session_id, audit_id, dry_run.
 
@@ -501,7 +541,7 @@ class AsyncMethods:
         """
         return await self.call('memman_undo', *_given([opts], 0))
 
-    async def clients_list(self) -> dict[str, Any]:
+    async def clients_list(self) -> ClientsList:
         """Every open connection: name, pid, since, requests, requests/s, subscriptions.
 
         ``memman_clients_list()``.
@@ -515,14 +555,14 @@ class SyncMethods:
     def call(self, method: str, *params: Any) -> Any:
         raise NotImplementedError
 
-    def get_api_info(self) -> dict[str, Any]:
+    def get_api_info(self) -> ApiInfo:
         """The api level, version, every method (with its parameters) and event.
 
         ``memman_get_api_info()``.
         """
         return self.call('memman_get_api_info')
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> Stats:
         """The daemon's counters: clients, requests, sessions, store, tokenizer.
 
         ``memman_stats()``.
@@ -536,7 +576,7 @@ class SyncMethods:
         """
         return self.call('memman_ping')
 
-    def set_client_info(self, name: str, info: dict[str, Any] | None = None) -> dict[str, Any]:
+    def set_client_info(self, name: str, info: dict[str, Any] | None = None) -> ClientInfo:
         """Name this connection; info.errors = "nvim" asks for Neovim-style errors.
 
         ``memman_set_client_info(name, info={})``.
@@ -548,7 +588,7 @@ class SyncMethods:
             messages: list[Any],
             model: str | dict[str, Any] | None = None,
             tools: list[Any] | dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> TokenCount:
         """Prompt tokens of a chat request as the API bills it (tools counted apart as
         tool_tokens), and the encoding that counted; model may be an options map {model,
         tools}.
@@ -557,7 +597,7 @@ class SyncMethods:
         """
         return self.call('memman_count_tokens', *_given([messages, model, tools], 1))
 
-    def session_open(self, session_id: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    def session_open(self, session_id: str, opts: dict[str, Any] | None = None) -> SessionOverview:
         """Create a session (or return the existing one); opts: user_id, tenant_id, model,
         max_tokens.
 
@@ -565,14 +605,14 @@ class SyncMethods:
         """
         return self.call('memman_session_open', *_given([session_id, opts], 1))
 
-    def session_list(self, filter: dict[str, Any] | None = None) -> list[Any]:
+    def session_list(self, filter: dict[str, Any] | None = None) -> list[SessionOverview]:
         """Every session's overview row; filter by user_id / tenant_id.
 
         ``memman_session_list(filter={})``.
         """
         return self.call('memman_session_list', *_given([filter], 0))
 
-    def session_get(self, session_id: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    def session_get(self, session_id: str, opts: dict[str, Any] | None = None) -> SessionState:
         """The session's state: overview, rolling summary, exchanges, cycle, entries, summaries
         (opts.limit: newest entries only; opts.entries=false: none; opts.after_id +
         limit: one page by entry range, next_after_id says where the next starts).
@@ -581,32 +621,28 @@ class SyncMethods:
         """
         return self.call('memman_session_get', *_given([session_id, opts], 1))
 
-    def session_add(self, session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    def session_add(self, session_id: str, entry: dict[str, Any]) -> Added:
         """Append a typed entry; returns its id and tokens (counted once, here).
 
         ``memman_session_add(session_id, entry)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_session_add', *_given([session_id, entry], 2))
 
-    def session_delete(self, session_id: str) -> dict[str, Any]:
+    def session_delete(self, session_id: str) -> Deleted:
         """Delete the session and everything in it.
 
         ``memman_session_delete(session_id)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_session_delete', *_given([session_id], 1))
 
-    def session_finalize(self, session_id: str, question: str, answer: str) -> dict[str, Any]:
+    def session_finalize(self, session_id: str, question: str, answer: str) -> Finalized:
         """End the current Q&A cycle: record the exchange, fold old ones into the rolling summary.
 
         ``memman_session_finalize(session_id, question, answer)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_session_finalize', *_given([session_id, question, answer], 3))
 
-    def session_context(
-            self,
-            session_id: str,
-            opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    def session_context(self, session_id: str, opts: dict[str, Any] | None = None) -> ContextAnswer:
         """The budgeted message list for the chat API, with tokens, band and what was dropped
         (opts: max_tokens, query, tools, ...).
 
@@ -614,44 +650,35 @@ class SyncMethods:
         """
         return self.call('memman_session_context', *_given([session_id, opts], 1))
 
-    def session_preview(
-            self,
-            session_id: str,
-            opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    def session_preview(self, session_id: str, opts: dict[str, Any] | None = None) -> Preview:
         """What context would keep, drop and summarize now, per entry with score and reason.
 
         ``memman_session_preview(session_id, opts={})``.
         """
         return self.call('memman_session_preview', *_given([session_id, opts], 1))
 
-    def session_pin(
-            self,
-            session_id: str,
-            entry_id: int,
-            pinned: bool | None = None,
-    ) -> dict[str, Any]:
+    def session_pin(self, session_id: str, entry_id: int, pinned: bool | None = None) -> Pinned:
         """Pin (or unpin) an entry: pinned entries always stay in the context.
 
         ``memman_session_pin(session_id, entry_id, pinned=True)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_session_pin', *_given([session_id, entry_id, pinned], 2))
 
-    def session_expand(self, session_id: str, summary_id: int) -> dict[str, Any]:
+    def session_expand(self, session_id: str, summary_id: int) -> Expanded:
         """A compression summary and the original entries it replaced.
 
         ``memman_session_expand(session_id, summary_id)``.
         """
         return self.call('memman_session_expand', *_given([session_id, summary_id], 2))
 
-    def session_compact(self, session_id: str) -> dict[str, Any]:
+    def session_compact(self, session_id: str) -> Compacted:
         """Compress entries older than the recent window now.
 
         ``memman_session_compact(session_id)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_session_compact', *_given([session_id], 1))
 
-    def session_export(self, session_id: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    def session_export(self, session_id: str, opts: dict[str, Any] | None = None) -> SessionExport:
         """Everything: entries, summaries, links, exchanges, cycle, stats (opts.after_id + limit:
         one page of entries; next_after_id says where the next starts).
 
@@ -659,18 +686,14 @@ class SyncMethods:
         """
         return self.call('memman_session_export', *_given([session_id, opts], 1))
 
-    def session_import(
-            self,
-            data: dict[str, Any],
-            opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    def session_import(self, data: dict[str, Any], opts: dict[str, Any] | None = None) -> Imported:
         """Restore an export (opts: session_id to rename, replace to overwrite).
 
         ``memman_session_import(data, opts={})``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_session_import', *_given([data, opts], 1))
 
-    def session_clear(self, session_id: str) -> dict[str, Any]:
+    def session_clear(self, session_id: str) -> Cleared:
         """Remove every entry, summary, exchange and the rolling summary; keep the session.
 
         ``memman_session_clear(session_id)``. Writes (refused on a read-only daemon).
@@ -682,7 +705,7 @@ class SyncMethods:
             session_id: str,
             prompt_tokens: int,
             completion_tokens: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> UsageReported:
         """Record what the provider billed; the drift against memman's count is in the stats.
 
         ``memman_session_report_usage(session_id, prompt_tokens, completion_tokens=0)``. Writes (refused on a read-only daemon).
@@ -694,21 +717,21 @@ class SyncMethods:
             session_id: str,
             prompt_injection: str,
             tool_results: list[Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Injected:
         """One-time context injection; a second call fails with ALREADY_DONE (-32006).
 
         ``memman_session_inject(session_id, prompt_injection, tool_results=[])``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_session_inject', *_given([session_id, prompt_injection, tool_results], 2))
 
-    def session_report(self, session_id: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    def session_report(self, session_id: str, opts: dict[str, Any] | None = None) -> Report:
         """The MEMORY STATE text (what `memman show` prints) and the data behind it.
 
         ``memman_session_report(session_id, opts={})``.
         """
         return self.call('memman_session_report', *_given([session_id, opts], 1))
 
-    def cache_lookup(self, session_id: str, tool: str, params: dict[str, Any]) -> Any:
+    def cache_lookup(self, session_id: str, tool: str, params: dict[str, Any]) -> CacheEntry | None:
         """The cached entry (duration refreshed; result as it was put), or None on a miss.
 
         ``memman_cache_lookup(session_id, tool, params)``.
@@ -722,21 +745,21 @@ class SyncMethods:
             params: dict[str, Any],
             result: Any,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> CacheEntry:
         """Cache a tool result of any type; opts: duration (exchanges), ttl_s (seconds), call_id.
 
         ``memman_cache_put(session_id, tool, params, result, opts={})``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_cache_put', *_given([session_id, tool, params, result, opts], 4))
 
-    def cache_list(self, session_id: str) -> dict[str, Any]:
+    def cache_list(self, session_id: str) -> CacheList:
         """Every cached entry of the session (oldest first), its counters and state text.
 
         ``memman_cache_list(session_id)``.
         """
         return self.call('memman_cache_list', *_given([session_id], 1))
 
-    def cache_evict(self, session_id: str, key: str) -> dict[str, Any]:
+    def cache_evict(self, session_id: str, key: str) -> CacheEvicted:
         """Evict the entry with this key ("*": every entry of the session).
 
         ``memman_cache_evict(session_id, key)``. Writes (refused on a read-only daemon).
@@ -748,7 +771,7 @@ class SyncMethods:
             session_id: str,
             text: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> SnippetWritten:
         """Add a snippet (or raise its frequency); opts: explicit, salience, surprisal, flow,
         metadata.
 
@@ -756,21 +779,21 @@ class SyncMethods:
         """
         return self.call('memman_scratchpad_write', *_given([session_id, text, opts], 2))
 
-    def scratchpad_read(self, session_id: str, ids: list[Any] | None = None) -> dict[str, Any]:
+    def scratchpad_read(self, session_id: str, ids: list[Any] | None = None) -> ScratchpadRead:
         """All snippets (or the given ids) in writing order; a read counts as use for LRU.
 
         ``memman_scratchpad_read(session_id, ids=None)``.
         """
         return self.call('memman_scratchpad_read', *_given([session_id, ids], 1))
 
-    def scratchpad_evict(self, session_id: str, snippet_id: int) -> dict[str, Any]:
+    def scratchpad_evict(self, session_id: str, snippet_id: int) -> SnippetEvicted:
         """Evict one snippet.
 
         ``memman_scratchpad_evict(session_id, snippet_id)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_scratchpad_evict', *_given([session_id, snippet_id], 2))
 
-    def scratchpad_candidates(self, session_id: str) -> dict[str, Any]:
+    def scratchpad_candidates(self, session_id: str) -> Candidates:
         """Every snippet's promotion score (best first), with the reason for each part.
 
         ``memman_scratchpad_candidates(session_id)``.
@@ -783,21 +806,21 @@ class SyncMethods:
             snippet_id: int,
             target: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Promoted:
         """Promote to preference, rule, playbook or business; CONFLICT unless opts.replace.
 
         ``memman_scratchpad_promote(session_id, snippet_id, target, opts={})``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_scratchpad_promote', *_given([session_id, snippet_id, target, opts], 3))
 
-    def audit_list(self, filter: dict[str, Any] | None = None) -> dict[str, Any]:
+    def audit_list(self, filter: dict[str, Any] | None = None) -> AuditList:
         """Audit records, newest first; filter: session_id, user_id, tenant_id, action, limit.
 
         ``memman_audit_list(filter={})``.
         """
         return self.call('memman_audit_list', *_given([filter], 0))
 
-    def memory_append(self, user_id: str, type: str, entry: dict[str, Any]) -> dict[str, Any]:
+    def memory_append(self, user_id: str, type: str, entry: dict[str, Any]) -> MemoryAppended:
         """Append to a user's episodic, semantic or procedural memory.
 
         ``memman_memory_append(user_id, type, entry)``. Writes (refused on a read-only daemon).
@@ -810,7 +833,7 @@ class SyncMethods:
             type: str,
             query: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemorySearch:
         """Best first with scores; opts: limit, kind, flow, session_id.
 
         ``memman_memory_search(user_id, type, query, opts={})``.
@@ -823,14 +846,14 @@ class SyncMethods:
             key: str,
             value: Any,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Learned:
         """Remember a keyed value (a preference); opts: replace, metadata.
 
         ``memman_memory_learn(user_id, key, value, opts={})``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_memory_learn', *_given([user_id, key, value, opts], 3))
 
-    def memory_recall(self, user_id: str, key: str) -> Any:
+    def memory_recall(self, user_id: str, key: str) -> Recalled | None:
         """The value learned under key (with its record), or None.
 
         ``memman_memory_recall(user_id, key)``.
@@ -842,21 +865,21 @@ class SyncMethods:
             user_id: str,
             type: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryCompacted:
         """Fold old entries of a memory type into a summary.
 
         ``memman_memory_compact(user_id, type, opts={})``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_memory_compact', *_given([user_id, type, opts], 2))
 
-    def memory_stats(self, user_id: str) -> dict[str, Any]:
+    def memory_stats(self, user_id: str) -> MemoryStats:
         """Counts and tokens of a user's memory.
 
         ``memman_memory_stats(user_id)``.
         """
         return self.call('memman_memory_stats', *_given([user_id], 1))
 
-    def memory_clear(self, user_id: str, type: str | None = None) -> dict[str, Any]:
+    def memory_clear(self, user_id: str, type: str | None = None) -> MemoryCleared:
         """Clear a user's memory (one type, or all).
 
         ``memman_memory_clear(user_id, type='')``. Writes (refused on a read-only daemon).
@@ -868,14 +891,14 @@ class SyncMethods:
             user_id: str,
             type: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryRecords:
         """A user's memory entries of one type.
 
         ``memman_memory_list(user_id, type, opts={})``.
         """
         return self.call('memman_memory_list', *_given([user_id, type, opts], 2))
 
-    def docs_add(self, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
+    def docs_add(self, tenant_id: str, doc: dict[str, Any]) -> DocAdded:
         """Add or replace a document: doc = {content, doc_id?, title?, source?, metadata?}.
 
         ``memman_docs_add(tenant_id, doc)``. Writes (refused on a read-only daemon).
@@ -887,49 +910,49 @@ class SyncMethods:
             tenant_id: str,
             query: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> DocsSearch:
         """Chunks best first; opts: limit, candidates.
 
         ``memman_docs_search(tenant_id, query, opts={})``.
         """
         return self.call('memman_docs_search', *_given([tenant_id, query, opts], 2))
 
-    def docs_list(self, tenant_id: str) -> dict[str, Any]:
+    def docs_list(self, tenant_id: str) -> DocsList:
         """The tenant's documents.
 
         ``memman_docs_list(tenant_id)``.
         """
         return self.call('memman_docs_list', *_given([tenant_id], 1))
 
-    def docs_delete(self, tenant_id: str, doc_id: str) -> dict[str, Any]:
+    def docs_delete(self, tenant_id: str, doc_id: str) -> DocDeleted:
         """Delete a document and its chunks.
 
         ``memman_docs_delete(tenant_id, doc_id)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_docs_delete', *_given([tenant_id, doc_id], 2))
 
-    def session_remove(self, session_id: str, entry_id: int) -> dict[str, Any]:
+    def session_remove(self, session_id: str, entry_id: int) -> Removed:
         """Remove one entry (audited); summaries that linked it drop the link and say so.
 
         ``memman_session_remove(session_id, entry_id)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_session_remove', *_given([session_id, entry_id], 2))
 
-    def session_pop(self, session_id: str) -> dict[str, Any]:
+    def session_pop(self, session_id: str) -> Removed:
         """Remove the newest entry (audited) and return it.
 
         ``memman_session_pop(session_id)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_session_pop', *_given([session_id], 1))
 
-    def memory_forget(self, user_id: str, record_id: int) -> dict[str, Any]:
+    def memory_forget(self, user_id: str, record_id: int) -> Forgotten:
         """Forget one user-memory record (audited).
 
         ``memman_memory_forget(user_id, record_id)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_memory_forget', *_given([user_id, record_id], 2))
 
-    def docs_remove(self, tenant_id: str, ref: Any) -> dict[str, Any]:
+    def docs_remove(self, tenant_id: str, ref: Any) -> DocRemoved:
         """Remove one document, by doc_id or by one of its chunk ids (audited).
 
         ``memman_docs_remove(tenant_id, ref)``. Writes (refused on a read-only daemon).
@@ -941,7 +964,7 @@ class SyncMethods:
             user_id: str,
             query: str,
             opts: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Playbook:
         """The playbook for this request (exact flow first, then by meaning above a threshold);
         with opts.session_id it is written to that session's scratchpad.
 
@@ -949,7 +972,7 @@ class SyncMethods:
         """
         return self.call('memman_memory_playbook', *_given([user_id, query, opts], 2))
 
-    def session_series(self, session_id: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    def session_series(self, session_id: str, opts: dict[str, Any] | None = None) -> Series:
         """The session's usage series, oldest first: sent and history tokens per context request,
         exchange and compaction; opts: limit.
 
@@ -957,7 +980,7 @@ class SyncMethods:
         """
         return self.call('memman_session_series', *_given([session_id, opts], 1))
 
-    def undo(self, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    def undo(self, opts: dict[str, Any] | None = None) -> Undone:
         """Reverse this client's newest pin, unpin, eviction or promotion (through the audit log);
         opts: client, session_id, audit_id, dry_run.
 
@@ -965,7 +988,7 @@ class SyncMethods:
         """
         return self.call('memman_undo', *_given([opts], 0))
 
-    def clients_list(self) -> dict[str, Any]:
+    def clients_list(self) -> ClientsList:
         """Every open connection: name, pid, since, requests, requests/s, subscriptions.
 
         ``memman_clients_list()``.

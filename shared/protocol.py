@@ -43,10 +43,9 @@ Message = Request | Response | Notification
 class ProtocolError(MemmanError):
     """A frame that cannot be understood. ``msgid`` is set when an answer can be addressed."""
 
-    def __init__(self, code: int, message: str, msgid: int | None = None, fatal: bool = False) -> None:
+    def __init__(self, code: int, message: str, msgid: int | None = None) -> None:
         super().__init__(code, message)
         self.msgid = msgid
-        self.fatal = fatal  #: the stream cannot be resynchronized: close the connection
 
 
 def pack(obj: Any) -> bytes:
@@ -84,7 +83,7 @@ class FrameDecoder:
             self._unpacker.feed(data)
         except msgpack.BufferFull:
             raise ProtocolError(PARSE_ERROR, f"message larger than the {self.max_message_bytes}-byte "
-                                             "limit (limits.max_message_bytes)", fatal=True) from None
+                                             "limit (limits.max_message_bytes)") from None
         self._fed += len(data)
 
     @property
@@ -105,8 +104,8 @@ class FrameDecoder:
                 RecursionError) as exc:
             # FormatError, StackError, ExtraData, invalid UTF-8, oversized declared lengths,
             # a map keyed by an array or a map (unhashable)
-            raise ProtocolError(PARSE_ERROR, f"malformed msgpack: {type(exc).__name__}: {exc}".rstrip(": "),
-                                fatal=True) from None
+            raise ProtocolError(PARSE_ERROR, f"malformed msgpack: {type(exc).__name__}: {exc}"
+                                .rstrip(": ")) from None
         self._complete = self._unpacker.tell()
         return obj
 

@@ -22,12 +22,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memman import names, paths
-from memman.errors import ConnectionLost, MemmanError, error_for
+from memman.errors import (
+    FORBIDDEN,
+    INTERNAL_ERROR,
+    LIMIT_EXCEEDED,
+    ConnectionLost,
+    MemmanError,
+    error_for,
+)
 from memman.methods import SyncMethods
 from memman.protocol import FrameDecoder, Notification, Response, pack_request, parse
 from memman.reconnect import EventGap, GapCallback, RetryPolicy, Subscriptions, retryable
 
-_REFUSALS = (-32004, -32005)
+_REFUSALS = (LIMIT_EXCEEDED, FORBIDDEN)
 
 
 class _Unsent(Exception):
@@ -166,7 +173,7 @@ class SyncClient(SyncMethods):
         """The daemon's own reason (a memman_error_event before it closed) when it gave one."""
         for event, payload in reversed(self._events):
             if event == names.ERROR_EVENT and isinstance(payload, dict):
-                return error_for(payload.get("code", -32603), str(payload.get("message")))
+                return error_for(payload.get("code", INTERNAL_ERROR), str(payload.get("message")))
         return ConnectionLost(message)
 
     if not TYPE_CHECKING:  # at run time only: mypy flags a misspelled method
@@ -178,7 +185,7 @@ class SyncClient(SyncMethods):
 
     def memory(self, session_id: str | None = None, user_id: str = "default",
                tenant_id: str = "default") -> Any:
-        """Seed 002's access pattern (``memory.preferences.get(key)`` ...), see memman.memory_access."""
+        """The tiered access pattern (``memory.preferences.get(key)`` ...), see memman.memory_access."""
         from memman.memory_access import Memory
 
         return Memory(self, session_id=session_id, user_id=user_id, tenant_id=tenant_id)

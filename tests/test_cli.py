@@ -9,7 +9,7 @@ from tests.helpers import daemon_env, daemon_process, short_tmpdir
 
 
 def memman(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memman.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "memman_cli.cli", *args], capture_output=True,
                           text=True, timeout=60, env=env)
 
 

@@ -13,7 +13,6 @@ from textual.widgets import Footer, Static
 
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
-from memman_tui.live import Drained
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.widgets.banner import Banner, RateLabel
 from memman_tui.widgets.countdown import ago
@@ -67,9 +66,6 @@ class ClientsScreen(MonitorScreen):
 
     def tick(self) -> None:
         self.reload()
-
-    def apply(self, changes: Drained) -> None:
-        pass
 
     @work(exclusive=True, group="clients")
     async def fetch(self) -> None:

@@ -22,7 +22,7 @@ PROMOTION_TARGETS: tuple[tuple[str, str, str, str], ...] = (
 
 def suggest(field: str, snippet: dict[str, Any]) -> str:
     """A starting value for the option a target needs, from the snippet itself."""
-    text = str(snippet.get("text") or snippet.get("content") or "")
+    text = str(snippet.get("text") or "")
     if field == "flow":
         return str(snippet.get("flow") or "general")
     if field == "condition":

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, Tab
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
 from memman_tui.live import Drained
-from memman_tui.rows import as_list, first
+from memman_tui.rows import as_list
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.widgets.banner import Banner, RateLabel
 
@@ -34,15 +34,25 @@ COLUMNS = ("id / key", "value / content", "meta", "updated")
 NOT_AVAILABLE = Text("not available (the daemon does not offer this yet)", "grey50 italic")
 
 
+#: record kind -> the field that holds its value (memman.types.MemoryRecord); others: content
+VALUE_FIELD = {"preference": "value", "rule": "action", "playbook": "outcome"}
+
+
 def item_cells(item: dict[str, Any]) -> tuple[str, str, str, str]:
-    ident = first(item, "key", "condition", "flow", "title", "doc_id", "id", default="?")
-    value = first(item, "value", "action", "outcome", "content", "text", "snippet", "summary",
-                  default="")
+    """A user-memory record (key or id, value) or a document / document chunk (title, text)."""
+    if "doc_id" in item:  # memman.types.Document / DocHit
+        ident = item.get("title") or item["doc_id"]
+        value = item.get("text") or ""
+    else:
+        ident = item["key"] if item.get("key") is not None else item.get("id", "?")
+        field = VALUE_FIELD.get(str(item.get("kind")))
+        value = item.get(field) if field and item.get(field) is not None else None
+        value = value if value is not None else (item.get("content") or "")
     meta_bits = []
     for k in ("kind", "score", "source", "chunks", "user_query"):
         if item.get(k) not in (None, "", []):
             meta_bits.append(f"{k}={item[k]}")
-    updated = first(item, "updated_at", "timestamp", "created_at", "at", default="")
+    updated = item.get("updated_at") or ""
     if isinstance(updated, (int, float)) and updated:
         updated = time.strftime("%Y-%m-%d %H:%M", time.gmtime(updated))
     return (str(ident)[:40], str(value).replace("\n", " ")[:160], " ".join(meta_bits)[:60],
@@ -116,7 +126,9 @@ class MemoryScreen(MonitorScreen):
             if answer is UNAVAILABLE or isinstance(answer, BaseException):
                 data[tab] = answer
                 continue
-            items = as_list(answer, "records", "results", "docs", "documents", "items")
+            # memory_list: records; memory_search / docs_search: results; docs_list: docs
+            items = as_list(answer, "results" if query else ("docs" if mtype == "docs" else
+                                                                   "records"))
             if kinds is not None:
                 items = [x for x in items if x.get("kind") in kinds]
             data[tab] = items
@@ -150,8 +162,6 @@ class MemoryScreen(MonitorScreen):
         if info is UNAVAILABLE or info is None or isinstance(info, BaseException):
             box.update(NOT_AVAILABLE)
             return
-        if isinstance(info, dict):
-            info = first(info, "path", "file", default=str(info))
         path = Path(str(info))
         text = Text()
         text.append("agent.md  ", "bold")
@@ -161,7 +171,7 @@ class MemoryScreen(MonitorScreen):
             content = path.read_text(errors="replace")
         except OSError:
             text.append(f"not created yet for tenant {self.tenant_id!r} — promote a snippet to "
-                        "business context (p) or write the file to seed it", "grey50")
+                        "business context (p) or write the file to start it", "grey50")
             box.update(text)
             return
         text.append(f"{st.st_size:,} bytes, changed "

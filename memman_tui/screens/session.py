@@ -97,7 +97,7 @@ class SessionScreen(MonitorScreen):
         self.cache_items: list[dict[str, Any]] = []
         self.scratch_items: list[dict[str, Any]] = []
         self.loads = 0  #: completed fetches (tests wait on it)
-        self._seeded = False
+        self._history_loaded = False
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="session-head"):
@@ -149,8 +149,8 @@ class SessionScreen(MonitorScreen):
         if backend is None:
             return
         sid = self.session_id
-        if not self._seeded:  # the past: the series and the evictions, once
-            self._seeded = True
+        if not self._history_loaded:  # the past: the series and the evictions, once
+            self._history_loaded = True
             series, audit = await asyncio.gather(
                 backend.session_series(sid), backend.audit_list({"session_id": sid,
                                                                  "action": "evict"}),
@@ -158,7 +158,7 @@ class SessionScreen(MonitorScreen):
             if isinstance(series, dict):
                 self.mm.live.load_series(sid, series.get("points") or [])
             if isinstance(audit, dict):
-                self.mm.live.seed_evictions(sid, audit.get("records") or [])
+                self.mm.live.load_evictions(sid, audit.get("records") or [])
         results = await asyncio.gather(
             backend.session_get(sid, {"limit": ENTRY_LIMIT}), backend.sent_view(sid),
             backend.cache_list(sid), backend.scratchpad_candidates(sid), return_exceptions=True)
@@ -179,7 +179,7 @@ class SessionScreen(MonitorScreen):
         self.loads += 1
         self.detail = detail
         self.view = detail.sent if isinstance(detail.sent, SentView) else None
-        self.cache_items = as_list(detail.cache, "entries", "items", "cache")
+        self.cache_items = as_list(detail.cache, "entries")
         self.scratch_items = scratch_rows(detail.candidates)
         self.show_head()
         self.fill_context()
@@ -489,7 +489,7 @@ class SessionScreen(MonitorScreen):
                                   f"{e.get('type', '?')} · {e.get('tokens', '?')} tokens "
                                   "(replaced by the summary above)", str(e.get("content") or ""))
             if isinstance(data, dict) and "rolling" in data:
-                return ItemScreen(self.session_id, "rolling summary (seed 000: the oldest "
+                return ItemScreen(self.session_id, "rolling summary (the oldest "
                                   "exchanges folded)", data["rolling"])
             if isinstance(data, dict):
                 return ItemScreen(self.session_id, f"linked summary #{data.get('id')} · "
@@ -534,7 +534,7 @@ class SessionScreen(MonitorScreen):
             if not entries:
                 node.add_leaf(NOT_AVAILABLE)
         else:
-            entries = as_list(result, "entries", "items")
+            entries = as_list(result, "entries")
         for e in entries:
             node.add_leaf(Text(f"{e.get('id')} {e.get('role', '?')}/{e.get('type', '?')} "
                                f"{e.get('tokens', '?')} tok: "

@@ -1,6 +1,6 @@
 """Token gauge: used / budget as a bar, always with the number and the band's colour.
 
-Bands follow seed 001's staged strategy: under 60 % nothing happens, 60-80 % warn, 80-90 %
+Bands follow the design's staged strategy: under 60 % nothing happens, 60-80 % warn, 80-90 %
 prune, 90-100 % aggressive, over 100 % emergency. The colour is never the only signal: the
 percentage and the band name are printed next to the bar.
 """

@@ -45,7 +45,7 @@ async def until(cond: Any, timeout: float = 30.0) -> None:
 
 async def memman_cli(*args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "memman.cli", *args, stdout=asyncio.subprocess.PIPE,
+        sys.executable, "-m", "memman_cli.cli", *args, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, out.decode(), err.decode()

@@ -21,7 +21,7 @@ from tests.pg_server import fresh_db, session_server
 
 
 def migrate(root: Path, dsn: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memman.cli", "--json", "shared", "migrate",
+    return subprocess.run([sys.executable, "-m", "memman_cli.cli", "--json", "shared", "migrate",
                            "--to", dsn, "--data-dir", str(root / "data"), "--batch", "4", *extra],
                           capture_output=True, text=True, timeout=120, env=daemon_env(root))
 

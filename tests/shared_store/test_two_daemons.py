@@ -228,7 +228,7 @@ def test_flag_and_environment_choose_the_shared_store(dsn: str) -> None:
     """`memman daemon --shared URL` and MEMMAN_STORAGE_SHARED (subprocess daemons), seen
     through `memman status`."""
     def status(sock: Path, env: dict[str, str]) -> dict[str, Any]:
-        r = subprocess.run([sys.executable, "-m", "memman.cli", "--socket", str(sock), "--json",
+        r = subprocess.run([sys.executable, "-m", "memman_cli.cli", "--socket", str(sock), "--json",
                             "status"], capture_output=True, text=True, timeout=60, env=env)
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
@@ -236,7 +236,7 @@ def test_flag_and_environment_choose_the_shared_store(dsn: str) -> None:
     with daemon_process(None, "--shared", dsn) as p:
         st = status(p.socket, daemon_env(p.root))
         assert st["shared"]["backend"] == "postgresql" and st["shared"]["state"] == "up"
-        r = subprocess.run([sys.executable, "-m", "memman.cli", "--socket", str(p.socket),
+        r = subprocess.run([sys.executable, "-m", "memman_cli.cli", "--socket", str(p.socket),
                             "status"], capture_output=True, text=True, timeout=60,
                            env=daemon_env(p.root))
         assert "shared" in r.stdout and "— up" in r.stdout

@@ -65,7 +65,7 @@ def _sync_agent(root: Path) -> None:
             best = memory.scratchpad.candidates()[0]
             assert best["snippet_id"] == s["id"] and best["parts"]["frequency"]["value"] > 0
             memory.scratchpad.promote(s["id"], "business", key="sales peak")
-        show = subprocess.run([sys.executable, "-m", "memman.cli", "--socket", str(p.socket),
+        show = subprocess.run([sys.executable, "-m", "memman_cli.cli", "--socket", str(p.socket),
                                "show", "monday"], capture_output=True, text=True, timeout=60)
         assert show.returncode == 0, show.stderr
         assert "=== FUNCTION CACHE STATE ===\nCached functions: 1\n" in show.stdout

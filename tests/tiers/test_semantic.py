@@ -292,7 +292,7 @@ def test_status_shows_the_embedder_and_reembed_progress() -> None:
 
     with daemon_process() as p:
         def status(*flags: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, "-m", "memman.cli", "--socket", str(p.socket),
+            return subprocess.run([sys.executable, "-m", "memman_cli.cli", "--socket", str(p.socket),
                                    *flags, "status"], capture_output=True, text=True, timeout=60)
         r = status()
         assert r.returncode == 0, r.stderr
@@ -304,7 +304,7 @@ def test_status_shows_the_embedder_and_reembed_progress() -> None:
 
 
 def test_status_line_while_reembedding() -> None:
-    from memman.cli import _embeddings_line
+    from memman_cli.cli import _embeddings_line
 
     emb = {"enabled": True, "provider": "local", "model_id": "wordllama/l2_supercat@128",
            "error": None, "reembed": {"state": "running", "done": 1200, "total": 5000,

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from memman_tui.launcher import daemon_answers
+from memman_cli.launcher import daemon_answers
 from tests.helpers import daemon_env, short_tmpdir
 
 
@@ -15,7 +15,7 @@ def test_launcher_without_a_terminal_runs_the_demo_and_stops_what_it_started():
     sock = root / "s" / "memman.sock"
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "memman_tui.launcher", "--socket", str(sock), "--data-dir",
+            [sys.executable, "-m", "memman_cli.launcher", "--socket", str(sock), "--data-dir",
              str(root / "data"), "--sessions", "3", "--rate", "5", "--duration", "1.5"],
             stdin=subprocess.DEVNULL, capture_output=True, text=True, env=daemon_env(root),
             timeout=90)

@@ -45,7 +45,7 @@ def test_backpressure_drops_detail_and_resyncs_once():
 def test_deleted_and_tier_counts():
     live = LiveState()
     live.load_sessions([{"session_id": "s1"}])
-    live.seed_counts("s1", {"a"}, {1})
+    live.load_counts("s1", {"a"}, {1})
     live.on_event(names.CACHE_EVENT, {"kind": "put", "seq": 1, "session_id": "s1",
                                       "entry": {"key": "b"}})
     live.on_event(names.SCRATCHPAD_EVENT, {"kind": "evicted", "seq": 2, "session_id": "s1",

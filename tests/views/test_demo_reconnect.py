@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from memman import SyncClient, names
-from memman.demo import run_demo
+from memman_cli.demo import run_demo
 from tests.helpers import daemon_process, short_tmpdir, wait_for_socket
 
 

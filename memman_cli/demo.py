@@ -96,7 +96,7 @@ class DemoAgent:
     """One scripted agent on its own connection and session."""
 
     def __init__(self, client: Any, session_id: str, user: str, tenant: str, methods: set[str],
-                 stats: DemoStats, seed: int, connect: Any = None,
+                 stats: DemoStats, random_state: int, connect: Any = None,
                  say: Any = None) -> None:
         self.client = client
         #: opens a new connection (async, no arguments) when the daemon went away; None: give up
@@ -107,7 +107,7 @@ class DemoAgent:
         self.tenant = tenant
         self.methods = methods
         self.stats = stats
-        self.rng = random.Random(seed)
+        self.rng = random.Random(random_state)
         self.turn = 0
 
     async def call(self, method: str, *params: Any) -> Any:
@@ -220,7 +220,7 @@ class DemoAgent:
 
 async def run_demo(socket: str | None = None, *, sessions: int = 4, duration: float = 30.0,
                    rate: float = 1.0, max_tokens: int = 6000, prefix: str = "demo",
-                   seed: int = 7, quiet: bool = False) -> DemoStats:
+                   random_state: int = 7, quiet: bool = False) -> DemoStats:
     """Run ``sessions`` agents for ``duration`` seconds at ``rate`` cycles/s each."""
     from memman.client import Client
 
@@ -245,9 +245,9 @@ async def run_demo(socket: str | None = None, *, sessions: int = 4, duration: fl
             return await Client.connect(socket, name=f"memman-demo-{i}")
 
         agents.append(DemoAgent(client, f"{prefix}-{i + 1:02d}", user, tenant, set(methods),
-                                stats, seed + i, connect=connect, say=say))
+                                stats, random_state + i, connect=connect, say=say))
     deadline = time.monotonic() + duration
-    rng = random.Random(seed)
+    rng = random.Random(random_state)
 
     tenants_seen: set[str] = set()
 
@@ -285,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=6000,
                    help="context budget per session (small, so gauges cross bands)")
     p.add_argument("--prefix", default="demo", help="session id prefix")
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--random-state", "--seed", dest="random_state", type=int, default=7,
+                   help="start value of the agents' random choices (the same run twice)")
     return p
 
 
@@ -297,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         asyncio.run(run_demo(args.socket, sessions=args.sessions,
                              duration=min(args.duration, 86400.0), rate=args.rate,
-                             max_tokens=args.max_tokens, prefix=args.prefix, seed=args.seed))
+                             max_tokens=args.max_tokens, prefix=args.prefix,
+                             random_state=args.random_state))
     except MemmanError as exc:
         print(f"memman demo: {exc.message}", file=sys.stderr)
         return 1

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from memman import __version__, names
-from memman.errors import INVALID_PARAMS, ConnectionLost, MemmanError
+from memman.errors import INVALID_PARAMS, METHOD_NOT_FOUND, ConnectionLost, MemmanError
 
 
 class UsageError(Exception):
@@ -60,7 +60,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     for model, fb in (tok.get("fallbacks") or {}).items():
         print(f"  tokenizer  {model}: {fb.get('wanted')} unavailable, counted with {fb.get('used')}")
     if summ:
-        print(f"  summarizer {summ.get('mode', summ.get('model', '?'))}")
+        print(f"  summarizer {summ.get('model', '?')}")
     emb = stats.get("embeddings") or {}
     if emb:
         print(f"  embeddings {_embeddings_line(emb)}")
@@ -113,7 +113,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def render_session(s: dict[str, Any], cache: list[dict[str, Any]] | None) -> str:
-    """Seed 000's log shape: MEMORY STATE, FUNCTION CACHE STATE, the entry log."""
+    """The design's log shape: MEMORY STATE, FUNCTION CACHE STATE, the entry log."""
     c = s.get("counters", {})
     lines = ["=== MEMORY STATE ===",
              f"Session: {s['session_id']} | Exchanges: {s['exchanges']} | Summary: "
@@ -147,7 +147,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(c.call(names.SESSION_REPORT, args.session)["text"])
             return 0
         except MemmanError as exc:
-            if exc.code != -32601:
+            if exc.code != METHOD_NOT_FOUND:
                 raise
         s = c.session_get(args.session)
         try:
@@ -222,12 +222,12 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result)
         return 0
-    rows = result.get("results", []) if isinstance(result, dict) else result
+    rows = result["results"]
     if not rows:
         print("no results")
     for r in rows:
-        text = str(r.get("content") or r.get("text") or r.get("value") or "").replace("\n", " ")
-        print(f"{r.get('score', 0):6.3f}  {r.get('type', r.get('kind', '')):<10} {text[:110]}")
+        text = str(r.get("content") or "").replace("\n", " ")
+        print(f"{r.get('score', 0):6.3f}  {r.get('type', ''):<10} {text[:110]}")
     return 0
 
 
@@ -247,7 +247,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         if content is None and m.get("tool_calls"):
             content = json.dumps(m["tool_calls"], ensure_ascii=False)
         print(f"[{m.get('role')}] {content}")
-    print(f"-- {result.get('tokens')} / {result.get('max_tokens', result.get('budget'))} tokens, "
+    print(f"-- {result.get('tokens')} / {result.get('budget')} tokens, "
           f"band {result.get('band')}", file=sys.stderr)
     return 0
 
@@ -274,7 +274,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    from memman.completion import script
+    from memman_cli.completion import script
 
     print(script(args.shell, build_parser()))
     return 0
@@ -294,7 +294,7 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
-    from memman.demo import main as demo_main
+    from memman_cli.demo import main as demo_main
 
     argv = (["--socket", args.socket] if args.socket else []) + rest
     return demo_main(argv) or 0

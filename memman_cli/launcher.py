@@ -1,6 +1,6 @@
 """`make run`: daemon (if none answers) + demo agents in the background + the TUI in front.
 
-    python -m memman_tui.launcher [--sessions N] [--rate R] [--socket PATH] [--data-dir DIR]
+    python -m memman_cli.launcher [--sessions N] [--rate R] [--socket PATH] [--data-dir DIR]
 
 Quitting the TUI stops everything this launcher started (the demo, and the daemon if it started
 it). Without a terminal on stdin (CI), it runs the demo for a few seconds and prints a summary
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             wait_for(sock, daemon)
             print(f"started the memman daemon (pid {daemon.pid}) at {sock}; "
                   f"log {log_dir / 'daemon.log'}")
-        demo_cmd = [py, "-m", "memman.demo", "--socket", str(sock), "--sessions",
+        demo_cmd = [py, "-m", "memman_cli.demo", "--socket", str(sock), "--sessions",
                     str(args.sessions), "--rate", str(args.rate), "--duration", str(duration)]
         demo_out = subprocess.DEVNULL if interactive else None
         with open(log_dir / "demo.log", "ab") as log:
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         demo.wait(duration + 60)
         print(summary(sock))
         # and one session in full, as `memman show` prints it
-        subprocess.run([py, "-m", "memman.cli", "--socket", str(sock), "show", "demo-01"],
+        subprocess.run([py, "-m", "memman_cli.cli", "--socket", str(sock), "show", "demo-01"],
                        check=False)
         return 0 if demo.returncode == 0 else 1
     except KeyboardInterrupt:

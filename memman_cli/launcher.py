@@ -11,24 +11,13 @@ from __future__ import annotations
 
 import argparse
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from memman import paths
-
-
-def daemon_answers(sock: Path) -> bool:
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(str(sock))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
+from memman.paths import daemon_answers
 
 
 def wait_for(sock: Path, proc: subprocess.Popen, timeout: float = 30.0) -> None:

@@ -7,6 +7,7 @@ directory, then a per-user fallback (the socket fallback is announced with a war
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -149,3 +150,15 @@ def check_socket_owner(path: str | os.PathLike) -> None:
         raise SocketOwnerError(f"refusing to use {p}: the socket is owned by uid {st.st_uid}, "
                                f"not by you ({uid}); it is not your memman daemon. Remove it "
                                "or set MEMMAN_SOCKET / XDG_RUNTIME_DIR")
+
+
+def daemon_answers(sock: Path) -> bool:
+    """Something accepts connections on ``sock`` (a daemon is up), without sending anything."""
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(str(sock))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()

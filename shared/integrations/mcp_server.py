@@ -37,6 +37,7 @@ from typing import Annotated, Any, Literal
 
 from memman import names, paths
 from memman.errors import NOT_FOUND, ConnectionLost, MemmanError
+from memman.paths import daemon_answers
 
 try:
     from mcp.server.mcpserver import MCPServer
@@ -128,17 +129,6 @@ def parse_http(value: str) -> tuple[str, int]:
 
 
 # --- the daemon ---------------------------------------------------------------------------
-
-
-def daemon_answers(sock: Path) -> bool:
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(str(sock))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def start_daemon(sock: Path, timeout: float = 30.0) -> int:

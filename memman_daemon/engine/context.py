@@ -487,9 +487,7 @@ class ContextBuilder:
         # a small static model gives low cosines even for the right pair: what counts is how
         # far an entry stands out from the rest of this session (a z-score), not the value;
         # the question's own entry is not part of that rest
-        own = an.vec_ids.index(query_id) if query_id is not None and an.vec_ids[-1] == query_id \
-            else -1
-        rest = np.delete(sims, own) if own >= 0 else sims
+        rest = sims[:-1] if query_id is not None and an.vec_ids[-1] == query_id else sims
         mu, sd = float(rest.mean()), float(rest.std()) or 1.0
         top = np.argpartition(-sims, min(SEMANTIC_TOP, len(sims) - 1))[:SEMANTIC_TOP]
         out = {}

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from memman.config import ScoringConfig
-from memman_daemon.model import Entry, Summary
+from memman_daemon.model import Entry
 
 
 def role_score(role: str, cfg: ScoringConfig) -> float:
@@ -66,12 +66,6 @@ def static_score(e: Entry, cfg: ScoringConfig) -> float:
             + content_score(entry_text(e), cfg, tool=tool) * cfg.content_weight)
 
 
-def summary_static_score(sm: Summary, cfg: ScoringConfig) -> float:
-    """A compression summary is a system message (role system) with its text as content."""
-    return (role_score("system", cfg) * cfg.role_weight
-            + content_score(sm.content, cfg) * cfg.content_weight)
-
-
 def recency(index: int, total: int) -> float:
     return index / max(total - 1, 1)
 
@@ -92,11 +86,6 @@ class Parts:
     relevance: float
     superseded: float
     total: float
-
-    def priority(self, tokens: int) -> float:
-        """Value per room: a long unit must score higher to be kept whole (its facts survive
-        in a summary when it is not)."""
-        return self.total / (1.0 + tokens / 300.0) ** 0.5
 
     def wire(self) -> dict[str, float]:
         return {k: round(getattr(self, k), 4) for k in

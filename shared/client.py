@@ -33,9 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from memman import names, paths
 from memman.errors import (
-    FORBIDDEN,
     INTERNAL_ERROR,
-    LIMIT_EXCEEDED,
     ConnectionLost,
     MemmanError,
     error_for,
@@ -49,12 +47,10 @@ from memman.protocol import (
     pack_request,
     parse,
 )
-from memman.reconnect import EventGap, GapCallback, RetryPolicy, Subscriptions, retryable
+from memman.reconnect import EventGap, GapCallback, RetryPolicy, Subscriptions, next_retry
 
 EventCallback = Callable[[str, dict[str, Any]], Any]
 
-#: codes with which the daemon closes a connection on purpose: reconnecting would not help
-_REFUSALS = (LIMIT_EXCEEDED, FORBIDDEN)
 
 
 class _Unsent(Exception):
@@ -205,15 +201,8 @@ class Client(AsyncMethods):
                 exc, sent = unsent.error, False
             except MemmanError as err:
                 exc, sent = err, True
-            if self._closed_by_caller or exc.code in _REFUSALS:
-                raise exc
-            if not retryable(exc, method, sent, self.retry):
-                raise exc
-            if delays is None:
-                delays = self.retry.delays()
-            delay = next(delays, None)
-            if delay is None:
-                raise exc
+            delay, delays = next_retry(exc, method, sent, self.retry, delays,
+                                       self._closed_by_caller)
             await asyncio.sleep(delay)
 
     async def _live_connection(self) -> _Connection:

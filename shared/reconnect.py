@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memman import names
-from memman.errors import Busy, ConnectionLost, MemmanError
+from memman.errors import FORBIDDEN, LIMIT_EXCEEDED, Busy, ConnectionLost, MemmanError
 
 #: methods that only read (safe to send again after a connection was lost in flight)
 READ_ONLY: frozenset[str] = frozenset(m.name for m in names.METHODS if not m.writes)
@@ -67,6 +67,25 @@ def retryable(exc: MemmanError, method: str, sent: bool, policy: RetryPolicy) ->
     if isinstance(exc, ConnectionLost):
         return policy.reconnect and (not sent or method in READ_ONLY)
     return False
+
+
+REFUSALS = (LIMIT_EXCEEDED, FORBIDDEN)  #: the daemon turned this client away: retrying cannot help
+
+
+def next_retry(exc: MemmanError, method: str, sent: bool, policy: RetryPolicy,
+               delays: Iterator[float] | None,
+               closed_by_caller: bool) -> tuple[float, Iterator[float]]:
+    """The wait before sending ``method`` again after ``exc``, and the delays left (made at the
+    first failure, so the common path pays nothing). Raises ``exc`` when the call must not be
+    tried again: closed by the caller, refused, not retryable, or out of tries."""
+    if closed_by_caller or exc.code in REFUSALS or not retryable(exc, method, sent, policy):
+        raise exc
+    if delays is None:
+        delays = policy.delays()
+    delay = next(delays, None)
+    if delay is None:
+        raise exc
+    return delay, delays
 
 
 @dataclass(frozen=True)

@@ -23,18 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from memman import names, paths
 from memman.errors import (
-    FORBIDDEN,
     INTERNAL_ERROR,
-    LIMIT_EXCEEDED,
     ConnectionLost,
     MemmanError,
     error_for,
 )
 from memman.methods import SyncMethods
 from memman.protocol import FrameDecoder, Notification, Response, pack_request, parse
-from memman.reconnect import EventGap, GapCallback, RetryPolicy, Subscriptions, retryable
-
-_REFUSALS = (LIMIT_EXCEEDED, FORBIDDEN)
+from memman.reconnect import EventGap, GapCallback, RetryPolicy, Subscriptions, next_retry
 
 
 class _Unsent(Exception):
@@ -138,15 +134,8 @@ class SyncClient(SyncMethods):
                 exc, sent = unsent.error, False
             except MemmanError as err:
                 exc, sent = err, True
-            if self._closed_by_caller or exc.code in _REFUSALS:
-                raise exc
-            if not retryable(exc, method, sent, self.retry):
-                raise exc
-            if delays is None:
-                delays = self.retry.delays()
-            delay = next(delays, None)
-            if delay is None:
-                raise exc
+            delay, delays = next_retry(exc, method, sent, self.retry, delays,
+                                       self._closed_by_caller)
             time.sleep(delay)
 
     def _request(self, method: str, params: tuple[Any, ...]) -> Any:

@@ -21,7 +21,7 @@ from memman_daemon.llm.summarizer import Summarizer
 from memman_daemon.search.embeddings import Embedder
 from memman_daemon.search.reembed import VectorSync
 from memman_daemon.sessions import LoadError, Sessions
-from memman_daemon.shared_store import backend_for, wire
+from memman_daemon.shared_store import backend_for, connect
 from memman_daemon.store import Store, StoreError
 from memman_daemon.tiers.cache import ToolCache
 from memman_daemon.tiers.injection import Injection
@@ -35,10 +35,11 @@ log = logging.getLogger(__name__)
 class App:
     """The daemon's parts, built once with explicit arguments, in load order.
 
-    The session path (sessions, summarizer, tool cache, engine with its context builder, usage
-    series) gets exactly the parts it uses as constructor arguments. The tiers, search and
-    shared-store components still take the app and read their siblings from it at run time;
-    see ARCHITECTURE.md ("What still reaches through the app").
+    Each part gets exactly the parts it uses as constructor arguments; the order below is the
+    order of their dependencies. Where two parts need each other (the embedder and the
+    background re-embed, the re-embed and the tiers it fills, agent.md and the documents with
+    PostgreSQL), the later one is handed to the earlier one by a named hook set here, after
+    both exist.
     """
 
     def __init__(self, config: Config, clock: Clock | None = None, *, read_only: bool = False) -> None:
@@ -49,20 +50,20 @@ class App:
         self.store = Store(config.database_path, config.storage.synchronous,
                            config.storage.batch_max_rows)
         # where user memory, business context and their audit live: SQLite or PostgreSQL
-        self.backend = backend_for(config)
+        self.backend = backend_for(config, self.clock)
         self.shared = self.backend.store
         self.events = self.backend.events
         self.tokens = TokenCounter(cache_dir_for(config.data_dir))
         # vectors for hybrid search, near-duplicates and relevance: local model, endpoint or
         # none. `await embedder.embed(texts)` / `embedder.cached(texts)` give unit vectors
-        self.embedder = Embedder(self)
+        self.embedder = Embedder(config)
         self.sessions = Sessions(self.store, config, self.clock, self.events, self.tokens,
                                  self.embedder)
         self.summarizer = Summarizer(config, self.tokens)  # the LLM client and its fallback
-        self.audit = self.backend.audit(self)  # promotions and evictions, readable over the protocol
+        # promotions and evictions, readable over the protocol
+        self.audit = self.backend.audit(self.store, self.clock)
         #: where changes to shared tiers are audited (the audit itself with SQLite)
-        self.shared_audit = (self.backend.shared_audit(self) if self.backend.shared_audit
-                             else self.audit)
+        self.shared_audit = self.backend.shared_audit or self.audit
         self.cache = ToolCache(config=config, clock=self.clock, store=self.store,
                                events=self.events, sessions=self.sessions, audit=self.audit,
                                read_only=read_only)
@@ -70,21 +71,35 @@ class App:
         self.engine = SessionEngine(config=config, clock=self.clock, events=self.events, tokens=self.tokens,
                                     sessions=self.sessions, summarizer=self.summarizer,
                                     embedder=self.embedder, audit=self.audit, cache=self.cache)
-        self.injection = Injection(self)
-        self.scratchpad = Scratchpad(self)
+        # background (re-)embedding of stored rows; its sources are set below
+        self.vector_sync = VectorSync(config, self.events, self.embedder, read_only=read_only)
+        self.injection = Injection(config, self.events, self.sessions, self.cache)
+        self.scratchpad = Scratchpad(config, self.clock, self.store, self.events, self.sessions,
+                                     self.embedder, self.audit, read_only=read_only)
         self.summarizer.notes = self.scratchpad.snippets  # summaries quote the agent's notes
-        self.promotion = Promotion(self)
-        self.user_memory = self.backend.user_memory(self)
-        self.docs = self.backend.docs(self)
-        self.agent_md = self.backend.agent_md(self)  # watches each tenant's agent.md
-        self.vector_sync = VectorSync(self)  # background (re-)embedding of stored rows
+        searchable = (config, self.clock, self.store, self.events, self.tokens, self.embedder,
+                      self.vector_sync, self.shared_audit)
+        self.user_memory = self.backend.user_memory(*searchable, self.sessions, self.scratchpad,
+                                                    read_only=read_only)
+        self.docs = self.backend.docs(*searchable)
+        # watches each tenant's agent.md
+        self.agent_md = self.backend.agent_md(config, self.events, self.docs, read_only=read_only)
+        self.promotion = Promotion(config, self.events, self.sessions, self.scratchpad,
+                                   self.user_memory, self.agent_md, audit=self.shared_audit,
+                                   store=self.store, shared=self.shared)
         # sent / history tokens over time (the TUI's chart)
         self.series = UsageSeries(config=config, clock=self.clock, store=self.store,
                                   events=self.events, sessions=self.sessions, engine=self.engine)
+        # the hooks between parts built above
+        self.vector_sync.sources = [self.user_memory, self.docs]
+        self.embedder.on_model_changed = [self.user_memory.vscopes.reset,
+                                          self.docs.vscopes.reset, self.vector_sync.request]
+        self.embedder.reembed_progress = self.vector_sync.progress
         # what a deleted session takes along with it, in this order
         self.sessions.on_deleted = [self.cache.on_session_deleted,
                                     self.scratchpad.on_session_deleted,
                                     self.series.on_session_deleted]
+        connect(self.backend, self.user_memory, self.docs, self.agent_md)
         # Components: each has `async load()` (read its state from SQLite) and may have
         # `async close()` and `stats()` with `stats_key`. Loaded after the sessions, in this
         # order; closed in reverse.
@@ -94,7 +109,6 @@ class App:
             self.agent_md, self.vector_sync, self.series]
         if self.shared_audit is not self.audit:
             self.components.insert(self.components.index(self.audit) + 1, self.shared_audit)
-        wire(self)
         self.config_watch = ConfigWatcher(config, self.events)
 
     async def start(self) -> None:

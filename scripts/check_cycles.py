@@ -1,10 +1,11 @@
 """No import cycle in the daemon: run by ``make lint``; exits 1 naming the modules of any cycle.
 
 Reads the imports of ``memman_daemon`` with grimp (import-linter's graph) and finds the
-strongly connected groups of modules (Tarjan). Imports under ``if TYPE_CHECKING:`` are
-annotations, not run-time dependencies, and are not counted; ``--type-checking`` counts them too
-and lists what still names the app in its annotations (components not yet given explicit
-constructor arguments).
+strongly connected groups of modules (Tarjan). Imports under ``if TYPE_CHECKING:`` count too:
+a module that names another's type in its annotations depends on it as much as one that calls
+it, and every part gets the parts it uses as constructor arguments (``memman_daemon/app.py``),
+so nothing needs to name the app to reach a sibling. ``--run-time`` counts only the imports
+that run.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def cycles(graph: grimp.ImportGraph, package: str) -> list[list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    type_checking = "--type-checking" in argv
+    type_checking = "--run-time" not in argv
     graph = grimp.build_graph(PACKAGE, exclude_type_checking_imports=not type_checking,
                               cache_dir=None)
     found = cycles(graph, PACKAGE)

@@ -8,12 +8,12 @@ are (re-)embedded in the background by ``reembed.py``.
 
 For the other parts of the daemon (search, near-duplicates, the context window's relevance):
 
-- ``await app.embedder.embed(texts)`` -> float32 array (n, dim), rows normalized, or None when
+- ``await embedder.embed(texts)`` -> float32 array (n, dim), rows normalized, or None when
   embeddings are off or the call failed (the caller goes on without vectors: an embeddings
   outage never fails a write).
-- ``app.embedder.embed_sync(texts)`` -> the same without awaiting, for the local provider
+- ``embedder.embed_sync(texts)`` -> the same without awaiting, for the local provider
   only (None otherwise); microseconds per short text, so fine on the event loop for a few.
-- ``app.embedder.cached(texts)`` -> like ``embed_sync`` through an LRU of recent texts, which
+- ``embedder.cached(texts)`` -> like ``embed_sync`` through an LRU of recent texts, which
   ``prefetch(text)`` fills in the background (session entries are prefetched as they are
   added, off the request path).
 """
@@ -26,14 +26,13 @@ import logging
 import os
 import time
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from memman.config import Config
 from memman_daemon.search.local_embedder import LocalEmbedder, LocalEmbedderError
-
-if TYPE_CHECKING:
-    from memman_daemon.app import App
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +60,17 @@ def normalize_rows(vecs: np.ndarray) -> np.ndarray:
 
 
 class Embedder:
+    """Texts to unit vectors with the provider in force; follows config reloads."""
+
     stats_key = "embeddings"
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        #: set by the app: called when the model in force changes (loaded vector matrices
+        #: are dropped, a background re-embed is requested)
+        self.on_model_changed: list[Callable[[], None]] = []
+        #: set by the app: the background re-embed's progress, reported under ``reembed``
+        self.reembed_progress: Callable[[], dict[str, Any]] = dict
         self.calls = 0
         self.failures = 0
         self.tokens = 0
@@ -83,7 +89,7 @@ class Embedder:
     # --- configuration ---------------------------------------------------------------------
     def configure(self) -> bool:
         """Read the config; True when the model in force changed (vectors need re-embedding)."""
-        cfg = self.app.config
+        cfg = self.config
         before = getattr(self, "model_id", None)
         self.provider = resolve_provider(cfg.embeddings.provider, cfg.llm.embeddings_base_url)
         self.error = None
@@ -109,7 +115,7 @@ class Embedder:
         return before is not None and before != self.model_id
 
     def _settings(self) -> tuple[Any, ...]:
-        cfg = self.app.config
+        cfg = self.config
         e = cfg.embeddings
         return (e.provider, e.model, e.dim, cfg.llm.embeddings_base_url, cfg.llm.embeddings_model)
 
@@ -129,9 +135,8 @@ class Embedder:
         if changed:
             log.info("embedding model is now %s; re-embedding in the background",
                      self.model_id or "none")
-            for c in (self.app.user_memory, self.app.docs):
-                c.vscopes.reset()
-            self.app.vector_sync.request()
+            for hook in self.on_model_changed:
+                hook()
         return changed
 
     @property
@@ -146,7 +151,7 @@ class Embedder:
     async def load(self) -> None:
         # the local model itself is loaded on first use (~0.3 s, off the event loop when
         # awaited): a daemon that never searches or appends memory does not pay for it
-        if self.app.config.embeddings.prefetch_entries:
+        if self.config.embeddings.prefetch_entries:
             self._prefetch_task = asyncio.create_task(self._prefetch_loop(),
                                                       name="memman-embed-prefetch")
 
@@ -165,7 +170,7 @@ class Embedder:
     def _get_client(self) -> Any:
         if self._client is None:
             from openai import AsyncOpenAI
-            cfg = self.app.config.llm
+            cfg = self.config.llm
             self._client = AsyncOpenAI(
                 base_url=cfg.embeddings_base_url,
                 api_key=os.environ.get(cfg.api_key_env) or "memman-no-key",
@@ -218,7 +223,7 @@ class Embedder:
         except Exception as exc:  # network, HTTP status, timeout, bad JSON: go on without
             self.failures += 1
             log.warning("embeddings call to %s failed (%s: %s); storing without vectors",
-                        self.app.config.llm.embeddings_base_url, type(exc).__name__, exc)
+                        self.config.llm.embeddings_base_url, type(exc).__name__, exc)
             return None
         data = sorted(resp.data, key=lambda d: d.index)
         if len(data) != len(texts):
@@ -255,7 +260,7 @@ class Embedder:
     def _remember(self, text: str, vec: np.ndarray) -> None:
         self._cache[text] = vec
         self._cache.move_to_end(text)
-        limit = self.app.config.embeddings.cache_texts
+        limit = self.config.embeddings.cache_texts
         while len(self._cache) > limit:
             self._cache.popitem(last=False)
 
@@ -298,7 +303,7 @@ class Embedder:
                 # a background job: at most `prefetch_share` of the time, so a burst of
                 # adds is not slowed by embedding them (what is not prefetched is embedded
                 # when first needed)
-                share = min(1.0, max(0.01, self.app.config.embeddings.prefetch_share))
+                share = min(1.0, max(0.01, self.config.embeddings.prefetch_share))
                 await asyncio.sleep((time.perf_counter() - t0) * (1 - share) / share)
 
     # --- reporting -------------------------------------------------------------------------
@@ -309,5 +314,5 @@ class Embedder:
             "error": self.error, "calls": self.calls, "texts": self.texts,
             "failures": self.failures, "tokens": self.tokens, "cached_texts": len(self._cache),
             "prefetched": self.prefetched, "prefetch_queue": len(self._prefetch)}
-        out["reembed"] = self.app.vector_sync.progress()
+        out["reembed"] = self.reembed_progress()
         return out

@@ -21,21 +21,46 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from memman.config import Config
+from memman_daemon.events import EventBus
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    import numpy as np
+
+    from memman_daemon.search.embeddings import Embedder
 
 log = logging.getLogger(__name__)
 
 CHECK_S = 2.0
 
 
+class VectorSource(Protocol):
+    """A component whose rows are searched by vector (user memory, business documents)."""
+
+    async def count_vector_backlog(self, model_id: str) -> int: ...
+
+    async def vector_backlog(self, after: int, model_id: str,
+                             limit: int) -> list[tuple[int, str]]: ...
+
+    async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None: ...
+
+
 class VectorSync:
+    """The background worker that gives every row of ``sources`` a vector of the model in
+    force."""
+
     stats_key = "vector_sync"
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, config: Config, events: EventBus, embedder: Embedder, *,
+                 read_only: bool = False) -> None:
+        self.config = config
+        self.events = events
+        self.embedder = embedder
+        self.read_only = read_only
+        #: set by the app once they exist: the components whose rows need vectors
+        self.sources: list[VectorSource] = []
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self.state = "idle"  #: idle, running, off
@@ -47,12 +72,8 @@ class VectorSync:
         self.finished_at: float | None = None
         self.last_error: str | None = None
 
-    @property
-    def sources(self) -> list[Any]:
-        return [self.app.user_memory, self.app.docs]
-
     async def load(self) -> None:
-        if self.app.read_only:
+        if self.read_only:
             return
         self._task = asyncio.create_task(self._run(), name="memman-reembed")
         self._wake.set()
@@ -84,9 +105,9 @@ class VectorSync:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), CHECK_S)
             self._wake.clear()
-            self.app.embedder.check_config()
-            emb = self.app.embedder
-            if not emb.enabled or not self.app.config.embeddings.reembed:
+            self.embedder.check_config()
+            emb = self.embedder
+            if not emb.enabled or not self.config.embeddings.reembed:
                 self.state = "off"
                 continue
             if self.state == "idle" and self.model_id == emb.model_id and not self._pending:
@@ -108,7 +129,7 @@ class VectorSync:
         self._wake.set()
 
     async def _pass(self) -> None:
-        emb = self.app.embedder
+        emb = self.embedder
         model_id = emb.model_id
         self._pending = False
         backlog = 0
@@ -125,8 +146,8 @@ class VectorSync:
         self.passes += 1
         self.started_at, self.finished_at = time.time(), None
         self.done, self.total = 0, backlog
-        self.app.events.publish("stats", "reembed_started", self.progress())
-        batch = max(1, self.app.config.embeddings.batch_size)
+        self.events.publish("stats", "reembed_started", self.progress())
+        batch = max(1, self.config.embeddings.batch_size)
         for src in self.sources:
             after = 0
             while True:
@@ -151,4 +172,4 @@ class VectorSync:
                 await asyncio.sleep(0)
         self.state = "idle"
         self.finished_at = time.time()
-        self.app.events.publish("stats", "reembed_finished", self.progress())
+        self.events.publish("stats", "reembed_finished", self.progress())

@@ -10,23 +10,25 @@ scratchpad) always stay in the local SQLite file. ``[storage] shared`` (env
   methods, checks and answer shapes and change only where records are kept and how they are
   found. Every daemon naming the same database shares them.
 
-``Backend`` is that choice: the store component, the event bus and one class per shared tier.
+``Backend`` is that choice: the store component, the event bus, the shared audit and one
+constructor per shared tier (the SQLite tier's arguments; with PostgreSQL the shared store is
+bound in). ``connect`` ties the PostgreSQL parts together once the tiers exist.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 from memman.config import Config
+from memman_daemon.clock import Clock
 from memman_daemon.events import EventBus
 from memman_daemon.tiers.agentmd import AgentMd
 from memman_daemon.tiers.audit import AuditLog
 from memman_daemon.tiers.docs import BusinessDocs
 from memman_daemon.tiers.user_memory import UserMemory
-
-if TYPE_CHECKING:
-    from memman_daemon.app import App
 
 SCHEMES = ("postgresql://", "postgres://")
 
@@ -34,16 +36,17 @@ SCHEMES = ("postgresql://", "postgres://")
 @dataclass
 class Backend:
     name: str  #: "sqlite" or "postgresql"
-    store: Any  #: LocalShared or PgStore (a app component, stats key "shared")
+    store: Any  #: LocalShared or PgStore (a component of the app, stats key "shared")
     events: EventBus
-    audit: type  #: app.audit: records session-tier actions locally, lists everything
-    shared_audit: type | None  #: where shared-tier changes are audited (None: app.audit)
-    user_memory: type
-    docs: type
-    agent_md: type
+    #: the audit log: ``(store, clock)`` -> records session-tier actions locally, lists all
+    audit: Callable[..., AuditLog]
+    shared_audit: Any  #: where shared-tier changes are audited (None: the audit log itself)
+    user_memory: Callable[..., UserMemory]  #: takes ``UserMemory``'s arguments
+    docs: Callable[..., BusinessDocs]  #: takes ``BusinessDocs``' arguments
+    agent_md: Callable[..., AgentMd]  #: takes ``AgentMd``'s arguments
 
 
-def backend_for(config: Config) -> Backend:
+def backend_for(config: Config, clock: Clock) -> Backend:
     dsn = config.storage.shared.strip()
     if not dsn:
         from memman_daemon.shared_store.pg import LocalShared
@@ -64,22 +67,24 @@ def backend_for(config: Config) -> Backend:
                     backoff_max_s=s.shared_backoff_max_s)
     bus = SharedEventBus(send=store.notify, origin=store.origin)
     store.on_notify = bus.receive
-    return Backend("postgresql", store, bus, MergedAuditLog, PgAuditLog, PgUserMemory,
-                   PgBusinessDocs, PgAgentMd)
+    shared_audit = PgAuditLog(store, clock)
+    return Backend("postgresql", store, bus, partial(MergedAuditLog, shared=shared_audit),
+                   shared_audit, partial(PgUserMemory, pg=store), partial(PgBusinessDocs, pg=store),
+                   partial(PgAgentMd, pg=store, audit=shared_audit))
 
 
-def wire(app: App) -> None:
-    """After the components exist: state changes become ``stats`` events; other daemons'
-    agent.md changes reach this daemon's files."""
-    store = app.shared
-    if app.backend.name != "postgresql":
+def connect(backend: Backend, user_memory: Any, docs: Any, agent_md: Any) -> None:
+    """With PostgreSQL, once the tiers exist: state changes become ``stats`` events; other
+    daemons' changes drop the vectors this daemon loaded for that scope and bring its agent.md
+    files in line; a removed agent.md document removes the file here too."""
+    if backend.name != "postgresql":
         return
+    store, events = backend.store, backend.events
 
     def on_state(state: str) -> None:
-        app.events.publish("stats", "shared_store", lambda: {"shared": store.stats()})
+        events.publish("stats", "shared_store", lambda: {"shared": store.stats()})
 
     store.on_state = on_state
-    for component in (app.user_memory, app.docs, app.agent_md):
-        on_remote = getattr(component, "on_remote", None)
-        if on_remote is not None:  # e.g. drop vectors loaded for a scope another daemon changed
-            app.events.on_remote.append(on_remote)  # type: ignore[attr-defined]
+    events.on_remote += [user_memory.on_remote, docs.on_remote,  # type: ignore[attr-defined]
+                         agent_md.on_remote]
+    docs.on_agent_md_removed.append(agent_md.removed)

@@ -33,8 +33,9 @@ from memman_daemon.shared_store.ops import execute
 from memman_daemon.tiers.agentmd import DOC_ID, HEADER, AgentMd, atomic_write, edit_text
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    from memman_daemon.shared_store.docs import PgBusinessDocs
     from memman_daemon.shared_store.pg import PgStore
+    from memman_daemon.tiers.audit import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +57,22 @@ def _unlink(path: Path) -> None:
 
 
 class PgAgentMd(AgentMd):
-    def __init__(self, app: App) -> None:
-        super().__init__(app)
-        self.pg: PgStore = app.shared
+    """agent.md kept in PostgreSQL, each host's file in line with it: ``AgentMd``'s
+    arguments, the shared store and the shared audit (imports are audited)."""
+
+    docs: PgBusinessDocs
+
+    def __init__(self, *args: Any, pg: PgStore, audit: Recorder, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pg = pg
+        self.audit = audit
         #: hash of the file content this daemon last read from or wrote to disk, per tenant
         self._known: dict[str, str] = {}
         self.imports = 0
         self.regenerated = 0
 
     async def load(self) -> None:
-        if self.app.read_only:
+        if self.read_only:
             return
         self.pg.on_up.append(self.rescan)
         await super().load()
@@ -88,6 +95,14 @@ class PgAgentMd(AgentMd):
                 log.info("agent.md of tenant %s not synced now: %s", tenant, exc.message)
             except Exception:
                 log.exception("syncing agent.md of tenant %s failed", tenant)
+
+    async def removed(self, tenant_id: str) -> None:
+        """The tenant's agent.md document was removed from the shared store: this host's
+        file follows now, the others' on the event."""
+        self.events.publish("docs", "agent_md_ingested",
+                            {"path": str(self.path(tenant_id)), "changed": True, "chunks": 0,
+                             "removed": True}, tenant_id=tenant_id)
+        await self.ingest(tenant_id)
 
     def on_remote(self, topic: str, kind: str, scope: dict[str, Any]) -> None:
         """Another daemon changed a tenant's agent.md: bring the local file in line."""
@@ -146,20 +161,20 @@ class PgAgentMd(AgentMd):
             "content=EXCLUDED.content, hash=EXCLUDED.hash, updated_at=EXCLUDED.updated_at, "
             "updated_by=EXCLUDED.updated_by, version=agent_md.version + 1",
             tenant_id, text, sha(text), time.time(), self.pg.origin)
-        return await self.app.docs.put(conn, tenant_id, {  # type: ignore[attr-defined]
+        return await self.docs.put(conn, tenant_id, {
             "doc_id": DOC_ID, "title": "agent.md", "source": str(path), "content": text})
 
     def _published(self, tenant_id: str, path: Path, d: Any, replaced: bool, vecs: bool) -> None:
-        self.app.docs._publish("updated" if replaced else "added", tenant_id,
+        self.docs._publish("updated" if replaced else "added", tenant_id,
                                 doc=d.to_wire(), vectors=vecs)
-        self.app.events.publish("docs", "agent_md_ingested",
+        self.events.publish("docs", "agent_md_ingested",
                                  {"path": str(path), "changed": True, "chunks": d.chunks},
                                  tenant_id=tenant_id)
 
     async def _import(self, tenant_id: str, path: Path, text: str) -> dict[str, Any]:
         """The file on disk is the newest write: make it the shared content (audited)."""
         await self.pg.ensure_ids(1)
-        audit = self.app.shared_audit
+        audit = self.audit
 
         async def tx(conn: Any) -> tuple[Any, bool, bool, bool]:
             res = await self._put_shared(conn, tenant_id, path, text)

@@ -17,8 +17,9 @@ from memman_daemon.shared_store.ops import PgOp
 from memman_daemon.tiers.audit import AuditLog, AuditRecord
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    from memman_daemon.clock import Clock
     from memman_daemon.shared_store.pg import PgStore
+    from memman_daemon.store import Store
 
 COLS = "id, at, action, what, source, target, client, session_id, user_id, tenant_id, data"
 
@@ -28,9 +29,9 @@ class PgAuditLog:
 
     stats_key = "shared_audit"
 
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.pg: PgStore = app.shared
+    def __init__(self, pg: PgStore, clock: Clock) -> None:
+        self.pg = pg
+        self.clock = clock
         self.written = 0
 
     async def load(self) -> None:
@@ -43,7 +44,7 @@ class PgAuditLog:
                session_id: str | None = None, user_id: str | None = None,
                tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, PgOp]:
         data = {**data, "host": self.pg.origin}
-        rec = AuditRecord(self.pg.take_id(), self.app.clock.now(), action, what[:2000], source,
+        rec = AuditRecord(self.pg.take_id(), self.clock.now(), action, what[:2000], source,
                           target, client or "-", session_id, user_id, tenant_id, data)
         self.written += 1
         op = PgOp(f"INSERT INTO audit({COLS}, host) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
@@ -85,10 +86,14 @@ class PgAuditLog:
 
 
 class MergedAuditLog(AuditLog):
-    """``app.audit`` with a shared store: records locally (session tiers), lists both."""
+    """The local audit with a shared store: records locally (session tiers), lists both."""
+
+    def __init__(self, store: Store, clock: Clock, shared: PgAuditLog) -> None:
+        super().__init__(store, clock)
+        self.shared = shared
 
     async def list(self, filt: dict[str, Any]) -> list[dict[str, Any]]:
         local = await super().list(filt)
-        shared = await self.app.shared_audit.list(filt)
+        shared = await self.shared.list(filt)
         limit = int(filt.get("limit") or 100)
         return sorted(local + shared, key=lambda r: (-r["at"], -r["id"]))[:limit]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -27,7 +27,6 @@ from memman_daemon.tiers.chunking import chunk_text
 from memman_daemon.tiers.docs import BusinessDocs, Doc, fuse_chunks, rerank
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
     from memman_daemon.shared_store.pg import PgStore
 
 
@@ -36,9 +35,15 @@ def doc_from_row(pk: int, data: str) -> Doc:
 
 
 class PgBusinessDocs(BusinessDocs):
-    def __init__(self, app: App) -> None:
-        super().__init__(app)
-        self.pg: PgStore = app.shared
+    """Business documents kept in PostgreSQL: ``BusinessDocs``' arguments and the shared
+    store."""
+
+    def __init__(self, *args: Any, pg: PgStore, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pg = pg
+        #: set by the app: called (awaited) with the tenant when its agent.md document was
+        #: removed, so the file on each host follows
+        self.on_agent_md_removed: list[Callable[[str], Awaitable[Any]]] = []
         self.vectors = SharedVectorBackend(self.pg)  # type: ignore[assignment]
         self._counts = {"tenants": 0, "documents": 0, "chunks": 0}
 
@@ -97,10 +102,10 @@ class PgBusinessDocs(BusinessDocs):
         digest = hashlib.sha256(content.encode()).hexdigest()
         if old is not None and old.hash == digest:
             return None, [], digest
-        cfg = self.app.config.docs
-        enc = self.app.tokens.encoding("gpt-4o-mini")
+        cfg = self.config.docs
+        enc = self.tokens.encoding("gpt-4o-mini")
         chunks = chunk_text(content, enc, cfg.chunk_tokens, cfg.chunk_overlap)
-        now = self.app.clock.now()
+        now = self.clock.now()
         doc_id = doc.get("doc_id") or digest[:16]
         d = Doc(pk=old.pk if old else 0, tenant_id=tenant_id, doc_id=doc_id,
                 title=doc.get("title") or doc_id, source=doc.get("source") or "upload",
@@ -126,7 +131,7 @@ class PgBusinessDocs(BusinessDocs):
                 [(cid, d.pk, d.tenant_id, c.seq, c.tokens, c.text)
                  for cid, c in zip(ids, chunks, strict=True)])
         if vecs is not None and len(vecs):
-            backend, model = self.pg.vector_backend, self.app.embedder.model_id
+            backend, model = self.pg.vector_backend, self.embedder.model_id
             await execute(conn, [vectors.put_op(backend, "chunk_vectors", cid, v, model,
                                                 d.tenant_id)
                                  for cid, v in zip(ids, vecs, strict=True)])
@@ -149,10 +154,10 @@ class PgBusinessDocs(BusinessDocs):
             len(chunks) + (0 if old else 1))]
         if old is None:
             d.pk = ids.pop(0)
-        emb = self.app.embedder
+        emb = self.embedder
         vecs = await emb.embed([c.text for c in chunks]) if emb.enabled and chunks else None
         if emb.enabled and chunks and vecs is None:
-            self.app.vector_sync.request()  # stored without vectors: filled in later
+            self.vector_sync.request()  # stored without vectors: filled in later
         await self.write_doc(conn, d, chunks, ids, vecs, old is not None)
         self.forget_scope(tenant_id)  # this daemon's loaded vectors reload on next search
         return d, True, old is not None, vecs is not None and len(vecs) > 0
@@ -183,7 +188,7 @@ class PgBusinessDocs(BusinessDocs):
         if isinstance(ref, bool) or not isinstance(ref, (str, int)) or ref == "":
             raise invalid_params("ref", "expected a doc_id (text) or a chunk id (integer)")
         await self.pg.ensure_ids(1)
-        audit = self.app.shared_audit
+        audit = self.audit
 
         async def tx(conn: Any) -> tuple[Doc, Any]:
             if isinstance(ref, int):
@@ -211,11 +216,8 @@ class PgBusinessDocs(BusinessDocs):
         self._publish("deleted", tenant_id, doc_id=d.doc_id, chunks=d.chunks, doc=d.to_wire(),
                       audit_id=rec.id, client=client)
         if d.doc_id == DOC_ID:  # each host's file follows (this one now, others by event)
-            self.app.events.publish("docs", "agent_md_ingested",
-                                     {"path": str(self.app.agent_md.path(tenant_id)),
-                                      "changed": True, "chunks": 0, "removed": True},
-                                     tenant_id=tenant_id)
-            await self.app.agent_md.ingest(tenant_id)
+            for hook in self.on_agent_md_removed:
+                await hook(tenant_id)
         return {"removed": d.to_wire(), "chunks": d.chunks, "audit_id": rec.id}
 
     # --- vectors ---------------------------------------------------------------------------
@@ -223,7 +225,7 @@ class PgBusinessDocs(BusinessDocs):
         dim = self.vscopes.dim or 0
         rows = await self.pg.fetch(
             "SELECT id, embedding FROM chunk_vectors WHERE tenant_id=$1 AND model=$2 AND dim=$3",
-            key, self.app.embedder.model_id, dim)
+            key, self.embedder.model_id, dim)
         return vectors.matrix(rows, dim)
 
     def forget_scope(self, tenant_id: str) -> None:
@@ -268,10 +270,10 @@ class PgBusinessDocs(BusinessDocs):
         if not query.strip():
             raise invalid_params("query", "must not be empty")
         self.searches += 1
-        cfg = self.app.config.docs
+        cfg = self.config.docs
         top_k = int(opts.get("limit") or cfg.top_k)
         n_cand = int(opts.get("candidates") or cfg.candidates)
-        emb = self.app.embedder
+        emb = self.embedder
         emb.check_config()
         qv = await emb.embed([query]) if emb.enabled else None
         pgvector = self.pg.vector_backend == "pgvector"
@@ -317,7 +319,7 @@ class PgBusinessDocs(BusinessDocs):
             for cid, sim in sims.items():
                 if cid in cands:
                     cands[cid]["semantic"] = max(0.0, sim)
-            cands, fused_parts = fuse_chunks(cands, hits, self.app.config.memory, n_cand)
+            cands, fused_parts = fuse_chunks(cands, hits, self.config.memory, n_cand)
         ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc,
                         qv is not None)
         by_pk = {pk: doc_from_row(pk, data) for pk, data in doc_rows}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from memman_daemon.store import Op
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    from memman_daemon.store import Store
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,11 @@ async def execute(conn: Any, ops: list[PgOp]) -> None:
         await conn.execute(op.sql, *op.args)
 
 
-async def write_mixed(app: App, ops: Iterable[Any]) -> None:
-    """Commit the shared operations (one transaction), then the local ones."""
+async def write_mixed(shared_store: Any, store: Store, ops: Iterable[Any]) -> None:
+    """Commit the shared operations in ``shared_store`` (a ``PgStore``; one transaction),
+    then the local ones in ``store``."""
     shared, local = split(ops)
     if shared:
-        await app.shared.run(lambda conn: execute(conn, shared))
+        await shared_store.run(lambda conn: execute(conn, shared))
     if local:
-        await app.store.write(local)
+        await store.write(local)

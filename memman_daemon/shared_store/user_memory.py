@@ -39,7 +39,6 @@ from memman_daemon.tiers.user_memory import (
 )
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
     from memman_daemon.shared_store.pg import PgStore
 
 T = TypeVar("T")
@@ -129,9 +128,11 @@ class SharedVectorBackend:
 
 
 class PgUserMemory(UserMemory):
-    def __init__(self, app: App) -> None:
-        super().__init__(app)
-        self.pg: PgStore = app.shared
+    """User memory kept in PostgreSQL: ``UserMemory``'s arguments and the shared store."""
+
+    def __init__(self, *args: Any, pg: PgStore, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pg = pg
         self._ids = _SharedIds(self.pg)
         self.vectors = SharedVectorBackend(self.pg)  # type: ignore[assignment]
         self._locks: dict[str, asyncio.Lock] = {}
@@ -218,13 +219,13 @@ class PgUserMemory(UserMemory):
                           vecs: Any = None) -> tuple[list[Any], Callable[[], None]]:
         """PgOps storing the records' vectors (committed with the record) and a callable that
         adds them to this daemon's loaded matrices after the commit."""
-        emb = self.app.embedder
+        emb = self.embedder
         if not emb.enabled or not recs:
             return [], lambda: None
         if vecs is None:
             vecs = await emb.embed([self.vector_text(r) for r in recs])
         if vecs is None:
-            self.app.vector_sync.request()
+            self.vector_sync.request()
             return [], lambda: None
         model, backend = emb.model_id, self.pg.vector_backend
         ops = [vectors.put_op(backend, "memory_vectors", r.id, v, model)
@@ -242,7 +243,7 @@ class PgUserMemory(UserMemory):
         rows = await self.pg.fetch(
             "SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.id "
             "WHERE m.user_id=$1 AND m.type=$2 AND m.archived_by IS NULL AND v.model=$3 "
-            "AND v.dim=$4", user_id, type_, self.app.embedder.model_id, dim)
+            "AND v.dim=$4", user_id, type_, self.embedder.model_id, dim)
         return vectors.matrix(rows, dim)
 
     def forget_scopes(self, user_id: str) -> None:
@@ -261,7 +262,7 @@ class PgUserMemory(UserMemory):
         return await self.pg.run(lambda conn: vectors.nearest(
             conn, "FROM memory_vectors v JOIN memories m ON m.id = v.id WHERE m.user_id=$1 "
             "AND m.type = ANY($2::text[]) AND m.archived_by IS NULL", [user_id, list(types)],
-            qv, self.app.embedder.model_id, k))
+            qv, self.embedder.model_id, k))
 
     async def _fetch(self, ids: list[int]) -> dict[int, MemoryRecord]:
         if not ids:
@@ -274,7 +275,7 @@ class PgUserMemory(UserMemory):
                     kind: str | None, content_only: bool = False
                     ) -> tuple[dict[int, float], dict[int, MemoryRecord]]:
         """PostgreSQL's full text: ``({id: ts_rank}, {id: record})``, best first."""
-        cfg = self.app.config.memory
+        cfg = self.config.memory
         args: list[Any] = [user_id, list(types)]
         filt = "m.user_id=$1 AND m.type = ANY($2::text[]) AND m.archived_by IS NULL"
         if kind:
@@ -328,7 +329,7 @@ class PgUserMemory(UserMemory):
                                                    ids)}
             await execute(conn, [op for op, i in zip(ops, ids, strict=True) if i in live])
         await self.pg.run(tx)
-        if self.app.embedder.model_id == model_id:
+        if self.embedder.model_id == model_id:
             for i, v in zip(ids, vecs, strict=True):
                 scope = self._backlog_scope.pop(i, None)
                 if scope is not None:
@@ -341,7 +342,7 @@ class PgUserMemory(UserMemory):
         meta["frequency"] = int(meta.get("frequency", 1)) + 1
         meta["last_duplicate"] = new.content if new.content != old.content else None
         meta = {k: v for k, v in meta.items() if v is not None}
-        at = self.app.clock.now()
+        at = self.clock.now()
         await self.pg.run(lambda conn: conn.execute(
             "UPDATE memories SET metadata=$1, updated_at=$2 WHERE id=$3",
             json.dumps(meta, ensure_ascii=False, default=str), at, old.id))
@@ -385,7 +386,7 @@ class PgUserMemory(UserMemory):
                                {"key": rec.key, "existing": won["content"] if won else None,
                                 "proposed": rec.content, "winner": won}) from exc
         if local:  # a snippet's "promoted" mark: after the shared commit
-            await self.app.store.write(local)
+            await self.store.write(local)
         self._applied(change, edit[0].id if edit else None)
 
     async def prepare_preference(self, user_id: str, key: str, value: str, *, replace: bool,
@@ -484,7 +485,7 @@ class PgUserMemory(UserMemory):
 
     async def _compact_shared(self, user_id: str, type_: str,
                               opts: dict[str, Any]) -> dict[str, Any]:
-        keep = opts.get("keep_last", self.app.config.memory.compact_keep_last)
+        keep = opts.get("keep_last", self.config.memory.compact_keep_last)
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
             raise invalid_params("opts.keep_last", "expected a whole number ≥ 0")
         summarize = bool(opts.get("summarize_older", True))
@@ -521,7 +522,7 @@ class PgUserMemory(UserMemory):
     async def stats_for(self, user_id: str) -> dict[str, Any]:
         model = "gpt-4o-mini"
         working = [sn for sid in self._user_sessions(user_id)
-                   for sn in self.app.scratchpad.peek(sid)]
+                   for sn in self.scratchpad.peek(sid)]
 
         async def read(conn: Any) -> tuple[list[Any], int, int]:
             rows = await conn.fetch(
@@ -546,7 +547,7 @@ class PgUserMemory(UserMemory):
             by_kind[k] = by_kind.get(k, 0) + n
         return {
             "user_id": user_id,
-            "working_memory_tokens": sum(self.app.tokens.count_text(sn.text, model)
+            "working_memory_tokens": sum(self.tokens.count_text(sn.text, model)
                                          for sn in working),
             "working_snippets": len(working),
             "episodic_entry_count": by_type.get("episodic", [0, 0])[0],
@@ -564,7 +565,7 @@ class PgUserMemory(UserMemory):
         """As the SQLite tier: delete one record (its vector goes with it), audited; a summary
         that linked it drops the link and says so."""
         await self.pg.ensure_ids(1)
-        audit = self.app.shared_audit
+        audit = self.audit
 
         async def tx(conn: Any) -> tuple[MemoryRecord, int | None, int, Any]:
             row = await conn.fetchrow(f"SELECT {COLS} FROM memories WHERE id=$1 AND user_id=$2 "
@@ -618,7 +619,7 @@ class PgUserMemory(UserMemory):
         cleared: dict[str, int] = {}
         stored = [t for t in types if t != "working"]
         if stored:
-            audit = self.app.shared_audit
+            audit = self.audit
             await self.pg.ensure_ids(1)
 
             async def tx(conn: Any) -> list[tuple[str, int]]:
@@ -642,7 +643,7 @@ class PgUserMemory(UserMemory):
             self.playbooks.pop(user_id, None)
             self.forget_scopes(user_id)
         if "working" in types:
-            cleared["working"] = await self.app.scratchpad.clear(self._user_sessions(user_id),
+            cleared["working"] = await self.scratchpad.clear(self._user_sessions(user_id),
                                                                   client)
         self._publish("cleared", user_id, types=list(types), counts=cleared)
         return {"cleared": cleared}

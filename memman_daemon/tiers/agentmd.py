@@ -31,7 +31,9 @@ from memman.errors import CONFLICT, FORBIDDEN, MemmanError
 from memman.paths import filename_to_id, id_to_filename
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    from memman.config import Config
+    from memman_daemon.events import EventBus
+    from memman_daemon.tiers.docs import BusinessDocs
 
 log = logging.getLogger(__name__)
 
@@ -95,18 +97,25 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 class AgentMd:
+    """Each tenant's agent.md file: ingested into ``docs`` when it changes, appended to by
+    promotions."""
+
     stats_key = "agent_md"
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, config: Config, events: EventBus, docs: BusinessDocs, *,
+                 read_only: bool = False) -> None:
+        self.config = config
+        self.events = events
+        self.docs = docs
+        self.read_only = read_only
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._locks: dict[str, asyncio.Lock] = {}
         self._names: dict[str, str] = {}  #: file-name component -> tenant id (shortened ones)
         self.ingests = 0
         self.watching: str | None = None
-        template = app.config.docs.agent_md or str(
-            app.config.data_dir / "tenants" / "{tenant}" / "agent.md")
+        template = config.docs.agent_md or str(
+            config.data_dir / "tenants" / "{tenant}" / "agent.md")
         self.template = template
         if "{tenant}" in template:
             prefix = template[:template.index("{tenant}")]
@@ -123,7 +132,7 @@ class AgentMd:
     def path(self, tenant_id: str) -> Path:
         """The tenant's agent.md; never outside the root of the template (-32005)."""
         self._names[id_to_filename(tenant_id)] = tenant_id
-        p = self.app.config.agent_md_path(tenant_id)
+        p = self.config.agent_md_path(tenant_id)
         if "{tenant}" in self.template:
             root = os.path.realpath(self.root)
             real = os.path.realpath(p)
@@ -148,11 +157,11 @@ class AgentMd:
 
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
-        if self.app.read_only:  # a read-only daemon writes nothing, ingestion included
+        if self.read_only:  # a read-only daemon writes nothing, ingestion included
             return
         self.root.mkdir(parents=True, exist_ok=True)
         await self.rescan()
-        if self.app.config.docs.watch:
+        if self.config.docs.watch:
             self._stop.clear()
             self._task = asyncio.get_running_loop().create_task(self._watch(),
                                                                  name="memman-agent-md-watch")
@@ -188,7 +197,7 @@ class AgentMd:
     async def _watch(self) -> None:
         from watchfiles import awatch
 
-        debounce = self.app.config.docs.watch_debounce_ms
+        debounce = self.config.docs.watch_debounce_ms
         self.watching = str(self.root)
         first = True
         try:
@@ -218,14 +227,14 @@ class AgentMd:
             return await self._ingest(tenant_id)
 
     async def _ingest(self, tenant_id: str) -> dict[str, Any]:
-        docs = self.app.docs
+        docs = self.docs
         path = self.path(tenant_id)
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             if docs.get(tenant_id, DOC_ID) is not None:
                 await docs.delete(tenant_id, DOC_ID)
-                self.app.events.publish("docs", "agent_md_ingested",
+                self.events.publish("docs", "agent_md_ingested",
                                          {"path": str(path), "changed": True, "chunks": 0,
                                           "removed": True}, tenant_id=tenant_id)
             return {"changed": False, "chunks": 0}
@@ -235,7 +244,7 @@ class AgentMd:
                                          "source": str(path), "content": text})
         if res["changed"]:
             self.ingests += 1
-            self.app.events.publish("docs", "agent_md_ingested",
+            self.events.publish("docs", "agent_md_ingested",
                                      {"path": str(path), "changed": True,
                                       "chunks": res["doc"]["chunks"]}, tenant_id=tenant_id)
         return {"changed": res["changed"], "chunks": res["doc"]["chunks"]}

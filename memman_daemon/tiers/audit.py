@@ -10,12 +10,10 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from memman_daemon.store import Op
-
-if TYPE_CHECKING:
-    from memman_daemon.app import App
+from memman_daemon.clock import Clock
+from memman_daemon.store import Op, Store
 
 
 @dataclass
@@ -38,16 +36,29 @@ class AuditRecord:
         return asdict(self)
 
 
+class Recorder(Protocol):
+    """Where a tier's changes are audited: ``AuditLog`` here, ``PgAuditLog`` with a shared
+    store. ``record`` gives the record and the operation to commit with the change."""
+
+    def record(self, action: str, what: str, source: str, target: str, client: str, *,
+               session_id: str | None = None, user_id: str | None = None,
+               tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, Any]: ...
+
+
 class AuditLog:
+    """The audit log in the local SQLite file: ``record`` gives the row to commit with the
+    change; ``list`` reads it back."""
+
     stats_key = "audit"
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
         self._ids = itertools.count(1)
         self.written = 0
 
     async def load(self) -> None:
-        rows = await self.app.store.fetchall("SELECT max(id) FROM audit")
+        rows = await self.store.fetchall("SELECT max(id) FROM audit")
         self._ids = itertools.count((rows[0][0] or 0) + 1)
 
     async def close(self) -> None:
@@ -60,7 +71,7 @@ class AuditLog:
                session_id: str | None = None, user_id: str | None = None,
                tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, Op]:
         """A new record and the operation that stores it (commit it with the change)."""
-        rec = AuditRecord(next(self._ids), self.app.clock.now(), action, what[:2000], source,
+        rec = AuditRecord(next(self._ids), self.clock.now(), action, what[:2000], source,
                           target, client or "-", session_id, user_id, tenant_id, data)
         self.written += 1
         op = ("INSERT INTO audit(id, at, action, what, source, target, client, session_id, "
@@ -86,5 +97,5 @@ class AuditLog:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC LIMIT ?"
         params.append(int(filt.get("limit") or 100))
-        rows = await self.app.store.fetchall(sql, params)
+        rows = await self.store.fetchall(sql, params)
         return [AuditRecord(*r[:10], data=json.loads(r[10])).to_wire() for r in rows]

@@ -33,7 +33,14 @@ from memman_daemon.store import Op
 from memman_daemon.tiers.chunking import chunk_text
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    from memman.config import Config
+    from memman_daemon.clock import Clock
+    from memman_daemon.events import EventBus
+    from memman_daemon.search.embeddings import Embedder
+    from memman_daemon.search.reembed import VectorSync
+    from memman_daemon.store import Store
+    from memman_daemon.tiers.audit import Recorder
+    from memman_daemon.tokens import TokenCounter
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -148,21 +155,32 @@ def rerank(query: str, cands: list[dict[str, Any]], top_k: int, per_doc: int,
 
 
 class BusinessDocs:
+    """Every tenant's documents (metadata in memory), their chunks and vectors."""
+
     stats_key = "docs"
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, config: Config, clock: Clock, store: Store, events: EventBus,
+                 tokens: TokenCounter, embedder: Embedder, vector_sync: VectorSync,
+                 audit: Recorder) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = store
+        self.events = events
+        self.tokens = tokens
+        self.embedder = embedder
+        self.vector_sync = vector_sync
+        self.audit = audit  #: where changes are audited (the shared audit with PostgreSQL)
         self.docs: dict[str, dict[str, Doc]] = {}
         self._doc_ids = itertools.count(1)
         self._chunk_ids = itertools.count(1)
-        self.vectors = VectorIndex(app.config.database_path)
+        self.vectors = VectorIndex(config.database_path)
         self.vscopes = VectorScopes(self._load_scope)  #: tenant_id -> chunk vectors in memory
         self._backlog_scope: dict[int, str] = {}
         self.searches = 0
 
     async def load(self) -> None:
         self.docs.clear()
-        store = self.app.store
+        store = self.store
         for pk, tenant, doc_id, data in await store.fetchall(
                 "SELECT id, tenant_id, doc_id, data FROM docs"):
             d = json.loads(data)
@@ -185,19 +203,19 @@ class BusinessDocs:
     # --- vectors ---------------------------------------------------------------------------
     async def _load_scope(self, key: Hashable) -> tuple[list[int], np.ndarray]:
         dim = self.vscopes.dim or 0
-        rows = await self.app.store.fetchall(
+        rows = await self.store.fetchall(
             "SELECT id, embedding FROM chunk_vectors WHERE tenant_id=? AND model=? AND dim=?",
-            (key, self.app.embedder.model_id, dim))
+            (key, self.embedder.model_id, dim))
         return [r[0] for r in rows], blobs_to_matrix([r[1] for r in rows], dim)
 
     async def count_vector_backlog(self, model_id: str) -> int:
-        rows = await self.app.store.fetchall(
+        rows = await self.store.fetchall(
             "SELECT count(*) FROM doc_chunks c LEFT JOIN chunk_vectors v ON v.id = c.id "
             "WHERE v.id IS NULL OR v.model <> ?", (model_id,))
         return rows[0][0]
 
     async def vector_backlog(self, after: int, model_id: str, limit: int) -> list[tuple[int, str]]:
-        rows = await self.app.store.fetchall(
+        rows = await self.store.fetchall(
             "SELECT c.id, c.tenant_id, c.content FROM doc_chunks c "
             "LEFT JOIN chunk_vectors v ON v.id = c.id WHERE c.id > ? "
             "AND (v.id IS NULL OR v.model <> ?) ORDER BY c.id LIMIT ?", (after, model_id, limit))
@@ -206,12 +224,12 @@ class BusinessDocs:
         return [(cid, text) for cid, _, text in rows]
 
     async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None:
-        await self.app.store.write([
+        await self.store.write([
             ("INSERT OR REPLACE INTO chunk_vectors(id, tenant_id, dim, embedding, model) "
              "SELECT id, tenant_id, ?, ?, ? FROM doc_chunks WHERE id=?",
              (int(v.shape[0]), v.astype(np.float32).tobytes(), model_id, i))
             for i, v in zip(ids, vecs, strict=True)])
-        if self.app.embedder.model_id != model_id:
+        if self.embedder.model_id != model_id:
             return
         for i, v in zip(ids, vecs, strict=True):
             tenant = self._backlog_scope.pop(i, None)
@@ -219,7 +237,7 @@ class BusinessDocs:
                 self.vscopes.add(tenant, [i], v[None, :])
 
     def _publish(self, kind: str, tenant_id: str, **data: Any) -> None:
-        self.app.events.publish("docs", kind, data, tenant_id=tenant_id)
+        self.events.publish("docs", kind, data, tenant_id=tenant_id)
 
     def get(self, tenant_id: str, doc_id: str) -> Doc | None:
         return self.docs.get(tenant_id, {}).get(doc_id)
@@ -244,10 +262,10 @@ class BusinessDocs:
         old = self.get(tenant_id, doc_id)
         if old is not None and old.hash == digest:
             return {"doc": old.to_wire(), "changed": False}
-        cfg = self.app.config.docs
-        enc = self.app.tokens.encoding("gpt-4o-mini")
+        cfg = self.config.docs
+        enc = self.tokens.encoding("gpt-4o-mini")
         chunks = chunk_text(content, enc, cfg.chunk_tokens, cfg.chunk_overlap)
-        now = self.app.clock.now()
+        now = self.clock.now()
         pk = old.pk if old else next(self._doc_ids)
         d = Doc(pk=pk, tenant_id=tenant_id, doc_id=doc_id, title=doc.get("title") or doc_id,
                 source=doc.get("source") or "upload", hash=digest, chunks=len(chunks),
@@ -265,7 +283,7 @@ class BusinessDocs:
         ops += [("INSERT INTO doc_chunks(id, doc, tenant_id, seq, tokens, content) "
                  "VALUES (?,?,?,?,?,?)", (cid, pk, tenant_id, c.seq, c.tokens, c.text))
                 for cid, c in zip(ids, chunks, strict=True)]
-        emb = self.app.embedder
+        emb = self.embedder
         model = emb.model_id
         vecs = await emb.embed([c.text for c in chunks])
         if vecs is not None:
@@ -274,12 +292,12 @@ class BusinessDocs:
                                              v.astype(np.float32).tobytes(), model))
                     for cid, v in zip(ids, vecs, strict=True)]
         elif emb.enabled:
-            self.app.vector_sync.request()
+            self.vector_sync.request()
         old_ids = []
         if old is not None:
-            old_ids = [r[0] for r in await self.app.store.fetchall(
+            old_ids = [r[0] for r in await self.store.fetchall(
                 "SELECT id FROM doc_chunks WHERE doc=?", (pk,))]
-        await self.app.store.write(ops)
+        await self.store.write(ops)
         self.vscopes.remove(tenant_id, old_ids)
         if vecs is not None and emb.model_id == model:
             self.vscopes.add(tenant_id, ids, vecs)
@@ -300,7 +318,7 @@ class BusinessDocs:
         """Remove one document with all its chunks, audited. ``ref`` is its ``doc_id``, or the
         id of one of its chunks (``chunk_id`` in search results): the source of that chunk."""
         if isinstance(ref, int) and not isinstance(ref, bool):
-            rows = await self.app.store.fetchall(
+            rows = await self.store.fetchall(
                 "SELECT doc FROM doc_chunks WHERE id=? AND tenant_id=?", (ref, tenant_id))
             by_pk = {d.pk: d for d in self.docs.get(tenant_id, {}).values()}
             d = by_pk.get(rows[0][0]) if rows else None
@@ -312,12 +330,12 @@ class BusinessDocs:
                 raise not_found("document", ref)
         else:
             raise invalid_params("ref", "expected a doc_id (text) or a chunk id (integer)")
-        rec, aop = self.app.shared_audit.record(
+        rec, aop = self.audit.record(
             "remove", d.title, f"docs:{tenant_id}/{d.doc_id}", "-", client, tenant_id=tenant_id,
             doc=d.to_wire(), ref=ref)
-        chunk_ids = [r[0] for r in await self.app.store.fetchall(
+        chunk_ids = [r[0] for r in await self.store.fetchall(
             "SELECT id FROM doc_chunks WHERE doc=?", (d.pk,))]
-        await self.app.store.write([
+        await self.store.write([
             ("DELETE FROM chunk_vectors WHERE id IN (SELECT id FROM doc_chunks WHERE doc=?)",
              (d.pk,)),
             ("DELETE FROM doc_chunks WHERE doc=?", (d.pk,)),
@@ -333,10 +351,10 @@ class BusinessDocs:
         if not query.strip():
             raise invalid_params("query", "must not be empty")
         self.searches += 1
-        cfg = self.app.config.docs
+        cfg = self.config.docs
         top_k = int(opts.get("limit") or cfg.top_k)
         n_cand = int(opts.get("candidates") or cfg.candidates)
-        store = self.app.store
+        store = self.store
         cands: dict[int, dict[str, Any]] = {}
         total = sum(d.chunks for v in self.docs.values() for d in v.values())
         match = fts.match_expr(await fts.informative(store, "doc_chunks_fts", fts.words(query),
@@ -358,7 +376,7 @@ class BusinessDocs:
             for cid, doc, seq, text, r in found:
                 cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
                               "lexical": -r, "semantic": 0.0}
-        emb = self.app.embedder
+        emb = self.embedder
         emb.check_config()
         qv = await emb.embed([query]) if emb.enabled else None
         fused_parts: dict[int, dict[str, Any]] = {}
@@ -377,7 +395,7 @@ class BusinessDocs:
                                   "lexical": 0.0, "semantic": 0.0}
             for cid, sim in m.similarities(qv[0], list(cands)).items():
                 cands[cid]["semantic"] = max(0.0, sim)
-            cands, fused_parts = fuse_chunks(cands, hits, self.app.config.memory, n_cand)
+            cands, fused_parts = fuse_chunks(cands, hits, self.config.memory, n_cand)
         ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc,
                         qv is not None)
         by_pk = {d.pk: d for d in self.docs.get(tenant_id, {}).values()}

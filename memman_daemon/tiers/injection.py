@@ -18,12 +18,21 @@ from typing import TYPE_CHECKING, Any
 from memman.errors import ALREADY_DONE, MemmanError, invalid_params
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    from memman.config import Config
+    from memman_daemon.events import EventBus
+    from memman_daemon.sessions import Sessions
+    from memman_daemon.tiers.cache import ToolCache
 
 
 class Injection:
-    def __init__(self, app: App) -> None:
-        self.app = app
+    """``memman_session_inject``: the one-time injection entry and its cached tool results."""
+
+    def __init__(self, config: Config, events: EventBus, sessions: Sessions,
+                 cache: ToolCache) -> None:
+        self.config = config
+        self.events = events
+        self.sessions = sessions
+        self.cache = cache
         self.injected = 0
 
     async def load(self) -> None:
@@ -34,8 +43,7 @@ class Injection:
 
     async def inject(self, session_id: str, prompt_injection: str,
                      tool_results: list[Any], client: str = "") -> dict[str, Any]:
-        app = self.app
-        s = app.sessions.get(session_id)
+        s = self.sessions.get(session_id)
         if s.meta.injection_done:
             raise MemmanError(ALREADY_DONE, f"context injection for session {session_id!r} was "
                               "already done; it happens once per session")
@@ -52,25 +60,25 @@ class Injection:
             if "result" not in tr:
                 raise invalid_params(f"tool_results[{i}].result", "missing")
             opts = {k: tr[k] for k in ("duration", "ttl_s", "call_id") if k in tr}
-            entries.append(app.cache.build(session_id, tool, params, tr["result"], opts))
-        text = app.config.cache.injection_template.format(prompt_injection=prompt_injection)
-        entry = app.sessions.build_entry(s, {
+            entries.append(self.cache.build(session_id, tool, params, tr["result"], opts))
+        text = self.config.cache.injection_template.format(prompt_injection=prompt_injection)
+        entry = self.sessions.build_entry(s, {
             "type": "context", "role": "assistant", "content": text,
             "metadata": {"injection": True, "proactive_tools": [e.key for e in entries]}})
         s.meta.injection_done = True
         s.meta.updated_at = entry.created_at
-        cache_ops, evicted = app.cache.stage(entries, client)
+        cache_ops, evicted = self.cache.stage(entries, client)
         try:  # the session's own rollback is the log's; the staged cache entries are ours
-            await app.sessions.append(s, [entry], meta=True, extra=cache_ops)
+            await self.sessions.append(s, [entry], meta=True, extra=cache_ops)
         except Exception:
-            app.cache.unstage(entries, evicted)
+            self.cache.unstage(entries, evicted)
             raise
         self.injected += 1
-        app.cache.published_put(entries, evicted)
-        app.events.publish("session", "injected", {"entry_id": entry.id,
+        self.cache.published_put(entries, evicted)
+        self.events.publish("session", "injected", {"entry_id": entry.id,
                                                     "cached": [e.key for e in entries]},
-                            **app.sessions.scope(s))
+                            **self.sessions.scope(s))
         messages = [entry.chat_message()]
         if entries:
-            messages += app.cache.context_messages_for(entries)
+            messages += self.cache.context_messages_for(entries)
         return {"entry_id": entry.id, "cached": [e.key for e in entries], "messages": messages}

@@ -30,7 +30,14 @@ from memman_daemon.shared_store.ops import write_mixed
 from memman_daemon.tiers.scratchpad import Snippet
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    from memman.config import Config
+    from memman_daemon.events import EventBus
+    from memman_daemon.sessions import Sessions
+    from memman_daemon.store import Store
+    from memman_daemon.tiers.agentmd import AgentMd
+    from memman_daemon.tiers.audit import Recorder
+    from memman_daemon.tiers.scratchpad import Scratchpad
+    from memman_daemon.tiers.user_memory import UserMemory
 
 TARGETS = ("preference", "rule", "playbook", "business")
 
@@ -92,8 +99,20 @@ def suggest_target(text: str) -> str:
 
 
 class Promotion:
-    def __init__(self, app: App) -> None:
-        self.app = app
+    """Scores the scratchpad's snippets and promotes one into user memory or agent.md."""
+
+    def __init__(self, config: Config, events: EventBus, sessions: Sessions,
+                 scratchpad: Scratchpad, user_memory: UserMemory, agent_md: AgentMd, *,
+                 audit: Recorder, store: Store, shared: Any) -> None:
+        self.config = config
+        self.events = events
+        self.sessions = sessions
+        self.scratchpad = scratchpad
+        self.user_memory = user_memory
+        self.agent_md = agent_md
+        self.audit = audit  #: where shared-tier changes are audited
+        self.store = store
+        self.shared = shared  #: the shared store (``LocalShared`` or ``PgStore``)
         self.promoted = 0
         self.conflicts = 0
 
@@ -104,8 +123,8 @@ class Promotion:
         pass
 
     def candidates(self, session_id: str) -> list[dict[str, Any]]:
-        cfg = self.app.config.scratchpad
-        out = [score_snippet(sn, cfg) for sn in self.app.scratchpad.pad(session_id).values()]
+        cfg = self.config.scratchpad
+        out = [score_snippet(sn, cfg) for sn in self.scratchpad.pad(session_id).values()]
         out.sort(key=lambda c: (-c["score"], c["snippet_id"]))
         return out
 
@@ -113,17 +132,16 @@ class Promotion:
                       client: str = "") -> dict[str, Any]:
         """Serialized with write / read / evict of the session's snippets: a snippet evicted
         first is not found (-32001); one evicted after is gone with its promotion recorded."""
-        self.app.sessions.get(session_id)
-        async with self.app.scratchpad.lock(session_id):
+        self.sessions.get(session_id)
+        async with self.scratchpad.lock(session_id):
             return await self._promote(session_id, snippet_id, target, opts, client)
 
     async def _promote(self, session_id: str, snippet_id: int, target: str, opts: dict[str, Any],
                        client: str) -> dict[str, Any]:
-        app = self.app
         if target not in TARGETS:
             raise invalid_params("target", f"must be one of {', '.join(TARGETS)}; got {target!r}")
-        s = app.sessions.get(session_id)
-        sn = app.scratchpad.get(session_id, snippet_id)
+        s = self.sessions.get(session_id)
+        sn = self.scratchpad.get(session_id, snippet_id)
         user, tenant = s.meta.user_id, s.meta.tenant_id
         replace = bool(opts.get("replace", False))
 
@@ -139,18 +157,18 @@ class Promotion:
                 key = opts.get("key")
                 if key is not None and not isinstance(key, str):
                     raise invalid_params("opts.key", "expected a string")
-                res = await app.agent_md.append(tenant, text_opt("text", sn.text), key=key,
+                res = await self.agent_md.append(tenant, text_opt("text", sn.text), key=key,
                                                  replace=replace)
                 ref = f"agent.md:{tenant}" + (f"#{key}" if key else "")
                 changed, previous, change = res["changed"], res["previous"], None
             else:
                 if target == "preference":
-                    change = await app.user_memory.prepare_preference(
+                    change = await self.user_memory.prepare_preference(
                         user, text_opt("key", None), text_opt("value", sn.text), replace=replace,
                         metadata={"promoted_from": f"scratchpad:{session_id}#{sn.id}"})
                     ref = f"preference:{change.record.key}"
                 elif target == "rule":
-                    change = await app.user_memory.prepare_rule(
+                    change = await self.user_memory.prepare_rule(
                         user, text_opt("condition", None), text_opt("action", sn.text),
                         replace=replace,
                         metadata={"promoted_from": f"scratchpad:{session_id}#{sn.id}"})
@@ -159,38 +177,38 @@ class Promotion:
                     pb = {k: opts.get(k) for k in ("flow", "flow_dact", "slots", "tool_calls",
                                                    "outcome", "user_query")}
                     pb["outcome"] = pb["outcome"] or sn.text
-                    change = await app.user_memory.prepare_playbook(user, pb, replace=replace)
+                    change = await self.user_memory.prepare_playbook(user, pb, replace=replace)
                     ref = f"playbook:{change.record.key}#{change.record.id}"
                 changed = change.changed
                 previous = change.previous.content if change.previous else None
         except Exception as exc:
             if getattr(exc, "code", None) == CONFLICT:
                 self.conflicts += 1
-                app.events.publish("scratchpad", "conflict",
+                self.events.publish("scratchpad", "conflict",
                                     {"snippet_id": sn.id, "target": target,
                                      "detail": getattr(exc, "data", None)},
-                                    **app.sessions.scope(s))
+                                    **self.sessions.scope(s))
             raise
         before = list(sn.promoted)
-        rec, audit_op = app.shared_audit.record(
+        rec, audit_op = self.audit.record(
             "promote", sn.text, f"scratchpad:{session_id}#{sn.id}", ref, client,
             session_id=session_id, user_id=user, tenant_id=tenant, changed=changed,
             replaced=previous, target_kind=target)
         sn.promoted.append({"target": target, "ref": ref, "at": rec.at, "audit_id": rec.id})
-        extra = [app.scratchpad.op(sn), audit_op]
+        extra = [self.scratchpad.op(sn), audit_op]
         try:
             if change is not None:
-                await app.user_memory.commit(change, extra, client=client)
+                await self.user_memory.commit(change, extra, client=client)
             else:
-                await write_mixed(app, extra)  # the shared audit first, then the snippet
+                await write_mixed(self.shared, self.store, extra)  # the shared audit first, then the snippet
         except Exception:
             sn.promoted[:] = before
             raise
         self.promoted += 1
-        app.scratchpad.counters["promoted"] += 1
-        app.events.publish("scratchpad", "promoted",
+        self.scratchpad.counters["promoted"] += 1
+        self.events.publish("scratchpad", "promoted",
                             {"snippet_id": sn.id, "target": target, "ref": ref,
                              "changed": changed, "replaced": previous, "audit_id": rec.id},
-                            **app.sessions.scope(s))
+                            **self.sessions.scope(s))
         return {"snippet": sn.to_wire(), "target": target, "ref": ref, "changed": changed,
                 "replaced": previous, "audit_id": rec.id}

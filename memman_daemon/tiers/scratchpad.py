@@ -26,7 +26,13 @@ from memman_daemon.search.hybrid import may_be_duplicate
 from memman_daemon.store import Op
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    from memman.config import Config
+    from memman_daemon.clock import Clock
+    from memman_daemon.events import EventBus
+    from memman_daemon.search.embeddings import Embedder
+    from memman_daemon.sessions import Sessions
+    from memman_daemon.store import Store
+    from memman_daemon.tiers.audit import Recorder
 
 
 def normalize(text: str) -> str:
@@ -64,10 +70,21 @@ _WRITE_OPTS = {"explicit", "salience", "surprisal", "flow", "metadata"}
 
 
 class Scratchpad:
+    """Every session's snippets, in memory in LRU order, and their rows."""
+
     stats_key = "scratchpad"
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, config: Config, clock: Clock, store: Store, events: EventBus,
+                 sessions: Sessions, embedder: Embedder, audit: Recorder, *,
+                 read_only: bool = False) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = store
+        self.events = events
+        self.sessions = sessions
+        self.embedder = embedder
+        self.audit = audit  #: evictions are audited here (the local audit log)
+        self.read_only = read_only
         self.by_session: dict[str, OrderedDict[int, Snippet]] = {}
         self._ids = itertools.count(1)
         self._seq = itertools.count(1)
@@ -88,14 +105,14 @@ class Scratchpad:
     async def load(self) -> None:
         self.by_session.clear()
         snippets = [Snippet.from_wire(json.loads(r[0]))
-                    for r in await self.app.store.fetchall("SELECT data FROM scratchpad")]
+                    for r in await self.store.fetchall("SELECT data FROM scratchpad")]
         snippets.sort(key=lambda s: s.used_seq)
         self._ids = itertools.count(max((s.id for s in snippets), default=0) + 1)
         self._seq = itertools.count(max((s.used_seq for s in snippets), default=0) + 1)
-        orphans = [sn for sn in snippets if sn.session_id not in self.app.sessions.by_id]
-        if orphans and not self.app.read_only:  # their session was deleted, rows stayed
-            await self.app.store.write(self._evict_ops(orphans, "session deleted", ""))
-            snippets = [sn for sn in snippets if sn.session_id in self.app.sessions.by_id]
+        orphans = [sn for sn in snippets if sn.session_id not in self.sessions.by_id]
+        if orphans and not self.read_only:  # their session was deleted, rows stayed
+            await self.store.write(self._evict_ops(orphans, "session deleted", ""))
+            snippets = [sn for sn in snippets if sn.session_id in self.sessions.by_id]
         for sn in snippets:
             self.by_session.setdefault(sn.session_id, OrderedDict())[sn.id] = sn
 
@@ -117,17 +134,17 @@ class Scratchpad:
         return ("DELETE FROM scratchpad WHERE id=?", (sn.id,))
 
     def _publish(self, kind: str, session_id: str, **data: Any) -> None:
-        s = self.app.sessions.by_id.get(session_id)
-        scope = self.app.sessions.scope(s) if s else {"session_id": session_id}
-        self.app.events.publish("scratchpad", kind, data, **scope)
+        s = self.sessions.by_id.get(session_id)
+        scope = self.sessions.scope(s) if s else {"session_id": session_id}
+        self.events.publish("scratchpad", kind, data, **scope)
 
     def _touch(self, pad: OrderedDict[int, Snippet], sn: Snippet) -> None:
         sn.used_seq = next(self._seq)
-        sn.last_used_at = self.app.clock.now()
+        sn.last_used_at = self.clock.now()
         pad.move_to_end(sn.id)
 
     def pad(self, session_id: str) -> OrderedDict[int, Snippet]:
-        self.app.sessions.get(session_id)
+        self.sessions.get(session_id)
         return self.by_session.setdefault(session_id, OrderedDict())
 
     def get(self, session_id: str, snippet_id: int) -> Snippet:
@@ -139,8 +156,8 @@ class Scratchpad:
     def _evict_ops(self, victims: list[Snippet], reason: str, client: str) -> list[Op]:
         ops: list[Op] = []
         for v in victims:
-            s = self.app.sessions.by_id.get(v.session_id)
-            _, aop = self.app.audit.record(
+            s = self.sessions.by_id.get(v.session_id)
+            _, aop = self.audit.record(
                 "evict", v.text, f"scratchpad:{v.session_id}#{v.id}", "-", client,
                 session_id=v.session_id, user_id=s.meta.user_id if s else None,
                 tenant_id=s.meta.tenant_id if s else None, reason=reason,
@@ -154,7 +171,7 @@ class Scratchpad:
         """The snippet of ``pad`` most similar to ``text`` if at or above
         ``scratchpad.duplicate_threshold`` (embeddings on), with the similarity and the new
         text's vector (kept for the next comparison)."""
-        emb = self.app.embedder
+        emb = self.embedder
         if not emb.enabled:
             return None, None, None
         model = emb.model_id
@@ -173,7 +190,7 @@ class Scratchpad:
             sim = float(self._vectors[sn.id][1] @ q)
             if sim > best_sim:
                 best, best_sim = sn, sim
-        if best is not None and best_sim >= self.app.config.scratchpad.duplicate_threshold:
+        if best is not None and best_sim >= self.config.scratchpad.duplicate_threshold:
             return best, round(best_sim, 6), q
         return None, None, q
 
@@ -209,7 +226,7 @@ class Scratchpad:
         vec = None
         if existing is None:
             existing, similarity, vec = await self._near_duplicate(pad, text)
-        now = self.app.clock.now()
+        now = self.clock.now()
         if existing is not None:
             before = Snippet.from_wire(existing.to_wire())
             existing.frequency += 1
@@ -219,7 +236,7 @@ class Scratchpad:
                     setattr(existing, k, max(getattr(existing, k) or 0.0, float(opts[k])))
             self._touch(pad, existing)
             try:
-                await self.app.store.write([self.op(existing)])
+                await self.store.write([self.op(existing)])
             except Exception:
                 pad[existing.id] = before
                 raise
@@ -236,11 +253,11 @@ class Scratchpad:
                      metadata=dict(opts.get("metadata") or {}))
         pad[sn.id] = sn
         victims: list[Snippet] = []
-        while len(pad) > self.app.config.scratchpad.max_snippets:
+        while len(pad) > self.config.scratchpad.max_snippets:
             _, victim = pad.popitem(last=False)
             victims.append(victim)
         try:
-            await self.app.store.write([self.op(sn), *self._evict_ops(victims, "lru", client)])
+            await self.store.write([self.op(sn), *self._evict_ops(victims, "lru", client)])
         except Exception:
             pad.pop(sn.id, None)
             for v in reversed(victims):
@@ -250,7 +267,7 @@ class Scratchpad:
         self.counters["writes"] += 1
         self.counters["evicted"] += len(victims)
         if vec is not None:
-            self._vectors[sn.id] = (self.app.embedder.model_id, vec)
+            self._vectors[sn.id] = (self.embedder.model_id, vec)
         for v in victims:
             self._vectors.pop(v.id, None)
         self._publish("written", session_id, snippet=sn.to_wire(), count=len(pad))
@@ -275,8 +292,8 @@ class Scratchpad:
         # keep the relative LRU order of what was read: touch it oldest-use first
         for sn in sorted(chosen, key=lambda s: s.used_seq):
             self._touch(pad, sn)
-        if not self.app.read_only:
-            await self.app.store.write([self.op(sn) for sn in chosen])
+        if not self.read_only:
+            await self.store.write([self.op(sn) for sn in chosen])
         self.counters["reads"] += 1
         return [sn.to_wire() for sn in chosen]
 
@@ -299,7 +316,7 @@ class Scratchpad:
         del pad[snippet_id]
         self._vectors.pop(snippet_id, None)
         try:
-            await self.app.store.write(self._evict_ops([sn], "explicit", client))
+            await self.store.write(self._evict_ops([sn], "explicit", client))
         except Exception:
             pad[sn.id] = sn
             raise
@@ -315,7 +332,7 @@ class Scratchpad:
             for sid in session_ids:
                 self.by_session.pop(sid, None)
             return 0
-        await self.app.store.write(self._evict_ops(victims, reason, client))
+        await self.store.write(self._evict_ops(victims, reason, client))
         for sid in session_ids:
             self.by_session.pop(sid, None)
         for v in victims:

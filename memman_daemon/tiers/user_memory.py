@@ -43,7 +43,16 @@ from memman_daemon.store import Op
 from memman_daemon.tiers.scratchpad import normalize
 
 if TYPE_CHECKING:
-    from memman_daemon.app import App
+    from memman.config import Config
+    from memman_daemon.clock import Clock
+    from memman_daemon.events import EventBus
+    from memman_daemon.search.embeddings import Embedder
+    from memman_daemon.search.reembed import VectorSync
+    from memman_daemon.sessions import Sessions
+    from memman_daemon.store import Store
+    from memman_daemon.tiers.audit import Recorder
+    from memman_daemon.tiers.scratchpad import Scratchpad
+    from memman_daemon.tokens import TokenCounter
 
 MEMORY_TYPES = ("working", "episodic", "semantic", "procedural")
 STORED_TYPES = ("episodic", "semantic", "procedural")
@@ -125,16 +134,32 @@ def term_score(text: str, terms: list[str]) -> float:
 
 
 class UserMemory:
+    """The episodic, semantic and procedural layers of every user (working memory is the
+    scratchpad's)."""
+
     stats_key = "memory"
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, config: Config, clock: Clock, store: Store, events: EventBus,
+                 tokens: TokenCounter, embedder: Embedder, vector_sync: VectorSync,
+                 audit: Recorder, sessions: Sessions, scratchpad: Scratchpad, *,
+                 read_only: bool = False) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = store
+        self.events = events
+        self.tokens = tokens
+        self.embedder = embedder
+        self.vector_sync = vector_sync
+        self.audit = audit  #: where changes are audited (the shared audit with PostgreSQL)
+        self.sessions = sessions
+        self.scratchpad = scratchpad
+        self.read_only = read_only
         self.prefs: dict[str, dict[str, MemoryRecord]] = {}
         self.rules: dict[str, dict[str, MemoryRecord]] = {}
         self.playbooks: dict[str, list[MemoryRecord]] = {}
         self.episodic_count: dict[str, int] = {}
         self._ids = itertools.count(1)
-        self.vectors = VectorIndex(app.config.database_path)
+        self.vectors = VectorIndex(config.database_path)
         #: (user_id, type) -> in-memory matrix of that layer's vectors (current model only)
         self.vscopes = VectorScopes(self._load_scope)
         self._backlog_scope: dict[int, tuple[str, str]] = {}
@@ -143,7 +168,7 @@ class UserMemory:
 
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
-        store = self.app.store
+        store = self.store
         self.prefs.clear()
         self.rules.clear()
         self.playbooks.clear()
@@ -177,7 +202,7 @@ class UserMemory:
 
     @property
     def search_mode(self) -> str:
-        return "hybrid" if self.app.embedder.enabled else "fts"
+        return "hybrid" if self.embedder.enabled else "fts"
 
     def _index(self, rec: MemoryRecord) -> None:
         if rec.kind == "preference":
@@ -198,7 +223,7 @@ class UserMemory:
             books[:] = [b for b in books if b.id != rec.id]
 
     def _publish(self, kind: str, user_id: str, **data: Any) -> None:
-        self.app.events.publish("memory", kind, data, user_id=user_id)
+        self.events.publish("memory", kind, data, user_id=user_id)
 
     # --- vectors -----------------------------------------------------------------------
     @staticmethod
@@ -207,9 +232,9 @@ class UserMemory:
 
     async def _load_scope(self, key: Hashable) -> tuple[list[int], np.ndarray]:
         user_id, type_ = key  # type: ignore[misc]
-        emb = self.app.embedder
+        emb = self.embedder
         dim = self.vscopes.dim or 0
-        rows = await self.app.store.fetchall(
+        rows = await self.store.fetchall(
             "SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.id "
             "WHERE m.user_id=? AND m.type=? AND m.archived_by IS NULL AND v.model=? AND v.dim=?",
             (user_id, type_, emb.model_id, dim))
@@ -224,13 +249,13 @@ class UserMemory:
         """Ops storing the records' vectors (embedded now unless given) and a callable that
         puts them in the in-memory index after commit. Without vectors (embeddings off or
         failing) the background worker fills them in later."""
-        emb = self.app.embedder
+        emb = self.embedder
         if not emb.enabled or not recs:
             return [], lambda: None
         if vecs is None:
             vecs = await emb.embed([self.vector_text(r) for r in recs])
         if vecs is None:
-            self.app.vector_sync.request()
+            self.vector_sync.request()
             return [], lambda: None
         model = emb.model_id
         ops: list[Op] = [("INSERT OR REPLACE INTO memory_vectors(id, dim, embedding, model) "
@@ -245,14 +270,14 @@ class UserMemory:
         return ops, index
 
     async def count_vector_backlog(self, model_id: str) -> int:
-        rows = await self.app.store.fetchall(
+        rows = await self.store.fetchall(
             "SELECT count(*) FROM memories m LEFT JOIN memory_vectors v ON v.id = m.id "
             "WHERE m.archived_by IS NULL AND (v.id IS NULL OR v.model <> ?)", (model_id,))
         return rows[0][0]
 
     async def vector_backlog(self, after: int, model_id: str, limit: int) -> list[tuple[int, str]]:
         """Live records after id ``after`` with no vector of ``model_id``: ``(id, text)``."""
-        rows = await self.app.store.fetchall(
+        rows = await self.store.fetchall(
             f"SELECT {_prefixed('m')} FROM memories m LEFT JOIN memory_vectors v ON v.id = m.id "
             "WHERE m.id > ? AND m.archived_by IS NULL AND (v.id IS NULL OR v.model <> ?) "
             "ORDER BY m.id LIMIT ?", (after, model_id, limit))
@@ -265,12 +290,12 @@ class UserMemory:
 
     async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None:
         """Write vectors the background worker made (skipping rows deleted meanwhile)."""
-        await self.app.store.write([
+        await self.store.write([
             ("INSERT OR REPLACE INTO memory_vectors(id, dim, embedding, model) "
              "SELECT ?,?,?,? WHERE EXISTS (SELECT 1 FROM memories WHERE id=?)",
              (i, int(v.shape[0]), v.astype(np.float32).tobytes(), model_id, i))
             for i, v in zip(ids, vecs, strict=True)])
-        if self.app.embedder.model_id != model_id:
+        if self.embedder.model_id != model_id:
             return
         for i, v in zip(ids, vecs, strict=True):
             scope = self._backlog_scope.pop(i, None)
@@ -279,7 +304,7 @@ class UserMemory:
 
     def _new(self, user_id: str, type_: str, kind: str, key: str | None, content: str,
              metadata: dict[str, Any], at: float | None = None) -> MemoryRecord:
-        now = self.app.clock.now()
+        now = self.clock.now()
         at = at if at is not None else now
         return MemoryRecord(next(self._ids), user_id, type_, kind, key, content, metadata, at, at)
 
@@ -294,7 +319,7 @@ class UserMemory:
         if edit is not None:
             ops.append(edit[1])
         if change.changed or extra_ops:
-            await self.app.store.write(ops)
+            await self.store.write(ops)
         self._applied(change, edit[0].id if edit else None)
 
     def _edit_audit(self, change: Change, client: str) -> tuple[Any, Any] | None:
@@ -303,7 +328,7 @@ class UserMemory:
         if not change.changed or prev is None:
             return None
         rec = change.record
-        return self.app.shared_audit.record(
+        return self.audit.record(
             "edit", rec.content, f"memory:{rec.user_id}#{rec.id}", f"{rec.kind}:{rec.key}",
             client, user_id=rec.user_id, record_id=rec.id, type=rec.type, kind=rec.kind,
             key=rec.key, previous=prev.content, previous_metadata=prev.metadata,
@@ -439,11 +464,11 @@ class UserMemory:
             if not isinstance(sid, str):
                 raise invalid_params("entry.session_id", "working memory is a session's "
                                      "scratchpad: name the session")
-            s = self.app.sessions.get(sid)
+            s = self.sessions.get(sid)
             if s.meta.user_id != user_id:
                 raise invalid_params("entry.session_id", f"session {sid!r} belongs to user "
                                      f"{s.meta.user_id!r}, not {user_id!r}")
-            res = await self.app.scratchpad.write(sid, content, {"metadata": metadata}, client)
+            res = await self.scratchpad.write(sid, content, {"metadata": metadata}, client)
             return {"type": "working", "record": res["snippet"], "created": res["created"]}
         if type_ == "semantic":
             key = entry.get("key") or metadata.get("key") or entry.get("id")
@@ -473,8 +498,8 @@ class UserMemory:
                 raise invalid_params("entry.timestamp", "expected unix seconds")
             rec = self._new(user_id, "episodic", "entry", None, content, metadata,
                             float(at) if at is not None else None)
-            vec = await self.app.embedder.embed([self.vector_text(rec)])
-            if vec is not None and entry.get("dedupe", self.app.config.memory.dedupe):
+            vec = await self.embedder.embed([self.vector_text(rec)])
+            if vec is not None and entry.get("dedupe", self.config.memory.dedupe):
                 dup = await self._near_duplicate(user_id, vec[0], content)
                 if dup is not None:
                     return await self._bump(dup[0], dup[1], rec)
@@ -492,7 +517,7 @@ class UserMemory:
         """The user's live episodic entry most similar to ``vec``, if at or above
         ``memory.duplicate_threshold`` and naming the same numbers and identifiers."""
         m = await self._scope(user_id, "episodic", int(vec.shape[0]))
-        th = self.app.config.memory.duplicate_threshold
+        th = self.config.memory.duplicate_threshold
         close = [(i, s) for i, s in m.search(vec, 5) if s >= th]
         if not close:
             return None
@@ -514,8 +539,8 @@ class UserMemory:
         meta["frequency"] = int(meta.get("frequency", 1)) + 1
         meta["last_duplicate"] = new.content if new.content != old.content else None
         old.metadata = {k: v for k, v in meta.items() if v is not None}
-        old.updated_at = self.app.clock.now()
-        await self.app.store.write([("UPDATE memories SET metadata=?, updated_at=? WHERE id=?",
+        old.updated_at = self.clock.now()
+        await self.store.write([("UPDATE memories SET metadata=?, updated_at=? WHERE id=?",
                                       (json.dumps(old.metadata, ensure_ascii=False, default=str),
                                        old.updated_at, old.id))])
         self.duplicates += 1
@@ -534,8 +559,8 @@ class UserMemory:
         ``opts.flow``: the three-tier design's lookup — exact flow id matches first, then (with a query)
         records similar to the query above ``memory.similarity_threshold``."""
         self.searches += 1
-        self.app.embedder.check_config()
-        limit = int(opts.get("limit") or self.app.config.memory.search_limit)
+        self.embedder.check_config()
+        limit = int(opts.get("limit") or self.config.memory.search_limit)
         if type_ in ("", "all"):
             types: tuple[str, ...] = STORED_TYPES
         else:
@@ -561,12 +586,12 @@ class UserMemory:
         mode = opts.get("mode")
         if mode is not None and mode not in ("hybrid", "fts", "vector"):
             raise invalid_params("opts.mode", "expected hybrid, fts or vector")
-        if not self.app.embedder.enabled:
+        if not self.embedder.enabled:
             return "fts"
         return mode or "hybrid"
 
     def _recency(self, at: float, now: float) -> float:
-        cfg = self.app.config.memory
+        cfg = self.config.memory
         age = max(0.0, now - at)
         if age >= cfg.recency_window_s:
             return 0.0
@@ -577,8 +602,8 @@ class UserMemory:
                     ) -> tuple[dict[int, float], dict[int, MemoryRecord]]:
         """FTS5 candidates: ``({id: bm25 (higher is better)}, {id: record})``, best first.
         ``content_only``: stop words left out of the query (the hybrid half)."""
-        cfg = self.app.config.memory
-        store = self.app.store
+        cfg = self.config.memory
+        store = self.store
         filt, fparams = _filter(user_id, types, kind)
         lexical: dict[int, float] = {}
         rows: dict[int, MemoryRecord] = {}
@@ -626,7 +651,7 @@ class UserMemory:
     async def _fetch(self, ids: list[int]) -> dict[int, MemoryRecord]:
         if not ids:
             return {}
-        rows = await self.app.store.fetchall(
+        rows = await self.store.fetchall(
             f"SELECT {MemoryRecord._COLS} FROM memories WHERE archived_by IS NULL AND id IN "
             f"({','.join('?' * len(ids))})", ids)
         return {r[0]: MemoryRecord.from_row(r) for r in rows}
@@ -634,14 +659,14 @@ class UserMemory:
     async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,
                              limit: int, kind: str | None,
                              mode: str = "hybrid") -> list[dict[str, Any]]:
-        cfg = self.app.config.memory
-        now = self.app.clock.now()
+        cfg = self.config.memory
+        now = self.clock.now()
         lexical: dict[int, float] = {}
         rows: dict[int, MemoryRecord] = {}
         if mode != "vector":
             lexical, rows = await self._bm25(user_id, types, query, limit, kind,
                                              content_only=mode == "hybrid")
-        qv = await self.app.embedder.embed([query]) if mode != "fts" else None
+        qv = await self.embedder.embed([query]) if mode != "fts" else None
         if qv is None:  # FTS5 only: BM25 plus the four-layer design's recency bonus
             scored = []
             for rid, rec in rows.items():
@@ -710,7 +735,7 @@ class UserMemory:
         recs = self._keyed(user_id, types, kind)
         if not recs or not query.strip():
             return []
-        qv = await self.app.embedder.embed([query])
+        qv = await self.embedder.embed([query])
         if qv is None:
             return []
         sims: dict[int, float] = {}
@@ -729,7 +754,7 @@ class UserMemory:
         out = [{**r.to_wire(), "score": 1.0, "match": "flow", "matched": ["flow"]}
                for r in exact]
         if query.strip():
-            th = _threshold(threshold, self.app.config.memory.similarity_threshold)
+            th = _threshold(threshold, self.config.memory.similarity_threshold)
             seen = {r.id for r in exact}
             for r, sim in await self.similar(user_id, types, query, kind):
                 if sim >= th and r.id not in seen:
@@ -755,14 +780,14 @@ class UserMemory:
         if sid is not None:
             if not isinstance(sid, str):
                 raise invalid_params("opts.session_id", "expected a session id (a string)")
-            s = self.app.sessions.get(sid)
+            s = self.sessions.get(sid)
             if s.meta.user_id != user_id:
                 raise invalid_params("opts.session_id", f"session {sid!r} belongs to user "
                                      f"{s.meta.user_id!r}, not {user_id!r}")
-        th = _threshold(opts.get("threshold"), self.app.config.memory.playbook_threshold)
+        th = _threshold(opts.get("threshold"), self.config.memory.playbook_threshold)
         if not query.strip() and not flow:
             raise invalid_params("query", "must not be empty (or pass opts.flow)")
-        self.app.embedder.check_config()
+        self.embedder.check_config()
         chosen: MemoryRecord | None = None
         match, sim = None, None
         if flow:
@@ -774,14 +799,14 @@ class UserMemory:
         if chosen is None and ranked and ranked[0][1] >= th:
             chosen, match, sim = ranked[0][0], "similarity", ranked[0][1]
         snippet = None
-        if chosen is not None and sid and opts.get("write", True) and not self.app.read_only:
-            res = await self.app.scratchpad.write(sid, playbook_snippet(chosen), {
+        if chosen is not None and sid and opts.get("write", True) and not self.read_only:
+            res = await self.scratchpad.write(sid, playbook_snippet(chosen), {
                 "flow": chosen.key, "metadata": {"source": "playbook", "playbook_id": chosen.id,
                                                  "match": match}}, client)
             snippet = res["snippet"]
         return {"playbook": chosen.to_wire() if chosen else None, "match": match,
                 "similarity": None if sim is None else round(sim, 6), "threshold": th,
-                "mode": "hybrid" if self.app.embedder.enabled else "flow",
+                "mode": "hybrid" if self.embedder.enabled else "flow",
                 "candidates": [{"id": r.id, "flow": r.key, "user_query":
                                 r.metadata.get("user_query"), "similarity": round(s, 6)}
                                for r, s in ranked[:3]],
@@ -790,12 +815,12 @@ class UserMemory:
     def _search_working(self, user_id: str, query: str, limit: int,
                         session_id: str | None) -> list[dict[str, Any]]:
         terms = [t for t in _WORD.findall(query.lower())]
-        now = self.app.clock.now()
+        now = self.clock.now()
         out = []
         for sid in self._user_sessions(user_id):
             if session_id and sid != session_id:
                 continue
-            for sn in self.app.scratchpad.peek(sid):
+            for sn in self.scratchpad.peek(sid):
                 base = term_score(sn.text, terms)
                 if base <= 0:
                     continue
@@ -806,7 +831,7 @@ class UserMemory:
         return out[:limit]
 
     def _user_sessions(self, user_id: str) -> list[str]:
-        return [sid for sid, s in self.app.sessions.by_id.items() if s.meta.user_id == user_id]
+        return [sid for sid, s in self.sessions.by_id.items() if s.meta.user_id == user_id]
 
     # --- list / compact / stats / clear --------------------------------------------------
     async def list(self, user_id: str, type_: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -815,7 +840,7 @@ class UserMemory:
         limit = int(opts.get("limit") or 50)
         if type_ == "working":
             sns = [sn for sid in self._user_sessions(user_id)
-                   for sn in self.app.scratchpad.peek(sid)]
+                   for sn in self.scratchpad.peek(sid)]
             sns.sort(key=lambda s: -s.id)
             return [{**s.to_wire(), "type": "working"} for s in sns[:limit]]
         where = "user_id=? AND type=?"
@@ -828,7 +853,7 @@ class UserMemory:
         if opts.get("before_id") is not None:
             where += " AND id<?"
             params.append(int(opts["before_id"]))
-        rows = await self.app.store.fetchall(
+        rows = await self.store.fetchall(
             f"SELECT {MemoryRecord._COLS} FROM memories WHERE {where} ORDER BY id DESC LIMIT ?",
             [*params, limit])
         return [MemoryRecord.from_row(r).to_wire() for r in rows]
@@ -855,7 +880,7 @@ class UserMemory:
         summary entry (``summarize_older``, default true). Older entries are archived behind
         the summary (``archived_by``), not deleted; working snippets are evicted (audited)."""
         _check_type(type_, MEMORY_TYPES)
-        keep = opts.get("keep_last", self.app.config.memory.compact_keep_last)
+        keep = opts.get("keep_last", self.config.memory.compact_keep_last)
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
             raise invalid_params("opts.keep_last", "expected a whole number ≥ 0")
         summarize = bool(opts.get("summarize_older", True))
@@ -865,12 +890,12 @@ class UserMemory:
         if type_ == "working":
             evicted = 0
             for sid in self._user_sessions(user_id):
-                snips = self.app.scratchpad.peek(sid)
+                snips = self.scratchpad.peek(sid)
                 for sn in snips[:max(0, len(snips) - keep)]:
-                    await self.app.scratchpad.evict(sid, sn.id, client)
+                    await self.scratchpad.evict(sid, sn.id, client)
                     evicted += 1
             return {"type": type_, "archived": evicted, "summary_id": None, "kept": keep}
-        rows = await self.app.store.fetchall(
+        rows = await self.store.fetchall(
             f"SELECT {MemoryRecord._COLS} FROM memories WHERE user_id=? AND type=? "
             "AND archived_by IS NULL ORDER BY created_at, id", (user_id, type_))
         recs = [MemoryRecord.from_row(r) for r in rows]
@@ -885,7 +910,7 @@ class UserMemory:
         if summary is not None:
             vops, vindex = await self._vector_ops([summary])
             ops += [summary.insert_op(), *vops]
-        await self.app.store.write(ops)
+        await self.store.write(ops)
         for r in older:
             self._unindex(r)
         self.vscopes.remove((user_id, type_), [r.id for r in older])
@@ -902,19 +927,19 @@ class UserMemory:
         """The four-layer design's MemoryStats for one user (sizes in bytes, tokens by tiktoken)."""
         model = "gpt-4o-mini"
         working = [sn for sid in self._user_sessions(user_id)
-                   for sn in self.app.scratchpad.peek(sid)]
-        rows = await self.app.store.fetchall(
+                   for sn in self.scratchpad.peek(sid)]
+        rows = await self.store.fetchall(
             "SELECT type, count(*), sum(length(content) + length(metadata) + length(coalesce(key,''))) "
             "FROM memories WHERE user_id=? AND archived_by IS NULL GROUP BY type", (user_id,))
         by_type = {r[0]: (r[1], r[2] or 0) for r in rows}
-        archived = await self.app.store.fetchall(
+        archived = await self.store.fetchall(
             "SELECT count(*) FROM memories WHERE user_id=? AND archived_by IS NOT NULL", (user_id,))
-        vecs = await self.app.store.fetchall(
+        vecs = await self.store.fetchall(
             "SELECT count(*) FROM memory_vectors v JOIN memories m ON m.id=v.id WHERE m.user_id=?",
             (user_id,))
         return {
             "user_id": user_id,
-            "working_memory_tokens": sum(self.app.tokens.count_text(sn.text, model)
+            "working_memory_tokens": sum(self.tokens.count_text(sn.text, model)
                                          for sn in working),
             "working_snippets": len(working),
             "episodic_entry_count": by_type.get("episodic", (0, 0))[0],
@@ -931,7 +956,7 @@ class UserMemory:
     async def forget(self, user_id: str, record_id: int, client: str = "") -> dict[str, Any]:
         """Delete one stored record of ``user_id``, audited. A compaction summary that linked
         it drops the link and says so; forgetting a summary leaves its entries archived."""
-        store = self.app.store
+        store = self.store
         rows = await store.fetchall(f"SELECT {MemoryRecord._COLS} FROM memories "
                                     "WHERE id=? AND user_id=?", (record_id, user_id))
         if not rows:
@@ -963,7 +988,7 @@ class UserMemory:
                                      (rec.id,))
             unlinked = n[0][0]
             ops.append(("UPDATE memories SET archived_by=0 WHERE archived_by=?", (rec.id,)))
-        arec, aop = self.app.shared_audit.record(
+        arec, aop = self.audit.record(
             "forget", rec.content, f"memory:{user_id}#{rec.id}", "-", client, user_id=user_id,
             record=rec.to_wire(), summary_id=summary_id, unlinked=unlinked)
         ops.append(aop)
@@ -988,18 +1013,18 @@ class UserMemory:
             _check_type(t, MEMORY_TYPES)
         cleared: dict[str, int] = {}
         if "working" in types:
-            cleared["working"] = await self.app.scratchpad.clear(self._user_sessions(user_id),
+            cleared["working"] = await self.scratchpad.clear(self._user_sessions(user_id),
                                                                   client)
         stored = [t for t in types if t != "working"]
         if stored:
             marks = ",".join("?" * len(stored))
-            counts = await self.app.store.fetchall(
+            counts = await self.store.fetchall(
                 f"SELECT type, count(*) FROM memories WHERE user_id=? AND type IN ({marks}) "
                 "GROUP BY type", [user_id, *stored])
-            _, aop = self.app.shared_audit.record("clear", f"user memory: {', '.join(stored)}",
+            _, aop = self.audit.record("clear", f"user memory: {', '.join(stored)}",
                                             f"memory:{user_id}", "-", client, user_id=user_id,
                                             counts={t: n for t, n in counts})
-            await self.app.store.write([
+            await self.store.write([
                 (f"DELETE FROM memory_vectors WHERE id IN (SELECT id FROM memories WHERE "
                  f"user_id=? AND type IN ({marks}))", [user_id, *stored]),
                 (f"DELETE FROM memories WHERE user_id=? AND type IN ({marks})", [user_id, *stored]),

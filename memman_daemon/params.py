@@ -53,6 +53,18 @@ def kind(value: Any) -> str:
     return _NAMES.get(type(value), f"a {type(value).__name__}")
 
 
+def map_key(key: Any, path: str) -> str:
+    """A map's key as text (msgpack may send it as bytes); -32602 at ``path`` otherwise."""
+    if isinstance(key, bytes):
+        try:
+            key = key.decode()
+        except UnicodeDecodeError:
+            raise invalid_params(path, "map keys must be UTF-8 text") from None
+    if not isinstance(key, str):
+        raise invalid_params(path, f"map keys must be strings, got {kind(key)}")
+    return key
+
+
 class Spec:
     """One value's rule. Subclasses implement ``check``, ``sample`` and ``bad_samples``."""
 
@@ -292,14 +304,8 @@ def _stored(value: Any, path: str, depth: int) -> Any:
         return [_stored(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     if isinstance(value, dict):
         out = {}
-        for k, v in value.items():
-            if isinstance(k, bytes):
-                try:
-                    k = k.decode()
-                except UnicodeDecodeError:
-                    raise invalid_params(path, "map keys must be UTF-8 text") from None
-            if not isinstance(k, str):
-                raise invalid_params(path, f"map keys must be strings, got {kind(k)}")
+        for key, v in value.items():
+            k = map_key(key, path)
             out[k] = _stored(v, f"{path}.{k}", depth + 1)
         return out
     if isinstance(value, (bytes, bytearray)):
@@ -357,14 +363,8 @@ class Map(Spec):
         if self.max_keys is not None and len(value) > self.max_keys:
             raise invalid_params(path, f"more than {self.max_keys} keys")
         out: dict[str, Any] = {}
-        for k, v in value.items():
-            if isinstance(k, bytes):
-                try:
-                    k = k.decode()
-                except UnicodeDecodeError:
-                    raise invalid_params(path, "map keys must be UTF-8 text") from None
-            if not isinstance(k, str):
-                raise invalid_params(path, f"map keys must be strings, got {kind(k)}")
+        for key, v in value.items():
+            k = map_key(key, path)
             sub = f"{path}.{k}" if path else k
             spec = self.fields.get(k, self.rest)
             if spec is None:

@@ -8,6 +8,18 @@ so SQLite only has to be a durable, loadable record); tables that are searched (
 documents) have real columns and FTS5 indexes.
 """
 
+#: the audit table's columns after ``id`` and ``at``; the shared store's audit
+#: (``shared_store/schema.py``) has the same, and the daemon that wrote the row
+AUDIT_COLUMNS = """action     TEXT NOT NULL,       -- promote, evict, expire, replace, ...
+        what       TEXT NOT NULL,
+        source     TEXT NOT NULL,
+        target     TEXT NOT NULL,
+        client     TEXT NOT NULL,
+        session_id TEXT,
+        user_id    TEXT,
+        tenant_id  TEXT,
+        data       TEXT NOT NULL DEFAULT '{}'"""
+
 MIGRATIONS: list[str] = [
     # v1: sessions, the entry log, compression summaries
     """
@@ -45,15 +57,7 @@ MIGRATIONS: list[str] = [
     CREATE TABLE audit (
         id         INTEGER PRIMARY KEY,
         at         REAL NOT NULL,
-        action     TEXT NOT NULL,       -- promote, evict, expire, replace, ...
-        what       TEXT NOT NULL,
-        source     TEXT NOT NULL,
-        target     TEXT NOT NULL,
-        client     TEXT NOT NULL,
-        session_id TEXT,
-        user_id    TEXT,
-        tenant_id  TEXT,
-        data       TEXT NOT NULL DEFAULT '{}'
+        """ + AUDIT_COLUMNS + """
     );
     CREATE INDEX audit_session ON audit(session_id, id);
     CREATE INDEX audit_user ON audit(user_id, id);

@@ -270,9 +270,9 @@ async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
                         "session_id", "user_id", "tenant_id"), row[:10], strict=True))
         rec["data"] = data
         break
-    shared = getattr(call.app.shared_audit, "newest_promotion", None)
+    shared = call.app.backend.shared_audit  # None with SQLite: one audit log, read above
     if shared is not None and audit_id is None:  # promotions are audited in the shared store
-        newer = await shared(client, session_id, rec["at"] if rec else None)
+        newer = await shared.newest_promotion(client, session_id, rec["at"] if rec else None)
         if newer is not None:
             raise MemmanError(CONFLICT, f"the newest undoable action of client {client!r} is "
                               f"the promotion to {newer['target']!r} (shared audit "

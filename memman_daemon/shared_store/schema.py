@@ -14,6 +14,8 @@ condition, a playbook's flow + normalized query): the partial unique index on it
 the database decide between two daemons promoting the same key at once.
 """
 
+from memman_daemon.schema import AUDIT_COLUMNS
+
 MIGRATIONS: list[str] = [
     # v1
     """
@@ -79,15 +81,7 @@ MIGRATIONS: list[str] = [
     CREATE TABLE audit (
         id         BIGINT PRIMARY KEY,
         at         DOUBLE PRECISION NOT NULL,
-        action     TEXT NOT NULL,
-        what       TEXT NOT NULL,
-        source     TEXT NOT NULL,
-        target     TEXT NOT NULL,
-        client     TEXT NOT NULL,
-        session_id TEXT,
-        user_id    TEXT,
-        tenant_id  TEXT,
-        data       TEXT NOT NULL DEFAULT '{}',
+        """ + AUDIT_COLUMNS + """,
         host       TEXT NOT NULL DEFAULT ''
     );
     CREATE INDEX audit_user ON audit(user_id, id);

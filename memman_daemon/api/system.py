@@ -27,6 +27,8 @@ from memman_daemon.params import (
     Stored,
     Str,
 )
+from memman_daemon.repositories import audit as audit_rows
+from memman_daemon.repositories import memories as memory_rows
 from memman_daemon.rpc import REGISTRY, Call, Param, method
 from memman_daemon.store import Op
 from memman_daemon.tokens import check_tools
@@ -211,20 +213,12 @@ def clients_list(call: Call) -> dict[str, Any]:
 # never undone.
 
 async def _candidates(call: Call, client: str, session_id: str | None) -> list[tuple[Any, ...]]:
-    where = ["client=?", f"action IN ({','.join('?' * len(UNDOABLE))})"]
-    params: list[Any] = [client, *UNDOABLE]
-    if session_id is not None:
-        where.append("session_id=?")
-        params.append(session_id)
-    return await call.app.store.fetchall(
-        "SELECT id, at, action, what, source, target, client, session_id, user_id, tenant_id, "
-        f"data FROM audit WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT {_SCAN}", params)
+    return await audit_rows.of_client(call.app.store, client, UNDOABLE, session_id, _SCAN)
 
 
 async def _undone(call: Call) -> set[int]:
-    rows = await call.app.store.fetchall("SELECT data FROM audit WHERE action='undo'")
     out: set[int] = set()
-    for (data,) in rows:
+    for data in await audit_rows.undo_data(call.app.store):
         with_id = json.loads(data).get("undone")
         if isinstance(with_id, int):
             out.add(with_id)
@@ -405,8 +399,7 @@ async def _delete_memory(call: Call, record: Any, extra: list[Op]) -> None:
     app = call.app
     ops: list[Op] = list(extra)
     if record is not None:
-        ops = [("DELETE FROM memory_vectors WHERE id=?", (record.id,)),
-               ("DELETE FROM memories WHERE id=?", (record.id,)), *extra]
+        ops = [*memory_rows.delete_ops(record.id), *extra]
     await app.store.write(ops)
     if record is not None:
         app.user_memory._unindex(record)

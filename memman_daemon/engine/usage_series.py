@@ -16,12 +16,12 @@ path (a kill -9 may lose the newest points, never a session's data).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memman_daemon.repositories import usage as usage_rows
 from memman_daemon.store import Op, Store
 
 if TYPE_CHECKING:
@@ -62,10 +62,8 @@ class SeriesPoint:
         return d
 
     def op(self) -> Op:
-        return ("INSERT INTO usage_series(id, session_id, at, kind, exchange, sent_tokens, "
-                "history_tokens, budget, data) VALUES (?,?,?,?,?,?,?,?,?)",
-                (self.id, self.session_id, self.at, self.kind, self.exchange, self.sent_tokens,
-                 self.history_tokens, self.budget, json.dumps(self.data, default=str)))
+        return usage_rows.insert_op((self.id, self.session_id, self.at, self.kind, self.exchange,
+                               self.sent_tokens, self.history_tokens, self.budget), self.data)
 
 
 class UsageSeries:
@@ -86,18 +84,13 @@ class UsageSeries:
         return max(1, int(self.config.context.series_points))
 
     async def load(self) -> None:
-        rows = await self.store.fetchall(
-            "SELECT id, session_id, at, kind, exchange, sent_tokens, history_tokens, budget, data "
-            "FROM (SELECT *, row_number() OVER (PARTITION BY session_id ORDER BY id DESC) AS n "
-            "FROM usage_series) WHERE n <= ? ORDER BY id", (self.keep,))
         self.by_session.clear()
-        for r in rows:
-            p = SeriesPoint(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]))
+        for r in await usage_rows.newest(self.store, self.keep):
+            p = SeriesPoint(*r)
             self._keep(p)
             if p.sent_tokens is not None:
                 self.last_sent[p.session_id] = p.sent_tokens
-        top = await self.store.fetchall("SELECT max(id) FROM usage_series")
-        self._next_id = (top[0][0] or 0) + 1
+        self._next_id = await usage_rows.max_id(self.store) + 1
         self.events.taps.append(self._tap)
 
     async def close(self) -> None:
@@ -112,8 +105,7 @@ class UsageSeries:
     async def on_session_deleted(self, session_id: str, client: str = "") -> None:
         self.by_session.pop(session_id, None)
         self.last_sent.pop(session_id, None)
-        await self.store.write([("DELETE FROM usage_series WHERE session_id=?",
-                                      (session_id,))])
+        await self.store.write([usage_rows.delete_session_op(session_id)])
 
     # --- reads -------------------------------------------------------------------------
     def points(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
@@ -173,9 +165,7 @@ class UsageSeries:
                                  tenant_id=s.meta.tenant_id)
         ops: list[Op] = [p.op()]
         if p.id % 50 == 0:  # now and then, drop what is past the per-session limit
-            ops.append(("DELETE FROM usage_series WHERE session_id=? AND id NOT IN (SELECT id "
-                        "FROM usage_series WHERE session_id=? ORDER BY id DESC LIMIT ?)",
-                        (s.id, s.id, self.keep)))
+            ops.append(usage_rows.trim_op(s.id, self.keep))
         task = asyncio.get_running_loop().create_task(self._write(ops))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

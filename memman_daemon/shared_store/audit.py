@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from memman_daemon.repositories.audit import COLUMNS as COLS
+from memman_daemon.repositories.audit import select_newest
 from memman_daemon.shared_store.ops import PgOp
 from memman_daemon.tiers.audit import AuditLog, AuditRecord
 
@@ -20,8 +22,6 @@ if TYPE_CHECKING:
     from memman_daemon.clock import Clock
     from memman_daemon.shared_store.pg import PgStore
     from memman_daemon.store import Store
-
-COLS = "id, at, action, what, source, target, client, session_id, user_id, tenant_id, data"
 
 
 class PgAuditLog:
@@ -44,31 +44,18 @@ class PgAuditLog:
                session_id: str | None = None, user_id: str | None = None,
                tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, PgOp]:
         data = {**data, "host": self.pg.origin}
-        rec = AuditRecord(self.pg.take_id(), self.clock.now(), action, what[:2000], source,
-                          target, client or "-", session_id, user_id, tenant_id, data)
+        rec = AuditRecord.new(self.pg.take_id(), self.clock.now(), action, what, source, target,
+                              client, session_id, user_id, tenant_id, data)
         self.written += 1
         op = PgOp(f"INSERT INTO audit({COLS}, host) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
-                  (rec.id, rec.at, rec.action, rec.what, rec.source, rec.target, rec.client,
-                   rec.session_id, rec.user_id, rec.tenant_id,
-                   json.dumps(rec.data, ensure_ascii=False, default=str), self.pg.origin))
+                  (*rec.row(), json.dumps(rec.data, ensure_ascii=False, default=str),
+                   self.pg.origin))
         return rec, op
 
     async def list(self, filt: dict[str, Any]) -> list[dict[str, Any]]:
-        where, args = [], []
-        for k in ("session_id", "user_id", "tenant_id", "action"):
-            if filt.get(k) is not None:
-                args.append(filt[k])
-                where.append(f"{k}=${len(args)}")
-        if filt.get("before_id") is not None:
-            args.append(int(filt["before_id"]))
-            where.append(f"id<${len(args)}")
-        sql = f"SELECT {COLS} FROM audit"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        args.append(int(filt.get("limit") or 100))
-        sql += f" ORDER BY id DESC LIMIT ${len(args)}"
+        sql, args = select_newest(filt, lambda n: f"${n}")
         rows = await self.pg.fetch(sql, *args)
-        return [AuditRecord(*r[:10], data=json.loads(r[10])).to_wire() for r in rows]
+        return [AuditRecord.from_row(r).to_wire() for r in rows]
 
 
     async def newest_promotion(self, client: str, session_id: str | None,
@@ -82,7 +69,7 @@ class PgAuditLog:
             where += " AND session_id=$3"
         row = await self.pg.fetchrow(f"SELECT {COLS} FROM audit WHERE {where} "
                                      "ORDER BY at DESC, id DESC LIMIT 1", *args)
-        return AuditRecord(*row[:10], data=json.loads(row[10])).to_wire() if row else None
+        return AuditRecord.from_row(row).to_wire() if row else None
 
 
 class MergedAuditLog(AuditLog):

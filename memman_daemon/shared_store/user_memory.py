@@ -36,6 +36,8 @@ from memman_daemon.tiers.user_memory import (
     MemoryRecord,
     UserMemory,
     _check_type,
+    clear_types,
+    summary_without,
 )
 
 if TYPE_CHECKING:
@@ -520,10 +522,6 @@ class PgUserMemory(UserMemory):
                 "summary_id": summary.id if summary else None, "kept": len(recs) - len(older)}
 
     async def stats_for(self, user_id: str) -> dict[str, Any]:
-        model = "gpt-4o-mini"
-        working = [sn for sid in self._user_sessions(user_id)
-                   for sn in self.scratchpad.peek(sid)]
-
         async def read(conn: Any) -> tuple[list[Any], int, int]:
             rows = await conn.fetch(
                 "SELECT type, kind, count(*), sum(length(content) + length(metadata) + "
@@ -545,27 +543,16 @@ class PgUserMemory(UserMemory):
             acc[0] += n
             acc[1] += b or 0
             by_kind[k] = by_kind.get(k, 0) + n
-        return {
-            "user_id": user_id,
-            "working_memory_tokens": sum(self.tokens.count_text(sn.text, model)
-                                         for sn in working),
-            "working_snippets": len(working),
-            "episodic_entry_count": by_type.get("episodic", [0, 0])[0],
-            "semantic_entry_count": by_kind.get("preference", 0),
-            "procedural_rule_count": by_kind.get("rule", 0),
-            "playbook_count": by_kind.get("playbook", 0),
-            "archived_count": archived,
-            "vector_count": vecs,
-            "total_storage_bytes": sum(b for _, b in by_type.values())
-            + sum(len(sn.text.encode()) for sn in working),
-            "search_mode": self.search_mode,
-        }
+        return self._stats_answer(
+            user_id, episodic=by_type.get("episodic", [0, 0])[0],
+            semantic=by_kind.get("preference", 0), rules=by_kind.get("rule", 0),
+            playbooks=by_kind.get("playbook", 0), archived=archived, vectors=vecs,
+            stored_bytes=sum(b for _, b in by_type.values()))
 
     async def forget(self, user_id: str, record_id: int, client: str = "") -> dict[str, Any]:
         """As the SQLite tier: delete one record (its vector goes with it), audited; a summary
         that linked it drops the link and says so."""
         await self.pg.ensure_ids(1)
-        audit = self.audit
 
         async def tx(conn: Any) -> tuple[MemoryRecord, int | None, int, Any]:
             row = await conn.fetchrow(f"SELECT {COLS} FROM memories WHERE id=$1 AND user_id=$2 "
@@ -581,16 +568,10 @@ class PgUserMemory(UserMemory):
                 found = await conn.fetchrow(f"SELECT {COLS} FROM memories WHERE id=$1 "
                                             "FOR UPDATE", summary_id)
                 if found is not None:
-                    sm = MemoryRecord.from_row(found)
-                    meta = dict(sm.metadata)
-                    meta["entry_ids"] = [i for i in meta.get("entry_ids", []) if i != rec.id]
-                    meta["removed_entry_ids"] = [*meta.get("removed_entry_ids", []), rec.id]
-                    note = (f"\n[Entry {rec.id} was removed on request after this summary was "
-                            "written; the summary no longer links it and its text above may "
-                            "still reflect it.]")
+                    content, meta = summary_without(MemoryRecord.from_row(found), rec.id)
                     await conn.execute("UPDATE memories SET content=$1, metadata=$2 WHERE id=$3",
-                                       sm.content + note,
-                                       json.dumps(meta, ensure_ascii=False, default=str), sm.id)
+                                       content, json.dumps(meta, ensure_ascii=False, default=str),
+                                       summary_id)
                 else:
                     summary_id = None
             unlinked = 0
@@ -598,37 +579,27 @@ class PgUserMemory(UserMemory):
                 unlinked = int(await conn.fetchval(
                     "WITH u AS (UPDATE memories SET archived_by=0 WHERE archived_by=$1 "
                     "RETURNING 1) SELECT count(*) FROM u", rec.id))
-            arec, aop = audit.record("forget", rec.content, f"memory:{user_id}#{rec.id}", "-",
-                                     client, user_id=user_id, record=rec.to_wire(),
-                                     summary_id=summary_id, unlinked=unlinked)
+            arec, aop = self._forget_audit(rec, summary_id, unlinked, client)
             await execute(conn, [aop])
             return rec, summary_id, unlinked, arec
 
         rec, summary_id, unlinked, arec = await self.pg.run(tx)
         self._unindex(rec)
         self.vscopes.remove((user_id, rec.type), [rec.id])
-        out = {"forgotten": rec.to_wire(), "summary_id": summary_id, "unlinked": unlinked,
-               "audit_id": arec.id}
-        self._publish("forgotten", user_id, record_id=rec.id, client=client, **out)
-        return out
+        return self._forgotten(rec, summary_id, unlinked, arec.id, client)
 
     async def clear(self, user_id: str, type_: str, client: str = "") -> dict[str, Any]:
-        types = MEMORY_TYPES if type_ in ("", "all") else (type_,)
-        for t in types:
-            _check_type(t, MEMORY_TYPES)
+        types = clear_types(type_)
         cleared: dict[str, int] = {}
         stored = [t for t in types if t != "working"]
         if stored:
-            audit = self.audit
             await self.pg.ensure_ids(1)
 
             async def tx(conn: Any) -> list[tuple[str, int]]:
                 counts = [(r[0], r[1]) for r in await conn.fetch(
                     "SELECT type, count(*) FROM memories WHERE user_id=$1 AND type = ANY($2) "
                     "GROUP BY type", user_id, stored)]
-                _, aop = audit.record("clear", f"user memory: {', '.join(stored)}",
-                                      f"memory:{user_id}", "-", client, user_id=user_id,
-                                      counts={t: n for t, n in counts})
+                _, aop = self._clear_audit(user_id, stored, counts, client)
                 await conn.execute("DELETE FROM memories WHERE user_id=$1 AND type = ANY($2)",
                                    user_id, stored)
                 await execute(conn, split([aop])[0])
@@ -644,6 +615,5 @@ class PgUserMemory(UserMemory):
             self.forget_scopes(user_id)
         if "working" in types:
             cleared["working"] = await self.scratchpad.clear(self._user_sessions(user_id),
-                                                                  client)
-        self._publish("cleared", user_id, types=list(types), counts=cleared)
-        return {"cleared": cleared}
+                                                             client)
+        return self._cleared(user_id, types, cleared)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from memman_daemon.clock import Clock
+from memman_daemon.repositories import audit as audit_rows
 from memman_daemon.store import Op, Store
 
 
@@ -34,6 +35,24 @@ class AuditRecord:
 
     def to_wire(self) -> dict[str, Any]:
         return asdict(self)
+
+    def row(self) -> tuple[Any, ...]:
+        """Every column but ``data``, in the order of the table's columns."""
+        return (self.id, self.at, self.action, self.what, self.source, self.target,
+                self.client, self.session_id, self.user_id, self.tenant_id)
+
+    @classmethod
+    def new(cls, id: int, at: float, action: str, what: str, source: str, target: str,
+            client: str, session_id: str | None, user_id: str | None, tenant_id: str | None,
+            data: dict[str, Any]) -> AuditRecord:
+        """A new record: ``what`` cut to 2000 characters, an unnamed client as "-"."""
+        return cls(id, at, action, what[:2000], source, target, client or "-", session_id,
+                   user_id, tenant_id, data)
+
+    @classmethod
+    def from_row(cls, r: Any) -> AuditRecord:
+        """From a row of the audit table (either store): ``data`` is its JSON text."""
+        return cls(*r[:10], data=json.loads(r[10]))
 
 
 class Recorder(Protocol):
@@ -58,8 +77,7 @@ class AuditLog:
         self.written = 0
 
     async def load(self) -> None:
-        rows = await self.store.fetchall("SELECT max(id) FROM audit")
-        self._ids = itertools.count((rows[0][0] or 0) + 1)
+        self._ids = itertools.count(await audit_rows.max_id(self.store) + 1)
 
     async def close(self) -> None:
         pass
@@ -71,31 +89,11 @@ class AuditLog:
                session_id: str | None = None, user_id: str | None = None,
                tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, Op]:
         """A new record and the operation that stores it (commit it with the change)."""
-        rec = AuditRecord(next(self._ids), self.clock.now(), action, what[:2000], source,
-                          target, client or "-", session_id, user_id, tenant_id, data)
+        rec = AuditRecord.new(next(self._ids), self.clock.now(), action, what, source, target,
+                              client, session_id, user_id, tenant_id, data)
         self.written += 1
-        op = ("INSERT INTO audit(id, at, action, what, source, target, client, session_id, "
-              "user_id, tenant_id, data) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-              (rec.id, rec.at, rec.action, rec.what, rec.source, rec.target, rec.client,
-               rec.session_id, rec.user_id, rec.tenant_id,
-               json.dumps(rec.data, ensure_ascii=False, default=str)))
-        return rec, op
+        return rec, audit_rows.insert_op(rec.row(), rec.data)
 
     async def list(self, filt: dict[str, Any]) -> list[dict[str, Any]]:
         """Newest first. ``filt``: session_id, user_id, tenant_id, action, before_id, limit."""
-        where, params = [], []
-        for k in ("session_id", "user_id", "tenant_id", "action"):
-            if filt.get(k) is not None:
-                where.append(f"{k}=?")
-                params.append(filt[k])
-        if filt.get("before_id") is not None:
-            where.append("id<?")
-            params.append(int(filt["before_id"]))
-        sql = ("SELECT id, at, action, what, source, target, client, session_id, user_id, "
-               "tenant_id, data FROM audit")
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY id DESC LIMIT ?"
-        params.append(int(filt.get("limit") or 100))
-        rows = await self.store.fetchall(sql, params)
-        return [AuditRecord(*r[:10], data=json.loads(r[10])).to_wire() for r in rows]
+        return [AuditRecord.from_row(r).to_wire() for r in await audit_rows.newest(self.store, filt)]

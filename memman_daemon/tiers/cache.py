@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from memman.cache_state import cache_key
 from memman.errors import invalid_params, not_found
+from memman_daemon.repositories import cache as cache_rows
 from memman_daemon.store import Op, Store, StoreError
 
 if TYPE_CHECKING:
@@ -129,15 +130,14 @@ class ToolCache:
     async def load(self) -> None:
         self.by_session.clear()
         orphans: set[str] = set()
-        for row in await self.store.fetchall("SELECT data FROM tool_cache"):
-            e = CacheEntry.from_wire(json.loads(row[0]))
+        for wire in await cache_rows.all_entries(self.store):
+            e = CacheEntry.from_wire(wire)
             if e.session_id not in self.sessions.by_id:
                 orphans.add(e.session_id)  # its session was deleted
                 continue
             self.by_session.setdefault(e.session_id, {})[e.key] = e
         if orphans and not self.read_only:
-            await self.store.write([("DELETE FROM tool_cache WHERE session_id=?", (sid,))
-                                         for sid in orphans])
+            await self.store.write([cache_rows.delete_session_op(sid) for sid in orphans])
 
     async def close(self) -> None:
         if self._flush_task is not None:
@@ -154,12 +154,11 @@ class ToolCache:
     # --- helpers -------------------------------------------------------------------------
     @staticmethod
     def put_op(e: CacheEntry) -> Op:
-        return ("INSERT OR REPLACE INTO tool_cache(session_id, key, data) VALUES (?,?,?)",
-                (e.session_id, e.key, json.dumps(e.to_wire(), ensure_ascii=False)))
+        return cache_rows.put_op(e.session_id, e.key, e.to_wire())
 
     @staticmethod
     def delete_op(e: CacheEntry) -> Op:
-        return ("DELETE FROM tool_cache WHERE session_id=? AND key=?", (e.session_id, e.key))
+        return cache_rows.delete_op(e.session_id, e.key)
 
     def _count(self, session_id: str, name: str, n: int = 1) -> None:
         self.counters[name] += n

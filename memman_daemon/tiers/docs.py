@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import re
 from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
@@ -25,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman.errors import invalid_params, not_found
+from memman_daemon.repositories import docs as doc_rows
+from memman_daemon.repositories import fts as fts_rows
 from memman_daemon.search import fts
 from memman_daemon.search.hybrid import BM25, VECTOR, rrf
 from memman_daemon.search.vector_matrix import VectorScopes, blobs_to_matrix
@@ -180,15 +181,11 @@ class BusinessDocs:
 
     async def load(self) -> None:
         self.docs.clear()
-        store = self.store
-        for pk, tenant, doc_id, data in await store.fetchall(
-                "SELECT id, tenant_id, doc_id, data FROM docs"):
-            d = json.loads(data)
+        for pk, tenant, doc_id, d in await doc_rows.all_docs(self.store):
             self.docs.setdefault(tenant, {})[doc_id] = Doc(**{**d, "pk": pk})
-        top = await store.fetchall("SELECT max(id) FROM docs")
-        self._doc_ids = itertools.count((top[0][0] or 0) + 1)
-        top = await store.fetchall("SELECT max(id) FROM doc_chunks")
-        self._chunk_ids = itertools.count((top[0][0] or 0) + 1)
+        top_doc, top_chunk = await doc_rows.max_ids(self.store)
+        self._doc_ids = itertools.count(top_doc + 1)
+        self._chunk_ids = itertools.count(top_chunk + 1)
         self.vectors.open()
 
     async def close(self) -> None:
@@ -203,32 +200,21 @@ class BusinessDocs:
     # --- vectors ---------------------------------------------------------------------------
     async def _load_scope(self, key: Hashable) -> tuple[list[int], np.ndarray]:
         dim = self.vscopes.dim or 0
-        rows = await self.store.fetchall(
-            "SELECT id, embedding FROM chunk_vectors WHERE tenant_id=? AND model=? AND dim=?",
-            (key, self.embedder.model_id, dim))
-        return [r[0] for r in rows], blobs_to_matrix([r[1] for r in rows], dim)
+        found = await doc_rows.scope_vectors(self.store, str(key), self.embedder.model_id, dim)
+        return [r[0] for r in found], blobs_to_matrix([r[1] for r in found], dim)
 
     async def count_vector_backlog(self, model_id: str) -> int:
-        rows = await self.store.fetchall(
-            "SELECT count(*) FROM doc_chunks c LEFT JOIN chunk_vectors v ON v.id = c.id "
-            "WHERE v.id IS NULL OR v.model <> ?", (model_id,))
-        return rows[0][0]
+        return await doc_rows.count_vector_backlog(self.store, model_id)
 
     async def vector_backlog(self, after: int, model_id: str, limit: int) -> list[tuple[int, str]]:
-        rows = await self.store.fetchall(
-            "SELECT c.id, c.tenant_id, c.content FROM doc_chunks c "
-            "LEFT JOIN chunk_vectors v ON v.id = c.id WHERE c.id > ? "
-            "AND (v.id IS NULL OR v.model <> ?) ORDER BY c.id LIMIT ?", (after, model_id, limit))
+        rows = await doc_rows.vector_backlog(self.store, after, model_id, limit)
         for cid, tenant, _ in rows:
             self._backlog_scope[cid] = tenant
         return [(cid, text) for cid, _, text in rows]
 
     async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None:
-        await self.store.write([
-            ("INSERT OR REPLACE INTO chunk_vectors(id, tenant_id, dim, embedding, model) "
-             "SELECT id, tenant_id, ?, ?, ? FROM doc_chunks WHERE id=?",
-             (int(v.shape[0]), v.astype(np.float32).tobytes(), model_id, i))
-            for i, v in zip(ids, vecs, strict=True)])
+        await self.store.write([doc_rows.late_vector_op(i, v, model_id)
+                                for i, v in zip(ids, vecs, strict=True)])
         if self.embedder.model_id != model_id:
             return
         for i, v in zip(ids, vecs, strict=True):
@@ -275,28 +261,22 @@ class BusinessDocs:
         data = {k: v for k, v in d.to_wire().items() if k != "pk"}
         ops: list[Op] = []
         if old is not None:
-            ops += [("DELETE FROM chunk_vectors WHERE id IN (SELECT id FROM doc_chunks WHERE doc=?)",
-                     (pk,)), ("DELETE FROM doc_chunks WHERE doc=?", (pk,))]
-        ops.append(("INSERT OR REPLACE INTO docs(id, tenant_id, doc_id, data) VALUES (?,?,?,?)",
-                    (pk, tenant_id, doc_id, json.dumps(data, ensure_ascii=False, default=str))))
+            ops += doc_rows.delete_chunks_ops(pk)
+        ops.append(doc_rows.put_op(pk, tenant_id, doc_id, data))
         ids = [next(self._chunk_ids) for _ in chunks]
-        ops += [("INSERT INTO doc_chunks(id, doc, tenant_id, seq, tokens, content) "
-                 "VALUES (?,?,?,?,?,?)", (cid, pk, tenant_id, c.seq, c.tokens, c.text))
+        ops += [doc_rows.chunk_op(cid, pk, tenant_id, c.seq, c.tokens, c.text)
                 for cid, c in zip(ids, chunks, strict=True)]
         emb = self.embedder
         model = emb.model_id
         vecs = await emb.embed([c.text for c in chunks])
         if vecs is not None:
-            ops += [("INSERT OR REPLACE INTO chunk_vectors(id, tenant_id, dim, embedding, model) "
-                     "VALUES (?,?,?,?,?)", (cid, tenant_id, int(v.shape[0]),
-                                             v.astype(np.float32).tobytes(), model))
+            ops += [doc_rows.vector_op(cid, tenant_id, v, model)
                     for cid, v in zip(ids, vecs, strict=True)]
         elif emb.enabled:
             self.vector_sync.request()
         old_ids = []
         if old is not None:
-            old_ids = [r[0] for r in await self.store.fetchall(
-                "SELECT id FROM doc_chunks WHERE doc=?", (pk,))]
+            old_ids = await doc_rows.chunk_ids(self.store, pk)
         await self.store.write(ops)
         self.vscopes.remove(tenant_id, old_ids)
         if vecs is not None and emb.model_id == model:
@@ -318,10 +298,9 @@ class BusinessDocs:
         """Remove one document with all its chunks, audited. ``ref`` is its ``doc_id``, or the
         id of one of its chunks (``chunk_id`` in search results): the source of that chunk."""
         if isinstance(ref, int) and not isinstance(ref, bool):
-            rows = await self.store.fetchall(
-                "SELECT doc FROM doc_chunks WHERE id=? AND tenant_id=?", (ref, tenant_id))
+            pk = await doc_rows.doc_of_chunk(self.store, ref, tenant_id)
             by_pk = {d.pk: d for d in self.docs.get(tenant_id, {}).values()}
-            d = by_pk.get(rows[0][0]) if rows else None
+            d = by_pk.get(pk) if pk is not None else None
             if d is None:
                 raise not_found("chunk", ref)
         elif isinstance(ref, str) and ref:
@@ -333,13 +312,8 @@ class BusinessDocs:
         rec, aop = self.audit.record(
             "remove", d.title, f"docs:{tenant_id}/{d.doc_id}", "-", client, tenant_id=tenant_id,
             doc=d.to_wire(), ref=ref)
-        chunk_ids = [r[0] for r in await self.store.fetchall(
-            "SELECT id FROM doc_chunks WHERE doc=?", (d.pk,))]
-        await self.store.write([
-            ("DELETE FROM chunk_vectors WHERE id IN (SELECT id FROM doc_chunks WHERE doc=?)",
-             (d.pk,)),
-            ("DELETE FROM doc_chunks WHERE doc=?", (d.pk,)),
-            ("DELETE FROM docs WHERE id=?", (d.pk,)), aop])
+        chunk_ids = await doc_rows.chunk_ids(self.store, d.pk)
+        await self.store.write([*doc_rows.delete_ops(d.pk), aop])
         del self.docs[tenant_id][d.doc_id]
         self.vscopes.remove(tenant_id, chunk_ids)
         self._publish("deleted", tenant_id, doc_id=d.doc_id, chunks=d.chunks, doc=d.to_wire(),
@@ -357,22 +331,15 @@ class BusinessDocs:
         store = self.store
         cands: dict[int, dict[str, Any]] = {}
         total = sum(d.chunks for v in self.docs.values() for d in v.values())
-        match = fts.match_expr(await fts.informative(store, "doc_chunks_fts", fts.words(query),
-                                                     total))
+        match = fts.match_expr(await fts_rows.informative(store, "doc_chunks_fts",
+                                                          fts.words(query), total))
         if match:
             # words that common everywhere: rank only the newest max_scan matching chunks,
             # unless that leaves this tenant fewer than top_k (see user_memory for the same)
-            bound = await store.fetchall(
-                "SELECT rowid FROM doc_chunks_fts WHERE doc_chunks_fts MATCH ? "
-                "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, cfg.max_scan))
-            low = bound[0][0] if bound else 0
-            sql = ("SELECT c.id, c.doc, c.seq, c.content, bm25(doc_chunks_fts) AS r "
-                   "FROM doc_chunks_fts JOIN doc_chunks c ON c.id = doc_chunks_fts.rowid "
-                   "WHERE doc_chunks_fts MATCH ? AND doc_chunks_fts.rowid >= ? "
-                   "AND c.tenant_id=? ORDER BY r LIMIT ?")
-            found = await store.fetchall(sql, (match, low, tenant_id, n_cand))
+            low = await doc_rows.fts_bound(store, match, cfg.max_scan)
+            found = await doc_rows.fts_ranked(store, match, low, tenant_id, n_cand)
             if low and len(found) < top_k:
-                found = await store.fetchall(sql, (match, 0, tenant_id, n_cand))
+                found = await doc_rows.fts_ranked(store, match, 0, tenant_id, n_cand)
             for cid, doc, seq, text, r in found:
                 cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
                               "lexical": -r, "semantic": 0.0}
@@ -388,9 +355,7 @@ class BusinessDocs:
             hits = m.search(qv[0], n_cand)
             missing = [cid for cid, _ in hits if cid not in cands]
             if missing:
-                for cid, doc, seq, text in await store.fetchall(
-                        f"SELECT id, doc, seq, content FROM doc_chunks WHERE id IN "
-                        f"({','.join('?' * len(missing))})", missing):
+                for cid, doc, seq, text in await doc_rows.chunks(store, missing):
                     cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
                                   "lexical": 0.0, "semantic": 0.0}
             for cid, sim in m.similarities(qv[0], list(cands)).items():

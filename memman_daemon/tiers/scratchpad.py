@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import invalid_params, not_found
+from memman_daemon.repositories import scratchpad as scratchpad_rows
 from memman_daemon.search.hybrid import may_be_duplicate
 from memman_daemon.store import Op
 
@@ -104,8 +104,7 @@ class Scratchpad:
 
     async def load(self) -> None:
         self.by_session.clear()
-        snippets = [Snippet.from_wire(json.loads(r[0]))
-                    for r in await self.store.fetchall("SELECT data FROM scratchpad")]
+        snippets = [Snippet.from_wire(d) for d in await scratchpad_rows.all_snippets(self.store)]
         snippets.sort(key=lambda s: s.used_seq)
         self._ids = itertools.count(max((s.id for s in snippets), default=0) + 1)
         self._seq = itertools.count(max((s.used_seq for s in snippets), default=0) + 1)
@@ -126,12 +125,11 @@ class Scratchpad:
     # --- helpers -------------------------------------------------------------------------
     @staticmethod
     def op(sn: Snippet) -> Op:
-        return ("INSERT OR REPLACE INTO scratchpad(id, session_id, data) VALUES (?,?,?)",
-                (sn.id, sn.session_id, json.dumps(sn.to_wire(), ensure_ascii=False, default=str)))
+        return scratchpad_rows.put_op(sn.id, sn.session_id, sn.to_wire())
 
     @staticmethod
     def delete_op(sn: Snippet) -> Op:
-        return ("DELETE FROM scratchpad WHERE id=?", (sn.id,))
+        return scratchpad_rows.delete_op(sn.id)
 
     def _publish(self, kind: str, session_id: str, **data: Any) -> None:
         s = self.sessions.by_id.get(session_id)

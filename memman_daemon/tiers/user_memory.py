@@ -27,7 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memman.config import DEFAULT_MODEL
 from memman.errors import CONFLICT, NOT_FOUND, MemmanError, invalid_params
+from memman_daemon.repositories import fts as fts_rows
+from memman_daemon.repositories import memories as memory_rows
 from memman_daemon.search import fts
 from memman_daemon.search.hybrid import (
     BM25,
@@ -76,7 +79,7 @@ class MemoryRecord:
     updated_at: float = 0.0
     archived_by: int | None = None  #: compacted into this summary (0: archived, no summary)
 
-    _COLS = "id, user_id, type, kind, key, content, metadata, created_at, updated_at, archived_by"
+    _COLS = memory_rows.COLUMNS
 
     @classmethod
     def from_row(cls, r: Any) -> MemoryRecord:
@@ -94,12 +97,14 @@ class MemoryRecord:
                 d[k] = self.metadata.get(k)
         return d
 
+    def row(self) -> tuple[Any, ...]:
+        """The record as a row of ``memories`` (``metadata`` as JSON text)."""
+        return (self.id, self.user_id, self.type, self.kind, self.key, self.content,
+                json.dumps(self.metadata, ensure_ascii=False, default=str), self.created_at,
+                self.updated_at, self.archived_by)
+
     def insert_op(self) -> Op:
-        return ("INSERT OR REPLACE INTO memories(id, user_id, type, kind, key, content, metadata, "
-                "created_at, updated_at, archived_by) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (self.id, self.user_id, self.type, self.kind, self.key, self.content,
-                 json.dumps(self.metadata, ensure_ascii=False, default=str), self.created_at,
-                 self.updated_at, self.archived_by))
+        return memory_rows.upsert_op(self.row())
 
 
 @dataclass
@@ -173,17 +178,11 @@ class UserMemory:
         self.rules.clear()
         self.playbooks.clear()
         self.episodic_count.clear()
-        rows = await store.fetchall(
-            f"SELECT {MemoryRecord._COLS} FROM memories WHERE type IN ('semantic','procedural') "
-            "AND archived_by IS NULL ORDER BY id")
-        for r in rows:
+        for r in await memory_rows.live_keyed(store):
             self._index(MemoryRecord.from_row(r))
-        for uid, n in await store.fetchall(
-                "SELECT user_id, count(*) FROM memories WHERE type='episodic' "
-                "AND archived_by IS NULL GROUP BY user_id"):
+        for uid, n in await memory_rows.episodic_counts(store):
             self.episodic_count[uid] = n
-        top = await store.fetchall("SELECT max(id) FROM memories")
-        self._ids = itertools.count((top[0][0] or 0) + 1)
+        self._ids = itertools.count(await memory_rows.max_id(store) + 1)
         self.vectors.open()
 
     async def close(self) -> None:
@@ -234,11 +233,8 @@ class UserMemory:
         user_id, type_ = key  # type: ignore[misc]
         emb = self.embedder
         dim = self.vscopes.dim or 0
-        rows = await self.store.fetchall(
-            "SELECT v.id, v.embedding FROM memory_vectors v JOIN memories m ON m.id = v.id "
-            "WHERE m.user_id=? AND m.type=? AND m.archived_by IS NULL AND v.model=? AND v.dim=?",
-            (user_id, type_, emb.model_id, dim))
-        return [r[0] for r in rows], blobs_to_matrix([r[1] for r in rows], dim)
+        found = await memory_rows.scope_vectors(self.store, user_id, type_, emb.model_id, dim)
+        return [r[0] for r in found], blobs_to_matrix([r[1] for r in found], dim)
 
     async def _scope(self, user_id: str, type_: str, dim: int):  # -> VectorMatrix
         self.vscopes.dim = dim
@@ -258,9 +254,7 @@ class UserMemory:
             self.vector_sync.request()
             return [], lambda: None
         model = emb.model_id
-        ops: list[Op] = [("INSERT OR REPLACE INTO memory_vectors(id, dim, embedding, model) "
-                          "VALUES (?,?,?,?)", (r.id, int(v.shape[0]), v.astype(np.float32).tobytes(),
-                                               model)) for r, v in zip(recs, vecs, strict=True)]
+        ops = [memory_rows.vector_op(r.id, v, model) for r, v in zip(recs, vecs, strict=True)]
 
         def index() -> None:
             if emb.model_id != model:
@@ -270,19 +264,12 @@ class UserMemory:
         return ops, index
 
     async def count_vector_backlog(self, model_id: str) -> int:
-        rows = await self.store.fetchall(
-            "SELECT count(*) FROM memories m LEFT JOIN memory_vectors v ON v.id = m.id "
-            "WHERE m.archived_by IS NULL AND (v.id IS NULL OR v.model <> ?)", (model_id,))
-        return rows[0][0]
+        return await memory_rows.count_vector_backlog(self.store, model_id)
 
     async def vector_backlog(self, after: int, model_id: str, limit: int) -> list[tuple[int, str]]:
         """Live records after id ``after`` with no vector of ``model_id``: ``(id, text)``."""
-        rows = await self.store.fetchall(
-            f"SELECT {_prefixed('m')} FROM memories m LEFT JOIN memory_vectors v ON v.id = m.id "
-            "WHERE m.id > ? AND m.archived_by IS NULL AND (v.id IS NULL OR v.model <> ?) "
-            "ORDER BY m.id LIMIT ?", (after, model_id, limit))
         out = []
-        for r in rows:
+        for r in await memory_rows.vector_backlog(self.store, after, model_id, limit):
             rec = MemoryRecord.from_row(r)
             self._backlog_scope[rec.id] = (rec.user_id, rec.type)
             out.append((rec.id, self.vector_text(rec)))
@@ -290,11 +277,8 @@ class UserMemory:
 
     async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None:
         """Write vectors the background worker made (skipping rows deleted meanwhile)."""
-        await self.store.write([
-            ("INSERT OR REPLACE INTO memory_vectors(id, dim, embedding, model) "
-             "SELECT ?,?,?,? WHERE EXISTS (SELECT 1 FROM memories WHERE id=?)",
-             (i, int(v.shape[0]), v.astype(np.float32).tobytes(), model_id, i))
-            for i, v in zip(ids, vecs, strict=True)])
+        await self.store.write([memory_rows.late_vector_op(i, v, model_id)
+                                for i, v in zip(ids, vecs, strict=True)])
         if self.embedder.model_id != model_id:
             return
         for i, v in zip(ids, vecs, strict=True):
@@ -540,9 +524,7 @@ class UserMemory:
         meta["last_duplicate"] = new.content if new.content != old.content else None
         old.metadata = {k: v for k, v in meta.items() if v is not None}
         old.updated_at = self.clock.now()
-        await self.store.write([("UPDATE memories SET metadata=?, updated_at=? WHERE id=?",
-                                      (json.dumps(old.metadata, ensure_ascii=False, default=str),
-                                       old.updated_at, old.id))])
+        await self.store.write([memory_rows.touch_op(old.id, old.metadata, old.updated_at)])
         self.duplicates += 1
         self._publish("updated", old.user_id, record=old.to_wire(), previous=prev.to_wire(),
                       duplicate=True, similarity=round(similarity, 6))
@@ -604,7 +586,6 @@ class UserMemory:
         ``content_only``: stop words left out of the query (the hybrid half)."""
         cfg = self.config.memory
         store = self.store
-        filt, fparams = _filter(user_id, types, kind)
         lexical: dict[int, float] = {}
         rows: dict[int, MemoryRecord] = {}
         total = (sum(self.episodic_count.values()) + sum(len(v) for v in self.prefs.values())
@@ -613,7 +594,7 @@ class UserMemory:
         words = fts.words(query)
         if content_only:
             words = content_words(words)
-        match = fts.match_expr(await fts.informative(store, "memories_fts", words, total))
+        match = fts.match_expr(await fts_rows.informative(store, "memories_fts", words, total))
         if match:
             # BM25 over every match is what makes a query of very common words slow. When
             # the words match more than memory.max_scan entries (words that common carry
@@ -621,17 +602,12 @@ class UserMemory:
             # that leaves this user fewer than `limit` results, then all are.
             # in a hybrid search the vectors carry the meaning, so BM25 needs fewer rows
             scan = cfg.hybrid_max_scan if content_only else cfg.max_scan
-            bound = await store.fetchall(
-                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
-                "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, scan))
-            low = bound[0][0] if bound else 0
-            sql = (f"SELECT {_prefixed('m')}, bm25(memories_fts) AS r "
-                   f"FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
-                   f"WHERE memories_fts MATCH ? AND memories_fts.rowid >= ? AND {filt} "
-                   f"ORDER BY r LIMIT ?")
-            found = await store.fetchall(sql, [match, low, *fparams, cfg.candidates])
+            low = await memory_rows.fts_bound(store, match, scan)
+            found = await memory_rows.fts_ranked(store, match, low, user_id, types, kind,
+                                                 cfg.candidates)
             if low and len(found) < limit:
-                found = await store.fetchall(sql, [match, 0, *fparams, cfg.candidates])
+                found = await memory_rows.fts_ranked(store, match, 0, user_id, types, kind,
+                                                     cfg.candidates)
             for r in found:
                 rec = MemoryRecord.from_row(r)
                 rows[rec.id] = rec
@@ -651,10 +627,8 @@ class UserMemory:
     async def _fetch(self, ids: list[int]) -> dict[int, MemoryRecord]:
         if not ids:
             return {}
-        rows = await self.store.fetchall(
-            f"SELECT {MemoryRecord._COLS} FROM memories WHERE archived_by IS NULL AND id IN "
-            f"({','.join('?' * len(ids))})", ids)
-        return {r[0]: MemoryRecord.from_row(r) for r in rows}
+        found = await memory_rows.live_by_id(self.store, ids)
+        return {r[0]: MemoryRecord.from_row(r) for r in found}
 
     async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,
                              limit: int, kind: str | None,
@@ -843,20 +817,12 @@ class UserMemory:
                    for sn in self.scratchpad.peek(sid)]
             sns.sort(key=lambda s: -s.id)
             return [{**s.to_wire(), "type": "working"} for s in sns[:limit]]
-        where = "user_id=? AND type=?"
-        params: list[Any] = [user_id, type_]
-        if not opts.get("include_archived"):
-            where += " AND archived_by IS NULL"
-        if opts.get("kind"):
-            where += " AND kind=?"
-            params.append(opts["kind"])
-        if opts.get("before_id") is not None:
-            where += " AND id<?"
-            params.append(int(opts["before_id"]))
-        rows = await self.store.fetchall(
-            f"SELECT {MemoryRecord._COLS} FROM memories WHERE {where} ORDER BY id DESC LIMIT ?",
-            [*params, limit])
-        return [MemoryRecord.from_row(r).to_wire() for r in rows]
+        before = opts.get("before_id")
+        found = await memory_rows.newest(self.store, user_id, type_, limit=limit,
+                                  include_archived=bool(opts.get("include_archived")),
+                                  kind=opts.get("kind") or None,
+                                  before_id=int(before) if before is not None else None)
+        return [MemoryRecord.from_row(r).to_wire() for r in found]
 
     def _compaction_summary(self, user_id: str, type_: str,
                             older: list[MemoryRecord]) -> MemoryRecord | None:
@@ -895,17 +861,14 @@ class UserMemory:
                     await self.scratchpad.evict(sid, sn.id, client)
                     evicted += 1
             return {"type": type_, "archived": evicted, "summary_id": None, "kept": keep}
-        rows = await self.store.fetchall(
-            f"SELECT {MemoryRecord._COLS} FROM memories WHERE user_id=? AND type=? "
-            "AND archived_by IS NULL ORDER BY created_at, id", (user_id, type_))
-        recs = [MemoryRecord.from_row(r) for r in rows]
+        recs = [MemoryRecord.from_row(r)
+                for r in await memory_rows.live_oldest_first(self.store, user_id, type_)]
         older = recs[:max(0, len(recs) - keep)]
         if not older:
             return {"type": type_, "archived": 0, "summary_id": None, "kept": len(recs)}
         summary = self._compaction_summary(user_id, type_, older) if summarize else None
         mark = summary.id if summary else 0
-        ops: list[Op] = [("UPDATE memories SET archived_by=? WHERE id=?", (mark, r.id))
-                         for r in older]
+        ops: list[Op] = [memory_rows.archive_op(r.id, mark) for r in older]
         vindex: Callable[[], None] = lambda: None  # noqa: E731
         if summary is not None:
             vops, vindex = await self._vector_ops([summary])
@@ -925,31 +888,31 @@ class UserMemory:
 
     async def stats_for(self, user_id: str) -> dict[str, Any]:
         """The four-layer design's MemoryStats for one user (sizes in bytes, tokens by tiktoken)."""
-        model = "gpt-4o-mini"
+        by_type, archived, vecs = await memory_rows.user_sizes(self.store, user_id)
+        return self._stats_answer(
+            user_id, episodic=by_type.get("episodic", (0, 0))[0],
+            semantic=len(self.prefs.get(user_id, {})), rules=len(self.rules.get(user_id, {})),
+            playbooks=len(self.playbooks.get(user_id, [])), archived=archived, vectors=vecs,
+            stored_bytes=sum(b for _, b in by_type.values()))
+
+    def _stats_answer(self, user_id: str, *, episodic: int, semantic: int, rules: int,
+                      playbooks: int, archived: int, vectors: int,
+                      stored_bytes: int) -> dict[str, Any]:
+        """``stats_for``'s answer from the stored layers' counts and the working memory."""
         working = [sn for sid in self._user_sessions(user_id)
                    for sn in self.scratchpad.peek(sid)]
-        rows = await self.store.fetchall(
-            "SELECT type, count(*), sum(length(content) + length(metadata) + length(coalesce(key,''))) "
-            "FROM memories WHERE user_id=? AND archived_by IS NULL GROUP BY type", (user_id,))
-        by_type = {r[0]: (r[1], r[2] or 0) for r in rows}
-        archived = await self.store.fetchall(
-            "SELECT count(*) FROM memories WHERE user_id=? AND archived_by IS NOT NULL", (user_id,))
-        vecs = await self.store.fetchall(
-            "SELECT count(*) FROM memory_vectors v JOIN memories m ON m.id=v.id WHERE m.user_id=?",
-            (user_id,))
         return {
             "user_id": user_id,
-            "working_memory_tokens": sum(self.tokens.count_text(sn.text, model)
+            "working_memory_tokens": sum(self.tokens.count_text(sn.text, DEFAULT_MODEL)
                                          for sn in working),
             "working_snippets": len(working),
-            "episodic_entry_count": by_type.get("episodic", (0, 0))[0],
-            "semantic_entry_count": len(self.prefs.get(user_id, {})),
-            "procedural_rule_count": len(self.rules.get(user_id, {})),
-            "playbook_count": len(self.playbooks.get(user_id, [])),
-            "archived_count": archived[0][0],
-            "vector_count": vecs[0][0],
-            "total_storage_bytes": sum(b for _, b in by_type.values())
-            + sum(len(sn.text.encode()) for sn in working),
+            "episodic_entry_count": episodic,
+            "semantic_entry_count": semantic,
+            "procedural_rule_count": rules,
+            "playbook_count": playbooks,
+            "archived_count": archived,
+            "vector_count": vectors,
+            "total_storage_bytes": stored_bytes + sum(len(sn.text.encode()) for sn in working),
             "search_mode": self.search_mode,
         }
 
@@ -957,40 +920,25 @@ class UserMemory:
         """Delete one stored record of ``user_id``, audited. A compaction summary that linked
         it drops the link and says so; forgetting a summary leaves its entries archived."""
         store = self.store
-        rows = await store.fetchall(f"SELECT {MemoryRecord._COLS} FROM memories "
-                                    "WHERE id=? AND user_id=?", (record_id, user_id))
-        if not rows:
+        row = await memory_rows.get(store, record_id, user_id)
+        if row is None:
             raise MemmanError(NOT_FOUND, f"memory record {record_id} of user {user_id!r} not "
                               "found; memman_memory_search or memman_memory_list show the ids")
-        rec = MemoryRecord.from_row(rows[0])
-        ops: list[Op] = [("DELETE FROM memory_vectors WHERE id=?", (rec.id,)),
-                         ("DELETE FROM memories WHERE id=?", (rec.id,))]
+        rec = MemoryRecord.from_row(row)
+        ops: list[Op] = memory_rows.delete_ops(rec.id)
         summary_id = rec.archived_by or None
         if summary_id:
-            found = await store.fetchall(f"SELECT {MemoryRecord._COLS} FROM memories "
-                                         "WHERE id=?", (summary_id,))
-            if found:
-                sm = MemoryRecord.from_row(found[0])
-                meta = dict(sm.metadata)
-                meta["entry_ids"] = [i for i in meta.get("entry_ids", []) if i != rec.id]
-                meta["removed_entry_ids"] = [*meta.get("removed_entry_ids", []), rec.id]
-                note = (f"\n[Entry {rec.id} was removed on request after this summary was "
-                        "written; the summary no longer links it and its text above may still "
-                        "reflect it.]")
-                ops.append(("UPDATE memories SET content=?, metadata=? WHERE id=?",
-                            (sm.content + note, json.dumps(meta, ensure_ascii=False,
-                                                           default=str), sm.id)))
+            found = await memory_rows.get(store, summary_id)
+            if found is not None:
+                ops.append(memory_rows.rewrite_op(summary_id, *summary_without(
+                    MemoryRecord.from_row(found), rec.id)))
             else:
                 summary_id = None
         unlinked = 0
         if rec.kind == "summary":
-            n = await store.fetchall("SELECT count(*) FROM memories WHERE archived_by=?",
-                                     (rec.id,))
-            unlinked = n[0][0]
-            ops.append(("UPDATE memories SET archived_by=0 WHERE archived_by=?", (rec.id,)))
-        arec, aop = self.audit.record(
-            "forget", rec.content, f"memory:{user_id}#{rec.id}", "-", client, user_id=user_id,
-            record=rec.to_wire(), summary_id=summary_id, unlinked=unlinked)
+            unlinked = await memory_rows.count_archived_by(store, rec.id)
+            ops.append(memory_rows.unlink_summary_op(rec.id))
+        arec, aop = self._forget_audit(rec, summary_id, unlinked, client)
         ops.append(aop)
         await store.write(ops)
         indexed = {"preference": self.prefs, "rule": self.rules}.get(rec.kind)
@@ -1001,34 +949,35 @@ class UserMemory:
             self._unindex(rec)
         elif rec.type == "episodic" and rec.archived_by is None:
             self.episodic_count[user_id] = max(0, self.episodic_count.get(user_id, 0) - 1)
+        return self._forgotten(rec, summary_id, unlinked, arec.id, client)
+
+    def _forget_audit(self, rec: MemoryRecord, summary_id: int | None, unlinked: int,
+                      client: str) -> tuple[Any, Any]:
+        """The audit record (and its operation) of forgetting ``rec``."""
+        return self.audit.record(
+            "forget", rec.content, f"memory:{rec.user_id}#{rec.id}", "-", client,
+            user_id=rec.user_id, record=rec.to_wire(), summary_id=summary_id, unlinked=unlinked)
+
+    def _forgotten(self, rec: MemoryRecord, summary_id: int | None, unlinked: int,
+                   audit_id: int, client: str) -> dict[str, Any]:
+        """After ``rec`` was forgotten: the answer, also published."""
         out = {"forgotten": rec.to_wire(), "summary_id": summary_id, "unlinked": unlinked,
-               "audit_id": arec.id}
-        self._publish("forgotten", user_id, record_id=rec.id, client=client, **out)
+               "audit_id": audit_id}
+        self._publish("forgotten", rec.user_id, record_id=rec.id, client=client, **out)
         return out
 
     async def clear(self, user_id: str, type_: str, client: str = "") -> dict[str, Any]:
         """Delete one layer ("" = all) of a user's memory. The only call that deletes it."""
-        types = MEMORY_TYPES if type_ in ("", "all") else (type_,)
-        for t in types:
-            _check_type(t, MEMORY_TYPES)
+        types = clear_types(type_)
         cleared: dict[str, int] = {}
         if "working" in types:
             cleared["working"] = await self.scratchpad.clear(self._user_sessions(user_id),
-                                                                  client)
+                                                             client)
         stored = [t for t in types if t != "working"]
         if stored:
-            marks = ",".join("?" * len(stored))
-            counts = await self.store.fetchall(
-                f"SELECT type, count(*) FROM memories WHERE user_id=? AND type IN ({marks}) "
-                "GROUP BY type", [user_id, *stored])
-            _, aop = self.audit.record("clear", f"user memory: {', '.join(stored)}",
-                                            f"memory:{user_id}", "-", client, user_id=user_id,
-                                            counts={t: n for t, n in counts})
-            await self.store.write([
-                (f"DELETE FROM memory_vectors WHERE id IN (SELECT id FROM memories WHERE "
-                 f"user_id=? AND type IN ({marks}))", [user_id, *stored]),
-                (f"DELETE FROM memories WHERE user_id=? AND type IN ({marks})", [user_id, *stored]),
-                aop])
+            counts = await memory_rows.counts_by_type(self.store, user_id, stored)
+            _, aop = self._clear_audit(user_id, stored, counts, client)
+            await self.store.write([*memory_rows.clear_ops(user_id, stored), aop])
             for t, n in counts:
                 cleared[t] = n
             for t in stored:
@@ -1040,8 +989,40 @@ class UserMemory:
                 self.playbooks.pop(user_id, None)
             if "episodic" in stored:
                 self.episodic_count.pop(user_id, None)
+        return self._cleared(user_id, types, cleared)
+
+    def _clear_audit(self, user_id: str, stored: list[str], counts: list[tuple[str, int]],
+                     client: str) -> tuple[Any, Any]:
+        """The audit record (and its operation) of clearing these stored layers."""
+        return self.audit.record("clear", f"user memory: {', '.join(stored)}",
+                                 f"memory:{user_id}", "-", client, user_id=user_id,
+                                 counts={t: n for t, n in counts})
+
+    def _cleared(self, user_id: str, types: tuple[str, ...],
+                 cleared: dict[str, int]) -> dict[str, Any]:
+        """After a clear: the answer, also published."""
         self._publish("cleared", user_id, types=list(types), counts=cleared)
         return {"cleared": cleared}
+
+
+def clear_types(type_: str) -> tuple[str, ...]:
+    """The layers ``memman_memory_clear`` of ``type_`` deletes ("" or "all": every one)."""
+    types = MEMORY_TYPES if type_ in ("", "all") else (type_,)
+    for t in types:
+        _check_type(t, MEMORY_TYPES)
+    return types
+
+
+def summary_without(sm: MemoryRecord, removed_id: int) -> tuple[str, dict[str, Any]]:
+    """A compaction summary's content and metadata once the record ``removed_id`` it linked
+    was forgotten: the link dropped, a note saying so (its text may still reflect it)."""
+    meta = dict(sm.metadata)
+    meta["entry_ids"] = [i for i in meta.get("entry_ids", []) if i != removed_id]
+    meta["removed_entry_ids"] = [*meta.get("removed_entry_ids", []), removed_id]
+    note = (f"\n[Entry {removed_id} was removed on request after this summary was "
+            "written; the summary no longer links it and its text above may still "
+            "reflect it.]")
+    return sm.content + note, meta
 
 
 def playbook_snippet(pb: MemoryRecord) -> str:
@@ -1067,20 +1048,6 @@ def _threshold(value: Any, default: float) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not -1 <= value <= 1:
         raise invalid_params("opts.threshold", "expected a cosine similarity from -1 to 1")
     return float(value)
-
-
-def _filter(user_id: str, types: tuple[str, ...], kind: str | None) -> tuple[str, list[Any]]:
-    marks = ",".join("?" * len(types))
-    filt = f"m.user_id=? AND m.type IN ({marks}) AND m.archived_by IS NULL"
-    params: list[Any] = [user_id, *types]
-    if kind:
-        filt += " AND m.kind=?"
-        params.append(kind)
-    return filt, params
-
-
-def _prefixed(alias: str) -> str:
-    return ", ".join(f"{alias}.{c.strip()}" for c in MemoryRecord._COLS.split(","))
 
 
 def _check_type(type_: str, allowed: tuple[str, ...]) -> None:

@@ -15,6 +15,7 @@ with its own loader.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -170,6 +171,14 @@ class VectorScopes:
         m = self.scopes.get(key)
         if m is not None:
             m.add(ids, vecs)
+
+    def add_stored(self, pending: dict[int, Any], ids: list[int], vecs: np.ndarray) -> None:
+        """Vectors the background worker stored: each joins the scope ``pending`` noted for
+        its row when the row was read (and leaves ``pending``)."""
+        for i, v in zip(ids, vecs, strict=True):
+            scope = pending.pop(i, None)
+            if scope is not None:
+                self.add(scope, [i], v[None, :])
 
     def remove(self, key: Hashable, ids: Iterable[int]) -> None:
         m = self.scopes.get(key)

@@ -9,25 +9,27 @@ reranker orders them.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import asyncpg
 
-from memman.errors import MemmanError, invalid_params, not_found
-from memman_daemon.search.hybrid import BM25
+from memman.errors import invalid_params, not_found
 from memman_daemon.shared_store import vectors
 from memman_daemon.shared_store.ops import execute
+from memman_daemon.shared_store.pg import PgStore, SharedCounts
 from memman_daemon.shared_store.user_memory import SharedVectorBackend, informative_query
 from memman_daemon.tiers.agentmd import DOC_ID
-from memman_daemon.tiers.chunking import chunk_text
-from memman_daemon.tiers.docs import BusinessDocs, Doc, fuse_chunks, rerank
-
-if TYPE_CHECKING:
-    from memman_daemon.shared_store.pg import PgStore
+from memman_daemon.tiers.docs import (
+    BusinessDocs,
+    Doc,
+    candidate,
+    check_doc,
+    fuse_chunks,
+    search_answer,
+)
 
 
 def doc_from_row(pk: int, data: str) -> Doc:
@@ -45,32 +47,21 @@ class PgBusinessDocs(BusinessDocs):
         #: removed, so the file on each host follows
         self.on_agent_md_removed: list[Callable[[str], Awaitable[Any]]] = []
         self.vectors = SharedVectorBackend(self.pg)  # type: ignore[assignment]
-        self._counts = {"tenants": 0, "documents": 0, "chunks": 0}
+        self._counts = SharedCounts(
+            pg, "SELECT (SELECT count(DISTINCT tenant_id) FROM docs), (SELECT count(*) FROM docs), "
+            "(SELECT count(*) FROM doc_chunks)", ("tenants", "documents", "chunks"))
 
     async def load(self) -> None:
-        self._counting: asyncio.Task[None] | None = None
+        pass
 
     async def close(self) -> None:
-        if self._counting is not None:
-            self._counting.cancel()
+        self._counts.close()
 
     def stats(self) -> dict[str, Any]:
         """Counts as of the previous call (refreshed in the background: stats are sync)."""
-        if self._counting is None or self._counting.done():
-            self._counting = asyncio.get_running_loop().create_task(self._refresh_counts())
-        return {**self._counts, "searches": self.searches,
+        return {**self._counts.current(), "searches": self.searches,
                 "vector_backend": self.pg.vector_backend, "backend": "postgresql",
                 "vector_index": self.vscopes.stats()}
-
-    async def _refresh_counts(self) -> None:
-        try:
-            row = await self.pg.fetchrow(
-                "SELECT (SELECT count(DISTINCT tenant_id) FROM docs), (SELECT count(*) FROM docs), "
-                "(SELECT count(*) FROM doc_chunks)")
-        except MemmanError:
-            return
-        if row is not None:
-            self._counts = dict(zip(("tenants", "documents", "chunks"), row, strict=True))
 
     async def fetch_doc(self, tenant_id: str, doc_id: str, conn: Any = None) -> Doc | None:
         sql = "SELECT id, data FROM docs WHERE tenant_id=$1 AND doc_id=$2"
@@ -78,40 +69,14 @@ class PgBusinessDocs(BusinessDocs):
                      else self.pg.fetchrow(sql, tenant_id, doc_id))
         return doc_from_row(row[0], row[1]) if row else None
 
-    def prepare_check(self, tenant_id: str, doc: Any) -> None:
-        """The SQLite tier's parameter checks (-32602 naming the parameter)."""
-        if not tenant_id:
-            raise invalid_params("tenant_id", "must not be empty")
-        if not isinstance(doc, dict):
-            raise invalid_params("doc", "expected a map with at least 'content'")
-        content = doc.get("content")
-        if not isinstance(content, str) or not content.strip():
-            raise invalid_params("doc.content", "expected non-empty text")
-        for k in ("doc_id", "title", "source"):
-            if doc.get(k) is not None and not isinstance(doc[k], str):
-                raise invalid_params(f"doc.{k}", "expected a string")
-        if not isinstance(doc.get("metadata") or {}, dict):
-            raise invalid_params("doc.metadata", "expected a map")
-
     def prepare(self, tenant_id: str, doc: dict[str, Any], old: Doc | None
                 ) -> tuple[Doc | None, list[Any], str]:
         """Validate and chunk; ``(None, [], digest)`` when the content is unchanged."""
-        self.prepare_check(tenant_id, doc)
-        content = doc["content"]
-        meta = doc.get("metadata") or {}
-        digest = hashlib.sha256(content.encode()).hexdigest()
+        check_doc(tenant_id, doc)
+        digest = hashlib.sha256(doc["content"].encode()).hexdigest()
         if old is not None and old.hash == digest:
             return None, [], digest
-        cfg = self.config.docs
-        enc = self.tokens.encoding("gpt-4o-mini")
-        chunks = chunk_text(content, enc, cfg.chunk_tokens, cfg.chunk_overlap)
-        now = self.clock.now()
-        doc_id = doc.get("doc_id") or digest[:16]
-        d = Doc(pk=old.pk if old else 0, tenant_id=tenant_id, doc_id=doc_id,
-                title=doc.get("title") or doc_id, source=doc.get("source") or "upload",
-                hash=digest, chunks=len(chunks), tokens=len(enc.encode(content, disallowed_special=())),
-                bytes=len(content.encode()), created_at=old.created_at if old else now,
-                updated_at=now, metadata=meta)
+        d, chunks = self._chunked(tenant_id, doc, digest, old, old.pk if old else 0)
         return d, chunks, digest
 
     async def write_doc(self, conn: Any, d: Doc, chunks: list[Any], ids: list[int],
@@ -163,7 +128,7 @@ class PgBusinessDocs(BusinessDocs):
         return d, True, old is not None, vecs is not None and len(vecs) > 0
 
     async def add(self, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
-        self.prepare_check(tenant_id, doc)
+        check_doc(tenant_id, doc)
         for attempt in range(3):
             try:
                 d, changed, replaced, vecs = await self.pg.run(
@@ -267,12 +232,8 @@ class PgBusinessDocs(BusinessDocs):
     async def search(self, tenant_id: str, query: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
         """As the SQLite tier (BM25 and vector candidates fused by reciprocal rank, then the
         reranker), with PostgreSQL's full text and the shared store's vectors."""
-        if not query.strip():
-            raise invalid_params("query", "must not be empty")
-        self.searches += 1
+        top_k, n_cand = self._search_sizes(query, opts)
         cfg = self.config.docs
-        top_k = int(opts.get("limit") or cfg.top_k)
-        n_cand = int(opts.get("candidates") or cfg.candidates)
         emb = self.embedder
         emb.check_config()
         qv = await emb.embed([query]) if emb.enabled else None
@@ -297,8 +258,7 @@ class PgBusinessDocs(BusinessDocs):
         found, hits, doc_rows = await self.pg.run(read)
         cands: dict[int, dict[str, Any]] = {}
         for cid, doc, seq, text, r in found:
-            cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
-                          "lexical": float(r), "semantic": 0.0}
+            cands[cid] = candidate(cid, doc, seq, text, float(r))
         fused_parts: dict[int, dict[str, Any]] = {}
         if qv is not None:
             m = None
@@ -311,8 +271,7 @@ class PgBusinessDocs(BusinessDocs):
                 for cid, doc, seq, text in await self.pg.fetch(
                         "SELECT id, doc, seq, content FROM doc_chunks WHERE id = ANY($1)",
                         missing):
-                    cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
-                                  "lexical": 0.0, "semantic": 0.0}
+                    cands[cid] = candidate(cid, doc, seq, text)
             sims = dict(hits)
             if m is not None:
                 sims.update(m.similarities(qv[0], list(cands)))
@@ -320,17 +279,6 @@ class PgBusinessDocs(BusinessDocs):
                 if cid in cands:
                     cands[cid]["semantic"] = max(0.0, sim)
             cands, fused_parts = fuse_chunks(cands, hits, self.config.memory, n_cand)
-        ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc,
-                        qv is not None)
         by_pk = {pk: doc_from_row(pk, data) for pk, data in doc_rows}
-        out = []
-        for c in ranked:
-            d = by_pk.get(c["doc"])
-            out.append({"doc_id": d.doc_id if d else None, "title": d.title if d else None,
-                        "source": d.source if d else None, "chunk_id": c["chunk_id"],
-                        "seq": c["seq"], "text": c["text"], "score": c["score"],
-                        "lexical": c["lexical"], "parts": {**c["parts"],
-                                                           **fused_parts.get(c["chunk_id"], {})},
-                        "matched": fused_parts.get(c["chunk_id"], {}).get("matched", [BM25]),
-                        "candidates": len(cands)})
-        return out
+        return search_answer(query, cands, fused_parts, by_pk, top_k, cfg.max_chunks_per_doc,
+                             qv is not None)

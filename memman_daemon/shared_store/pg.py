@@ -426,3 +426,32 @@ class LocalShared:
 
     def stats(self) -> dict[str, Any]:
         return {"backend": self.backend, "state": self.state}
+
+
+class SharedCounts:
+    """A shared tier's counts for ``stats`` (which is sync): each call answers what the last
+    read found (zeros before the first) and starts the next read in the background. ``sql``
+    selects one row: the counts, in the order of ``keys``."""
+
+    def __init__(self, pg: PgStore, sql: str, keys: tuple[str, ...]) -> None:
+        self.pg = pg
+        self.sql = sql
+        self.counts: dict[str, int] = dict.fromkeys(keys, 0)
+        self._task: asyncio.Task[None] | None = None
+
+    def current(self) -> dict[str, int]:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self.refresh())
+        return dict(self.counts)
+
+    async def refresh(self) -> None:
+        try:
+            row = await self.pg.fetchrow(self.sql)
+        except MemmanError:
+            return
+        if row is not None:
+            self.counts = dict(zip(self.counts, row, strict=True))
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Hashable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -29,6 +29,7 @@ from memman_daemon.search import fts
 from memman_daemon.search.hybrid import content_words
 from memman_daemon.shared_store import vectors
 from memman_daemon.shared_store.ops import execute, split
+from memman_daemon.shared_store.pg import PgStore, SharedCounts
 from memman_daemon.tiers.scratchpad import normalize
 from memman_daemon.tiers.user_memory import (
     MEMORY_TYPES,
@@ -39,9 +40,6 @@ from memman_daemon.tiers.user_memory import (
     clear_types,
     summary_without,
 )
-
-if TYPE_CHECKING:
-    from memman_daemon.shared_store.pg import PgStore
 
 T = TypeVar("T")
 COLS = MemoryRecord._COLS
@@ -138,41 +136,26 @@ class PgUserMemory(UserMemory):
         self._ids = _SharedIds(self.pg)
         self.vectors = SharedVectorBackend(self.pg)  # type: ignore[assignment]
         self._locks: dict[str, asyncio.Lock] = {}
-        self._counts: dict[str, int] = {}
-        self._counting: asyncio.Task[None] | None = None
+        self._counts = SharedCounts(
+            pg, "SELECT count(DISTINCT user_id), count(*) FILTER (WHERE type='episodic'), "
+            "count(*) FILTER (WHERE kind='preference'), count(*) FILTER (WHERE kind='rule'), "
+            "count(*) FILTER (WHERE kind='playbook') FROM memories WHERE archived_by IS NULL",
+            ("users", "episodic", "preferences", "rules", "playbooks"))
         self.races = 0
 
     async def load(self) -> None:
-        self.pg.on_up.append(self._refresh_counts)
+        self.pg.on_up.append(self._counts.refresh)
 
     async def close(self) -> None:
-        if self._counting is not None:
-            self._counting.cancel()
+        self._counts.close()
 
     def stats(self) -> dict[str, Any]:
         """Counts as of the previous call (refreshed in the background: stats are sync)."""
-        if self._counting is None or self._counting.done():
-            self._counting = asyncio.get_running_loop().create_task(self._refresh_counts())
-        return {**{k: self._counts.get(k, 0) for k in
-                   ("users", "episodic", "preferences", "rules", "playbooks")},
+        return {**self._counts.current(),
                 "searches": self.searches, "search_mode": self.search_mode,
                 "vector_backend": self.pg.vector_backend, "backend": "postgresql",
                 "races": self.races, "duplicates": self.duplicates,
                 "vector_index": self.vscopes.stats()}
-
-    async def _refresh_counts(self) -> None:
-        try:
-            row = await self.pg.fetchrow(
-                "SELECT count(DISTINCT user_id), "
-                "count(*) FILTER (WHERE type='episodic'), "
-                "count(*) FILTER (WHERE kind='preference'), "
-                "count(*) FILTER (WHERE kind='rule'), "
-                "count(*) FILTER (WHERE kind='playbook') FROM memories WHERE archived_by IS NULL")
-        except MemmanError:
-            return
-        if row is not None:
-            self._counts = dict(zip(("users", "episodic", "preferences", "rules", "playbooks"),
-                                    row, strict=True))
 
     def _lock(self, user_id: str) -> asyncio.Lock:
         return self._locks.setdefault(user_id, asyncio.Lock())
@@ -217,27 +200,9 @@ class PgUserMemory(UserMemory):
         raise AssertionError("unreachable")
 
     # --- the storage underneath the inherited logic --------------------------------------
-    async def _vector_ops(self, recs: list[MemoryRecord],
-                          vecs: Any = None) -> tuple[list[Any], Callable[[], None]]:
-        """PgOps storing the records' vectors (committed with the record) and a callable that
-        adds them to this daemon's loaded matrices after the commit."""
-        emb = self.embedder
-        if not emb.enabled or not recs:
-            return [], lambda: None
-        if vecs is None:
-            vecs = await emb.embed([self.vector_text(r) for r in recs])
-        if vecs is None:
-            self.vector_sync.request()
-            return [], lambda: None
-        model, backend = emb.model_id, self.pg.vector_backend
-        ops = [vectors.put_op(backend, "memory_vectors", r.id, v, model)
-               for r, v in zip(recs, vecs, strict=True)]
-
-        def index() -> None:
-            if emb.model_id == model:
-                for r, v in zip(recs, vecs, strict=True):
-                    self.vscopes.add((r.user_id, r.type), [r.id], v[None, :])
-        return ops, index
+    def _vector_op(self, record_id: int, vec: Any, model: str) -> Any:
+        """A PgOp storing a record's vector (committed with the record)."""
+        return vectors.put_op(self.pg.vector_backend, "memory_vectors", record_id, vec, model)
 
     async def _load_scope(self, key: Hashable) -> tuple[list[int], Any]:
         user_id, type_ = key  # type: ignore[misc]
@@ -332,10 +297,7 @@ class PgUserMemory(UserMemory):
             await execute(conn, [op for op, i in zip(ops, ids, strict=True) if i in live])
         await self.pg.run(tx)
         if self.embedder.model_id == model_id:
-            for i, v in zip(ids, vecs, strict=True):
-                scope = self._backlog_scope.pop(i, None)
-                if scope is not None:
-                    self.vscopes.add(scope, [i], v[None, :])
+            self.vscopes.add_stored(self._backlog_scope, ids, vecs)
 
     async def _bump(self, old: MemoryRecord, similarity: float,
                     new: MemoryRecord) -> dict[str, Any]:

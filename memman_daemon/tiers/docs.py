@@ -19,29 +19,20 @@ import itertools
 import re
 from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from memman.config import DEFAULT_MODEL
 from memman.errors import invalid_params, not_found
 from memman_daemon.repositories import docs as doc_rows
 from memman_daemon.repositories import fts as fts_rows
 from memman_daemon.search import fts
 from memman_daemon.search.hybrid import BM25, VECTOR, rrf
-from memman_daemon.search.vector_matrix import VectorScopes, blobs_to_matrix
-from memman_daemon.search.vectors import VectorIndex
+from memman_daemon.search.vector_matrix import blobs_to_matrix
 from memman_daemon.store import Op
 from memman_daemon.tiers.chunking import chunk_text
-
-if TYPE_CHECKING:
-    from memman.config import Config
-    from memman_daemon.clock import Clock
-    from memman_daemon.events import EventBus
-    from memman_daemon.search.embeddings import Embedder
-    from memman_daemon.search.reembed import VectorSync
-    from memman_daemon.store import Store
-    from memman_daemon.tiers.audit import Recorder
-    from memman_daemon.tokens import TokenCounter
+from memman_daemon.tiers.searchable import SearchableTier
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -155,29 +146,58 @@ def rerank(query: str, cands: list[dict[str, Any]], top_k: int, per_doc: int,
     return out
 
 
-class BusinessDocs:
-    """Every tenant's documents (metadata in memory), their chunks and vectors."""
+def check_doc(tenant_id: str, doc: Any) -> None:
+    """``memman_docs_add``'s checks of its parameters (-32602 naming the parameter)."""
+    if not tenant_id:
+        raise invalid_params("tenant_id", "must not be empty")
+    if not isinstance(doc, dict):
+        raise invalid_params("doc", "expected a map with at least 'content'")
+    content = doc.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise invalid_params("doc.content", "expected non-empty text")
+    for k in ("doc_id", "title", "source"):
+        if doc.get(k) is not None and not isinstance(doc[k], str):
+            raise invalid_params(f"doc.{k}", "expected a string")
+    if not isinstance(doc.get("metadata") or {}, dict):
+        raise invalid_params("doc.metadata", "expected a map")
+
+
+def candidate(chunk_id: int, doc: int, seq: int, text: str,
+              lexical: float = 0.0) -> dict[str, Any]:
+    """A chunk found by BM25 (``lexical``) or by its vector, before reranking."""
+    return {"chunk_id": chunk_id, "doc": doc, "seq": seq, "text": text, "lexical": lexical,
+            "semantic": 0.0}
+
+
+def search_answer(query: str, cands: dict[int, dict[str, Any]],
+                  fused_parts: dict[int, dict[str, Any]], by_pk: dict[int, Doc], top_k: int,
+                  per_doc: int, hybrid: bool) -> list[dict[str, Any]]:
+    """``memman_docs_search``'s answer: the candidates reranked, each with its document."""
+    ranked = rerank(query, list(cands.values()), top_k, per_doc, hybrid)
+    out = []
+    for c in ranked:
+        d = by_pk.get(c["doc"])
+        out.append({"doc_id": d.doc_id if d else None, "title": d.title if d else None,
+                    "source": d.source if d else None, "chunk_id": c["chunk_id"],
+                    "seq": c["seq"], "text": c["text"], "score": c["score"],
+                    "lexical": c["lexical"], "parts": {**c["parts"],
+                                                       **fused_parts.get(c["chunk_id"], {})},
+                    "matched": fused_parts.get(c["chunk_id"], {}).get("matched", [BM25]),
+                    "candidates": len(cands)})
+    return out
+
+
+class BusinessDocs(SearchableTier):
+    """Every tenant's documents (metadata in memory), their chunks and vectors. Vector
+    scopes are tenant ids. Built with ``SearchableTier``'s arguments."""
 
     stats_key = "docs"
 
-    def __init__(self, config: Config, clock: Clock, store: Store, events: EventBus,
-                 tokens: TokenCounter, embedder: Embedder, vector_sync: VectorSync,
-                 audit: Recorder) -> None:
-        self.config = config
-        self.clock = clock
-        self.store = store
-        self.events = events
-        self.tokens = tokens
-        self.embedder = embedder
-        self.vector_sync = vector_sync
-        self.audit = audit  #: where changes are audited (the shared audit with PostgreSQL)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.docs: dict[str, dict[str, Doc]] = {}
         self._doc_ids = itertools.count(1)
         self._chunk_ids = itertools.count(1)
-        self.vectors = VectorIndex(config.database_path)
-        self.vscopes = VectorScopes(self._load_scope)  #: tenant_id -> chunk vectors in memory
-        self._backlog_scope: dict[int, str] = {}
-        self.searches = 0
 
     async def load(self) -> None:
         self.docs.clear()
@@ -215,12 +235,8 @@ class BusinessDocs:
     async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None:
         await self.store.write([doc_rows.late_vector_op(i, v, model_id)
                                 for i, v in zip(ids, vecs, strict=True)])
-        if self.embedder.model_id != model_id:
-            return
-        for i, v in zip(ids, vecs, strict=True):
-            tenant = self._backlog_scope.pop(i, None)
-            if tenant is not None:
-                self.vscopes.add(tenant, [i], v[None, :])
+        if self.embedder.model_id == model_id:
+            self.vscopes.add_stored(self._backlog_scope, ids, vecs)
 
     def _publish(self, kind: str, tenant_id: str, **data: Any) -> None:
         self.events.publish("docs", kind, data, tenant_id=tenant_id)
@@ -230,34 +246,14 @@ class BusinessDocs:
 
     async def add(self, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
         """Add or replace a document; returns ``{doc, changed}`` (same content: unchanged)."""
-        if not tenant_id:
-            raise invalid_params("tenant_id", "must not be empty")
-        if not isinstance(doc, dict):
-            raise invalid_params("doc", "expected a map with at least 'content'")
-        content = doc.get("content")
-        if not isinstance(content, str) or not content.strip():
-            raise invalid_params("doc.content", "expected non-empty text")
-        for k in ("doc_id", "title", "source"):
-            if doc.get(k) is not None and not isinstance(doc[k], str):
-                raise invalid_params(f"doc.{k}", "expected a string")
-        meta = doc.get("metadata") or {}
-        if not isinstance(meta, dict):
-            raise invalid_params("doc.metadata", "expected a map")
-        digest = hashlib.sha256(content.encode()).hexdigest()
+        check_doc(tenant_id, doc)
+        digest = hashlib.sha256(doc["content"].encode()).hexdigest()
         doc_id = doc.get("doc_id") or digest[:16]
         old = self.get(tenant_id, doc_id)
         if old is not None and old.hash == digest:
             return {"doc": old.to_wire(), "changed": False}
-        cfg = self.config.docs
-        enc = self.tokens.encoding("gpt-4o-mini")
-        chunks = chunk_text(content, enc, cfg.chunk_tokens, cfg.chunk_overlap)
-        now = self.clock.now()
         pk = old.pk if old else next(self._doc_ids)
-        d = Doc(pk=pk, tenant_id=tenant_id, doc_id=doc_id, title=doc.get("title") or doc_id,
-                source=doc.get("source") or "upload", hash=digest, chunks=len(chunks),
-                tokens=len(enc.encode(content, disallowed_special=())),
-                bytes=len(content.encode()), created_at=old.created_at if old else now,
-                updated_at=now, metadata=meta)
+        d, chunks = self._chunked(tenant_id, doc, digest, old, pk)
         data = {k: v for k, v in d.to_wire().items() if k != "pk"}
         ops: list[Op] = []
         if old is not None:
@@ -285,6 +281,23 @@ class BusinessDocs:
         self._publish("updated" if old else "added", tenant_id, doc=d.to_wire(),
                       vectors=vecs is not None)
         return {"doc": d.to_wire(), "changed": True}
+
+    def _chunked(self, tenant_id: str, doc: dict[str, Any], digest: str, old: Doc | None,
+                 pk: int) -> tuple[Doc, list[Any]]:
+        """The checked ``doc`` (content hash ``digest``, replacing ``old``) as a ``Doc`` with
+        key ``pk``, and its chunks."""
+        content = doc["content"]
+        cfg = self.config.docs
+        enc = self.tokens.encoding(DEFAULT_MODEL)
+        chunks = chunk_text(content, enc, cfg.chunk_tokens, cfg.chunk_overlap)
+        now = self.clock.now()
+        doc_id = doc.get("doc_id") or digest[:16]
+        d = Doc(pk=pk, tenant_id=tenant_id, doc_id=doc_id, title=doc.get("title") or doc_id,
+                source=doc.get("source") or "upload", hash=digest, chunks=len(chunks),
+                tokens=len(enc.encode(content, disallowed_special=())),
+                bytes=len(content.encode()), created_at=old.created_at if old else now,
+                updated_at=now, metadata=doc.get("metadata") or {})
+        return d, chunks
 
     def list(self, tenant_id: str) -> list[dict[str, Any]]:
         return [d.to_wire() for d in sorted(self.docs.get(tenant_id, {}).values(),
@@ -320,14 +333,19 @@ class BusinessDocs:
                       audit_id=rec.id, client=client)
         return {"removed": d.to_wire(), "chunks": d.chunks, "audit_id": rec.id}
 
-    async def search(self, tenant_id: str, query: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
-        """Top chunks, best first: ``{doc_id, title, seq, text, score, parts, ...}``."""
+    def _search_sizes(self, query: str, opts: dict[str, Any]) -> tuple[int, int]:
+        """A search's query checked and counted; ``(top_k, candidates)`` from ``opts`` or
+        ``[docs]``."""
         if not query.strip():
             raise invalid_params("query", "must not be empty")
         self.searches += 1
         cfg = self.config.docs
-        top_k = int(opts.get("limit") or cfg.top_k)
-        n_cand = int(opts.get("candidates") or cfg.candidates)
+        return int(opts.get("limit") or cfg.top_k), int(opts.get("candidates") or cfg.candidates)
+
+    async def search(self, tenant_id: str, query: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
+        """Top chunks, best first: ``{doc_id, title, seq, text, score, parts, ...}``."""
+        top_k, n_cand = self._search_sizes(query, opts)
+        cfg = self.config.docs
         store = self.store
         cands: dict[int, dict[str, Any]] = {}
         total = sum(d.chunks for v in self.docs.values() for d in v.values())
@@ -341,8 +359,7 @@ class BusinessDocs:
             if low and len(found) < top_k:
                 found = await doc_rows.fts_ranked(store, match, 0, tenant_id, n_cand)
             for cid, doc, seq, text, r in found:
-                cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
-                              "lexical": -r, "semantic": 0.0}
+                cands[cid] = candidate(cid, doc, seq, text, -r)
         emb = self.embedder
         emb.check_config()
         qv = await emb.embed([query]) if emb.enabled else None
@@ -356,22 +373,10 @@ class BusinessDocs:
             missing = [cid for cid, _ in hits if cid not in cands]
             if missing:
                 for cid, doc, seq, text in await doc_rows.chunks(store, missing):
-                    cands[cid] = {"chunk_id": cid, "doc": doc, "seq": seq, "text": text,
-                                  "lexical": 0.0, "semantic": 0.0}
+                    cands[cid] = candidate(cid, doc, seq, text)
             for cid, sim in m.similarities(qv[0], list(cands)).items():
                 cands[cid]["semantic"] = max(0.0, sim)
             cands, fused_parts = fuse_chunks(cands, hits, self.config.memory, n_cand)
-        ranked = rerank(query, list(cands.values()), top_k, cfg.max_chunks_per_doc,
-                        qv is not None)
         by_pk = {d.pk: d for d in self.docs.get(tenant_id, {}).values()}
-        out = []
-        for c in ranked:
-            d = by_pk.get(c["doc"])
-            out.append({"doc_id": d.doc_id if d else None, "title": d.title if d else None,
-                        "source": d.source if d else None, "chunk_id": c["chunk_id"],
-                        "seq": c["seq"], "text": c["text"], "score": c["score"],
-                        "lexical": c["lexical"], "parts": {**c["parts"],
-                                                           **fused_parts.get(c["chunk_id"], {})},
-                        "matched": fused_parts.get(c["chunk_id"], {}).get("matched", [BM25]),
-                        "candidates": len(cands)})
-        return out
+        return search_answer(query, cands, fused_parts, by_pk, top_k, cfg.max_chunks_per_doc,
+                             qv is not None)

@@ -40,10 +40,10 @@ from memman_daemon.search.hybrid import (
     memory_vector_text,
     rrf,
 )
-from memman_daemon.search.vector_matrix import VectorScopes, blobs_to_matrix
-from memman_daemon.search.vectors import VectorIndex
+from memman_daemon.search.vector_matrix import blobs_to_matrix
 from memman_daemon.store import Op
 from memman_daemon.tiers.scratchpad import normalize
+from memman_daemon.tiers.searchable import SearchableTier
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -138,9 +138,9 @@ def term_score(text: str, terms: list[str]) -> float:
     return score
 
 
-class UserMemory:
+class UserMemory(SearchableTier):
     """The episodic, semantic and procedural layers of every user (working memory is the
-    scratchpad's)."""
+    scratchpad's). Vector scopes are ``(user_id, type)``."""
 
     stats_key = "memory"
 
@@ -148,14 +148,7 @@ class UserMemory:
                  tokens: TokenCounter, embedder: Embedder, vector_sync: VectorSync,
                  audit: Recorder, sessions: Sessions, scratchpad: Scratchpad, *,
                  read_only: bool = False) -> None:
-        self.config = config
-        self.clock = clock
-        self.store = store
-        self.events = events
-        self.tokens = tokens
-        self.embedder = embedder
-        self.vector_sync = vector_sync
-        self.audit = audit  #: where changes are audited (the shared audit with PostgreSQL)
+        super().__init__(config, clock, store, events, tokens, embedder, vector_sync, audit)
         self.sessions = sessions
         self.scratchpad = scratchpad
         self.read_only = read_only
@@ -164,11 +157,6 @@ class UserMemory:
         self.playbooks: dict[str, list[MemoryRecord]] = {}
         self.episodic_count: dict[str, int] = {}
         self._ids = itertools.count(1)
-        self.vectors = VectorIndex(config.database_path)
-        #: (user_id, type) -> in-memory matrix of that layer's vectors (current model only)
-        self.vscopes = VectorScopes(self._load_scope)
-        self._backlog_scope: dict[int, tuple[str, str]] = {}
-        self.searches = 0
         self.duplicates = 0
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -254,7 +242,7 @@ class UserMemory:
             self.vector_sync.request()
             return [], lambda: None
         model = emb.model_id
-        ops = [memory_rows.vector_op(r.id, v, model) for r, v in zip(recs, vecs, strict=True)]
+        ops = [self._vector_op(r.id, v, model) for r, v in zip(recs, vecs, strict=True)]
 
         def index() -> None:
             if emb.model_id != model:
@@ -262,6 +250,10 @@ class UserMemory:
             for r, v in zip(recs, vecs, strict=True):
                 self.vscopes.add((r.user_id, r.type), [r.id], v[None, :])
         return ops, index
+
+    def _vector_op(self, record_id: int, vec: np.ndarray, model: str) -> Op:
+        """The op storing a record's vector (committed with the record)."""
+        return memory_rows.vector_op(record_id, vec, model)
 
     async def count_vector_backlog(self, model_id: str) -> int:
         return await memory_rows.count_vector_backlog(self.store, model_id)
@@ -279,12 +271,8 @@ class UserMemory:
         """Write vectors the background worker made (skipping rows deleted meanwhile)."""
         await self.store.write([memory_rows.late_vector_op(i, v, model_id)
                                 for i, v in zip(ids, vecs, strict=True)])
-        if self.embedder.model_id != model_id:
-            return
-        for i, v in zip(ids, vecs, strict=True):
-            scope = self._backlog_scope.pop(i, None)
-            if scope is not None:
-                self.vscopes.add(scope, [i], v[None, :])
+        if self.embedder.model_id == model_id:
+            self.vscopes.add_stored(self._backlog_scope, ids, vecs)
 
     def _new(self, user_id: str, type_: str, kind: str, key: str | None, content: str,
              metadata: dict[str, Any], at: float | None = None) -> MemoryRecord:

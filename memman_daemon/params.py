@@ -449,6 +449,10 @@ def from_type(t: Any) -> Spec:
 
 # --- shared building blocks -----------------------------------------------------------------
 COUNT = Int(0, 2**53, doc="a non-negative integer")
+#: a number of tokens (counted by the daemon or reported by the agent)
+TOKENS = Int(0, 2**40, doc="a token count (a non-negative integer)")
+#: a budget of tokens (a session's or one context request's)
+MAX_TOKENS = Int(1, 2**31, doc="a positive integer (tokens)")
 POSITIVE = Int(1, 2**53, doc="a positive integer")
 ROW_ID = Int(0, INT64_MAX, doc="an id (a non-negative integer)")
 UNIT = Float(0.0, 1.0, doc="a number from 0 to 1")

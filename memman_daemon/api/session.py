@@ -16,12 +16,13 @@ from memman_daemon.engine.report import render_memory_state
 from memman_daemon.engine.usage_series import BANDS
 from memman_daemon.params import (
     COUNT,
+    MAX_TOKENS,
     METADATA,
     ROW_ID,
+    TOKENS,
     Array,
     Bool,
     Id,
-    Int,
     Map,
     Nullable,
     Stored,
@@ -43,14 +44,13 @@ ENTRY_IN = Map({
     "pinned": Bool(),
 }, rest=Stored(), empty_array_ok=False)
 #: context options; keys not declared here are left to the engine's own check
-CONTEXT_OPTS = Map({"max_tokens": Int(1, 2**31, doc="a positive integer (tokens)"), "model": MODEL},
+CONTEXT_OPTS = Map({"max_tokens": MAX_TOKENS, "model": MODEL},
                    rest=Stored())
-TOKENS = Int(0, 2**40, doc="a token count (a non-negative integer)")
 
 
 @method(names.SESSION_OPEN, Param("session_id", SESSION_ID),
         Param("opts", Map({"user_id": Id(), "tenant_id": Id(), "model": MODEL,
-                           "max_tokens": Int(1, 2**31, doc="a positive integer (tokens)")}),
+                           "max_tokens": MAX_TOKENS}),
               default=dict), writes=True)
 async def session_open(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """Create a session (or return the existing one); opts: user_id, tenant_id, model, max_tokens."""

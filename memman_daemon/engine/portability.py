@@ -29,9 +29,11 @@ from memman_daemon.model import (
 )
 from memman_daemon.params import (
     COUNT,
+    MAX_TOKENS,
     METADATA,
     ROW_ID,
     TIMESTAMP,
+    TOKENS,
     Array,
     Bool,
     Float,
@@ -45,26 +47,25 @@ from memman_daemon.params import (
 
 FORMAT = "memman.session/1"
 
-_TOKENS = Int(0, 2**40, doc="a token count")
 _EXCHANGE = Map({"question": Str(), "answer": Str(), "answer_bytes": COUNT, "summarized": Bool(),
                  "at": TIMESTAMP, "first_id": ROW_ID, "last_id": ROW_ID},
                 required=("question", "answer", "answer_bytes", "summarized", "at"),
                 empty_array_ok=False)
 _CYCLE = Map({"user_question": Str(), "agent_message_ids": Array(ROW_ID),
               "final_answer": Nullable(Str()), "start_id": ROW_ID}, empty_array_ok=False)
-_USAGE = Map({"at": TIMESTAMP, "prompt_tokens": _TOKENS, "completion_tokens": _TOKENS,
-              "memman_tokens": Nullable(_TOKENS), "drift": Nullable(Int(-(2**41), 2**41))},
+_USAGE = Map({"at": TIMESTAMP, "prompt_tokens": TOKENS, "completion_tokens": TOKENS,
+              "memman_tokens": Nullable(TOKENS), "drift": Nullable(Int(-(2**41), 2**41))},
              required=("at", "prompt_tokens", "completion_tokens"), empty_array_ok=False)
 META = Map({
     "user_id": Id(), "tenant_id": Id(), "model": Id(),
-    "max_tokens": Int(1, 2**31, doc="a positive integer (tokens)"),
+    "max_tokens": MAX_TOKENS,
     "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "summary": Str(),
     "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "injection_done": Bool(),
     "counters": Map(rest=COUNT), "usage": Array(_USAGE, max_items=10_000),
 })
 ENTRY = Map({
     "id": ROW_ID, "session_id": Str(), "type": Str(choices=ENTRY_TYPES),
-    "role": Str(choices=ROLES), "content": Str(), "tokens": _TOKENS, "created_at": TIMESTAMP,
+    "role": Str(choices=ROLES), "content": Str(), "tokens": TOKENS, "created_at": TIMESTAMP,
     "name": Nullable(Str()), "tool_call_id": Nullable(Str()),
     "tool_calls": Nullable(Array(Map({"id": Str(min_len=1)}, required=("id",), rest=Stored(),
                                      empty_array_ok=False))),
@@ -72,7 +73,7 @@ ENTRY = Map({
 }, required=("id", "type", "role", "content", "tokens", "created_at"), empty_array_ok=False)
 SUMMARY = Map({
     "id": ROW_ID, "session_id": Str(), "content": Str(), "entry_ids": Array(ROW_ID),
-    "tokens": _TOKENS, "original_tokens": _TOKENS, "ratio": Float(0.0, 1e12),
+    "tokens": TOKENS, "original_tokens": TOKENS, "ratio": Float(0.0, 1e12),
     "start": TIMESTAMP, "end": TIMESTAMP, "created_at": TIMESTAMP, "source": Str(),
     "removed_entry_ids": Array(ROW_ID),
 }, required=("id", "content", "entry_ids", "tokens", "original_tokens", "ratio", "start", "end",

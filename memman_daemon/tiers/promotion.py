@@ -55,24 +55,25 @@ def _markers(text: str, markers: list[str]) -> list[str]:
     return found
 
 
+def _judged(given: float | None, text: str, markers: list[str], base: float, unmarked: float,
+            named: str, unnamed: str) -> dict[str, Any]:
+    """A part of the score the writer may give (``given``), else judged from the markers
+    found in ``text``: ``base`` and 0.2 more for each (at most 1), ``unmarked`` with none."""
+    if given is not None:
+        return {"value": given, "reason": "given by the writer"}
+    found = _markers(text, markers)
+    v = min(1.0, base + 0.2 * len(found)) if found else unmarked
+    return {"value": round(v, 4), "reason": f"{named}: {', '.join(found)}" if found else unnamed}
+
+
 def score_snippet(sn: Snippet, cfg: Any) -> dict[str, Any]:
     """The three-tier design's promotion score of one snippet, with a reason for each part."""
-    parts: dict[str, dict[str, Any]] = {}
-    if sn.salience is not None:
-        parts["salience"] = {"value": sn.salience, "reason": "given by the writer"}
-    else:
-        found = _markers(sn.text, cfg.salience_markers)
-        v = min(1.0, 0.3 + 0.2 * len(found)) if found else 0.1
-        parts["salience"] = {"value": round(v, 4), "reason": (
-            f"generalizing words: {', '.join(found)}" if found
-            else "no generalizing words; reads as a one-off observation")}
-    if sn.surprisal is not None:
-        parts["surprisal"] = {"value": sn.surprisal, "reason": "given by the writer"}
-    else:
-        found = _markers(sn.text, cfg.surprisal_markers)
-        v = min(1.0, 0.4 + 0.2 * len(found)) if found else 0.0
-        parts["surprisal"] = {"value": round(v, 4), "reason": (
-            f"surprise markers: {', '.join(found)}" if found else "nothing marked unexpected")}
+    parts: dict[str, dict[str, Any]] = {
+        "salience": _judged(sn.salience, sn.text, cfg.salience_markers, 0.3, 0.1,
+                            "generalizing words",
+                            "no generalizing words; reads as a one-off observation"),
+        "surprisal": _judged(sn.surprisal, sn.text, cfg.surprisal_markers, 0.4, 0.0,
+                             "surprise markers", "nothing marked unexpected")}
     sat = max(1, cfg.frequency_saturation)
     fv = min(1.0, (sn.frequency - 1) / sat)
     parts["frequency"] = {"value": round(fv, 4), "reason": (

@@ -12,8 +12,9 @@ import time
 from typing import Any
 
 from memman import __version__
-from memman.config import Config
+from memman.config import DEFAULT_MODEL, Config
 from memman_daemon.clock import Clock
+from memman_daemon.component import Component
 from memman_daemon.config_watch import ConfigWatcher
 from memman_daemon.engine.session_engine import SessionEngine
 from memman_daemon.engine.usage_series import UsageSeries
@@ -100,13 +101,12 @@ class App:
                                     self.scratchpad.on_session_deleted,
                                     self.series.on_session_deleted]
         connect(self.backend, self.user_memory, self.docs, self.agent_md)
-        # Components: each has `async load()` (read its state from SQLite) and may have
-        # `async close()` and `stats()` with `stats_key`. Loaded after the sessions, in this
-        # order; closed in reverse.
-        self.components: list[Any] = [
+        # the parts with state to load, tasks to stop or figures to report (component.py):
+        # loaded after the sessions, in this order; closed in reverse
+        self.components: list[Component] = [
             self.summarizer, self.engine, self.shared, self.audit, self.embedder, self.cache,
-            self.injection, self.scratchpad, self.promotion, self.user_memory, self.docs,
-            self.agent_md, self.vector_sync, self.series]
+            self.scratchpad, self.user_memory, self.docs, self.agent_md, self.vector_sync,
+            self.series]
         if self.shared_audit is not self.audit:
             self.components.insert(self.components.index(self.audit) + 1, self.shared_audit)
         self.config_watch = ConfigWatcher(config, self.events)
@@ -121,23 +121,21 @@ class App:
                 raise
             except Exception as exc:  # a damaged row of that component's tables
                 raise LoadError(
-                    f"cannot load {self.store.path}: the {getattr(c, 'stats_key', type(c).__name__)}"
+                    f"cannot load {self.store.path}: the {c.stats_key or type(c).__name__}"
                     f" data is damaged ({type(exc).__name__}: {exc}). Nothing was changed. Move "
                     "the file aside (the daemon then starts empty) and restore it from a backup, "
                     "or delete the damaged rows with the sqlite3 shell; docs/operations.md (\"A "
                     "damaged database\") has the steps") from exc
-        self.tokens.encoding("gpt-4o-mini")  # resolve the default encoding before serving
+        self.tokens.encoding(DEFAULT_MODEL)  # resolve the default encoding before serving
         await self.config_watch.start()
 
     async def stop(self) -> None:
         await self.config_watch.close()
         for c in reversed(self.components):
-            close = getattr(c, "close", None)
-            if close is not None:
-                try:
-                    await close()
-                except Exception:  # keep closing the rest; the store must still commit
-                    log.exception("closing %s failed", type(c).__name__)
+            try:
+                await c.close()
+            except Exception:  # keep closing the rest; the store must still commit
+                log.exception("closing %s failed", type(c).__name__)
         await self.store.close()
 
     def stats(self, server: dict[str, int]) -> dict[str, Any]:
@@ -163,13 +161,12 @@ class App:
             "store": {"commits": self.store.commits, "rows_written": self.store.rows_written,
                       "write_errors": self.store.write_errors,
                       "synchronous": self.store.synchronous},
-            "tokenizer": {"encoding": self.tokens.encoding_name("gpt-4o-mini"),
-                          "default_model": "gpt-4o-mini", **self.tokens.status()},
+            "tokenizer": {"encoding": self.tokens.encoding_name(DEFAULT_MODEL),
+                          "default_model": DEFAULT_MODEL, **self.tokens.status()},
             "read_only": self.read_only,
             "config": self.config_watch.stats(),
         }
         for c in self.components:
-            stats = getattr(c, "stats", None)
-            if stats is not None:
-                out[c.stats_key] = stats()
+            if c.stats_key:
+                out[c.stats_key] = c.stats()
         return out

@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
+from memman_daemon.component import Component
 from memman_daemon.engine import compression, cycles, portability, usage
 from memman_daemon.engine.context import ContextBuilder, Request
 from memman_daemon.model import Cycle, Exchange, Session, SessionMeta
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class SessionEngine:
+class SessionEngine(Component):
     stats_key = "session_engine"
 
     def __init__(self, *, config: Config, clock: Clock, events: EventBus,

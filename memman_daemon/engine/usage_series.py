@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memman_daemon.component import Component
 from memman_daemon.repositories import usage as usage_rows
 from memman_daemon.store import Op, Store
 
@@ -66,7 +67,7 @@ class SeriesPoint:
                                self.sent_tokens, self.history_tokens, self.budget), self.data)
 
 
-class UsageSeries:
+class UsageSeries(Component):
     stats_key = "series"
 
     def __init__(self, *, config: Config, clock: Clock, store: Store, events: EventBus,

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from memman_daemon.component import Component
 from memman_daemon.engine import extractive
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def render_for_prompt(entries: list[Entry], per_entry_chars: int = 500) -> str:
     return "\n".join(out)
 
 
-class Summarizer:
+class Summarizer(Component):
     """The daemon's LLM client for summaries, with its extractive fallback and counters."""
 
     stats_key = "summarizer"
@@ -151,9 +152,6 @@ class Summarizer:
         return self._client
 
     # --- component lifecycle -----------------------------------------------------------
-    async def load(self) -> None:
-        pass
-
     async def close(self) -> None:
         for t in list(self._tasks):
             t.cancel()

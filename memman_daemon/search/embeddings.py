@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from memman.config import Config
+from memman_daemon.component import Component
 from memman_daemon.search.local_embedder import LocalEmbedder, LocalEmbedderError
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def normalize_rows(vecs: np.ndarray) -> np.ndarray:
     return vecs / norms
 
 
-class Embedder:
+class Embedder(Component):
     """Texts to unit vectors with the provider in force; follows config reloads."""
 
     stats_key = "embeddings"

@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memman.config import Config
+from memman_daemon.component import Component
 from memman_daemon.events import EventBus
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class VectorSource(Protocol):
     async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None: ...
 
 
-class VectorSync:
+class VectorSync(Component):
     """The background worker that gives every row of ``sources`` a vector of the model in
     force."""
 

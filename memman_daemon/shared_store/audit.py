@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from memman_daemon.component import Component
 from memman_daemon.repositories.audit import COLUMNS as COLS
 from memman_daemon.repositories.audit import select_newest
 from memman_daemon.shared_store.ops import PgOp
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from memman_daemon.store import Store
 
 
-class PgAuditLog:
+class PgAuditLog(Component):
     """The shared part: ``record()`` returns a ``PgOp`` to commit with the change."""
 
     stats_key = "shared_audit"
@@ -33,9 +34,6 @@ class PgAuditLog:
         self.pg = pg
         self.clock = clock
         self.written = 0
-
-    async def load(self) -> None:
-        pass
 
     def stats(self) -> dict[str, Any]:
         return {"written": self.written}

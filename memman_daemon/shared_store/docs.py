@@ -52,7 +52,7 @@ class PgBusinessDocs(BusinessDocs):
             "(SELECT count(*) FROM doc_chunks)", ("tenants", "documents", "chunks"))
 
     async def load(self) -> None:
-        pass
+        """Nothing to read ahead: documents are read from PostgreSQL on every call."""
 
     async def close(self) -> None:
         self._counts.close()

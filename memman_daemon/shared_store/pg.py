@@ -34,6 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from memman.errors import SHARED_UNAVAILABLE, STORAGE_ERROR, MemmanError
+from memman_daemon.component import Component
 from memman_daemon.shared_store.schema import MIGRATIONS, PGVECTOR_DDL, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ def origin_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}/{secrets.token_hex(3)}"
 
 
-class PgStore:
+class PgStore(Component):
     """The shared store on PostgreSQL (a app component: ``load``, ``close``, ``stats``)."""
 
     stats_key = "shared"
@@ -414,15 +415,12 @@ class PgStore:
                 "events_sent": self.events_sent, "events_received": self.events_received}
 
 
-class LocalShared:
+class LocalShared(Component):
     """The embedded default: the "shared" tiers live in the local SQLite file."""
 
     stats_key = "shared"
     backend = "sqlite"
     state = "local"
-
-    async def load(self) -> None:
-        pass
 
     def stats(self) -> dict[str, Any]:
         return {"backend": self.backend, "state": self.state}

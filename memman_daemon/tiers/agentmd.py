@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, FORBIDDEN, MemmanError
 from memman.paths import filename_to_id, id_to_filename
+from memman_daemon.component import Component
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -96,7 +97,7 @@ def atomic_write(path: Path, text: str) -> None:
         os.close(dfd)
 
 
-class AgentMd:
+class AgentMd(Component):
     """Each tenant's agent.md file: ingested into ``docs`` when it changes, appended to by
     promotions."""
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from memman_daemon.clock import Clock
+from memman_daemon.component import Component
 from memman_daemon.repositories import audit as audit_rows
 from memman_daemon.store import Op, Store
 
@@ -64,7 +65,7 @@ class Recorder(Protocol):
                tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, Any]: ...
 
 
-class AuditLog:
+class AuditLog(Component):
     """The audit log in the local SQLite file: ``record`` gives the row to commit with the
     change; ``list`` reads it back."""
 
@@ -78,9 +79,6 @@ class AuditLog:
 
     async def load(self) -> None:
         self._ids = itertools.count(await audit_rows.max_id(self.store) + 1)
-
-    async def close(self) -> None:
-        pass
 
     def stats(self) -> dict[str, Any]:
         return {"written": self.written}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from memman.cache_state import cache_key
 from memman.errors import invalid_params, not_found
+from memman_daemon.component import Component
 from memman_daemon.repositories import cache as cache_rows
 from memman_daemon.store import Op, Store, StoreError
 
@@ -110,7 +111,7 @@ def _result_text(result: Any) -> str:
     return json.dumps(result, ensure_ascii=False, sort_keys=True, default=str)
 
 
-class ToolCache:
+class ToolCache(Component):
     """All sessions' cached tool results, in memory, with SQLite as the durable record."""
 
     stats_key = "cache"

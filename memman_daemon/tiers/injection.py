@@ -35,12 +35,6 @@ class Injection:
         self.cache = cache
         self.injected = 0
 
-    async def load(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
     async def inject(self, session_id: str, prompt_injection: str,
                      tool_results: list[Any], client: str = "") -> dict[str, Any]:
         s = self.sessions.get(session_id)

@@ -117,12 +117,6 @@ class Promotion:
         self.promoted = 0
         self.conflicts = 0
 
-    async def load(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
     def candidates(self, session_id: str) -> list[dict[str, Any]]:
         cfg = self.config.scratchpad
         out = [score_snippet(sn, cfg) for sn in self.scratchpad.pad(session_id).values()]

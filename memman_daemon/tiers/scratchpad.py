@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import invalid_params, not_found
+from memman_daemon.component import Component
 from memman_daemon.repositories import scratchpad as scratchpad_rows
 from memman_daemon.search.hybrid import may_be_duplicate
 from memman_daemon.store import Op
@@ -69,7 +70,7 @@ class Snippet:
 _WRITE_OPTS = {"explicit", "salience", "surprisal", "flow", "metadata"}
 
 
-class Scratchpad:
+class Scratchpad(Component):
     """Every session's snippets, in memory in LRU order, and their rows."""
 
     stats_key = "scratchpad"
@@ -114,9 +115,6 @@ class Scratchpad:
             snippets = [sn for sn in snippets if sn.session_id in self.sessions.by_id]
         for sn in snippets:
             self.by_session.setdefault(sn.session_id, OrderedDict())[sn.id] = sn
-
-    async def close(self) -> None:
-        pass
 
     def stats(self) -> dict[str, Any]:
         return {"snippets": sum(len(v) for v in self.by_session.values()),

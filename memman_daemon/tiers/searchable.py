@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
+from memman_daemon.component import Component
 from memman_daemon.search.vector_matrix import VectorScopes
 from memman_daemon.search.vectors import VectorIndex
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from memman_daemon.tokens import TokenCounter
 
 
-class SearchableTier:
+class SearchableTier(Component):
     """A tier searched by words and by meaning; subclasses read a scope's vectors
     (``_load_scope``)."""
 

@@ -164,7 +164,7 @@ def count_tokens(call: Call, messages: list[Any], model: str | dict[str, Any],
 
 def _peer_pid(conn: Any) -> int | None:
     """The peer's pid from SO_PEERCRED (Linux); None where the platform does not say."""
-    transport = getattr(conn, "transport", None)
+    transport = conn.transport  # None once the connection is closed
     sock = transport.get_extra_info("socket") if transport is not None else None
     cred = getattr(socket, "SO_PEERCRED", None)
     if sock is None or cred is None:
@@ -180,20 +180,18 @@ def _peer_pid(conn: Any) -> int | None:
 @method(names.CLIENTS_LIST)
 def clients_list(call: Call) -> dict[str, Any]:
     """Every open connection, oldest first; ``you`` marks the caller's own."""
-    server = getattr(call.connection, "server", None)
-    conns = sorted(getattr(getattr(server, "state", None), "connections", ()) or (),
-                   key=lambda c: c.id)
+    conns = sorted(call.connection.server.state.connections, key=lambda c: c.id)
     now = time.time()
     subs = call.app.events.subscriptions
     out = []
     for c in conns:
-        since = float(getattr(c, "connected_at", now))
-        requests = int(getattr(c, "requests", 0))
+        since = float(c.connected_at)
+        requests = int(c.requests)
         age = max(now - since, 1e-9)
         out.append({
             "id": c.id, "name": c.name, "pid": _peer_pid(c), "since": since,
             "requests": requests, "requests_per_s": round(requests / age, 3),
-            "info": dict(getattr(c, "client_info", {}) or {}),
+            "info": dict(c.client_info),
             "subscriptions": [{"id": sid, "topics": sorted(subs[sid].topics),
                                "filter": dict(subs[sid].filter), "delivered": subs[sid].seq}
                               for sid in sorted(c.subscriptions) if sid in subs],

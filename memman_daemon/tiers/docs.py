@@ -267,19 +267,19 @@ class BusinessDocs:
                 for cid, c in zip(ids, chunks, strict=True)]
         emb = self.app.embedder
         model = emb.model_id
-        vecs = await emb.embed([c.text for c in chunks])
+        vecs = await emb.embed([c.text for c in chunks]) if emb.embeds_now(len(chunks)) else None
         if vecs is not None:
             ops += [("INSERT OR REPLACE INTO chunk_vectors(id, tenant_id, dim, embedding, model) "
                      "VALUES (?,?,?,?,?)", (cid, tenant_id, int(v.shape[0]),
                                              v.astype(np.float32).tobytes(), model))
                     for cid, v in zip(ids, vecs, strict=True)]
-        elif emb.enabled:
-            self.app.vector_sync.request()
         old_ids = []
         if old is not None:
             old_ids = [r[0] for r in await self.app.store.fetchall(
                 "SELECT id FROM doc_chunks WHERE doc=?", (pk,))]
         await self.app.store.write(ops)
+        if vecs is None and emb.enabled:
+            self.app.vector_sync.request()  # after the commit: the worker must see the rows
         self.vscopes.remove(tenant_id, old_ids)
         if vecs is not None and emb.model_id == model:
             self.vscopes.add(tenant_id, ids, vecs)

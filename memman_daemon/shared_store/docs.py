@@ -120,9 +120,7 @@ class PgBusinessDocs(BusinessDocs):
         if old is None:
             d.pk = ids.pop(0)
         emb = self.embedder
-        vecs = await emb.embed([c.text for c in chunks]) if emb.enabled and chunks else None
-        if emb.enabled and chunks and vecs is None:
-            self.vector_sync.request()  # stored without vectors: filled in later
+        vecs = await emb.embed([c.text for c in chunks]) if emb.embeds_now(len(chunks)) else None
         await self.write_doc(conn, d, chunks, ids, vecs, old is not None)
         self.forget_scope(tenant_id)  # this daemon's loaded vectors reload on next search
         return d, True, old is not None, vecs is not None and len(vecs) > 0
@@ -137,6 +135,9 @@ class PgBusinessDocs(BusinessDocs):
             except asyncpg.UniqueViolationError:  # another daemon added it first: replace it
                 if attempt == 2:
                     raise
+        if changed and not vecs and d.chunks and self.embedder.enabled:
+            # stored without vectors: the background worker fills them in, after the commit
+            self.vector_sync.request()
         if changed:
             self._publish("updated" if replaced else "added", tenant_id, doc=d.to_wire(),
                           vectors=vecs)

@@ -264,16 +264,16 @@ class BusinessDocs(SearchableTier):
                 for cid, c in zip(ids, chunks, strict=True)]
         emb = self.embedder
         model = emb.model_id
-        vecs = await emb.embed([c.text for c in chunks])
+        vecs = await emb.embed([c.text for c in chunks]) if emb.embeds_now(len(chunks)) else None
         if vecs is not None:
             ops += [doc_rows.vector_op(cid, tenant_id, v, model)
                     for cid, v in zip(ids, vecs, strict=True)]
-        elif emb.enabled:
-            self.vector_sync.request()
         old_ids = []
         if old is not None:
             old_ids = await doc_rows.chunk_ids(self.store, pk)
         await self.store.write(ops)
+        if vecs is None and emb.enabled:
+            self.vector_sync.request()  # after the commit: the worker must see the rows
         self.vscopes.remove(tenant_id, old_ids)
         if vecs is not None and emb.model_id == model:
             self.vscopes.add(tenant_id, ids, vecs)

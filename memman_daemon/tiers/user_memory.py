@@ -662,7 +662,8 @@ class UserMemory(SearchableTier):
             if rec is None:
                 continue
             if (rec.kind in KEYED_KINDS and BM25 not in f.parts
-                    and sims.get(f.id, 0.0) < cfg.similarity_threshold):
+                    and sims.get(f.id, 0.0) < self.embedder.threshold(
+                        "similarity", cfg.similarity_threshold)):
                 continue  # the three-tier design: a preference or rule applies or not — no weak neighbours
             rec_bonus = self._recency(rec.updated_at, now)
             rec_part = cfg.rrf_recency * (rec_bonus / cfg.recency_bonus if cfg.recency_bonus
@@ -716,7 +717,8 @@ class UserMemory(SearchableTier):
         out = [{**r.to_wire(), "score": 1.0, "match": "flow", "matched": ["flow"]}
                for r in exact]
         if query.strip():
-            th = _threshold(threshold, self.config.memory.similarity_threshold)
+            th = _threshold(threshold, self.embedder.threshold(
+                "similarity", self.config.memory.similarity_threshold))
             seen = {r.id for r in exact}
             for r, sim in await self.similar(user_id, types, query, kind):
                 if sim >= th and r.id not in seen:
@@ -746,7 +748,8 @@ class UserMemory(SearchableTier):
             if s.meta.user_id != user_id:
                 raise invalid_params("opts.session_id", f"session {sid!r} belongs to user "
                                      f"{s.meta.user_id!r}, not {user_id!r}")
-        th = _threshold(opts.get("threshold"), self.config.memory.playbook_threshold)
+        th = _threshold(opts.get("threshold"), self.embedder.threshold(
+            "playbook", self.config.memory.playbook_threshold))
         if not query.strip() and not flow:
             raise invalid_params("query", "must not be empty (or pass opts.flow)")
         self.embedder.check_config()

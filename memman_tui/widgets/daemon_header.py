@@ -1,4 +1,5 @@
-"""Daemon figures: clients, requests/s, database size, tokenizer encoding, summarizer."""
+"""Daemon figures: clients, requests/s, database size, tokenizer encoding, summarizer,
+embedder (with a re-embed's progress)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static
+
+from memman.labels import embeddings_label
 
 
 def human_bytes(n: int | float) -> str:
@@ -71,6 +74,12 @@ class DaemonHeader(Static):
         ):
             text.append(f"{label} ", "grey62")
             text.append(value, "bold")
+            text.append("   ")
+        emb = stats.get("embeddings")
+        if isinstance(emb, dict):  # the model in force, and a re-embed's progress while it runs
+            running = (emb.get("reembed") or {}).get("state") == "running"
+            text.append("embeddings ", "grey62")
+            text.append(embeddings_label(emb, short=True), "bold yellow" if running else "bold")
             text.append("   ")
         shared = shared_label(stats)
         if shared is not None:

@@ -138,11 +138,12 @@ async def test_local_embedder_and_background_reembed_in_the_shared_store() -> No
     conn = await asyncpg.connect(dsn)
     try:
         rows = await conn.fetch("SELECT model, dim, count(*) FROM memory_vectors GROUP BY 1, 2")
-        assert [tuple(r) for r in rows] == [("wordllama/l2_supercat@256", 256, len(texts) + 1)]
+        assert [tuple(r) for r in rows] == [("minilm/all-MiniLM-L6-v2@384", 384, len(texts) + 1)]
     finally:
         await conn.close()
     async with running_daemon(clock=FakeClock(), storage={"shared": dsn},
-                              embeddings={"dim": 64, "batch_size": 4}) as d, d.client() as c:
+                              embeddings={"model": "l2_supercat", "dim": 64, "batch_size": 4}
+                              ) as d, d.client() as c:
         async def finished() -> Any:
             res = await c.call(names.MEMORY_SEARCH, "u1", "episodic", "EUR amounts")
             assert "Ana wants every amount in EUR" in [h["content"] for h in res["results"]]

@@ -18,6 +18,8 @@ READS_THE_SQLITE_FILE = {
     "test_currency_finds_eur_with_no_key_and_no_network",
     "test_changed_model_reembeds_in_background_while_search_works",
     "test_model_change_by_config_reload_reembeds",
+    "test_long_document_is_embedded_in_the_background",
+    "test_minilm_graph_matches_the_reference_model",  # no daemon at all
 }
 
 

@@ -367,3 +367,26 @@ async def test_delete_asks_naming_the_session_and_d_is_delete_everywhere():
                 return [s["session_id"] for s in await c.call(names.SESSION_LIST)] == ["s2"]
 
             await wait_async(pilot, gone, "the deletion")
+
+
+async def test_the_header_shows_the_embedder_and_a_reembeds_progress():
+    from memman_tui.widgets.daemon_header import DaemonHeader
+
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("s1")
+        await c.call(names.MEMORY_APPEND, "ana", "episodic", {"content": "Ana wants EUR"})
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot)
+            header = app.screen.query_one(DaemonHeader)
+            model_id = d.app.embedder.model_id
+            await wait_for(pilot, lambda: model_id in str(header.render()), "the model in force")
+            # the daemon's own stats while a re-embed runs (its progress map, as memman_stats
+            # sends it mid-pass)
+            stats = dict(app.stats)
+            stats["embeddings"] = {**stats["embeddings"], "reembed": {
+                "state": "running", "model_id": model_id, "done": 1200, "total": 5000,
+                "passes": 1, "rate_per_s": 900.0}}
+            header.show_stats(stats, 0.0)
+            shown = str(header.render())  # read at once: the next stats tick redraws it
+            assert f"{model_id}, re-embedding 1,200/5,000 (24%, 900/s)" in shown

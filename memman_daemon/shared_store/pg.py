@@ -85,7 +85,7 @@ def origin_name() -> str:
 
 
 class PgStore(Component):
-    """The shared store on PostgreSQL (a app component: ``load``, ``close``, ``stats``)."""
+    """The shared store on PostgreSQL (a component of the app: ``load``, ``close``, ``stats``)."""
 
     stats_key = "shared"
     backend = "postgresql"

@@ -5,7 +5,6 @@ last pin, unpin, eviction or promotion from the audit log).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import struct
@@ -28,7 +27,6 @@ from memman_daemon.params import (
     Str,
 )
 from memman_daemon.repositories import audit as audit_rows
-from memman_daemon.repositories import memories as memory_rows
 from memman_daemon.rpc import REGISTRY, Call, Param, method
 from memman_daemon.store import Op
 from memman_daemon.tokens import check_tools
@@ -306,44 +304,15 @@ async def _unpin(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
 async def _restore_snippet(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     from memman_daemon.tiers.scratchpad import Snippet
 
-    app = call.app
-    sid = rec["session_id"]
-    app.sessions.get(sid)
-    sn = Snippet.from_wire(rec["data"]["snippet"])
-    pad = app.scratchpad.pad(sid)
-    if sn.id in pad:
-        raise MemmanError(CONFLICT, f"snippet {sn.id} is in the scratchpad already")
-    if len(pad) >= app.config.scratchpad.max_snippets:
-        raise MemmanError(CONFLICT, f"the scratchpad of {sid!r} is full "
-                          f"({app.config.scratchpad.max_snippets} snippets); evict one first")
-    pad[sn.id] = sn  # back as the most recently used
-    try:
-        await app.store.write([app.scratchpad.op(sn), uop])
-    except Exception:
-        pad.pop(sn.id, None)
-        raise
-    app.scratchpad._publish("written", sid, snippet=sn.to_wire(), count=len(pad), restored=True)
-    return {"snippet": sn.to_wire()}
+    call.app.sessions.get(rec["session_id"])
+    return await call.app.scratchpad.restore(Snippet.from_wire(rec["data"]["snippet"]), [uop])
 
 
 async def _restore_cache(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     from memman_daemon.tiers.cache import CacheEntry
 
-    app = call.app
-    sid = rec["session_id"]
-    app.sessions.get(sid)
-    e = CacheEntry.from_wire(rec["data"]["entry"])
-    bucket = app.cache.by_session.setdefault(sid, {})
-    if e.key in bucket:
-        raise MemmanError(CONFLICT, f"cache entry {e.key} is cached again already")
-    bucket[e.key] = e
-    try:
-        await app.store.write([app.cache.put_op(e), uop])
-    except Exception:
-        bucket.pop(e.key, None)
-        raise
-    app.cache._publish("put", sid, entry=e.to_wire(), restored=True)
-    return {"entry": e.to_wire()}
+    call.app.sessions.get(rec["session_id"])
+    return await call.app.cache.restore(CacheEntry.from_wire(rec["data"]["entry"]), [uop])
 
 
 async def _unpromote(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
@@ -379,50 +348,15 @@ async def _unpromote(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]
             return {"ref": ref, "restored": previous}
         table = um.prefs if kind == "preference" else um.rules
         record = table.get(user, {}).get(key)
-        await _delete_memory(call, record, extra)
+        await um.delete(record, extra)
         return {"ref": ref, "restored": None}
     if kind == "playbook":
         rid = int(ref.rsplit("#", 1)[-1])
         record = next((b for b in um.playbooks.get(user, []) if b.id == rid), None)
-        await _delete_memory(call, record, extra)
+        await um.delete(record, extra)
         return {"ref": ref, "restored": None}
     if kind == "business":
-        await _unappend_agent_md(call, tenant, ref, rec["what"], previous)
+        await app.agent_md.unappend(tenant, ref, rec["what"], previous)
         await app.store.write(extra)
         return {"ref": ref, "restored": previous}
     raise MemmanError(CONFLICT, f"cannot undo a promotion to {ref!r}")
-
-
-async def _delete_memory(call: Call, record: Any, extra: list[Op]) -> None:
-    app = call.app
-    ops: list[Op] = list(extra)
-    if record is not None:
-        ops = [*memory_rows.delete_ops(record.id), *extra]
-    await app.store.write(ops)
-    if record is not None:
-        app.user_memory._unindex(record)
-        app.user_memory._publish("deleted", record.user_id, record=record.to_wire())
-
-
-async def _unappend_agent_md(call: Call, tenant: str, ref: str, text: str,
-                             previous: str | None) -> None:
-    from memman_daemon.tiers import agentmd
-
-    md = call.app.agent_md
-    key = ref.split("#", 1)[1] if "#" in ref else None
-    if key and previous is not None:
-        await md.append(tenant, previous, key=key, replace=True)
-        return
-    async with md._lock(tenant):
-        path = md.path(tenant)
-        try:
-            current = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return
-        line = agentmd._key_line(key, text) if key else f"- {' '.join(text.split())}"
-        lines = current.splitlines()
-        if line not in lines:
-            return
-        lines.remove(line)
-        await asyncio.to_thread(agentmd.atomic_write, path, "\n".join(lines) + "\n")
-        await md._ingest(tenant)

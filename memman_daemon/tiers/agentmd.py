@@ -250,6 +250,28 @@ class AgentMd(Component):
                                       "chunks": res["doc"]["chunks"]}, tenant_id=tenant_id)
         return {"changed": res["changed"], "chunks": res["doc"]["chunks"]}
 
+    async def unappend(self, tenant_id: str, ref: str, text: str, previous: str | None) -> None:
+        """Reverse a promotion to ``ref`` (``agent.md:<tenant>[#key]``) that appended
+        ``text`` (``memman_undo``): a keyed line gets its ``previous`` text back, else the
+        appended line is taken out; the file is ingested again."""
+        key = ref.split("#", 1)[1] if "#" in ref else None
+        if key and previous is not None:
+            await self.append(tenant_id, previous, key=key, replace=True)
+            return
+        async with self._lock(tenant_id):
+            path = self.path(tenant_id)
+            try:
+                current = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return
+            line = _key_line(key, text) if key else f"- {' '.join(text.split())}"
+            lines = current.splitlines()
+            if line not in lines:
+                return
+            lines.remove(line)
+            await asyncio.to_thread(atomic_write, path, "\n".join(lines) + "\n")
+            await self._ingest(tenant_id)
+
     async def append(self, tenant_id: str, text: str, *, key: str | None = None,
                      replace: bool = False) -> dict[str, Any]:
         """Append ``text`` (as ``- text`` or ``- **key**: text``) and ingest. Returns

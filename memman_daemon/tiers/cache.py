@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memman.cache_state import cache_key
-from memman.errors import invalid_params, not_found
+from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
 from memman_daemon.component import Component
 from memman_daemon.repositories import cache as cache_rows
 from memman_daemon.store import Op, Store, StoreError
@@ -165,6 +165,21 @@ class ToolCache(Component):
         self.counters[name] += n
         sc = self.session_counters.setdefault(session_id, dict.fromkeys(COUNTERS, 0))
         sc[name] += n
+
+    async def restore(self, e: CacheEntry, extra: list[Op]) -> dict[str, Any]:
+        """Put an evicted entry back (``memman_undo``), with ``extra`` (the undo's audit row)
+        in the same transaction."""
+        bucket = self.by_session.setdefault(e.session_id, {})
+        if e.key in bucket:
+            raise MemmanError(CONFLICT, f"cache entry {e.key} is cached again already")
+        bucket[e.key] = e
+        try:
+            await self.store.write([self.put_op(e), *extra])
+        except Exception:
+            bucket.pop(e.key, None)
+            raise
+        self._publish("put", e.session_id, entry=e.to_wire(), restored=True)
+        return {"entry": e.to_wire()}
 
     def _publish(self, kind: str, session_id: str, **data: Any) -> None:
         s = self.sessions.by_id.get(session_id)

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memman.errors import invalid_params, not_found
+from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
 from memman_daemon.component import Component
 from memman_daemon.repositories import scratchpad as scratchpad_rows
 from memman_daemon.search.hybrid import may_be_duplicate
@@ -161,6 +161,26 @@ class Scratchpad(Component):
                 snippet=v.to_wire())  # the whole snippet: memman_undo restores it
             ops += [self.delete_op(v), aop]
         return ops
+
+    async def restore(self, sn: Snippet, extra: list[Op]) -> dict[str, Any]:
+        """Put an evicted snippet back (``memman_undo``), as the most recently used, with
+        ``extra`` (the undo's audit row) in the same transaction."""
+        pad = self.pad(sn.session_id)
+        if sn.id in pad:
+            raise MemmanError(CONFLICT, f"snippet {sn.id} is in the scratchpad already")
+        if len(pad) >= self.config.scratchpad.max_snippets:
+            raise MemmanError(CONFLICT, f"the scratchpad of {sn.session_id!r} is full "
+                              f"({self.config.scratchpad.max_snippets} snippets); evict one "
+                              "first")
+        pad[sn.id] = sn
+        try:
+            await self.store.write([self.op(sn), *extra])
+        except Exception:
+            pad.pop(sn.id, None)
+            raise
+        self._publish("written", sn.session_id, snippet=sn.to_wire(), count=len(pad),
+                      restored=True)
+        return {"snippet": sn.to_wire()}
 
     async def _near_duplicate(self, pad: OrderedDict[int, Snippet], text: str
                               ) -> tuple[Snippet | None, float | None, Any]:

@@ -942,6 +942,17 @@ class UserMemory(SearchableTier):
             self.episodic_count[user_id] = max(0, self.episodic_count.get(user_id, 0) - 1)
         return self._forgotten(rec, summary_id, unlinked, arec.id, client)
 
+    async def delete(self, record: MemoryRecord | None, extra: list[Op]) -> None:
+        """Delete ``record`` (a promotion's new record, ``memman_undo``) with ``extra`` in
+        the same transaction; with no record, commit ``extra`` alone."""
+        ops: list[Op] = list(extra)
+        if record is not None:
+            ops = [*memory_rows.delete_ops(record.id), *extra]
+        await self.store.write(ops)
+        if record is not None:
+            self._unindex(record)
+            self._publish("deleted", record.user_id, record=record.to_wire())
+
     def _forget_audit(self, rec: MemoryRecord, summary_id: int | None, unlinked: int,
                       client: str) -> tuple[Any, Any]:
         """The audit record (and its operation) of forgetting ``rec``."""

@@ -81,6 +81,22 @@ async def test_undo_of_a_promotion_removes_the_preference_or_restores_the_old_va
         assert (await c.call(names.MEMORY_RECALL, "u1", "theme"))["value"] == "light"
 
 
+async def test_undo_of_a_promotion_to_agent_md_takes_the_line_out_and_reingests() -> None:
+    async with running_daemon(clock=FakeClock()) as d, d.client("tui") as c:
+        await c.session_open("s1", {"tenant_id": "acme"})
+        sn = (await c.call(names.SCRATCHPAD_WRITE, "s1", "invoices are due within 30 days"))
+        await c.call(names.SCRATCHPAD_PROMOTE, "s1", sn["snippet"]["id"], "business", {})
+        path = d.app.agent_md.path("acme")
+        assert "- invoices are due within 30 days" in path.read_text(encoding="utf-8")
+        doc = d.app.docs.get("acme", "agent.md")
+        assert doc is not None and doc.chunks >= 1
+        undo = await c.call(names.UNDO, {})
+        assert undo["undone"]["action"] == "promote" and undo["undone"]["target"] == "agent.md:acme"
+        assert "invoices are due" not in path.read_text(encoding="utf-8")
+        after = d.app.docs.get("acme", "agent.md")
+        assert after is not None and after.hash != doc.hash  # the file was ingested again
+
+
 async def test_undo_bad_options_name_the_parameter() -> None:
     async with running_daemon() as d, d.client() as c:
         for opts, path in (({"nope": 1}, "opts.nope"), ({"audit_id": "x"}, "opts.audit_id"),

@@ -92,8 +92,8 @@ class ScoringConfig:
     short_content_penalty: float = 0.7
     #: typed tool_call / tool_result entries count as carrying the "[Tool:" marker
     typed_tools_count_as_marker: bool = True
-    #: "salience" (default: what an entry carries and what the question asks) or the design's
-    #: first weighted sum of recency, role and content (its value: docs/decisions.md)
+    #: "salience" (default: what an entry carries and what the question asks) or "keyword", the
+    #: design's first weighted sum of recency, role and keyword content (docs/engine.md)
     profile: str = "salience"
     #: the salience profile's weights (the superseded part is subtracted)
     weights: dict[str, float] = field(default_factory=lambda: {
@@ -410,6 +410,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
 _CHOICES: dict[str, tuple[str, ...]] = {
     "storage.synchronous": ("NORMAL", "FULL", "EXTRA", "OFF"),
     "context.gap_role": ("assistant", "system", "user"),
+    "scoring.profile": ("salience", "keyword"),
+    "embeddings.model": ("", "all-MiniLM-L6-v2", "l2_supercat"),
 }
 _TYPE_WORDS = {int: "an integer", float: "a number", bool: "a boolean (true or false)",
                str: "a string", list: "a list", dict: "a table (map)", type(None): "nothing"}

@@ -53,6 +53,9 @@ def test_log_level_bogus_is_refused() -> None:
     ('[scoring]\nimportant_keywords = "error"\n', "scoring.important_keywords", "a list of strings"),
     ('[scoring]\nrole_scores = {user = "high"}\n', "scoring.role_scores", "a table of numbers"),
     ('[storage]\nsynchronous = "SOMETIMES"\n', "storage.synchronous = 'SOMETIMES'", "NORMAL, FULL"),
+    ('[scoring]\nprofile = "seed001"\n', "scoring.profile = 'seed001'", "salience, keyword"),
+    ('[embeddings]\nmodel = "bert-large"\n', "embeddings.model = 'bert-large'",
+     "all-MiniLM-L6-v2, l2_supercat"),
     ('[cache]\ndefault_ttl_s = -1.0\n', "cache.default_ttl_s = -1.0", "0 or more"),
     ('[context]\nwarn_threshold = 0.9\nprune_threshold = 0.8\n', "warn_threshold", "must rise"),
 ])

@@ -2,7 +2,7 @@
 
 Two profiles (``[scoring] profile``): ``salience`` (the default) weighs recency, role, content
 keywords, salience (what an entry carries: identifiers, numbers, instructions, decisions) and
-relevance to the current question, less a part for superseded values; ``seed001`` is the
+relevance to the current question, less a part for superseded values; ``keyword`` is the
 original formula, as its section 6 implementation computes it:
 
     total = recency * recency_weight + role * role_weight + content * content_weight
@@ -106,10 +106,10 @@ def unit_constant(role: str, content: float, salience: float, cfg: ScoringConfig
 def totals(arr: Any, relevance: Any, cfg: ScoringConfig) -> Any:
     """Every unit's total (a numpy array indexed like the units): recency by position, the
     cached constant, relevance to the question (per unit, 0..1), less the superseded share.
-    ``profile = "seed001"`` keeps the keyword-scoring design's formula. ``arr`` holds the per-unit columns."""
+    ``profile = "keyword"`` keeps the keyword-scoring design's formula. ``arr`` holds the per-unit columns."""
     n = arr.n
     pos = np.arange(n) / max(n - 1, 1)
-    if cfg.profile == "seed001":
+    if cfg.profile == "keyword":
         return np.minimum(pos * cfg.recency_weight + arr["keyword_total"], 1.0)
     w = cfg.weights
     t = (w["recency"] * pos + arr["const"] + w["relevance"] * relevance
@@ -121,5 +121,5 @@ def parts(u: Any, n: int, relevance: float, total: float, cfg: ScoringConfig) ->
     """One unit's parts, for preview and report."""
     return Parts(u.index / max(n - 1, 1),
                  cfg.salience_role_scores.get(u.first.role, cfg.default_role_score),
-                 u.keyword_total if cfg.profile == "seed001" else u.content, u.salience, relevance,
+                 u.keyword_total if cfg.profile == "keyword" else u.content, u.salience, relevance,
                  u.sup_n / u.val_n if u.val_n else 0.0, total)

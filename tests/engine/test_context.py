@@ -64,7 +64,7 @@ async def test_small_history_is_kept_whole_and_bands_follow_usage():
             assert r["tokens"] <= budget
 
 
-async def test_seed001_success_criteria():
+async def test_keyword_design_success_criteria():
     """11.1: within budget; user messages kept first; tool results (success and error) kept;
     dropped messages summarized; emergency works."""
     async with running_daemon() as d, d.client() as c:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from memman_daemon.engine import facts
@@ -186,14 +186,21 @@ def picks_of(e: Entry, cands: list[facts.Candidate], *, skip: set[tuple[int, int
 
 
 def summarize_entries(entries: list[Entry], room: int, measure: Callable[[str], int],
-                      *, query: str = "") -> str:
+                      *, query: str = "",
+                      known: Mapping[int, list[facts.Candidate]] | None = None) -> str:
     """A self-contained extractive summary of ``entries`` within ``room`` units of ``measure``
-    (tokens or bytes): header line first, superseded values left out."""
+    (tokens or bytes): header line first, superseded values left out. ``known``: candidates
+    already found per entry id (the context timeline's), used for entries without tool calls
+    instead of analysing their text again."""
     from memman_daemon.engine.supersede import Supersession
 
+    def candidates(e: Entry) -> list[facts.Candidate]:
+        if known is not None and not e.tool_calls and e.id in known:
+            return known[e.id]
+        return facts.analyse(e.content + _calls_text(e), structured=e.role == "tool")
+
     head = "[Previous conversation summary] " + header(entries)
-    analysed = [(e, facts.analyse(e.content + _calls_text(e), structured=e.role == "tool"))
-                for e in entries]
+    analysed = [(e, candidates(e)) for e in entries]
     sup = Supersession()
     for e, cands in analysed:
         sup.feed(e.id, cands, e.name or e.role if e.role == "tool" else "message")

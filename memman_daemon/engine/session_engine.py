@@ -136,13 +136,15 @@ class SessionEngine(Component):
         async with self.lock(s.id):
             if not self._alive(s):
                 return None
-            entries = compression.select(self.builder.timeline(s), cfg)
+            tl = self.builder.timeline(s)
+            entries = compression.select(tl, cfg)
             if not entries:
                 return None
             original = sum(e.tokens for e in entries)
             target = max(int(original * cfg.ratio), 16)
             text, source = await self.summarizer.summarize_entries(
-                entries, target_tokens=target, session_id=s.id, deadline=deadline)
+                entries, target_tokens=target, session_id=s.id, deadline=deadline,
+                known=tl.an.cands)
             if not self._alive(s) or any(e.summary_id is not None for e in entries):
                 return None
             content = compression.summary_content(entries, text)

@@ -41,6 +41,11 @@ _CHANGE = re.compile(
     r"(?:moved|pushed(?: back)?|postponed|rescheduled|changed|switched|bumped|updated|raised|"
     r"lowered|increased|decreased|reduced|set|slipped|shifted|upgraded|downgraded)\s+"
     r"(?:from\s+(?P<old>.+?)\s+)?to\s+(?P<new>[^,;.!?]+)", re.I)
+#: a word one of the patterns above needs: most texts have none, and the patterns (which may
+#: start at any position) cost ~200 µs on a short line, this check ~2 µs
+_CUES = re.compile(r"renam|instead of|\b(?:not|rather than|no longer|moved|pushed|postponed|"
+                   r"rescheduled|changed|switched|bumped|updated|raised|lowered|increased|"
+                   r"decreased|reduced|set|slipped|shifted|upgraded|downgraded)\b", re.I)
 _VALUEISH = re.compile(r"\d|[A-Za-z]+[_\-./][A-Za-z0-9]|\b[A-Z]{2,}\b")
 
 
@@ -101,6 +106,8 @@ def _named(token: str) -> bool:
 def _changes(text: str) -> list[tuple[str | None, str, list[str]]]:
     """(old token or None, new value, subject words) for each change statement in ``text``."""
     out: list[tuple[str | None, str, list[str]]] = []
+    if not _CUES.search(text):
+        return out
     for rx in _RENAMED:
         for m in rx.finditer(text):
             if _named(m.group(1)):

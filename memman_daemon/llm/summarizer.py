@@ -17,7 +17,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from memman_daemon.component import Component
@@ -25,6 +25,7 @@ from memman_daemon.engine import extractive
 
 if TYPE_CHECKING:
     from memman.config import Config
+    from memman_daemon.engine.facts import Candidate
     from memman_daemon.model import Entry
     from memman_daemon.tokens import TokenCounter
 
@@ -58,11 +59,13 @@ class SummaryFailed(Exception):
 
 # --- the deterministic fallback: extractive (see ``extractive``) --------------------------------
 def fallback_summary(entries: list[Entry], target_tokens: int = 150,
-                     measure: Callable[[str], int] | None = None) -> str:
+                     measure: Callable[[str], int] | None = None,
+                     known: Mapping[int, list[Candidate]] | None = None) -> str:
     """A header line (counts, tools, errors), then the fact-carrying sentences and lines of
     ``entries`` verbatim, within about ``target_tokens`` (``measure`` counts; default ~4 chars
     per token)."""
-    return extractive.summarize_entries(entries, target_tokens, measure or _approx_tokens)
+    return extractive.summarize_entries(entries, target_tokens, measure or _approx_tokens,
+                                        known=known)
 
 
 def _approx_tokens(text: str) -> int:
@@ -269,9 +272,12 @@ class Summarizer(Component):
     async def summarize_entries(self, entries: list[Entry], *, target_tokens: int,
                                 session_id: str | None = None, deadline: float | None = None,
                                 emergency: bool = False,
-                                on_late: Callable[[str], Any] | None = None) -> tuple[str, str]:
-        """Summarize log entries; returns (text, "llm" | "fallback")."""
-        fallback = fallback_summary(entries, max(target_tokens, 16), self._measure)
+                                on_late: Callable[[str], Any] | None = None,
+                                known: Mapping[int, list[Candidate]] | None = None
+                                ) -> tuple[str, str]:
+        """Summarize log entries; returns (text, "llm" | "fallback"). ``known``: the entries'
+        fact candidates where already found (the fallback then does not analyse them again)."""
+        fallback = fallback_summary(entries, max(target_tokens, 16), self._measure, known)
         if emergency or not self.available:
             return await self._bounded("", 0, fallback, deadline, emergency, on_late)
         notes = self._scratchpad_notes(session_id)

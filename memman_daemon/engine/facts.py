@@ -14,6 +14,7 @@ Everything here is pure and cached by the caller per entry id (entries never cha
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # --- candidates -----------------------------------------------------------------------------
@@ -140,23 +141,33 @@ def kv_of(line: str) -> tuple[str, str] | None:
 _NOT_KEYS = {"http", "https", "note", "q", "a", "user", "assistant", "system", "tool", "e.g", "i.e"}
 
 
+def _cued(cues: tuple[str, ...], rx: re.Pattern[str]) -> Callable[[str, str], bool]:
+    """``rx.search`` run only when the lower-cased text holds one of ``cues``, a substring of
+    every match: a substring test costs ~0.1 µs, these patterns 5-12 µs a line."""
+    def search(text: str, low: str) -> bool:
+        return any(c in low for c in cues) and rx.search(text) is not None
+    return search
+
+
 def salience(text: str, kv: bool = False) -> float:
     """0..1: how much this candidate carries (identifiers, numbers, dates, names, key: value,
     outcomes, instructions, decisions). Chit-chat scores 0.02; prose with one stray number
     stays under the bar a summary takes (``extractive.MIN_SALIENCE``)."""
     if is_chitchat(text):
         return 0.02
+    low = text.lower()
+    dates = len(_DATE.findall(text)) if any(c in low for c in _DATE_CUES) else 0
     values = (len(_IDENT.findall(text)) + 0.7 * len(_NUMBER.findall(text))
-              + 0.7 * len(_DATE.findall(text)) + 1.0 * len(_FULL_NAME.findall(text))
+              + 0.7 * dates + 1.0 * len(_FULL_NAME.findall(text))
               + 0.4 * len(_NAME.findall(text)))
     s = 0.1 + 0.5 * min(values, 2.0) / 2.0
     if kv:
         s += 0.15
-    if _OUTCOME.search(text):
+    if _has_outcome(text, low):
         s += 0.15
-    if _INSTRUCTION.search(text):
+    if _has_instruction(text, low):
         s += 0.25
-    if _DECISION.search(text):
+    if _has_decision(text, low):
         s += 0.25
     if len(text) < 12:
         s *= 0.6
@@ -174,6 +185,24 @@ _CODE = re.compile(
 _OUTCOME = re.compile(
     r"\b(?:success(?:ful(?:ly)?)?|succeeded|passed|failed|failure|errors?|exception|denied|"
     r"approved|completed|warning|timed? ?out|crash(?:ed)?|panic|refused|rejected|fixed)\b", re.I)
+
+
+#: substrings every match of these patterns contains (lower case)
+_DATE_CUES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
+              "dec", "day", "q1", "q2", "q3", "q4", "-")
+_has_outcome = _cued(("succe", "pass", "fail", "error", "exception", "denied", "approved",
+                      "completed", "warning", "time", "crash", "panic", "refused", "rejected",
+                      "fixed"), _OUTCOME)
+_has_instruction = _cued(("remember", "from now on", "going forward", "always", "never", "don",
+                          "do not", "must", "make sure", "please use", "prefer", "want", "likes",
+                          "hates", "shouldn", "needs to", "important", "note that",
+                          "keep in mind", "only use", "avoid", "require"), _INSTRUCTION)
+_has_decision = _cued(("move", "renam", "instead of", "switch", "change", "replace", "decid",
+                       "decision", "go with", "let", "going with", "no longer", "deprecated",
+                       "from now", "agreed", "chose", "pick", "set to", "bump", "postponed",
+                       "rescheduled", "pushed", "i meant", "correction", "actually",
+                       "root cause", "the cause", "the culprit", "the fix", "the problem",
+                       "the issue"), _DECISION)
 
 
 def is_error_line(line: str) -> bool:

@@ -115,14 +115,6 @@ async def vector_backlog(store: Store, after: int, model: str,
 
 
 # --- full text ------------------------------------------------------------------------------
-async def fts_bound(store: Store, match: str, scan: int) -> int:
-    """The rowid below which the newest ``scan`` matches of ``match`` lie (0: fewer match)."""
-    bound = await store.fetchall(
-        "SELECT rowid FROM doc_chunks_fts WHERE doc_chunks_fts MATCH ? "
-        "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, scan))
-    return bound[0][0] if bound else 0
-
-
 async def fts_ranked(store: Store, match: str, low: int, tenant_id: str,
                      limit: int) -> list[tuple[int, int, int, str, float]]:
     """The tenant's chunks matching ``match`` from rowid ``low`` on, best BM25 first:

@@ -1,6 +1,7 @@
-"""The FTS5 query both full-text indexes share (``memories_fts``, ``doc_chunks_fts``): how
-many rows match a word. Callers: ``tiers/user_memory.py`` and ``tiers/docs.py`` through
-``informative``; the query text itself is built by ``search/fts.py``.
+"""The FTS5 queries both full-text indexes share (``memories_fts``, ``doc_chunks_fts``): how
+many rows match a word (``informative``) and where the newest matches begin (``newest_bound``).
+Callers: ``tiers/user_memory.py`` and ``tiers/docs.py``; the query text itself is built by
+``search/fts.py``.
 
 Words that occur in more than half of the indexed rows are dropped when rarer words remain:
 FTS5's BM25 gives such a word an IDF of ~0 (it clamps log((N − n + .5) / (n + .5)) at 1e-6),
@@ -16,11 +17,24 @@ from typing import Any
 TABLES = ("memories_fts", "doc_chunks_fts")
 
 
+def _checked(table: str) -> str:
+    if table not in TABLES:
+        raise ValueError(f"not a full-text table: {table!r}")
+    return table
+
+
+async def newest_bound(store: Any, table: str, match: str, scan: int) -> int:
+    """The rowid below which the newest ``scan`` matches of ``match`` lie (0: fewer match)."""
+    t = _checked(table)
+    bound = await store.fetchall(f"SELECT rowid FROM {t} WHERE {t} MATCH ? "
+                                 "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, scan))
+    return int(bound[0][0]) if bound else 0
+
+
 async def informative(store: Any, table: str, ws: list[str], total_rows: int) -> list[str]:
     """``ws`` without the words found in more than half of ``total_rows`` rows (BM25 gives
     them no weight), unless that would leave none."""
-    if table not in TABLES:
-        raise ValueError(f"not a full-text table: {table!r}")
+    _checked(table)
     if len(ws) < 2 or total_rows < 200:
         return ws
     keep = []

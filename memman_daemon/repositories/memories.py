@@ -197,14 +197,6 @@ async def vector_backlog(store: Store, after: int, model: str,
 
 
 # --- full text ------------------------------------------------------------------------------
-async def fts_bound(store: Store, match: str, scan: int) -> int:
-    """The rowid below which the newest ``scan`` matches of ``match`` lie (0: fewer match)."""
-    bound = await store.fetchall(
-        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
-        "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, scan))
-    return bound[0][0] if bound else 0
-
-
 async def fts_ranked(store: Store, match: str, low: int, user_id: str, types: tuple[str, ...],
                      kind: str | None, limit: int) -> list[tuple[Any, ...]]:
     """The user's live records of these layers (of ``kind``) matching ``match`` from rowid

@@ -354,7 +354,7 @@ class BusinessDocs(SearchableTier):
         if match:
             # words that common everywhere: rank only the newest max_scan matching chunks,
             # unless that leaves this tenant fewer than top_k (see user_memory for the same)
-            low = await doc_rows.fts_bound(store, match, cfg.max_scan)
+            low = await fts_rows.newest_bound(store, "doc_chunks_fts", match, cfg.max_scan)
             found = await doc_rows.fts_ranked(store, match, low, tenant_id, n_cand)
             if low and len(found) < top_k:
                 found = await doc_rows.fts_ranked(store, match, 0, tenant_id, n_cand)

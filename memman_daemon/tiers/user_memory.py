@@ -590,7 +590,7 @@ class UserMemory(SearchableTier):
             # that leaves this user fewer than `limit` results, then all are.
             # in a hybrid search the vectors carry the meaning, so BM25 needs fewer rows
             scan = cfg.hybrid_max_scan if content_only else cfg.max_scan
-            low = await memory_rows.fts_bound(store, match, scan)
+            low = await fts_rows.newest_bound(store, "memories_fts", match, scan)
             found = await memory_rows.fts_ranked(store, match, low, user_id, types, kind,
                                                  cfg.candidates)
             if low and len(found) < limit:

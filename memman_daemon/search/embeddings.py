@@ -258,7 +258,7 @@ class Embedder(Component):
                 self.texts += len(texts)
                 return local.embed(texts)
             # the transformer (milliseconds per text) or a big batch: in a worker thread,
-            # where numpy's products release the GIL and requests go on being answered
+            # where the native code releases the GIL and requests go on being answered
             self.calls += 1
             self.texts += len(texts)
             return await asyncio.to_thread(local.embed, texts)

@@ -225,19 +225,32 @@ class MiniLM:
         opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
+        def session(source: Any) -> Any:
+            return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+
         with zf:
-            if quantized:
-                if cache_dir is None:
-                    raise ValueError("the int8 model needs a cache dir")
-                source: Any = str(_quantized(zf, cache_dir))
-            else:
-                source = build_graph(_weights(zf)).SerializeToString()
             tokenizer = _read(zf, "tokenizer.json").decode("utf-8")
-        try:
-            self._session = ort.InferenceSession(source, opts,
-                                                 providers=["CPUExecutionProvider"])
-        except Exception as exc:  # a corrupt cached file, an incompatible runtime
-            raise MiniLMUnavailable(f"cannot load {MODEL} in ONNX Runtime: {exc}") from exc
+            try:
+                if not quantized:
+                    self._session = session(build_graph(_weights(zf)).SerializeToString())
+                elif cache_dir is None:
+                    raise ValueError("the int8 model needs a cache dir")
+                else:
+                    path = _quantized(zf, cache_dir)
+                    try:
+                        self._session = session(str(path))
+                    except Exception:
+                        # a damaged cached file (a disk error, a hand edit): set it aside,
+                        # named, and make it again once
+                        aside = path.with_name(path.name + ".unreadable")
+                        path.replace(aside)
+                        log.warning("%s could not be loaded; kept as %s, making it again",
+                                    path, aside.name)
+                        self._session = session(str(_quantized(zf, cache_dir)))
+            except MiniLMUnavailable:
+                raise
+            except Exception as exc:  # an incompatible runtime, a file it cannot read
+                raise MiniLMUnavailable(f"cannot load {MODEL} in ONNX Runtime: {exc}") from exc
         tok = Tokenizer.from_str(tokenizer)
         tok.no_padding()  # the shipped file pads to 128: each batch is padded to its longest
         tok.enable_truncation(MAX_TOKENS)

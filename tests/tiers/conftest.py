@@ -20,6 +20,7 @@ READS_THE_SQLITE_FILE = {
     "test_model_change_by_config_reload_reembeds",
     "test_long_document_is_embedded_in_the_background",
     "test_minilm_graph_matches_the_reference_model",  # no daemon at all
+    "test_a_damaged_int8_file_is_set_aside_and_made_again",  # no daemon at all
 }
 
 

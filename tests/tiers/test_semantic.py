@@ -394,3 +394,17 @@ async def test_long_document_is_embedded_in_the_background() -> None:
         res = await c.call(names.DOCS_SEARCH, "acme", "overtime pay for bank holidays")
         assert "holidays are paid double" in res["results"][0]["text"]
         assert "vector" in res["results"][0]["matched"]
+
+
+def test_a_damaged_int8_file_is_set_aside_and_made_again(tmp_path) -> None:
+    """A cached model file that ONNX Runtime cannot read does not turn search off for good:
+    it is kept under another name and the model is made again."""
+    from memman_daemon.search.minilm import MiniLM
+
+    first = MiniLM(tmp_path).embed(["Ana wants every amount in EUR"])
+    [made] = list(tmp_path.glob("*.onnx"))
+    made.write_bytes(b"not a model")
+    again = MiniLM(tmp_path).embed(["Ana wants every amount in EUR"])
+    assert float(first[0] @ again[0]) > 0.9999
+    assert (tmp_path / (made.name + ".unreadable")).read_bytes() == b"not a model"
+    assert made.stat().st_size > 1_000_000

@@ -64,7 +64,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  summarizer {summ.get('model', '?')}")
     emb = stats.get("embeddings") or {}
     if emb:
-        print(f"  embeddings {_embeddings_line(emb)}")
+        print(f"  embeddings {embeddings_label(emb)}")
     shared = stats.get("shared") or {}
     if shared.get("backend") == "postgresql":
         line = f"  shared     {shared.get('dsn')} — {shared.get('state')}"
@@ -75,11 +75,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     elif shared:
         print("  shared     local (user memory and business context in the SQLite file)")
     return 0
-
-
-def _embeddings_line(emb: dict[str, Any]) -> str:
-    """``local minilm/all-MiniLM-L6-v2@384, re-embedding 1,200/5,000 (24%, 900/s)``."""
-    return embeddings_label(emb)
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:

@@ -123,8 +123,10 @@ class Embedder(Component):
                 self._local = want
             if self._local.fast:
                 self._relevance = self._local
-            elif self._relevance is None or not self._relevance.fast:
-                self._relevance = LocalEmbedder(STATIC_MODEL, SHIPPED_DIM, cache)
+            else:  # the transformer embeds what is stored; the static model whole sessions
+                static = LocalEmbedder(STATIC_MODEL, SHIPPED_DIM, cache)
+                if self._relevance is None or self._relevance.model_id != static.model_id:
+                    self._relevance = static
             self.model_id: str = self._local.model_id
             self.model = self._local.model
         elif self.provider == "openai":

@@ -309,7 +309,7 @@ def test_status_shows_the_embedder_and_reembed_progress() -> None:
 
 
 def test_status_line_while_reembedding() -> None:
-    from memman_cli.cli import _embeddings_line
+    from memman.labels import embeddings_label as _embeddings_line
 
     emb = {"enabled": True, "provider": "local", "model_id": "wordllama/l2_supercat@128",
            "error": None, "reembed": {"state": "running", "done": 1200, "total": 5000,

@@ -13,6 +13,7 @@ from typing import Any
 
 from memman import __version__
 from memman.config import DEFAULT_MODEL, Config
+from memman_daemon.background import BackgroundShare
 from memman_daemon.clock import Clock
 from memman_daemon.component import Component
 from memman_daemon.config_watch import ConfigWatcher
@@ -57,7 +58,10 @@ class App:
         self.tokens = TokenCounter(cache_dir_for(config.data_dir))
         # vectors for hybrid search, near-duplicates and relevance: local model, endpoint or
         # none. `await embedder.embed(texts)` / `embedder.cached(texts)` give unit vectors
-        self.embedder = Embedder(config)
+        # background work (compression's analysis, the embedding prefetch) shares one time
+        # budget while clients are served; the server tells it when requests come in
+        self.background = BackgroundShare(lambda: config.limits.background_share)
+        self.embedder = Embedder(config, self.background)
         self.sessions = Sessions(self.store, config, self.clock, self.events, self.tokens,
                                  self.embedder)
         self.summarizer = Summarizer(config, self.tokens)  # the LLM client and its fallback
@@ -71,7 +75,8 @@ class App:
         # cycles, compression, the budgeted context
         self.engine = SessionEngine(config=config, clock=self.clock, events=self.events, tokens=self.tokens,
                                     sessions=self.sessions, summarizer=self.summarizer,
-                                    embedder=self.embedder, audit=self.audit, cache=self.cache)
+                                    embedder=self.embedder, audit=self.audit, cache=self.cache,
+                                    background=self.background)
         # background (re-)embedding of stored rows; its sources are set below
         self.vector_sync = VectorSync(config, self.events, self.embedder, read_only=read_only)
         self.injection = Injection(config, self.events, self.sessions, self.cache)
@@ -104,7 +109,7 @@ class App:
         # the parts with state to load, tasks to stop or figures to report (component.py):
         # loaded after the sessions, in this order; closed in reverse
         self.components: list[Component] = [
-            self.summarizer, self.engine, self.shared, self.audit, self.embedder, self.cache,
+            self.background, self.summarizer, self.engine, self.shared, self.audit, self.embedder, self.cache,
             self.scratchpad, self.user_memory, self.docs, self.agent_md, self.vector_sync,
             self.series]
         if self.shared_audit is not self.audit:

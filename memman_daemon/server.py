@@ -45,6 +45,7 @@ class Server:
         self.config = config
         self.app = App(config, clock, read_only=read_only)
         self.state = ServerState()
+        self.app.background.requests = lambda: self.state.requests  # busy or idle
         self.stopping = False
         self.started = asyncio.Event()
         self._stop = asyncio.Event()

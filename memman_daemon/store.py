@@ -1,10 +1,13 @@
-"""The durable record: SQLite through aiosqlite, WAL, group commit.
+"""The durable record: SQLite, WAL, group commit.
 
 Writers hand ``write()`` a list of ``(sql, params)`` operations and await it; it returns only
 after the transaction holding them commits. Operations queued while a commit is running share
 the next transaction, and runs of the same statement go through one ``executemany`` — so many
-concurrent durable writes cost about one commit. If a batch fails, each request in it is
-retried alone so one bad request cannot fail the others.
+concurrent durable writes cost about one commit. A transaction is one call on the writer's own
+thread (its sqlite3 connection lives there): one thread hop per commit, however many
+statements it holds. If a batch fails, each request in it is retried alone so one bad request
+cannot fail the others. Reads (the start-up load, searches) go through a second, read-only
+connection (aiosqlite).
 
 The writer never dies silently: any failure of a request (SQLite, I/O, a value SQLite cannot
 bind) fails that request with -32003 and the writer goes on. If the writer itself cannot go on,
@@ -22,8 +25,9 @@ import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -33,6 +37,7 @@ from memman_daemon.schema import MIGRATIONS, SCHEMA_VERSION
 log = logging.getLogger(__name__)
 
 Op = tuple[str, Sequence[Any]]
+T = TypeVar("T")
 
 
 class StoreError(MemmanError):
@@ -47,7 +52,8 @@ class Store:
         self.path = path
         self.synchronous = synchronous.upper()
         self.batch_max_rows = batch_max_rows
-        self.db: aiosqlite.Connection | None = None
+        self.db: sqlite3.Connection | None = None  #: the writer's; used on its thread only
+        self._thread: ThreadPoolExecutor | None = None  #: the writer's thread
         self.reader: aiosqlite.Connection | None = None
         self._queue: list[tuple[list[Op], asyncio.Future[None]]] = []
         self._wakeup = asyncio.Event()
@@ -63,13 +69,14 @@ class Store:
     # --- lifecycle -----------------------------------------------------------------------
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="memman-store-writer")
         try:
-            self.db = await aiosqlite.connect(self.path, isolation_level=None)
-            await self.db.execute("PRAGMA journal_mode=WAL")
-            await self.db.execute(f"PRAGMA synchronous={self.synchronous}")
-            await self.db.execute("PRAGMA foreign_keys=ON")
-            await self._quick_check()
-            await self._migrate()
+            self.db = await self.on_writer(
+                lambda _: sqlite3.connect(self.path, isolation_level=None,
+                                          check_same_thread=False))
+            await self.on_writer(self._setup)
+            await self.on_writer(self._quick_check)
+            await self.on_writer(self._migrate)
             st = os.stat(self.path)
             self._identity = (st.st_dev, st.st_ino)
             self.reader = await aiosqlite.connect(f"file:{self.path}?mode=ro", uri=True,
@@ -81,26 +88,34 @@ class Store:
                              "start empty, or restore it from a backup.") from exc
         self._writer = asyncio.create_task(self._write_loop(), name="memman-store-writer")
 
-    async def _quick_check(self) -> None:
-        assert self.db is not None
-        async with self.db.execute("PRAGMA quick_check") as cur:
-            rows = [r[0] for r in await cur.fetchall()]
+    async def on_writer(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(connection)`` on the writer's thread (where its connection lives)."""
+        assert self._thread is not None, "store is not open"
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, fn, self.db)  # type: ignore[arg-type]
+
+    def _setup(self, db: sqlite3.Connection) -> None:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={self.synchronous}")
+        db.execute("PRAGMA foreign_keys=ON")
+
+    @staticmethod
+    def _quick_check(db: sqlite3.Connection) -> None:
+        rows = [r[0] for r in db.execute("PRAGMA quick_check").fetchall()]
         if rows != ["ok"]:
             detail = "; ".join(rows[:3])
             raise sqlite3.DatabaseError(
                 f"integrity check failed ({len(rows)} problems): {detail[:300]}")
 
-    async def _migrate(self) -> None:
-        assert self.db is not None
-        async with self.db.execute("PRAGMA user_version") as cur:
-            row = await cur.fetchone()
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        row = db.execute("PRAGMA user_version").fetchone()
         version = row[0] if row else 0
         if version > SCHEMA_VERSION:
             raise sqlite3.DatabaseError(
                 f"schema version {version} is newer than this memman understands ({SCHEMA_VERSION})")
         for v in range(version, SCHEMA_VERSION):
             log.info("migrating %s to schema version %d", self.path, v + 1)
-            await self.db.executescript(f"BEGIN;\n{MIGRATIONS[v]}\nPRAGMA user_version={v + 1};\nCOMMIT;")
+            db.executescript(f"BEGIN;\n{MIGRATIONS[v]}\nPRAGMA user_version={v + 1};\nCOMMIT;")
 
     async def close(self) -> None:
         """Commit what is queued, then close both connections."""
@@ -112,14 +127,17 @@ class Store:
             except asyncio.CancelledError:
                 pass
             self._writer = None
-        for conn in (self.reader, self.db):
-            if conn is not None:
-                await conn.close()
-        self.reader = self.db = None
+        if self.reader is not None:
+            await self.reader.close()
+        if self.db is not None:
+            await self.on_writer(lambda db: db.close())
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+        self.reader = self.db = self._thread = None
 
     # --- reads (start-up load and searches; normal reads are served from memory) ------------
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        conn = self.reader or self.db
+        conn = self.reader
         assert conn is not None, "store is not open"
         async with conn.execute(sql, params) as cur:
             return list(await cur.fetchall())
@@ -220,27 +238,7 @@ class Store:
     async def _transaction(self, ops: list[Op]) -> None:
         if not ops:
             return
-        db = self.db
-        assert db is not None
-        await db.execute("BEGIN IMMEDIATE")
-        try:
-            i = 0
-            while i < len(ops):
-                sql, j = ops[i][0], i
-                while j < len(ops) and ops[j][0] == sql:
-                    j += 1
-                if j - i == 1:
-                    await db.execute(sql, ops[i][1])
-                else:
-                    await db.executemany(sql, [p for _, p in ops[i:j]])
-                i = j
-            await db.commit()
-        except BaseException:
-            try:
-                await db.rollback()
-            except sqlite3.Error:
-                pass
-            raise
+        await self.on_writer(lambda db: _apply(db, ops))
         self.commits += 1
         self.rows_written += len(ops)
 
@@ -259,6 +257,29 @@ class Store:
             fut.set_exception(StoreError(
                 f"the database {self.path} could not store this request ({type(exc).__name__}: "
                 f"{exc}); nothing was changed and the daemon keeps running."))
+
+
+def _apply(db: sqlite3.Connection, ops: list[Op]) -> None:
+    """One transaction, on the writer's thread: runs of one statement go through executemany."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        i = 0
+        while i < len(ops):
+            sql, j = ops[i][0], i
+            while j < len(ops) and ops[j][0] == sql:
+                j += 1
+            if j - i == 1:
+                db.execute(sql, ops[i][1])
+            else:
+                db.executemany(sql, [p for _, p in ops[i:j]])
+            i = j
+        db.execute("COMMIT")
+    except BaseException:
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        raise
 
 
 class _Replaced(Exception):

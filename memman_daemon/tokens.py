@@ -239,7 +239,7 @@ class TokenCounter:
                 "failed": dict(self._failed), "cache_dir": str(self.cache_dir)}
 
     def count_text(self, text: str, model: str) -> int:
-        return len(self.encoding(model).encode(text, disallowed_special=()))
+        return len(self.encoding(model).encode_ordinary(text))
 
     def count_message(self, message: dict[str, Any], model: str) -> int:
         """Tokens one chat message adds to a prompt (its 3-token frame included)."""
@@ -251,13 +251,13 @@ class TokenCounter:
             if key == "tool_calls":
                 for call in value:
                     fn = call.get("function", {}) if isinstance(call, dict) else {}
-                    n += len(enc.encode(str(fn.get("name", "")), disallowed_special=()))
-                    n += len(enc.encode(str(fn.get("arguments", "")), disallowed_special=()))
+                    n += len(enc.encode_ordinary(str(fn.get("name", ""))))
+                    n += len(enc.encode_ordinary(str(fn.get("arguments", ""))))
                     n += TOKENS_PER_MESSAGE
                 continue
             if not isinstance(value, str):
                 value = json.dumps(value, sort_keys=True)
-            n += len(enc.encode(value, disallowed_special=()))
+            n += len(enc.encode_ordinary(value))
             if key == "name":
                 n += TOKENS_PER_NAME
         return n
@@ -284,7 +284,7 @@ class TokenCounter:
         func_init = TOOL_FUNC_INIT.get(_ALIASES.get(wanted, wanted), TOOL_FUNC_INIT["o200k_base"])
 
         def count(text: str) -> int:
-            return len(enc.encode(text, disallowed_special=()))
+            return len(enc.encode_ordinary(text))
 
         n = 0
         for tool in tools:

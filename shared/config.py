@@ -48,6 +48,9 @@ class LimitsConfig:
     refusal_linger_s: float = 1.0  #: a refused connection stays this long to read its error
     idle_timeout_s: float = 900.0  #: a connection silent this long is closed (0 = never; never for subscribers)
     log_interval_s: float = 10.0  #: a repeated error (accept failures) is logged at most once per this interval
+    #: most of the time (0..1) background work (compression's analysis and summaries, the
+    #: embedding prefetch) takes while clients are being served; idle, it runs flat out
+    background_share: float = 0.1
 
 
 @dataclass
@@ -260,7 +263,6 @@ class EmbeddingsConfig:
     batch_size: int = 256  #: texts embedded per background batch (re-embed, backfill)
     reembed: bool = True  #: embed, in the background, rows whose vector is missing or of another model
     prefetch_entries: bool = True  #: embed session entries in the background for relevance
-    prefetch_share: float = 0.2  #: most of the time (0..1) the background prefetch may run
     cache_texts: int = 20_000  #: vectors of recent texts kept in memory (relevance lookups)
 
 

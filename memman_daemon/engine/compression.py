@@ -24,10 +24,17 @@ def needs_compression(s: Session, cfg: CompressionConfig) -> bool:
     return s.active_tokens > cfg.max_tokens or s.active_count > cfg.max_entries
 
 
-def select(tl: Timeline, cfg: CompressionConfig) -> list[Entry]:
+#: most entries one automatic compression folds: a session that fell behind (a burst of adds
+#: while compression waited for its background share) is folded oldest first, a batch per
+#: summary, so no single step holds the event loop for long
+AUTO_BATCH = 1000
+
+
+def select(tl: Timeline, cfg: CompressionConfig, most: int | None = None) -> list[Entry]:
     """Active entries older than the recent window, whole units only; [] if fewer than min.
     The system prompt is never compressed, pinned or not; other pinned entries unless
-    ``keep_pinned`` is off."""
+    ``keep_pinned`` is off. ``most``: stop after the unit that reaches this many (oldest
+    first)."""
     units = [u for u in tl.units if all(e.active for e in u.items)]
     recent = 0
     cut = len(units)
@@ -41,6 +48,8 @@ def select(tl: Timeline, cfg: CompressionConfig) -> list[Entry]:
         if u.mandatory and cfg.keep_pinned:
             continue
         chosen.extend(u.items)
+        if most is not None and len(chosen) >= most:
+            break
     chosen.sort(key=lambda e: e.id)
     return chosen if len(chosen) >= cfg.min_entries else []
 

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import time
 from bisect import insort
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memman_daemon.background import SLICE_S
 from memman_daemon.engine import extractive, facts, scoring
 from memman_daemon.engine.relevance import TermIndex
 from memman_daemon.engine.supersede import Supersession
@@ -38,6 +40,7 @@ from memman_daemon.tokens import REPLY_PRIMING
 
 if TYPE_CHECKING:
     from memman.config import Config
+    from memman_daemon.background import BackgroundShare
     from memman_daemon.clock import Clock
     from memman_daemon.llm.summarizer import Summarizer
     from memman_daemon.search.embeddings import Embedder
@@ -398,6 +401,25 @@ class ContextBuilder:
             self._timelines[s.id] = tl
         _apply_superseded(tl)
         return tl
+
+    async def catch_up(self, s: Session, background: BackgroundShare) -> None:
+        """Analyse the entries not analysed yet, a few at a time within the background share
+        (~50-100 µs an entry: a burst of adds is served first, the analysis follows). Returns
+        once every entry is analysed; while adds outrun the share, it keeps following them."""
+        while True:
+            async with background.turn():
+                tl = self._timelines.get(s.id)
+                if tl is None or tl.an.session != id(s):
+                    # a timeline to be built around this analysis (its key matches no state)
+                    tl = self._timelines[s.id] = Timeline(("analysing",), Analysis(id(s)))
+                an, sc = tl.an, self.config.scoring
+                t0 = time.perf_counter()
+                while an.done < len(s.entries):
+                    an.feed(s.entries[an.done:an.done + 8], sc)
+                    if time.perf_counter() - t0 > SLICE_S:
+                        break
+                else:
+                    return
 
     def message_tokens(self, msg: dict[str, Any], model: str) -> int:
         key = (msg["role"], msg["content"] or "")
@@ -1083,7 +1105,7 @@ def _dedupe(text: str, plan: Plan, tl: Timeline) -> str:
 
 
 def _cap(text: str, tokens: int, enc: Any) -> str:
-    toks = enc.encode(text, disallowed_special=())
+    toks = enc.encode_ordinary(text)
     if len(toks) <= tokens:
         return text
     cut = enc.decode(toks[:tokens])

@@ -157,13 +157,15 @@ def salience(text: str, kv: bool = False) -> float:
     if is_chitchat(text):
         return 0.02
     low = text.lower()
+    upper = text != low  # names and capitals need an upper-case letter
     dates = len(_DATE.findall(text)) if any(c in low for c in _DATE_CUES) else 0
-    numbers, full, names = (len(_NUMBER.findall(text)), len(_FULL_NAME.findall(text)),
-                            len(_NAME.findall(text)))
+    numbers = len(_NUMBER.findall(text)) if _DIGIT.search(text) else 0
+    full = len(_FULL_NAME.findall(text)) if upper else 0
+    names = len(_NAME.findall(text)) if upper else 0
     if 0.7 * numbers + 0.7 * dates + 1.0 * full + 0.4 * names >= 2.0:
         values = 2.0  # the cap: identifiers cannot add to it
     else:
-        idents = len(_IDENT.findall(text)) if _may_name_ident(text) else 0
+        idents = len(_IDENT.findall(text)) if _may_name_ident(text, upper) else 0
         values = idents + 0.7 * numbers + 0.7 * dates + 1.0 * full + 0.4 * names
     s = 0.1 + 0.5 * min(values, 2.0) / 2.0
     if kv:
@@ -176,9 +178,25 @@ def salience(text: str, kv: bool = False) -> float:
         s += 0.25
     if len(text) < 12:
         s *= 0.6
-    if _CODE.search(text):
+    if _is_code(text):
         s *= 0.55  # source code is dense with identifiers but rarely the fact asked about
     return min(s, 1.0)
+
+
+#: every alternative of _CODE but the keyword at a line's start needs one of these characters
+_CODE_CHARS = "\t:;{}=()\\"
+_CODE_START = re.compile(
+    r"[+-]?\s*(?:func|def|class|return|import|package|const|var|let|if|for|else|switch|case|"
+    r"type|struct|public|private|static|async|await)\b")
+_DIGIT = re.compile(r"\d")
+
+
+def _is_code(text: str) -> bool:
+    """``_CODE.search(text)``; prose without any of its characters only needs the keyword check
+    at each line's start (~1 µs instead of ~7)."""
+    if any(c in text for c in _CODE_CHARS):
+        return _CODE.search(text) is not None
+    return any(_CODE_START.match(line) for line in text.split("\n"))
 
 
 _CODE = re.compile(
@@ -195,10 +213,14 @@ _OUTCOME = re.compile(
 #: something each kind of identifier needs (a separator, a capital pair, a hex run): most
 #: prose lines have none, and _IDENT costs ~18 µs a line
 _IDENT_QUICK = re.compile(r"[A-Z]{2}|[a-z][A-Z]|[0-9a-f]{7}")
+_HEX_RUN = re.compile(r"[0-9a-f]{7}")
 
 
-def _may_name_ident(text: str) -> bool:
-    return (any(ch in text for ch in "_-./`") or _IDENT_QUICK.search(text) is not None)
+def _may_name_ident(text: str, upper: bool = True) -> bool:
+    """``upper``: the text has an upper-case letter (without one, only a hex run can)."""
+    if any(ch in text for ch in "_-./`"):
+        return True
+    return (_IDENT_QUICK if upper else _HEX_RUN).search(text) is not None
 
 
 #: substrings every match of these patterns contains (lower case)

@@ -11,6 +11,7 @@ Automatic compression runs in the background after ``entry_added`` events.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from memman_daemon.sessions import Sessions
 
 if TYPE_CHECKING:
     from memman.config import Config
+    from memman_daemon.background import BackgroundShare
     from memman_daemon.clock import Clock
     from memman_daemon.events import EventBus
     from memman_daemon.llm.summarizer import Summarizer
@@ -41,8 +43,11 @@ class SessionEngine(Component):
 
     def __init__(self, *, config: Config, clock: Clock, events: EventBus,
                  tokens: TokenCounter, sessions: Sessions, summarizer: Summarizer,
-                 embedder: Embedder, audit: AuditLog, cache: ToolCache) -> None:
+                 embedder: Embedder, audit: AuditLog, cache: ToolCache,
+                 background: BackgroundShare) -> None:
         self.config, self.clock, self.events, self.tokens = config, clock, events, tokens
+        #: automatic compression is background work: it runs within this time budget
+        self.background = background
         self.sessions, self.summarizer, self.audit = sessions, summarizer, audit
         self.cache = cache  #: its cached tool results ride in the context; cycles age them
         self.builder = ContextBuilder(config=config, clock=clock, tokens=tokens,
@@ -121,7 +126,12 @@ class SessionEngine(Component):
                 if s is None or not compression.needs_compression(s, self.config.compression):
                     return
                 try:
-                    done = await self.compact(s, deadline=None)
+                    # the per-entry analysis first, a slice at a time within the background
+                    # share; then one batch folded
+                    await self.builder.catch_up(s, self.background)
+                    if not self._alive(s):
+                        return
+                    done = await self.compact(s, deadline=None, paced=True)
                 except MemmanError:
                     log.warning("automatic compression of %s failed", sid, exc_info=True)
                     return
@@ -130,21 +140,26 @@ class SessionEngine(Component):
         finally:
             self._compacting.pop(sid, None)
 
-    async def compact(self, s: Session, *, deadline: float | None) -> dict[str, Any] | None:
-        """Compress everything older than the recent window now; None if nothing qualifies."""
+    async def compact(self, s: Session, *, deadline: float | None,
+                      paced: bool = False) -> dict[str, Any] | None:
+        """Compress everything older than the recent window now; None if nothing qualifies.
+        ``paced`` (automatic compression): at most ``compression.AUTO_BATCH`` entries, chosen
+        and summarized within the background share."""
         cfg = self.config.compression
         async with self.lock(s.id):
             if not self._alive(s):
                 return None
-            tl = self.builder.timeline(s)
-            entries = compression.select(tl, cfg)
-            if not entries:
-                return None
-            original = sum(e.tokens for e in entries)
-            target = max(int(original * cfg.ratio), 16)
+            async with self.background.turn() if paced else contextlib.nullcontext():
+                tl = self.builder.timeline(s)
+                entries = compression.select(tl, cfg, compression.AUTO_BATCH if paced else None)
+                if not entries:
+                    return None
+                original = sum(e.tokens for e in entries)
+                target = max(int(original * cfg.ratio), 16)
+                fallback = self.summarizer.extractive(entries, target, tl.an.cands)
             text, source = await self.summarizer.summarize_entries(
                 entries, target_tokens=target, session_id=s.id, deadline=deadline,
-                known=tl.an.cands)
+                fallback=fallback)
             if not self._alive(s) or any(e.summary_id is not None for e in entries):
                 return None
             content = compression.summary_content(entries, text)
@@ -159,8 +174,7 @@ class SessionEngine(Component):
             s.meta.counters["compressions"] = s.meta.counters.get("compressions", 0) + 1
             if source == "llm":
                 s.meta.counters["compression_llm"] = s.meta.counters.get("compression_llm", 0) + 1
-            ops = [rows.summary_op(sm), rows.meta_op(s)]
-            ops += [rows.entry_op(e) for e in entries]
+            ops = [rows.summary_op(sm), rows.meta_op(s), rows.fold_op(entries, sm.id)]
             await self.sessions.commit(s, ops)
             self.counters["compressions"] += 1
             self.counters["entries_compressed"] += len(entries)

@@ -273,11 +273,13 @@ class Summarizer(Component):
                                 session_id: str | None = None, deadline: float | None = None,
                                 emergency: bool = False,
                                 on_late: Callable[[str], Any] | None = None,
-                                known: Mapping[int, list[Candidate]] | None = None
-                                ) -> tuple[str, str]:
+                                known: Mapping[int, list[Candidate]] | None = None,
+                                fallback: str | None = None) -> tuple[str, str]:
         """Summarize log entries; returns (text, "llm" | "fallback"). ``known``: the entries'
-        fact candidates where already found (the fallback then does not analyse them again)."""
-        fallback = fallback_summary(entries, max(target_tokens, 16), self._measure, known)
+        fact candidates where already found (the fallback then does not analyse them again);
+        ``fallback``: the extractive summary, where the caller made it already."""
+        if fallback is None:
+            fallback = self.extractive(entries, target_tokens, known)
         if emergency or not self.available:
             return await self._bounded("", 0, fallback, deadline, emergency, on_late)
         notes = self._scratchpad_notes(session_id)
@@ -299,6 +301,11 @@ class Summarizer(Component):
         if source == "llm" and len(out.encode()) > target_bytes * 1.25:
             out = truncate_bytes(out, target_bytes, keep=keep)
         return out, source
+
+    def extractive(self, entries: list[Entry], target_tokens: int,
+                   known: Mapping[int, list[Candidate]] | None = None) -> str:
+        """The summary made without the LLM (what the LLM's summary falls back to)."""
+        return fallback_summary(entries, max(target_tokens, 16), self._measure, known)
 
     def _measure(self, text: str) -> int:
         return self.tokens.count_text(text, self.cfg.model)

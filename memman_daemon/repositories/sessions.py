@@ -20,6 +20,14 @@ def entry_op(e: Entry) -> Op:
             (e.id, e.session_id, _dumps(e.to_wire())))
 
 
+def fold_op(entries: list[Entry], summary_id: int) -> Op:
+    """The entries' rows now point at their summary: one statement, the JSON edited by SQLite
+    (rewriting each row from Python cost ~10 µs an entry on the event loop)."""
+    return ("UPDATE entries SET data = json_set(data, '$.summary_id', ?) "
+            "WHERE id IN (SELECT value FROM json_each(?))",
+            (summary_id, _dumps([e.id for e in entries])))
+
+
 def summary_op(s: Summary) -> Op:
     return ("INSERT OR REPLACE INTO summaries(id, session_id, data) VALUES (?,?,?)",
             (s.id, s.session_id, _dumps(s.to_wire())))

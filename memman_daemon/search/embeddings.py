@@ -26,10 +26,9 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +40,9 @@ from memman_daemon.search.local_embedder import (
     LocalEmbedder,
     LocalEmbedderError,
 )
+
+if TYPE_CHECKING:
+    from memman_daemon.background import BackgroundShare
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +87,9 @@ class Embedder(Component):
 
     stats_key = "embeddings"
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, background: BackgroundShare) -> None:
         self.config = config
+        self.background = background  #: the time budget the prefetch runs within
         #: set by the app: called when the model in force changes (loaded vector matrices
         #: are dropped, a background re-embed is requested)
         self.on_model_changed: list[Callable[[], None]] = []
@@ -341,9 +344,12 @@ class Embedder(Component):
                 if not batch or self._relevance is None:
                     continue
                 local = self._relevance
-                t0 = time.perf_counter()
+                # a background job within the daemon's background share, so a burst of adds
+                # is not slowed by embedding them (what is not prefetched is embedded when
+                # first needed)
                 try:
-                    vecs = await asyncio.to_thread(local.embed, batch)
+                    async with self.background.turn():
+                        vecs = await asyncio.to_thread(local.embed, batch)
                 except Exception:  # a bad text must not stop the loop
                     log.exception("prefetching %d embeddings failed", len(batch))
                     continue
@@ -352,11 +358,6 @@ class Embedder(Component):
                 for t, v in zip(batch, vecs, strict=True):
                     self._remember(t, v)
                 self.prefetched += len(batch)
-                # a background job: at most `prefetch_share` of the time, so a burst of
-                # adds is not slowed by embedding them (what is not prefetched is embedded
-                # when first needed)
-                share = min(1.0, max(0.01, self.config.embeddings.prefetch_share))
-                await asyncio.sleep((time.perf_counter() - t0) * (1 - share) / share)
 
     # --- reporting -------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def chunk_text(text: str, enc: tiktoken.Encoding, size: int, overlap: int) -> li
     if size <= 0:
         raise ValueError("docs.chunk_tokens must be positive")
     overlap = max(0, min(overlap, size // 2))
-    toks = enc.encode(text, disallowed_special=())
+    toks = enc.encode_ordinary(text)
     n = len(toks)
     chunks: list[Chunk] = []
     start = 0

@@ -294,7 +294,7 @@ class BusinessDocs(SearchableTier):
         doc_id = doc.get("doc_id") or digest[:16]
         d = Doc(pk=pk, tenant_id=tenant_id, doc_id=doc_id, title=doc.get("title") or doc_id,
                 source=doc.get("source") or "upload", hash=digest, chunks=len(chunks),
-                tokens=len(enc.encode(content, disallowed_special=())),
+                tokens=len(enc.encode_ordinary(content)),
                 bytes=len(content.encode()), created_at=old.created_at if old else now,
                 updated_at=now, metadata=doc.get("metadata") or {})
         return d, chunks

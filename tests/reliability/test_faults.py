@@ -61,10 +61,9 @@ async def test_database_refusing_writes(fault: str, pragma: str, undo: str) -> N
         await c.session_open("s", {})
         for i in range(5):
             await c.session_add("s", {"role": "user", "content": f"before {i}"})
-        db = d.app.store.db
-        async with db.execute("PRAGMA page_count") as cur:
-            pages = (await cur.fetchone())[0]
-        await db.execute(pragma.format(pages=pages))
+        store = d.app.store  # the fault is set on the writer's own connection, on its thread
+        pages = await store.on_writer(lambda db: db.execute("PRAGMA page_count").fetchone()[0])
+        await store.on_writer(lambda db: db.execute(pragma.format(pages=pages)))
         failures = 0
         for i in range(50):  # enough content to need a new page when the file is "full"
             try:
@@ -81,7 +80,7 @@ async def test_database_refusing_writes(fault: str, pragma: str, undo: str) -> N
         async with d.client("fresh") as fresh:
             assert (await fresh.stats())["store"]["write_errors"] >= 50
         # the cause goes away: writes succeed again
-        await db.execute(undo)
+        await store.on_writer(lambda db: db.execute(undo))
         r = await c.session_add("s", {"role": "user", "content": "after"})
         assert r["id"] > 0
         got = await c.session_get("s", {})

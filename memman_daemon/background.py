@@ -3,10 +3,11 @@
 Background work — compression's per-entry analysis and its summaries, the embedding prefetch —
 runs on the same event loop (or under the same GIL) as the requests. While clients are being
 served it takes at most ``[limits] background_share`` of the time: after each slice of ``t``
-seconds, no background slice starts for ``t * (1 - share) / share`` seconds. So a burst of
-durable adds is served at the rate of the add path alone, and the work it leaves behind is done
-afterwards. When no request came in since the previous slice, the daemon is idle and the
-next slice starts at once.
+seconds, ``t * (1 - share) / share`` seconds are owed to requests before the next background
+slice. The owed time is only paid while requests keep coming: as soon as ``SLICE_S`` passes
+with none, the daemon is idle and the next slice starts. So a burst of durable adds is served
+at the rate of the add path alone, the work it leaves behind is done right after it, and a
+client polling now and then does not slow that catch-up down.
 
 The budget is global, not per task: two kinds of background work running together share it.
 """
@@ -21,7 +22,8 @@ from typing import Any
 
 from memman_daemon.component import Component
 
-#: a slice of background work should stay under this (seconds): what a request may wait behind it
+#: a slice of background work should stay under this (seconds): what a request may wait behind
+#: it; also how long without a request counts as idle
 SLICE_S = 0.005
 
 
@@ -32,22 +34,22 @@ class BackgroundShare(Component):
 
     def __init__(self, share: Callable[[], float]) -> None:
         self._share = share  #: read each time, so a config reload takes effect
-        #: set by the server: how many requests have come in so far (idle = unchanged)
+        #: set by the server: how many requests have come in so far
         self.requests: Callable[[], int] = lambda: 0
         self._lock = asyncio.Lock()
-        self._next = 0.0  #: monotonic time before which no slice starts
-        self._seen = 0  #: requests counted when the last slice ended
+        self._owed = 0.0  #: seconds owed to requests before the next slice
+        self._mark = 0  #: requests counted when the last slice started
         self.work_s = 0.0
         self.waited_s = 0.0
         self.slices = 0
+        self.longest_s = 0.0  #: the longest slice so far: what a request waited behind one
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         """Wait for this task's turn, then run one slice of background work."""
         async with self._lock:
-            while (delay := self._next - time.monotonic()) > 0:
-                self.waited_s += delay
-                await asyncio.sleep(delay)
+            await self._yield_to_requests()
+            self._mark = self.requests()
             t0 = time.perf_counter()
             try:
                 yield
@@ -55,13 +57,31 @@ class BackgroundShare(Component):
                 worked = time.perf_counter() - t0
                 self.work_s += worked
                 self.slices += 1
-                # busy: a request came in since the previous slice ended (its wait included)
-                n = self.requests()
-                if n != self._seen:
-                    share = min(1.0, max(0.01, self._share()))
-                    self._next = time.monotonic() + worked * (1 - share) / share
-                self._seen = n
+                self.longest_s = max(self.longest_s, worked)
+                share = min(1.0, max(0.01, self._share()))
+                self._owed = worked * (1 - share) / share
+
+    async def _yield_to_requests(self) -> None:
+        """Pay the owed time while requests keep coming in; stop at the first quiet step."""
+        if self._owed <= 0:
+            return
+        t0 = time.monotonic()
+        end = t0 + self._owed
+        # requests that arrived during the slice are read in the loop's next two passes
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        seen = self.requests()
+        if seen == self._mark:
+            end = t0  # none came in while the slice ran: idle
+        while (left := end - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, SLICE_S))
+            n = self.requests()
+            if n == seen:
+                break  # no request for a whole step: idle
+            seen = n
+        self.waited_s += time.monotonic() - t0
+        self._owed = 0.0
 
     def stats(self) -> dict[str, Any]:
         return {"work_s": round(self.work_s, 3), "waited_s": round(self.waited_s, 3),
-                "slices": self.slices}
+                "slices": self.slices, "longest_slice_ms": round(self.longest_s * 1000, 1)}

@@ -403,22 +403,30 @@ class ContextBuilder:
         return tl
 
     async def catch_up(self, s: Session, background: BackgroundShare) -> None:
-        """Analyse the entries not analysed yet, a few at a time within the background share
-        (~50-100 µs an entry: a burst of adds is served first, the analysis follows). Returns
-        once every entry is analysed; while adds outrun the share, it keeps following them."""
+        """Analyse the entries not analysed yet and group them into units, a few at a time
+        within the background share (~50-100 µs an entry: a burst of adds is served first,
+        this follows), so that the next ``timeline`` has nothing left to do. Returns once
+        every entry is in; while adds outrun the share, it keeps following them."""
         while True:
             async with background.turn():
+                sc, keep_system = self.config.scoring, self.config.context.keep_system_prompts
+                current = (self.versions.get(s.id, 0), id(sc))
                 tl = self._timelines.get(s.id)
                 if tl is None or tl.an.session != id(s):
-                    # a timeline to be built around this analysis (its key matches no state)
-                    tl = self._timelines[s.id] = Timeline(("analysing",), Analysis(id(s)))
-                an, sc = tl.an, self.config.scoring
+                    # an empty timeline of this session, extended below
+                    tl = self._timelines[s.id] = Timeline((id(s), 0, *current), Analysis(id(s)))
+                an = tl.an
                 t0 = time.perf_counter()
-                while an.done < len(s.entries):
+                while an.done < len(s.entries) and time.perf_counter() - t0 < SLICE_S:
                     an.feed(s.entries[an.done:an.done + 8], sc)
-                    if time.perf_counter() - t0 > SLICE_S:
-                        break
-                else:
+                # the units too, unless a pin or a config change made them stale (then the
+                # next ``timeline`` rebuilds them from this analysis)
+                fresh = tl.key[0] == id(s) and tl.key[2:] == current
+                if fresh and tl.consumed < an.done:
+                    extend(tl, s.entries[tl.consumed:an.done], keep_system, sc)
+                    tl.key = (id(s), tl.consumed, *current)
+                    _apply_superseded(tl)
+                if an.done >= len(s.entries) and (tl.consumed >= len(s.entries) or not fresh):
                     return
 
     def message_tokens(self, msg: dict[str, Any], model: str) -> int:

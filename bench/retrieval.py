@@ -15,7 +15,7 @@
    every query over its socket, hybrid and FTS-only interleaved call by call. Reported: p50 /
    p95 latency, and recall@10 of the labelled queries among the 100k.
 3. **Cost.** The local model's load time, RSS growth and texts/s (batches of 256 short texts);
-   durable ``memman_session_add`` with 50 clients (bench/rpc.py's client, pinned to one app
+   durable ``memman_session_add`` with 50 clients (bench/rpc.py's client, pinned to one core
    as there) with the local embedder on (entries prefetched into the relevance cache in the
    background) beside the same daemon with ``[embeddings] provider = "none"`` and the echo
    server, in alternating rounds (medians reported), and how long after the burst the

@@ -223,10 +223,10 @@ async def measure(path: Path, server: str, quick: bool, pid: int) -> list[Result
 
 @contextlib.contextmanager
 def one_core(enabled: bool = True) -> Iterator[None]:
-    """Run clients and server on one app, the same for both servers. On this kind of VM a
-    round trip across cores costs ~8x one on a app, and where the scheduler puts the two
+    """Run clients and server on one core, the same for both servers. On this kind of VM a
+    round trip across cores costs ~8x one on a core, and where the scheduler puts the two
     processes changes from run to run, so unpinned ratios swing (39-56 % seen for the same
-    code); on one app the ratio measures what it should: the server's work per request."""
+    code); on one core the ratio measures what it should: the server's work per request."""
     if not enabled or not hasattr(os, "sched_setaffinity"):
         yield
         return

@@ -103,10 +103,10 @@ def rpc_section(rows: list[dict]) -> str:
              "Read = `memman_session_get(sid, {limit: 1})` (served from memory); durable add = "
              "`memman_session_add`, answered after its transaction commits (WAL, "
              "synchronous=NORMAL, group commit). 50 clients = 50 connections, one request "
-             "in flight each. Clients and both servers run pinned to one app (`--no-pin` "
+             "in flight each. Clients and both servers run pinned to one core (`--no-pin` "
              "lifts it): across cores a round trip on this VM costs ~8x more and where the "
              "scheduler puts the processes changes per run, so unpinned ratios for the same code "
-             "swung between 39 % and 56 %; on one app the ratio is the server's work per request.",
+             "swung between 39 % and 56 %; on one core the ratio is the server's work per request.",
              "",
              "| what | memman | echo server | memman / echo | target |",
              "|---|---|---|---:|---|"]
@@ -123,17 +123,21 @@ def rpc_section(rows: list[dict]) -> str:
 
 
 RPC_NOTES = """\
-Rates move with whatever else runs on the machine (±30 % between runs on the shared 2-app
+Rates move with whatever else runs on the machine (±30 % between runs on the shared 2-core
 box); the server's CPU time per request (from /proc, both servers measured the same way) is the
 steadier figure. Where a read's ~19 µs of daemon CPU goes, against the echo server's ~6 µs
 (cProfile of the 50-client run, plus in-process timing of each step): one `asyncio` Task per
 request (create + two loop callbacks, ~3.5 µs), the `session_get` handler building its answer
 (~2.9 µs with parameter binding), packing it (336 bytes, ~1.4 µs), decode + classify (~1.4 µs),
 request bookkeeping and the write-buffer check (~1–2 µs); the socket read/write syscalls are
-the same as the echo server's. A durable add costs ~69 µs of daemon CPU: token counting
-(tiktoken, ~10 µs), the entry's JSON for SQLite (~10 µs), the aiosqlite thread hand-off and
-`executemany` + commit shared by the group (~25–30 µs amortized), the event payload and the
-answer."""
+the same as the echo server's. A durable add costs ~69 µs of daemon CPU (2026-11-22; on a day
+when the echo server is 2-3x slower, all of these are): token counting (tiktoken, ~5 µs with
+`encode_ordinary`), the entry's JSON for SQLite (~10 µs), `executemany` + commit shared by the
+group (run on the event loop since 2026-11-23: a hop to the writer's thread and back cost more
+than the commit on one core), the event payload and the answer. The 90,000 adds of the
+durable-add rows go into one session, so its automatic compression runs meanwhile; it is
+background work and takes at most `[limits] background_share` (10 %) of the time while
+requests come in (docs/engine.md, Compression)."""
 
 
 def write_doc(top: str, rpc: str) -> None:

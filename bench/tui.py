@@ -166,7 +166,7 @@ def rows(quick: bool = False) -> list[dict]:
         {"benchmark": "tui", "what": "UI ms per second, 200 sessions, 50 events/s",
          "value": f"{coalesced * 1000:.1f}", "baseline": f"{naive * 1000:.1f}",
          "ratio": f"{naive / coalesced:.1f}x less" if coalesced else "-",
-         "target": "< 100 ms/s (10 % of a app)"},
+         "target": "< 100 ms/s (10 % of a core)"},
         {"benchmark": "tui", "what": "tick with all 200 rows changed (ms)",
          "value": f"{f[f'tick_200_{ACTIVITY}'] * 1000:.1f}",
          "baseline": f"{f['rebuild'] * 1000:.1f} (bare rebuild)", "ratio": "-",

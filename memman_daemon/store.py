@@ -3,11 +3,14 @@
 Writers hand ``write()`` a list of ``(sql, params)`` operations and await it; it returns only
 after the transaction holding them commits. Operations queued while a commit is running share
 the next transaction, and runs of the same statement go through one ``executemany`` — so many
-concurrent durable writes cost about one commit. A transaction is one call on the writer's own
-thread (its sqlite3 connection lives there): one thread hop per commit, however many
-statements it holds. If a batch fails, each request in it is retried alone so one bad request
-cannot fail the others. Reads (the start-up load, searches) go through a second, read-only
-connection (aiosqlite).
+concurrent durable writes cost about one commit. With ``synchronous = NORMAL`` (the default) a
+WAL commit writes the log and does not wait for the disk, so a group commit of up to
+``INLINE_MAX_ROWS`` rows runs right on the event loop (~0.1-1 ms; a hop to a thread and back
+cost more than that on a busy core); the fsync of a checkpoint runs on the writer's own thread,
+once a second at most, from a connection of its own. Larger batches, and every commit with
+``synchronous = FULL`` (an fsync each), run on that thread too. If a batch fails, each request
+in it is retried alone so one bad request cannot fail the others. Reads (the start-up load,
+searches) go through a read-only connection (aiosqlite).
 
 The writer never dies silently: any failure of a request (SQLite, I/O, a value SQLite cannot
 bind) fails that request with -32003 and the writer goes on. If the writer itself cannot go on,
@@ -24,6 +27,7 @@ import asyncio
 import logging
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,6 +43,10 @@ log = logging.getLogger(__name__)
 Op = tuple[str, Sequence[Any]]
 T = TypeVar("T")
 
+#: a group commit of at most this many rows runs on the event loop (synchronous = NORMAL only)
+INLINE_MAX_ROWS = 500
+CHECKPOINT_INTERVAL_S = 1.0  #: most often the WAL is checkpointed (on the writer's thread)
+
 
 class StoreError(MemmanError):
     def __init__(self, message: str) -> None:
@@ -52,8 +60,16 @@ class Store:
         self.path = path
         self.synchronous = synchronous.upper()
         self.batch_max_rows = batch_max_rows
-        self.db: sqlite3.Connection | None = None  #: the writer's; used on its thread only
+        #: the writer's connection: used by the write loop (on the event loop or, for what may
+        #: not run there, on the writer's thread; never both at once) and by ``on_writer``
+        self.db: sqlite3.Connection | None = None
         self._thread: ThreadPoolExecutor | None = None  #: the writer's thread
+        #: commits without an fsync (WAL + NORMAL): small ones run on the event loop
+        self.inline = self.synchronous in ("NORMAL", "OFF")
+        self._checkpointer: sqlite3.Connection | None = None  #: on the writer's thread
+        self._checkpointing: asyncio.Future[None] | None = None
+        self._checkpointed_at = 0.0
+        self.checkpoints = 0
         self.reader: aiosqlite.Connection | None = None
         self._queue: list[tuple[list[Op], asyncio.Future[None]]] = []
         self._wakeup = asyncio.Event()
@@ -77,6 +93,10 @@ class Store:
             await self.on_writer(self._setup)
             await self.on_writer(self._quick_check)
             await self.on_writer(self._migrate)
+            if self.inline:  # opened with the file, so it checkpoints this file and no other
+                self._checkpointer = await self.on_writer(
+                    lambda _: sqlite3.connect(self.path, isolation_level=None,
+                                              check_same_thread=False))
             st = os.stat(self.path)
             self._identity = (st.st_dev, st.st_ino)
             self.reader = await aiosqlite.connect(f"file:{self.path}?mode=ro", uri=True,
@@ -98,6 +118,8 @@ class Store:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self.synchronous}")
         db.execute("PRAGMA foreign_keys=ON")
+        if self.inline:  # checkpoints (and their fsync) are run from the writer's thread
+            db.execute("PRAGMA wal_autocheckpoint=0")
 
     @staticmethod
     def _quick_check(db: sqlite3.Connection) -> None:
@@ -129,7 +151,12 @@ class Store:
             self._writer = None
         if self.reader is not None:
             await self.reader.close()
-        if self.db is not None:
+        if self._checkpointing is not None:
+            await asyncio.gather(self._checkpointing, return_exceptions=True)
+        if self._checkpointer is not None:
+            await self.on_writer(lambda _: self._checkpointer.close())  # type: ignore[union-attr]
+            self._checkpointer = None
+        if self.db is not None:  # the last connection to close checkpoints the WAL
             await self.on_writer(lambda db: db.close())
         if self._thread is not None:
             self._thread.shutdown(wait=True)
@@ -238,9 +265,33 @@ class Store:
     async def _transaction(self, ops: list[Op]) -> None:
         if not ops:
             return
-        await self.on_writer(lambda db: _apply(db, ops))
+        if self.inline and len(ops) <= INLINE_MAX_ROWS:
+            assert self.db is not None
+            _apply(self.db, ops)
+        else:
+            await self.on_writer(lambda db: _apply(db, ops))
         self.commits += 1
         self.rows_written += len(ops)
+        if self.inline:
+            self._checkpoint_soon()
+
+    def _checkpoint_soon(self) -> None:
+        """Start a passive checkpoint on the writer's thread, at most once a second (it copies
+        the WAL into the database file and syncs it; writers are not blocked meanwhile)."""
+        now = time.monotonic()
+        if (self._checkpointing is not None and not self._checkpointing.done()) or \
+                now - self._checkpointed_at < CHECKPOINT_INTERVAL_S:
+            return
+        self._checkpointed_at = now
+        assert self._thread is not None
+        fut = asyncio.get_running_loop().run_in_executor(self._thread, self._checkpoint)
+        fut.add_done_callback(_log_checkpoint_failure)
+        self._checkpointing = fut
+
+    def _checkpoint(self) -> None:
+        assert self._checkpointer is not None
+        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        self.checkpoints += 1
 
     def _fail(self, fut: asyncio.Future[None], exc: BaseException) -> None:
         self.write_errors += 1
@@ -257,6 +308,12 @@ class Store:
             fut.set_exception(StoreError(
                 f"the database {self.path} could not store this request ({type(exc).__name__}: "
                 f"{exc}); nothing was changed and the daemon keeps running."))
+
+
+def _log_checkpoint_failure(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        # the WAL keeps growing until a checkpoint succeeds; nothing written is lost
+        log.warning("checkpointing the WAL failed: %s", fut.exception())
 
 
 def _apply(db: sqlite3.Connection, ops: list[Op]) -> None:

@@ -1,5 +1,6 @@
 """The durable record: pragmas, migrations, integrity check at start."""
 
+import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -57,3 +58,49 @@ def test_corrupt_database_stops_start_up_naming_the_file() -> None:
     assert r.returncode == 1
     assert str(db) in r.stderr and "backup" in r.stderr
     assert not (root / "s" / "m.sock").exists()
+
+
+async def test_commits_on_the_loop_and_checkpoints_on_the_writer_thread(monkeypatch) -> None:
+    """synchronous = NORMAL: small group commits run inline, the WAL is checkpointed from the
+    writer's thread (so it does not grow without bound); FULL: every commit on the thread."""
+    import memman_daemon.store as store_mod
+    monkeypatch.setattr(store_mod, "CHECKPOINT_INTERVAL_S", 0.0)
+    root = short_tmpdir()
+    store = Store(root / "m.db")
+    await store.open()
+    try:
+        assert store.inline
+        on_thread = []
+        real = store.on_writer
+
+        async def spy(fn):  # what still goes to the writer's thread
+            on_thread.append(fn)
+            return await real(fn)
+
+        store.on_writer = spy  # type: ignore[method-assign]
+        rows = [("INSERT INTO sessions(id, meta) VALUES (?, ?)", (f"s{i}", "{}"))
+                for i in range(3 * store_mod.INLINE_MAX_ROWS)]
+        for i in range(40):
+            await store.write(rows[i:i + 1])
+        assert on_thread == []  # forty one-row commits, none of them on the thread
+        await store.write(rows[40:])  # larger than INLINE_MAX_ROWS: on the thread
+        assert len(on_thread) == 1
+        for _ in range(200):  # the checkpoints run behind the commits
+            if store.checkpoints and store._checkpointing and store._checkpointing.done():
+                break
+            await asyncio.sleep(0.01)
+        assert store.checkpoints >= 1
+    finally:
+        await store.close()
+    assert not (root / "m.db-wal").exists()  # closed cleanly: the WAL was folded in
+    with sqlite3.connect(root / "m.db") as conn:
+        assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == len(rows)
+
+    full = Store(root / "f.db", "FULL")
+    await full.open()
+    try:
+        assert not full.inline
+        await full.write(rows[:1])
+        assert full.checkpoints == 0  # SQLite's own auto-checkpoint, on the thread
+    finally:
+        await full.close()

@@ -383,7 +383,7 @@ class ContextBuilder:
         """The session's units, extended as entries arrive (O(new entries)); rebuilt from the
         cached analysis after a pin or a config change, from scratch for a new session object."""
         cfg = self.config
-        key = (id(s), len(s.entries), self.versions.get(s.id, 0), id(cfg.scoring))
+        key = self._key(s, len(s.entries))
         tl = self._timelines.get(s.id)
         if tl is not None and tl.key == key:
             return tl
@@ -402,6 +402,10 @@ class ContextBuilder:
         _apply_superseded(tl)
         return tl
 
+    def _key(self, s: Session, entries: int) -> tuple:
+        """A timeline's key: (session object, entries in units, version, scoring config)."""
+        return (id(s), entries, self.versions.get(s.id, 0), id(self.config.scoring))
+
     async def catch_up(self, s: Session, background: BackgroundShare) -> None:
         """Analyse the entries not analysed yet and group them into units, a few at a time
         within the background share (~50-100 µs an entry: a burst of adds is served first,
@@ -410,21 +414,20 @@ class ContextBuilder:
         while True:
             async with background.turn():
                 sc, keep_system = self.config.scoring, self.config.context.keep_system_prompts
-                current = (self.versions.get(s.id, 0), id(sc))
                 tl = self._timelines.get(s.id)
                 if tl is None or tl.an.session != id(s):
                     # an empty timeline of this session, extended below
-                    tl = self._timelines[s.id] = Timeline((id(s), 0, *current), Analysis(id(s)))
+                    tl = self._timelines[s.id] = Timeline(self._key(s, 0), Analysis(id(s)))
                 an = tl.an
                 t0 = time.perf_counter()
                 while an.done < len(s.entries) and time.perf_counter() - t0 < SLICE_S:
                     an.feed(s.entries[an.done:an.done + 8], sc)
                 # the units too, unless a pin or a config change made them stale (then the
                 # next ``timeline`` rebuilds them from this analysis)
-                fresh = tl.key[0] == id(s) and tl.key[2:] == current
+                fresh = tl.key == self._key(s, tl.consumed)
                 if fresh and tl.consumed < an.done:
                     extend(tl, s.entries[tl.consumed:an.done], keep_system, sc)
-                    tl.key = (id(s), tl.consumed, *current)
+                    tl.key = self._key(s, tl.consumed)
                     _apply_superseded(tl)
                 if an.done >= len(s.entries) and (tl.consumed >= len(s.entries) or not fresh):
                     return

@@ -216,7 +216,7 @@ _IDENT_QUICK = re.compile(r"[A-Z]{2}|[a-z][A-Z]|[0-9a-f]{7}")
 _HEX_RUN = re.compile(r"[0-9a-f]{7}")
 
 
-def _may_name_ident(text: str, upper: bool = True) -> bool:
+def _may_name_ident(text: str, upper: bool) -> bool:
     """``upper``: the text has an upper-case letter (without one, only a hex run can)."""
     if any(ch in text for ch in "_-./`"):
         return True

@@ -20,6 +20,7 @@ from memman_daemon.config_watch import ConfigWatcher
 from memman_daemon.engine.session_engine import SessionEngine
 from memman_daemon.engine.usage_series import UsageSeries
 from memman_daemon.llm.summarizer import Summarizer
+from memman_daemon.recall.index import RecallIndex
 from memman_daemon.search.embeddings import Embedder
 from memman_daemon.search.reembed import VectorSync
 from memman_daemon.sessions import LoadError, Sessions
@@ -72,11 +73,15 @@ class App:
         self.cache = ToolCache(config=config, clock=self.clock, store=self.store,
                                events=self.events, sessions=self.sessions, audit=self.audit,
                                read_only=read_only)
+        # every entry of a user's sessions, indexed as it arrives: the one retriever the
+        # window and memory search share, across sessions
+        self.recall = RecallIndex(config=config, store=self.store, embedder=self.embedder,
+                                  background=self.background, sessions=self.sessions)
         # cycles, compression, the budgeted context
         self.engine = SessionEngine(config=config, clock=self.clock, events=self.events, tokens=self.tokens,
                                     sessions=self.sessions, summarizer=self.summarizer,
                                     embedder=self.embedder, audit=self.audit, cache=self.cache,
-                                    background=self.background)
+                                    background=self.background, recall=self.recall)
         # background (re-)embedding of stored rows; its sources are set below
         self.vector_sync = VectorSync(config, self.events, self.embedder, read_only=read_only)
         self.injection = Injection(config, self.events, self.sessions, self.cache)
@@ -99,7 +104,10 @@ class App:
         # the hooks between parts built above
         self.vector_sync.sources = [self.user_memory, self.docs]
         self.embedder.on_model_changed = [self.user_memory.vscopes.reset,
-                                          self.docs.vscopes.reset, self.vector_sync.request]
+                                          self.docs.vscopes.reset, self.vector_sync.request,
+                                          self.recall.model_changed]
+        self.sessions.on_appended = [self.recall.appended]
+        self.sessions.on_reset = [self.recall.session_gone]
         self.embedder.reembed_progress = self.vector_sync.progress
         # what a deleted session takes along with it, in this order
         self.sessions.on_deleted = [self.cache.on_session_deleted,
@@ -109,7 +117,8 @@ class App:
         # the parts with state to load, tasks to stop or figures to report (component.py):
         # loaded after the sessions, in this order; closed in reverse
         self.components: list[Component] = [
-            self.background, self.summarizer, self.engine, self.shared, self.audit, self.embedder, self.cache,
+            self.background, self.summarizer, self.engine, self.shared, self.audit, self.embedder,
+            self.recall, self.cache,
             self.scratchpad, self.user_memory, self.docs, self.agent_md, self.vector_sync,
             self.series]
         if self.shared_audit is not self.audit:

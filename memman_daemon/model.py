@@ -124,6 +124,7 @@ class SessionMeta:
     exchanges: list[Exchange] = field(default_factory=list)
     cycle: Cycle = field(default_factory=Cycle)
     injection_done: bool = False
+    recall: bool = True  #: its entries are recalled in the user's other sessions, and it recalls theirs
     counters: dict[str, int] = field(default_factory=dict)  #: llm_compressions, compressions, ...
     usage: list[dict[str, Any]] = field(default_factory=list)  #: reported provider usage, newest last
 

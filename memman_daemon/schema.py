@@ -145,6 +145,23 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX usage_series_session ON usage_series(session_id, id);
     """,
+    # v5: the recall index (repositories/recall.py) — the search model's vector of each
+    # session entry, so a restart does not re-embed; entries a session excludes from recall
+    """
+    CREATE TABLE recall_vectors (
+        entry_id   INTEGER PRIMARY KEY,  -- entries.id
+        session_id TEXT NOT NULL,
+        model      TEXT NOT NULL,
+        embedding  BLOB NOT NULL         -- float32 little-endian, unit length
+    );
+    CREATE INDEX recall_vectors_session ON recall_vectors(session_id);
+    CREATE TABLE recall_exclusions (
+        session_id TEXT NOT NULL,        -- the session that no longer recalls it
+        entry_id   INTEGER NOT NULL,     -- the recalled entry (of another session)
+        at         REAL NOT NULL,
+        PRIMARY KEY (session_id, entry_id)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Awaitable, Callable
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import STORAGE_ERROR, MemmanError, invalid_params, not_found
@@ -45,6 +46,10 @@ class Sessions:
         #: set by the app once they exist: what other components hold for a session (the tool
         #: cache, the scratchpad, the usage series) is dropped with it, in this order
         self.on_deleted: list[DeletedHook] = []
+        #: set by the app: the recall index follows the log (entries in; a session's entries
+        #: out when it is cleared, replaced or deleted)
+        self.on_appended: list[Callable[[Session, list[Entry]], None]] = []
+        self.on_reset: list[Callable[[str], None]] = []
         self.by_id: dict[str, Session] = {}
         self._ids = itertools.count(1)
 
@@ -124,7 +129,7 @@ class Sessions:
         """Create the session if it does not exist; returns (session, created)."""
         if not session_id:
             raise invalid_params("session_id", "must not be empty")
-        known = {"user_id", "tenant_id", "model", "max_tokens"}
+        known = {"user_id", "tenant_id", "model", "max_tokens", "recall"}
         for k in opts:
             if k not in known:
                 raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(known))}")
@@ -133,6 +138,8 @@ class Sessions:
                 raise invalid_params(f"opts.{k}", "expected a string")
         if "max_tokens" in opts and (not isinstance(opts["max_tokens"], int) or opts["max_tokens"] <= 0):
             raise invalid_params("opts.max_tokens", "expected a positive integer")
+        if "recall" in opts and not isinstance(opts["recall"], bool):
+            raise invalid_params("opts.recall", "expected true or false")
         existing = self.by_id.get(session_id)
         if existing is not None:
             changed = {k: v for k, v in opts.items() if getattr(existing.meta, k) != v}
@@ -141,6 +148,8 @@ class Sessions:
                     setattr(existing.meta, k, v)
                 existing.meta.updated_at = self.clock.now()
                 await self.commit(existing, [rows.meta_op(existing)])
+                if {"user_id", "tenant_id"} & changed.keys():
+                    self._reindex(existing)  # its entries now belong to another scope
             return existing, False
         now = self.clock.now()
         meta = SessionMeta(created_at=now, updated_at=now,
@@ -184,7 +193,8 @@ class Sessions:
         if not isinstance(metadata, dict):
             raise invalid_params("entry.metadata", "expected a map")
         e = Entry(id=self.next_id(), session_id=session.id, type=etype, role=role, content=content, tokens=0,
-                  created_at=self.clock.now(), name=raw.get("name"),
+                  created_at=_created_at(raw.get("created_at"), self.clock.now()),
+                  name=raw.get("name"),
                   tool_call_id=raw.get("tool_call_id"), tool_calls=tool_calls, metadata=metadata,
                   pinned=bool(raw.get("pinned", False)))
         e.tokens = self.tokens.count_message(e.chat_message(), session.meta.model)
@@ -212,6 +222,8 @@ class Sessions:
         await self.commit(s, [*ops, *extra])
         for e in entries:
             s.append(e)  # also moves updated_at
+        for hook in self.on_appended:
+            hook(s, entries)
         for e in entries:
             self.events.publish("session", "entry_added",
                                 lambda e=e: {"entry": e.to_wire(), "session": s.overview()},
@@ -223,6 +235,7 @@ class Sessions:
         s.entries, s.summaries, s.by_id = [], {}, {}
         s.recount()
         await self.commit(s, [*rows.clear_ops(s.id), rows.meta_op(s)])
+        self._reindex(s)
 
     async def replace(self, s: Session, existing: Session | None) -> None:
         """Put ``s`` (an import, with fresh ids) in the place of the session of that id: its
@@ -232,6 +245,7 @@ class Sessions:
         ops += [rows.summary_op(sm) for sm in s.summaries.values()]
         await self.commit(existing or s, ops)
         self.by_id[s.id] = s
+        self._reindex(s)
 
     async def delete(self, session_id: str, client: str = "") -> int:
         """Remove the session and what other components hold for it (``on_deleted``, in
@@ -239,14 +253,45 @@ class Sessions:
         s = self.get(session_id)
         del self.by_id[session_id]
         await self.commit(s, rows.delete_ops(session_id))
+        for reset in self.on_reset:
+            reset(session_id)
         for hook in self.on_deleted:
             await hook(session_id, client)
         self.events.publish("session", "deleted", {}, **self.scope(s))
         return len(s.entries)
 
+    def _reindex(self, s: Session) -> None:
+        for reset in self.on_reset:
+            reset(s.id)
+        for hook in self.on_appended:
+            hook(s, s.entries)
+
     @staticmethod
     def scope(s: Session) -> dict[str, str]:
         return {"session_id": s.id, "user_id": s.meta.user_id, "tenant_id": s.meta.tenant_id}
+
+
+def _created_at(raw: Any, now: float) -> float:
+    """A client may date an entry (replayed history): unix seconds, or ISO 8601 text."""
+    if raw is None:
+        return now
+    if isinstance(raw, bool):
+        raise invalid_params("entry.created_at", "expected unix seconds or an ISO 8601 date")
+    if isinstance(raw, int | float):
+        ts = float(raw)
+    elif isinstance(raw, str):
+        from datetime import datetime
+        try:
+            d = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise invalid_params("entry.created_at", "expected unix seconds or an ISO 8601 "
+                                 f"date; got {raw[:40]!r}") from None
+        ts = (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
+    else:
+        raise invalid_params("entry.created_at", "expected unix seconds or an ISO 8601 date")
+    if not (0.0 <= ts < 32503680000.0):  # 1970 .. 3000
+        raise invalid_params("entry.created_at", "expected a time between 1970 and 3000")
+    return ts
 
 
 def _normalize_call(c: dict[str, Any]) -> dict[str, Any]:

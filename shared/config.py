@@ -129,6 +129,14 @@ class ContextConfig:
     summary_min_share: float = 0.15  #: of a pruned window, at least this is kept for summaries
     summary_max_share: float = 0.45  #: ...and at most this (the rest goes to originals)
     series_points: int = 500  #: usage-series points (sent / history tokens over time) kept per session
+    #: of a window that does not hold the whole log, the share kept for the newest turns
+    #: (continuity); the rest goes to what the question needs, by retrieval rank
+    recent_share: float = 0.1
+    #: a retrieved turn brings the neighbouring turn that completes it (the question it
+    #: answers, the answer it got)
+    neighbours: bool = True
+    #: entries older than this (seconds before the newest entry) show their date
+    date_after_s: float = 6 * 3600.0
 
 
 @dataclass
@@ -267,6 +275,25 @@ class EmbeddingsConfig:
 
 
 @dataclass
+class RecallConfig:
+    """The recall index: every entry of a user's sessions, searchable from any of their
+    sessions (BM25 + the search model, the retriever the window and memory search share)."""
+
+    #: whose sessions a window recalls from: "user" (the session's user, in its tenant),
+    #: "tenant" (every user of the tenant; only when asked), or "off"
+    scope: str = "user"
+    #: a past session's entry is recalled only when it matches the question this well: a
+    #: shared informative word (BM25 > 0) or a cosine at least the model's similarity threshold
+    min_cosine: float = 0.0
+    #: most entries one window recalls from past sessions (lines of the ``recalled`` part)
+    max_items: int = 40
+    #: entries embedded per background batch (the search model, in a worker thread)
+    embed_batch: int = 32
+    #: characters of one entry that are indexed and embedded (the entry is stored whole)
+    max_chars: int = 4000
+
+
+@dataclass
 class TuiConfig:
     refresh_s: float = 1.0
     read_only: bool = False
@@ -291,6 +318,7 @@ class Config:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     docs: DocsConfig = field(default_factory=DocsConfig)
     embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
+    recall: RecallConfig = field(default_factory=RecallConfig)
     tui: TuiConfig = field(default_factory=TuiConfig)
     #: "section.key" -> where its value came from: "default", the file, "env MEMMAN_...", ...
     sources: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -392,7 +420,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "scoring.short_content_penalty", "scratchpad.salience_weight",
         "scratchpad.surprisal_weight", "scratchpad.frequency_weight",
         "scratchpad.explicit_weight", "scratchpad.promote_threshold", "memory.lexical_weight",
-        "memory.semantic_weight")},
+        "memory.semantic_weight", "context.recent_share")},
     "llm.temperature": (0.0, 2.0),
     **{k: (1, None) for k in (
         "limits.max_message_bytes", "limits.max_clients", "limits.subscriber_buffer_bytes",
@@ -403,7 +431,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "llm.max_concurrent", "cache.default_duration", "cache.max_entries_per_session",
         "scratchpad.max_snippets", "memory.max_working_entries", "memory.search_limit",
         "memory.candidates", "memory.max_scan", "docs.chunk_tokens", "docs.candidates",
-        "docs.top_k", "docs.max_chunks_per_doc", "docs.max_scan", "scratchpad.frequency_saturation")},
+        "docs.top_k", "docs.max_chunks_per_doc", "docs.max_scan", "scratchpad.frequency_saturation",
+        "recall.embed_batch", "recall.max_chars")},
     **{k: (1e-9, None) for k in (
         "limits.frame_timeout_s", "compression.check_interval_s", "llm.timeout_s",
         "tui.refresh_s", "storage.shared_timeout_s", "storage.shared_backoff_max_s")},
@@ -414,6 +443,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "context.gap_role": ("assistant", "system", "user"),
     "scoring.profile": ("salience", "keyword"),
     "embeddings.model": ("", "all-MiniLM-L6-v2", "l2_supercat"),
+    "recall.scope": ("user", "tenant", "off"),
 }
 _TYPE_WORDS = {int: "an integer", float: "a number", bool: "a boolean (true or false)",
                str: "a string", list: "a list", dict: "a table (map)", type(None): "nothing"}

@@ -50,10 +50,11 @@ CONTEXT_OPTS = Map({"max_tokens": MAX_TOKENS, "model": MODEL},
 
 @method(names.SESSION_OPEN, Param("session_id", SESSION_ID),
         Param("opts", Map({"user_id": Id(), "tenant_id": Id(), "model": MODEL,
-                           "max_tokens": MAX_TOKENS}),
+                           "max_tokens": MAX_TOKENS, "recall": Bool()}),
               default=dict), writes=True)
 async def session_open(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
-    """Create a session (or return the existing one); opts: user_id, tenant_id, model, max_tokens."""
+    """Create a session (or return the existing one); opts: user_id, tenant_id, model,
+    max_tokens, recall (false: this session neither recalls nor is recalled)."""
     s, created = await call.app.sessions.open(session_id, opts)
     return {**s.overview(), "created": created}
 
@@ -164,7 +165,7 @@ async def session_context(call: Call, session_id: str, opts: dict[str, Any]) -> 
 @method(names.SESSION_PREVIEW, Param("session_id", SESSION_ID), Param("opts", CONTEXT_OPTS, default=dict))
 async def session_preview(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """What context would keep, drop and summarize now, per entry with score and reason."""
-    return call.app.engine.preview(_session(call, session_id), opts)
+    return await call.app.engine.preview(_session(call, session_id), opts)
 
 
 @method(names.SESSION_PIN, Param("session_id", SESSION_ID), Param("entry_id", ROW_ID),
@@ -255,7 +256,7 @@ async def session_report(call: Call, session_id: str, opts: dict[str, Any]) -> d
     data["usage"] = usage.stats(s.meta)
     data["cache"] = [e.to_wire() for e in call.app.cache.entries(session_id)]
     # per entry: the decision and every score part, as the preview reports them
-    entries = eng.builder.preview(s, eng.request(s, opts))["entries"]
+    entries = (await eng.builder.preview(s, eng.request(s, opts)))["entries"]
     return {"text": render_memory_state(data), "state": data["state"], "band": ctx["band"],
             "entries": entries}
 

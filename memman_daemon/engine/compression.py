@@ -17,7 +17,7 @@ from memman_daemon.model import Entry, Session, Summary
 
 if TYPE_CHECKING:
     from memman.config import CompressionConfig
-    from memman_daemon.engine.context import Timeline
+    from memman_daemon.engine.window.timeline import Timeline
 
 
 def needs_compression(s: Session, cfg: CompressionConfig) -> bool:

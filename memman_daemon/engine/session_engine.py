@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
 from memman_daemon.component import Component
 from memman_daemon.engine import compression, cycles, portability, usage
-from memman_daemon.engine.context import ContextBuilder, Request
+from memman_daemon.engine.window.builder import ContextBuilder
+from memman_daemon.engine.window.request import Request
+from memman_daemon.engine.window.timeline import Timelines
 from memman_daemon.model import Cycle, Exchange, Session, SessionMeta
 from memman_daemon.repositories import sessions as rows
 from memman_daemon.sessions import Sessions
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from memman_daemon.clock import Clock
     from memman_daemon.events import EventBus
     from memman_daemon.llm.summarizer import Summarizer
+    from memman_daemon.recall.index import RecallIndex
     from memman_daemon.search.embeddings import Embedder
     from memman_daemon.tiers.audit import AuditLog
     from memman_daemon.tiers.cache import ToolCache
@@ -44,14 +47,18 @@ class SessionEngine(Component):
     def __init__(self, *, config: Config, clock: Clock, events: EventBus,
                  tokens: TokenCounter, sessions: Sessions, summarizer: Summarizer,
                  embedder: Embedder, audit: AuditLog, cache: ToolCache,
-                 background: BackgroundShare) -> None:
+                 background: BackgroundShare, recall: RecallIndex | None = None) -> None:
         self.config, self.clock, self.events, self.tokens = config, clock, events, tokens
         #: automatic compression is background work: it runs within this time budget
         self.background = background
         self.sessions, self.summarizer, self.audit = sessions, summarizer, audit
         self.cache = cache  #: its cached tool results ride in the context; cycles age them
+        #: every session's units, analysed once (compression and the window read them)
+        self.timelines = Timelines(config)
+        self.recall = recall  #: the one retriever: this session and the user's past ones
         self.builder = ContextBuilder(config=config, clock=clock, tokens=tokens,
-                                      embedder=embedder, summarizer=summarizer)
+                                      timelines=self.timelines, recall=recall,
+                                      sessions=sessions.by_id)
         self._locks: dict[str, asyncio.Lock] = {}
         self._compacting: dict[str, asyncio.Task] = {}
         self._again: set[str] = set()
@@ -96,9 +103,9 @@ class SessionEngine(Component):
             await asyncio.sleep(cfg.check_interval_s)
             try:
                 by_id = self.sessions.by_id
-                for sid in [k for k in self.builder.versions if k not in by_id]:
-                    self.builder.forget(sid)
-                    self.builder.versions.pop(sid, None)
+                for sid in [k for k in self.timelines.versions if k not in by_id]:
+                    self.timelines.forget(sid)
+                    self.timelines.versions.pop(sid, None)
                     self.last_context.pop(sid, None)
                     self._locks.pop(sid, None)
                 if cfg.auto_compress:
@@ -128,7 +135,7 @@ class SessionEngine(Component):
                 try:
                     # the per-entry analysis first, a slice at a time within the background
                     # share; then one batch folded
-                    await self.builder.catch_up(s, self.background)
+                    await self.timelines.catch_up(s, self.background)
                     if not self._alive(s):
                         return
                     done = await self.compact(s, deadline=None, paced=True)
@@ -150,7 +157,7 @@ class SessionEngine(Component):
             if not self._alive(s):
                 return None
             async with self.background.turn() if paced else contextlib.nullcontext():
-                tl = self.builder.timeline(s)
+                tl = self.timelines.timeline(s)
                 entries = compression.select(tl, cfg, compression.AUTO_BATCH if paced else None)
                 if not entries:
                     return None
@@ -292,27 +299,28 @@ class SessionEngine(Component):
         """One context request with every default resolved here, once: the budget (option,
         else the session's, else the configured default), the model, the question, the tool
         definitions and the cached tool results that ride along."""
-        budget, model, query, tools = _opts(opts)
+        budget, model, query, tools, recall = _opts(opts)
         budget = budget or s.meta.max_tokens or self.config.context.max_tokens
         model = model or s.meta.model
         tool_tokens = self.tokens.count_tools(tools, model) if tools else 0
         cached, cached_tokens, note = self._cached_tools(s, budget - tool_tokens, model)
-        return Request(budget, model, query or "", tool_tokens, cached, cached_tokens, note)
+        return Request(budget, model, query or "", tool_tokens, cached, cached_tokens, note,
+                       recall=recall)
 
     async def assemble(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
         """The context window (history within the budget, plus cached tool results), with no
         side effects: used by ``context`` and by the report."""
         return await self.builder.context(s, self.request(s, opts))
 
-    def preview(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
-        out = self.builder.preview(s, self.request(s, opts))
+    async def preview(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
+        out = await self.builder.preview(s, self.request(s, opts))
         out["compaction"] = self.compaction_preview(s)
         return out
 
     def compaction_preview(self, s: Session) -> dict[str, Any]:
         """What compression (the compression design) would fold next, and whether it would start by itself."""
         cfg = self.config.compression
-        chosen = compression.select(self.builder.timeline(s), cfg)
+        chosen = compression.select(self.timelines.timeline(s), cfg)
         return {"entry_ids": [e.id for e in chosen],
                 "tokens": sum(e.tokens for e in chosen),
                 "automatic": cfg.auto_compress and compression.needs_compression(s, cfg),
@@ -347,11 +355,11 @@ class SessionEngine(Component):
             raise not_found("entry", entry_id)
         if e.pinned != pinned:
             e.pinned = pinned
-            self.builder.invalidate(s.id)
+            self.timelines.invalidate(s.id)
             try:
                 await self.sessions.commit(s, [rows.entry_op(e)])
             finally:
-                self.builder.invalidate(s.id)
+                self.timelines.invalidate(s.id)
         out = {"entry_id": entry_id, "pinned": pinned}
         self._publish(s, "pinned", out)
         return out
@@ -370,7 +378,7 @@ class SessionEngine(Component):
                 e = s.entries[-1]
             elif (e := s.by_id.get(entry_id)) is None:
                 raise not_found("entry", entry_id)
-            ops: list = [rows.delete_entry_op(e.id)]
+            ops: list = rows.delete_entry_ops(e.id)
             relinked = [sm for sm in s.summaries.values() if e.id in sm.entry_ids]
             for sm in relinked:
                 sm.entry_ids = [i for i in sm.entry_ids if i != e.id]
@@ -385,12 +393,14 @@ class SessionEngine(Component):
                 ops.append(rows.summary_op(sm))
             s.entries.remove(e)
             del s.by_id[e.id]
+            if self.recall is not None:
+                self.recall.removed(s, [e.id])
             cycle = s.meta.cycle
             if e.id in cycle.agent_message_ids:
                 cycle.agent_message_ids.remove(e.id)
                 ops.append(rows.meta_op(s))
             s.recount()
-            self.builder.forget(s.id)
+            self.timelines.forget(s.id)
             what = e.content or _json_text(e.tool_calls)
             rec, audit_op = self.audit.record(
                 "remove", what, f"session:{s.id}#{e.id}", "-", client, **Sessions.scope(s),
@@ -409,7 +419,7 @@ class SessionEngine(Component):
         async with self.lock(s.id):
             n, k = len(s.entries), len(s.summaries)
             old = s.meta
-            self.builder.forget(s.id)
+            self.timelines.forget(s.id)
             self.last_context.pop(s.id, None)
             await self.sessions.clear(s, SessionMeta(
                 user_id=old.user_id, tenant_id=old.tenant_id, model=old.model,
@@ -436,7 +446,7 @@ class SessionEngine(Component):
                                             "another name")
             s = portability.parse(data, sid, sessions.next_id)
             await sessions.replace(s, existing)
-            self.builder.forget(sid)
+            self.timelines.forget(sid)
             self.counters["imports"] += 1
             out = {"session_id": sid, "entries": len(s.entries), "summaries": len(s.summaries),
                    "ids_remapped": True, "session": s.overview()}
@@ -489,8 +499,8 @@ def _not_in_log(msgs: list[dict[str, Any]], s: Session) -> list[dict[str, Any]]:
     return [call, *fresh]
 
 
-def _opts(opts: dict[str, Any]) -> tuple[int | None, str | None, str | None, list | None]:
-    known = {"max_tokens", "model", "query", "tools"}
+def _opts(opts: dict[str, Any]) -> tuple[int | None, str | None, str | None, list | None, bool]:
+    known = {"max_tokens", "model", "query", "tools", "recall"}
     for k in opts:
         if k not in known:
             raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(known))}")
@@ -509,4 +519,7 @@ def _opts(opts: dict[str, Any]) -> tuple[int | None, str | None, str | None, lis
                               or not all(isinstance(t, dict) for t in tools)):
         raise invalid_params("opts.tools", "expected a list of tool definitions (maps) as sent "
                                            "to the chat API")
-    return budget, model, query, tools
+    recall = opts.get("recall", True)
+    if not isinstance(recall, bool):
+        raise invalid_params("opts.recall", "expected true or false")
+    return budget, model, query, tools, recall

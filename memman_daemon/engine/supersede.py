@@ -8,7 +8,13 @@ Offline heuristics, applied to fact candidates in log order (limits in docs/engi
 * "Y instead of X", "X, not Y" / "not X" in a correction ("I meant", "actually", "correction"):
   earlier candidates naming the old token;
 * "<subject> moved / pushed / postponed / changed / switched / bumped ... (from X) to Y": earlier
-  candidates naming X, or naming the subject together with a value, and not Y.
+  candidates naming X, or naming the subject together with a value, and not Y;
+* a correction that names only the new value ("no, I meant 1.22.6", "actually Friday",
+  "correction: EUR", "sorry, 8080"): the newest earlier candidate of the last few entries that
+  holds a value of the same shape (digits, dots, capitals), another one.
+
+Bounded work: candidates are found through an index of their words and values (the newest
+``SCAN`` that hold the word), never by a scan of the whole log.
 
 The window never presents only an old value: superseded candidates leave summaries, and a kept
 original that carries one is marked with the later statement.
@@ -17,6 +23,7 @@ original that carries one is marked with the later statement.
 from __future__ import annotations
 
 import re
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from memman_daemon.engine.facts import STOPWORDS, Candidate, terms
@@ -47,6 +54,11 @@ _CHANGE_VERBS = ("moved", "pushed", "postponed", "rescheduled", "changed", "swit
                  "updated", "raised", "lowered", "increased", "decreased", "reduced", "set",
                  "slipped", "shifted", "upgraded", "downgraded")
 _VALUEISH = re.compile(r"\d|[A-Za-z]+[_\-./][A-Za-z0-9]|\b[A-Z]{2,}\b")
+_CORRECTED = re.compile(r"\b(?:i meant|i mean|actually|correction|sorry)\b[:,]?\s+(?:it'?s\s+|it is\s+|"
+                        r"it should be\s+|that'?s\s+|use\s+|make it\s+)?" + _TOKEN, re.I)
+_WORDS = re.compile(r"[\w][\w.\-/:@+]*[\w%]|\w")
+SCAN = 200  #: earlier candidates one change statement looks at, newest first, per word
+RECENT = 24  #: candidates a bare correction looks back over (the last few entries)
 
 
 @dataclass
@@ -56,7 +68,10 @@ class Supersession:
     by: dict[Ref, tuple[int, str]] = field(default_factory=dict)  #: old -> (entry id, new text)
     new: list[Ref] = field(default_factory=list)  #: refs marked since the caller last drained it
     _kv: dict[tuple[str, str], tuple[int, int, str]] = field(default_factory=dict)
-    _seen: list[tuple[int, int, Candidate]] = field(default_factory=list)
+    #: word or value (lower case) -> the candidates holding it, oldest first
+    _by_word: dict[str, list[tuple[int, int, Candidate]]] = field(
+        default_factory=lambda: defaultdict(list))
+    _recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
 
     def feed(self, entry_id: int, cands: list[Candidate], scope: str) -> None:
         for i, c in enumerate(cands):
@@ -70,14 +85,38 @@ class Supersession:
                 self._kv[key] = (entry_id, i, c.kv[1])
             for old, new, subject in _changes(c.text):
                 self._mark(entry_id, c.text, old, new, subject)
+            self._corrected(entry_id, c.text)
         for i, c in enumerate(cands):
-            self._seen.append((entry_id, i, c))
+            ref = (entry_id, i, c)
+            for w in set(_WORDS.findall(c.text[:2000].lower())) | set(c.terms):
+                self._by_word[w].append(ref)
+            self._recent.append(ref)
+
+    def _corrected(self, entry_id: int, text: str) -> None:
+        """A bare correction: the newest recent candidate with a value of the new one's shape."""
+        low = text.lower()
+        if not any(w in low for w in ("meant", "mean", "actually", "correction", "sorry")):
+            return
+        m = _CORRECTED.search(text)
+        if m is None or not _VALUEISH.search(m.group(1)):
+            return
+        new = m.group(1)
+        want = _shape(new)
+        for eid, idx, c in reversed(self._recent):
+            if eid == entry_id or (eid, idx) in self.by:
+                continue
+            vals = [v for v in _WORDS.findall(c.text) if _VALUEISH.search(v)]
+            if any(_shape(v) == want and v.lower() != new.lower() for v in vals):
+                self.by[(eid, idx)] = (entry_id, text)
+                self.new.append((eid, idx))
+                return
 
     def _mark(self, entry_id: int, text: str, old: str | None, new: str,
               subject: list[str]) -> None:
         new_l = new.lower()
         old_re = re.compile(r"(?<![\w])" + re.escape(old) + r"(?![\w])", re.I) if old else None
-        for eid, idx, c in reversed(self._seen):
+        key = old.lower() if old else (subject[0] if subject else "")
+        for eid, idx, c in reversed(self._by_word.get(key, [])[-SCAN:]):
             if eid == entry_id or (eid, idx) in self.by:
                 continue
             low = c.text.lower()
@@ -91,6 +130,13 @@ class Supersession:
             if hit:
                 self.by[(eid, idx)] = (entry_id, text)
                 self.new.append((eid, idx))
+
+
+def _shape(v: str) -> str:
+    """A value's shape: digits, capitals and small letters as classes ("1.22.6" -> "9.9.9")."""
+    v = re.sub(r"\d+", "9", v)
+    v = re.sub(r"[A-Z]+", "A", v)
+    return re.sub(r"[a-z]+", "a", v)
 
 
 def _norm(v: str) -> str:

@@ -146,9 +146,9 @@ class UsageSeries(Component):
         """The whole log as originals, as the context answer's ``history_tokens`` counts it
         (the builder's timeline, kept current as entries arrive)."""
         try:
-            from memman_daemon.engine.context import REPLY_PRIMING
+            from memman_daemon.tokens import REPLY_PRIMING
 
-            units = self.engine.builder.timeline(s).units
+            units = self.engine.timelines.timeline(s).units
             return sum(u.tokens for u in units if not u.invalid) + REPLY_PRIMING
         except Exception:  # the builder's internals moved: the stored active tokens
             log.debug("history from the timeline failed", exc_info=True)

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from memman_daemon.model import Entry, Session, SessionMeta, Summary
+from memman_daemon.repositories import recall
 from memman_daemon.store import Op, Store
 
 
@@ -38,19 +39,22 @@ def meta_op(s: Session) -> Op:
             (s.id, _dumps(s.meta.to_wire())))
 
 
-def delete_entry_op(entry_id: int) -> Op:
-    return ("DELETE FROM entries WHERE id=?", (entry_id,))
+def delete_entry_ops(entry_id: int) -> list[Op]:
+    """The entry, and its vector in the recall index."""
+    return [("DELETE FROM entries WHERE id=?", (entry_id,)), recall.delete_entry_op(entry_id)]
 
 
 def clear_ops(session_id: str) -> list[Op]:
-    """Every entry and summary of the session (its meta row stays)."""
+    """Every entry and summary of the session, and their recall vectors (its meta row stays)."""
     return [("DELETE FROM entries WHERE session_id=?", (session_id,)),
-            ("DELETE FROM summaries WHERE session_id=?", (session_id,))]
+            ("DELETE FROM summaries WHERE session_id=?", (session_id,)),
+            ("DELETE FROM recall_vectors WHERE session_id=?", (session_id,))]
 
 
 def delete_ops(session_id: str) -> list[Op]:
-    """The session and all it logged."""
-    return [*clear_ops(session_id), ("DELETE FROM sessions WHERE id=?", (session_id,))]
+    """The session and all it logged (its recall exclusions too)."""
+    return [*clear_ops(session_id), ("DELETE FROM sessions WHERE id=?", (session_id,)),
+            ("DELETE FROM recall_exclusions WHERE session_id=?", (session_id,))]
 
 
 async def all_sessions(store: Store) -> list[tuple[Any, ...]]:

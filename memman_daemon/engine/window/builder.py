@@ -1,0 +1,353 @@
+"""The context window: retrieval under a budget, as a pipeline of plain steps.
+
+``candidates`` (this session's units) -> ``retrieve`` (the one retriever: this session and
+the user's past sessions) -> ``select`` (the budget decides) -> ``render`` (messages with
+their parts). ``summarize`` supplies the lines of an entry too large to keep whole. Each step
+takes the previous step's data and returns new data; the builder only measures exact token
+costs (cached per entry) and hands them down. ``preview`` is the same window, per entry.
+
+No LLM is asked at read time.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from memman_daemon.engine import facts
+from memman_daemon.engine.window import candidates as cand
+from memman_daemon.engine.window import render
+from memman_daemon.engine.window.request import Request, band_for
+from memman_daemon.engine.window.retrieve import Retrieval, question, retrieve
+from memman_daemon.engine.window.select import Costs, Selection, select
+from memman_daemon.engine.window.summarize import relevant_lines
+from memman_daemon.engine.window.timeline import Timeline, Timelines
+from memman_daemon.model import Session
+from memman_daemon.tokens import REPLY_PRIMING
+
+if TYPE_CHECKING:
+    from memman.config import Config
+    from memman_daemon.clock import Clock
+    from memman_daemon.recall.index import RecallIndex
+    from memman_daemon.tokens import TokenCounter
+
+CACHE = 65_536  #: measured token counts kept (entries with a date or note, recalled lines)
+
+
+@dataclass
+class Window:
+    """One built window: the steps' outputs, for the answer and for preview."""
+
+    session: Session
+    request: Request
+    timeline: Timeline
+    cands: cand.SessionCandidates
+    retrieval: Retrieval
+    selection: Selection
+    messages: list[dict[str, Any]]
+    parts: list[dict[str, Any]]
+    days: dict[int, str | None]
+    notes: dict[int, str]
+    tokens: int
+
+
+class ContextBuilder:
+    def __init__(self, *, config: Config, clock: Clock, tokens: TokenCounter,
+                 timelines: Timelines, recall: RecallIndex | None,
+                 sessions: dict[str, Session]) -> None:
+        self.config, self.clock, self.tokens = config, clock, tokens
+        self.timelines, self.recall, self.sessions = timelines, recall, sessions
+        self._measured: OrderedDict[tuple, int] = OrderedDict()
+        self.counters = {"contexts": 0, "pruned": 0, "emergencies": 0, "over_budget": 0,
+                         "recalled": 0, "trimmed": 0}
+
+    # --- exact costs, measured once --------------------------------------------------------
+    def _count(self, key: tuple, msg: dict[str, Any], model: str) -> int:
+        n = self._measured.get(key)
+        if n is None:
+            n = self._measured[key] = self.tokens.count_message(msg, model)
+            if len(self._measured) > CACHE:
+                self._measured.popitem(last=False)
+        return n
+
+    def _count_text(self, text: str, model: str) -> int:
+        key = ("text", model, text)
+        n = self._measured.get(key)
+        if n is None:
+            n = self._measured[key] = self.tokens.count_text(text, model)
+            if len(self._measured) > CACHE:
+                self._measured.popitem(last=False)
+        return n
+
+    def _msg_tokens(self, msg: dict[str, Any], model: str) -> int:
+        return self._count(("msg", model, msg["role"], msg.get("content") or "",
+                            repr(msg.get("tool_calls")), msg.get("name"),
+                            msg.get("tool_call_id")), msg, model)
+
+    # --- the pipeline ------------------------------------------------------------------------
+    async def build(self, s: Session, req: Request) -> Window:
+        cfg = self.config.context
+        model = req.model
+        tl = self.timelines.timeline(s)
+        c = cand.of_session(tl)
+        query, query_id = question(s, req.query)
+        r = await retrieve(self.recall, s, tl, query, query_id, recall=req.recall,
+                           max_items=self.config.recall.max_items, sessions=self.sessions)
+        for item in r.recalled:
+            item.line = cand.recalled_line(item)
+        _mark_recalled(r.recalled)
+        for item in r.recalled:
+            item.line = cand.recalled_line(item)
+            item.tokens = self._count_text(item.line, model) + 1
+        notes = _notes(tl)
+        newest = s.entries[-1].created_at if s.entries else 0.0
+        old_before = newest - cfg.date_after_s
+        units = c.units
+
+        def day(i: int) -> str | None:
+            e = units[i].first
+            if units[i].mandatory == "system" or e.created_at >= old_before:
+                return None
+            return cand.day(e.created_at)
+
+        def unit_cost(i: int, dated: bool) -> int:
+            total = 0
+            for k, e in enumerate(units[i].items):
+                d = day(i) if dated and k == 0 else None
+                note = notes.get(e.id, "")
+                if not d and not note:
+                    total += e.tokens
+                else:
+                    msg = render.entry_message(e, day=d, note=note)
+                    total += self._count(("entry", model, e.id, d, note), msg, model)
+            return total
+
+        qterms = set(facts.terms(query))
+
+        def lines(i: int, room: int) -> tuple[list[str], int]:
+            u = units[i]
+            frame = render.lines_message(u.first, [], cfg.gap_role)
+            base = self._msg_tokens(frame, model)
+            got, _ = relevant_lines(u.items, qterms, room - base,
+                                    lambda t: self._count_text(t, model))
+            if not got:
+                return [], 0
+            return got, self._msg_tokens(render.lines_message(u.first, got, cfg.gap_role),
+                                         model)
+
+        header = self._msg_tokens({"role": "system", "content": render.RECALLED_HEADER}, model)
+        costs = Costs(plain=lambda i: unit_cost(i, False), dated=lambda i: unit_cost(i, True),
+                      day=day, lines=lines, recalled_header=header)
+        room = max(req.budget - req.tool_tokens - req.cached_tokens - REPLY_PRIMING, 0)
+        sel = select(c, r, room, costs, cfg)
+        days = {i: day(i) for i in sel.dated}
+        msgs, parts = render.messages(
+            c, sel, days=days, notes=notes, count=lambda m: self._msg_tokens(m, model),
+            gap_role=cfg.gap_role, unit_parts=r.unit_parts, cached=req.cached)
+        tokens = sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
+        # the recalled message is measured whole: joining its lines may differ from their sum
+        # by a token; the lowest-ranked recalled lines give way (at most a few)
+        while tokens > req.budget and sel.recalled and not sel.over_budget:
+            sel.recalled.remove(min(sel.recalled, key=lambda x: x.score))
+            self.counters["trimmed"] += 1
+            msgs, parts = render.messages(
+                c, sel, days=days, notes=notes, count=lambda m: self._msg_tokens(m, model),
+                gap_role=cfg.gap_role, unit_parts=r.unit_parts, cached=req.cached)
+            tokens = sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
+        return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens)
+
+    async def context(self, s: Session, req: Request) -> dict[str, Any]:
+        w = await self.build(s, req)
+        self.counters["contexts"] += 1
+        self.counters["pruned"] += w.selection.pruned
+        self.counters["over_budget"] += w.selection.over_budget
+        self.counters["recalled"] += len(w.selection.recalled)
+        out = self.answer(w)
+        self.counters["emergencies"] += out["band"] == "emergency"
+        return out
+
+    # --- the answer ---------------------------------------------------------------------------
+    def answer(self, w: Window) -> dict[str, Any]:
+        cfg = self.config.context
+        req, sel, c = w.request, w.selection, w.cands
+        reserved = req.tool_tokens + req.cached_tokens
+        full = c.full_tokens + REPLY_PRIMING
+        usage = (full + reserved) / req.budget
+        breakdown: dict[str, int] = {}
+        for p in w.parts:
+            breakdown[p["kind"]] = breakdown.get(p["kind"], 0) + p["tokens"]
+        breakdown["reply_priming"] = REPLY_PRIMING
+        breakdown["tool_definitions"] = req.tool_tokens
+        breakdown["free"] = max(req.budget - w.tokens, 0)
+        gaps = _gaps(w)
+        kept = sum(len(c.units[i].items) for i in sel.units)
+        return {
+            "session_id": w.session.id,
+            "messages": w.messages,
+            "parts": w.parts,
+            "breakdown": breakdown,
+            "tokens": w.tokens,
+            "sent_tokens": w.tokens,
+            "history_tokens": full,
+            "sent_usage": round(w.tokens / req.budget, 4),
+            "history_usage": round(full / req.budget, 4),
+            "tool_tokens": req.tool_tokens,
+            "budget": req.budget,
+            "full_tokens": full,
+            "usage": round(usage, 4),
+            "final_usage": round(w.tokens / req.budget, 4),
+            "band": band_for(usage, cfg),
+            "pruned": sel.pruned,
+            "emergency": band_for(usage, cfg) == "emergency",
+            "over_budget": sel.over_budget,
+            "model": req.model,
+            "encoding": self.tokens.encoding_name(req.model),
+            "query": w.retrieval.query[:200],
+            "target_tokens": req.budget,
+            "kept_entries": kept,
+            "dropped_entries": sum(g["count"] for g in gaps),
+            "summarized_entries": sum(g["count"] for g in gaps if g["action"] == "summarized"),
+            "gaps": gaps,
+            "recalled": [{"entry_id": r.entry.id, "session_id": r.session_id, "date": r.date,
+                          "role": r.entry.role, "tokens": r.tokens, "note": r.note,
+                          **r.parts} for r in sel.recalled],
+            "retrieval": {"stand_ins": w.retrieval.stand_ins,
+                          "pending_vectors": w.retrieval.pending},
+            "rolling_summary": "dropped: the window is filled by what the question needs",
+            "why": _why(w, usage, cfg),
+            "cached_tools": {"messages": len(req.cached), "tokens": req.cached_tokens,
+                             "note": req.cached_note},
+        }
+
+    # --- preview: the same window, per entry ----------------------------------------------
+    async def preview(self, s: Session, req: Request) -> dict[str, Any]:
+        w = await self.build(s, req)
+        out = self.answer(w)
+        c, sel, r = w.cands, w.selection, w.retrieval
+        n = len(c.units)
+        rows: list[dict[str, Any]] = []
+        for e in s.entries:
+            u = w.timeline.entry_unit.get(e.id)
+            if u is None:
+                continue
+            info = r.unit_parts.get(u.index, {})
+            parts = {"bm25": info.get("bm25", 0.0), "vector": info.get("vector", 0.0),
+                     "recency": round(u.index / max(n - 1, 1), 4),
+                     "salience": round(u.salience, 4), "fused": info.get("fused", 0.0)}
+            row: dict[str, Any] = {"entry_id": e.id, "type": e.type, "role": e.role,
+                                   "tokens": e.tokens, "pinned": e.pinned,
+                                   "score": parts["fused"], "score_parts": parts,
+                                   "rank": info.get("rank"), "unit": u.index,
+                                   "vector_model": info.get("vector_model")}
+            if e.summary_id is not None:
+                row["summary_id"] = e.summary_id
+            if u.invalid:
+                row.update(decision="dropped", reason=u.invalid)
+            elif u.index in sel.units:
+                row.update(decision="kept", reason=sel.units[u.index])
+                if e.id in w.notes:
+                    row["superseded"] = True
+                if u.index in w.days and u.items[0] is e:
+                    row["date"] = w.days[u.index]
+            elif u.index in sel.lines:
+                row.update(decision="summarized",
+                           reason="too large to keep whole: its lines that match the question")
+            else:
+                why = (f"retrieval rank {info['rank']}: lost to higher-ranked entries within "
+                       "the budget") if info.get("rank") else "not retrieved for this question"
+                row.update(decision="dropped", reason=why)
+            if len(u.items) > 1:
+                row["group"] = [it.id for it in u.items]
+            rows.append(row)
+        summaries = [{"summary_id": sm.id, "tokens": sm.tokens, "entry_ids": sm.entry_ids,
+                      "decision": "not used"} for sm in s.summaries.values()]
+        recalled = [{"entry_id": x.entry.id, "session_id": x.session_id, "date": x.date,
+                     "role": x.entry.role, "decision": "recalled", "note": x.note,
+                     "tokens": x.tokens, "score_parts": x.parts}
+                    for x in sel.recalled]
+        keep = ("budget", "full_tokens", "usage", "band", "pruned", "over_budget",
+                "target_tokens", "rolling_summary", "why", "cached_tools", "parts",
+                "breakdown", "tokens", "sent_tokens", "history_tokens", "sent_usage",
+                "history_usage", "tool_tokens", "query", "gaps", "model", "encoding",
+                "retrieval", "messages")
+        return {"session_id": s.id, **{k: out[k] for k in keep}, "entries": rows,
+                "recalled": recalled, "summaries": summaries}
+
+
+def _notes(tl: Timeline) -> dict[int, str]:
+    """A kept original that states a value replaced later says so, with the later text."""
+    out: dict[int, list[str]] = {}
+    for (eid, _k), (_later, text) in tl.an.sup.by.items():
+        got = out.setdefault(eid, [])
+        if text not in got and len(got) < 3:
+            got.append(text)
+    return {eid: "\n[replaced later: " + " | ".join(texts) + "]" for eid, texts in out.items()}
+
+
+def _mark_recalled(items: list[cand.Recalled]) -> None:
+    """Across sessions, a newer statement supersedes an older one: recalled entries that
+    state a value for the same subject are marked "replaced later" / "current"."""
+    if len(items) < 2:
+        return
+    from memman_daemon.engine.supersede import Supersession
+    sup = Supersession()
+    ordered = sorted(items, key=lambda r: (r.entry.created_at, r.entry.id))
+    by_id = {r.entry.id: r for r in ordered}
+    for r in ordered:
+        sup.feed(r.entry.id, facts.analyse(r.entry.content[:4000], structured=False), "message")
+    for (old, _k), (new, _text) in sup.by.items():
+        if old in by_id and new in by_id:
+            by_id[old].note = "replaced later"
+            if not by_id[new].note:
+                by_id[new].note = "current"
+
+
+def _gaps(w: Window) -> list[dict[str, Any]]:
+    sel, units = w.selection, w.cands.units
+    out: list[dict[str, Any]] = []
+    run: list[int] = []
+
+    def close() -> None:
+        if run:
+            us = [units[i] for i in run]
+            out.append({"first_id": us[0].first.id, "last_id": us[-1].items[-1].id,
+                        "count": sum(len(u.items) for u in us),
+                        "tokens": sum(u.tokens for u in us), "action": "dropped",
+                        "source": "none", "reason": "not needed for this question within "
+                                                    "the budget"})
+            run.clear()
+
+    for i in range(len(units)):
+        if i in sel.units:
+            close()
+        elif i in sel.lines:
+            close()
+            u = units[i]
+            out.append({"first_id": u.first.id, "last_id": u.items[-1].id,
+                        "count": len(u.items), "tokens": u.tokens, "action": "summarized",
+                        "source": "lines", "reason": "its lines that match the question"})
+        else:
+            run.append(i)
+    close()
+    return out
+
+
+def _why(w: Window, usage: float, cfg: Any) -> str:
+    sel, r = w.selection, w.retrieval
+    pct = f"{usage:.0%}"
+    pending = ""
+    if r.stand_ins:
+        pending = (f"; {r.stand_ins} retrieved entries ranked by the static model while their "
+                   "search vectors are pending")
+    recalled = (f"; {len(sel.recalled)} entries recalled from earlier sessions"
+                if sel.recalled else "")
+    if sel.over_budget:
+        return (f"over budget: the history is {pct} of the budget and the pinned entries and "
+                f"system prompts alone exceed it; only they are sent")
+    if not sel.pruned:
+        return f"{pct} of the budget: the whole log fits{recalled}{pending}"
+    return (f"{pct} of the budget ({band_for(usage, cfg)}): the system prompt, pinned entries "
+            f"and the current exchange, {cfg.recent_share:.0%} for the newest turns, then what "
+            f"the question needs by retrieval rank (BM25 + the search model), each with the "
+            f"turn that completes it{recalled}{pending}")

@@ -1,0 +1,107 @@
+"""What may enter a window: this session's units (from its timeline) sorted into the parts the
+budget treats differently, and the past sessions' entries the retriever found.
+
+Plain data, made fresh for each request; nothing here changes a timeline.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from memman_daemon.engine.window.timeline import Timeline, Unit
+from memman_daemon.model import Entry
+
+
+@dataclass(frozen=True)
+class SessionCandidates:
+    units: list[Unit]
+    valid: list[bool]  #: unit index -> may be sent (a tool call with all its results, ...)
+    mandatory: list[int]  #: system prompt and pinned units: always sent
+    current: list[int]  #: the exchange in progress: its question first, then its newest steps
+    newest: list[int]  #: every other sendable unit, newest first
+    full_tokens: int  #: the whole log as originals (sendable units)
+    companions: dict[int, list[int]]  #: unit -> units that complete it (answer, correction)
+
+
+def of_session(tl: Timeline) -> SessionCandidates:
+    units = tl.units
+    valid = [not u.invalid for u in units]
+    mandatory = [u.index for u in units if u.mandatory and not u.invalid]
+    cur: list[int] = []
+    for i in range(len(units) - 1, -1, -1):
+        if units[i].first.role == "user" and not units[i].mandatory:
+            cur = [i, *range(len(units) - 1, i, -1)]
+            break
+    cur = [i for i in cur if valid[i] and not units[i].mandatory]
+    taken = set(mandatory) | set(cur)
+    newest = [i for i in range(len(units) - 1, -1, -1) if valid[i] and i not in taken]
+    full = sum(u.tokens for u in units if not u.invalid)
+    return SessionCandidates(units, valid, mandatory, cur, newest, full, _companions(tl))
+
+
+def _companions(tl: Timeline) -> dict[int, list[int]]:
+    """Units a retrieved unit brings along: the statement that superseded a value it holds
+    (so a window never shows only the corrected-away value)."""
+    out: dict[int, list[int]] = {}
+    for (eid, _k), (later, _text) in tl.an.sup.by.items():
+        u, v = tl.entry_unit.get(eid), tl.entry_unit.get(later)
+        if u is not None and v is not None and v.index != u.index:
+            got = out.setdefault(u.index, [])
+            if v.index not in got:
+                got.append(v.index)
+    return out
+
+
+def completing(units: list[Unit], i: int) -> int | None:
+    """The neighbouring turn that completes unit ``i``: the question it answers, or the
+    answer its question got (a turn of the other side, right before or after)."""
+    u = units[i]
+    role = u.first.role
+    if role not in ("user", "assistant"):
+        return None
+    prev = units[i - 1] if i > 0 else None
+    nxt = units[i + 1] if i + 1 < len(units) else None
+    if prev is not None and prev.first.role in ("user", "assistant") \
+            and prev.first.role != role and _asks(prev.first):
+        return i - 1
+    if nxt is not None and nxt.first.role in ("user", "assistant") \
+            and nxt.first.role != role and _asks(u.first):
+        return i + 1
+    return None
+
+
+def _asks(e: Entry) -> bool:
+    text = (e.content or "")[-400:]
+    return "?" in text
+
+
+def day(ts: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(ts))
+
+
+@dataclass
+class Recalled:
+    """An entry of another session of this user, brought back by the retriever."""
+
+    entry: Entry
+    session_id: str
+    row: int
+    score: float  #: fused retrieval score
+    parts: dict[str, Any]
+    line: str = ""  #: how it is quoted: "- [date · session] role: text"
+    tokens: int = 0  #: tokens of that line (with its newline)
+    note: str = ""  #: "current" / "replaced later" when a newer recalled statement changed it
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def date(self) -> str:
+        return day(self.entry.created_at)
+
+
+def recalled_line(r: Recalled) -> str:
+    e = r.entry
+    who = e.name or e.role
+    mark = f" ({r.note})" if r.note else ""
+    return f"- [{r.date} · session {r.session_id}]{mark} {who}: {e.content}"

@@ -1,0 +1,115 @@
+"""A selection as chat messages in log order, each with its part (what it is, its tokens, the
+entries it carries, why), and the answer of ``memman_session_context`` around them.
+
+Order: the session's leading system prompt(s), then the ``recalled`` part (past sessions'
+entries, oldest first, each line with its date and source session), then the kept units in
+log order (an old unit opens with its date when the one before it is of another day; a
+value replaced later carries a note naming the later statement), the matching lines of an
+entry too large to keep whole where that entry stood, and cached tool results before the
+newest user message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memman_daemon.engine.window.candidates import Recalled, SessionCandidates, recalled_line
+from memman_daemon.engine.window.select import Selection
+from memman_daemon.model import Entry
+
+RECALLED_HEADER = ("[Recalled from this user's earlier sessions, oldest first; where they "
+                   "disagree the newer statement is current]")
+
+
+def part(kind: str, tokens: int, entry_ids: list[int] | None = None, *,
+         score: float | None = None, mark: str = "kept", **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, "tokens": tokens, "entry_ids": entry_ids or [], "summary_id": None,
+            "score": None if score is None else round(score, 6), "mark": mark, **extra}
+
+
+def date_prefix(day: str) -> str:
+    return f"[{day}]\n"
+
+
+def entry_message(e: Entry, *, day: str | None, note: str) -> dict[str, Any]:
+    msg = e.chat_message()
+    if day or note:
+        msg["content"] = (date_prefix(day) if day else "") + (msg.get("content") or "") + note
+    return msg
+
+
+def recalled_message(items: list[Recalled]) -> dict[str, Any]:
+    ordered = sorted(items, key=lambda r: (r.entry.created_at, r.entry.id))
+    return {"role": "system",
+            "content": "\n".join([RECALLED_HEADER, *(recalled_line(r) for r in ordered)])}
+
+
+def lines_message(e: Entry, lines: list[str], role: str) -> dict[str, Any]:
+    who = e.name or e.role
+    return {"role": role, "content": f"[From a longer {who} message ({e.tokens} tokens), the "
+                                     "lines that match the question]\n" + "\n".join(lines)}
+
+
+def kind_of(e: Entry, mandatory: str) -> str:
+    if mandatory == "system":
+        return "system_prompt"
+    if mandatory == "pinned":
+        return "pinned"
+    if e.tool_calls:
+        return "tool_call"
+    if e.role == "tool":
+        return "tool_result"
+    return "context" if e.type == "context" else "message"
+
+
+def messages(c: SessionCandidates, sel: Selection, *, days: dict[int, str | None],
+             notes: dict[int, str], count: Any, gap_role: str,
+             unit_parts: dict[int, dict[str, Any]],
+             cached: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``count(msg) -> tokens`` (exact, cached by the caller); ``days[unit]`` the date its
+    first entry opens with (dated units only)."""
+    msgs: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    recalled_done = not sel.recalled
+
+    def put_recalled() -> None:
+        msg = recalled_message(sel.recalled)
+        ordered = sorted(sel.recalled, key=lambda r: (r.entry.created_at, r.entry.id))
+        msgs.append(msg)
+        parts.append(part("recalled", count(msg), [r.entry.id for r in ordered],
+                          mark="recalled",
+                          sources=[{"entry_id": r.entry.id, "session_id": r.session_id,
+                                    "date": r.date} for r in ordered]))
+
+    for i in sorted(set(sel.units) | set(sel.lines)):
+        u = c.units[i]
+        if not recalled_done and u.mandatory != "system":
+            put_recalled()
+            recalled_done = True
+        info = unit_parts.get(i, {})
+        if i in sel.lines:
+            lines, tokens = sel.lines[i]
+            msgs.append(lines_message(u.first, lines, gap_role))
+            parts.append(part("relevant_lines", tokens, [e.id for e in u.items],
+                              mark="summarized", rank=info.get("rank"),
+                              why="too large to keep whole: its lines that match the question"))
+            continue
+        for k, e in enumerate(u.items):
+            day = days.get(i) if k == 0 else None
+            note = notes.get(e.id, "")
+            msg = entry_message(e, day=day, note=note)
+            tokens = e.tokens if not (day or note) else count(msg)
+            msgs.append(msg)
+            parts.append(part(kind_of(e, u.mandatory), tokens, [e.id],
+                              score=info.get("fused"),
+                              mark="pinned" if u.mandatory == "pinned" else "kept",
+                              rank=info.get("rank"), why=sel.units[i],
+                              **({"date": day} if day else {}),
+                              **({"superseded": True} if note else {})))
+    if not recalled_done:
+        put_recalled()
+    if cached:
+        at = len(msgs) - 1 if msgs and msgs[-1].get("role") == "user" else len(msgs)
+        msgs[at:at] = cached
+        parts[at:at] = [part("cached_tool_result", count(m)) for m in cached]
+    return msgs, parts

@@ -1,0 +1,176 @@
+"""The budget decides: which units and recalled entries a window sends.
+
+In order, each only while it fits (every cost exact, by the daemon's own count):
+
+1. the system prompt and pinned units (they alone over the budget: ``over_budget``);
+2. when the whole log fits under the prune threshold, all of it;
+3. otherwise the exchange in progress (its question, then its newest steps, up to half), and
+   ``[context] recent_share`` of the room for the newest turns (continuity);
+4. then the retrieved items best first, from this session and from past ones alike, each unit
+   with the turn that completes it and the statement that superseded a value it holds; a
+   retrieved unit too large to keep whole sends its lines that match the question;
+5. what is left goes to the next newest turns.
+
+Dates: an old unit opens with its date when the unit kept before it is of another day; the
+cost of that prefix is counted as the unit is placed (``Costs.dated``), so the plan's total is
+the window's total. Salience and recency never push out a retrieved unit; they only order
+the fill.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memman_daemon.engine.window.candidates import Recalled, SessionCandidates, completing
+from memman_daemon.engine.window.retrieve import Retrieval
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Exact token costs the builder measures (and caches) for the selector."""
+
+    plain: Callable[[int], int]  #: unit -> tokens as sent without a date
+    dated: Callable[[int], int]  #: unit -> tokens as sent with its date first
+    day: Callable[[int], str | None]  #: unit -> its day, or None when it shows no date
+    lines: Callable[[int, int], tuple[list[str], int]]  #: unit, room -> relevant lines, tokens
+    recalled_header: int  #: tokens of the recalled message without lines
+
+
+@dataclass
+class Selection:
+    units: dict[int, str] = field(default_factory=dict)  #: unit -> why it is sent
+    lines: dict[int, tuple[list[str], int]] = field(default_factory=dict)  #: unit -> lines sent
+    recalled: list[Recalled] = field(default_factory=list)  #: in the order chosen
+    used: int = 0
+    over_budget: bool = False
+    pruned: bool = False
+    dated: set[int] = field(default_factory=set)  #: units sent with their date first
+
+
+class _Fill:
+    """The running selection: kept units in log order, their date prefixes, the tokens."""
+
+    def __init__(self, room: int, costs: Costs) -> None:
+        self.room, self.costs = room, costs
+        self.sel = Selection()
+        self.order: list[int] = []
+
+    def delta(self, i: int) -> tuple[int, bool, int | None]:
+        """Tokens unit ``i`` adds (with the date prefixes it adds or takes from its next
+        kept neighbour), whether it is dated, and the neighbour that loses its date."""
+        c = self.costs
+        pos = bisect_left(self.order, i)
+        prev = c.day(self.order[pos - 1]) if pos > 0 else None
+        d = c.day(i)
+        dated = d is not None and d != prev
+        cost = c.dated(i) if dated else c.plain(i)
+        loses = None
+        if pos < len(self.order):
+            nxt = self.order[pos]
+            if nxt in self.sel.dated and c.day(nxt) == d:
+                loses = nxt
+                cost -= c.dated(nxt) - c.plain(nxt)
+        return cost, dated, loses
+
+    def add(self, i: int, why: str, limit: int | None = None) -> bool:
+        if i in self.sel.units:
+            return True
+        cost, dated, loses = self.delta(i)
+        if self.sel.used + cost > (self.room if limit is None else limit):
+            return False
+        self.sel.used += cost
+        self.sel.units[i] = why
+        self.order.insert(bisect_left(self.order, i), i)
+        if dated:
+            self.sel.dated.add(i)
+        if loses is not None:
+            self.sel.dated.discard(loses)
+        return True
+
+    def add_recalled(self, r: Recalled) -> bool:
+        cost = r.tokens + (0 if self.sel.recalled else self.costs.recalled_header)
+        if self.sel.used + cost > self.room:
+            return False
+        self.sel.used += cost
+        self.sel.recalled.append(r)
+        return True
+
+
+def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any) -> Selection:
+    f = _Fill(room, costs)
+    sel = f.sel
+    for i in c.mandatory:
+        f.add(i, "system prompt" if c.units[i].mandatory == "system" else "pinned",
+              limit=1 << 62)
+    if sel.used > room:
+        sel.over_budget = True
+        return sel
+    if c.full_tokens <= cfg.prune_threshold * room and _fits_all(c, f):
+        for i in range(len(c.units)):
+            if c.valid[i]:
+                f.add(i, "the whole log fits", limit=1 << 62)
+        for item in r.recalled:
+            f.add_recalled(item)
+        return sel
+    sel.pruned = True
+    # the exchange in progress: its question, then its newest steps within half the room
+    for k, i in enumerate(c.current):
+        f.add(i, "current exchange", limit=None if k == 0 else sel.used + room // 2)
+    # continuity: the newest turns, within their share
+    recent = sel.used + int(cfg.recent_share * room)
+    for i in c.newest:
+        if sel.used >= recent:
+            break
+        f.add(i, "newest turns", limit=recent)
+    # what the question needs, best first, from this session and past ones alike
+    units = iter(r.units)
+    recalled = iter(r.recalled)
+    nu, nr = next(units, None), next(recalled, None)
+    while nu is not None or nr is not None:
+        take_unit = nr is None or (nu is not None and r.unit_score[nu] >= nr.score)
+        if take_unit:
+            assert nu is not None
+            _retrieved(f, c, r, nu, cfg)
+            nu = next(units, None)
+        else:
+            assert nr is not None
+            f.add_recalled(nr)
+            nr = next(recalled, None)
+        if room - sel.used < 8:
+            break
+    # what is left: the next newest turns
+    for i in c.newest:
+        if room - sel.used < 8:
+            break
+        f.add(i, "newest turns (room left)")
+    return sel
+
+
+def _fits_all(c: SessionCandidates, f: _Fill) -> bool:
+    """The whole log fits, dates included (an upper bound: every old unit dated)."""
+    costs = f.costs
+    total = sum(costs.dated(i) if costs.day(i) else costs.plain(i)
+                for i in range(len(c.units)) if c.valid[i])
+    return total <= f.room
+
+
+def _retrieved(f: _Fill, c: SessionCandidates, r: Retrieval, i: int, cfg: Any) -> None:
+    rank = r.unit_parts[i]["rank"]
+    if not f.add(i, f"retrieved #{rank}"):
+        # too large to keep whole: its lines that match the question, if they fit
+        if i not in f.sel.lines:
+            lines, tokens = f.costs.lines(i, f.room - f.sel.used)
+            if lines and f.sel.used + tokens <= f.room:
+                f.sel.lines[i] = (lines, tokens)
+                f.sel.used += tokens
+        return
+    if cfg.neighbours:
+        j = completing(c.units, i)
+        if j is not None and c.valid[j]:
+            f.add(j, f"completes #{rank}")
+    for j in c.companions.get(i, ()):
+        if c.valid[j]:
+            f.add(j, f"supersedes a value of #{rank}")

@@ -1,0 +1,464 @@
+"""The recall index: every entry of a user's sessions, indexed as it arrives, so that any
+session's window (and memory search) finds what any of them said.
+
+One *corpus* per scope (the user within their tenant; the tenant when ``[recall] scope`` is
+"tenant"): rows in arrival order, each an entry with its session, time and role, a BM25 row
+(``search/bm25.py``) and a vector of the search model (MiniLM by default). Vectors are
+computed in the background, in batches in a worker thread, and written to
+``recall_vectors`` so that a restart does not re-embed; while a row's vector is pending the
+static model (microseconds a text) stands in for it, and the answer says so.
+
+``retrieve`` is the one retriever: BM25 and cosine rankings fused by reciprocal rank fusion
+(``search/hybrid.py``'s formula), over the rows of one session and of the scope's other
+sessions alike. The window (``engine/window``) and ``memman_memory_search`` (type
+``session``) call it; deleting a session or an entry removes its rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from array import array
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memman_daemon.component import Component
+from memman_daemon.engine.facts import terms as text_terms
+from memman_daemon.repositories import recall as rows
+
+if TYPE_CHECKING:
+    from memman.config import Config
+    from memman_daemon.background import BackgroundShare
+    from memman_daemon.model import Entry, Session
+    from memman_daemon.search.embeddings import Embedder
+    from memman_daemon.store import Store
+
+log = logging.getLogger(__name__)
+
+RRF_K = 60  #: reciprocal rank fusion constant (Cormack et al. 2009)
+TOP = 1000  #: ranks taken from each list before fusion
+STATIC_PER_REQUEST = 2000  #: stand-in vectors one request computes at most (bounded work)
+QUERY_CACHE = 256  #: query vectors kept
+#: a burst: more requests than this per second of embedding makes the worker yield
+BUSY_RATE = 500.0
+
+
+def entry_text(e: Entry, max_chars: int) -> str:
+    """What an entry is indexed and embedded as: its content, or a call's name and arguments;
+    at most ``max_chars`` of it (bounded work; the entry itself stays whole)."""
+    text = e.content or ""
+    if not text and e.tool_calls:
+        text = " ".join(f"{(c.get('function') or {}).get('name', '')} "
+                        f"{(c.get('function') or {}).get('arguments', '')}"
+                        for c in e.tool_calls if isinstance(c, dict))
+    return text[:max_chars]
+
+
+def indexed(e: Entry) -> bool:
+    """System prompts are the session's, never evidence to recall; everything else is."""
+    return e.role != "system"
+
+
+class Corpus:
+    """One scope's rows. Row numbers never change; a removed row is dead (masked)."""
+
+    def __init__(self) -> None:
+        from memman_daemon.search.bm25 import Bm25
+        self.bm25 = Bm25()
+        self.eids = array("q")
+        self.sids: list[str] = []
+        self.codes = array("i")  #: row -> its session's number (``code_of``), for masks
+        self.code_of: dict[str, int] = {}
+        self.at = array("d")
+        self.private = array("b")
+        self.row_of: dict[int, int] = {}
+        self.vec: np.ndarray | None = None  #: (capacity, dim) search-model vectors
+        self.has_vec = np.zeros(0, dtype=bool)
+        self.svec: np.ndarray | None = None  #: stand-in vectors of the static model
+        self.has_svec = np.zeros(0, dtype=bool)
+        self.texts: list[str] = []
+
+    @property
+    def n(self) -> int:
+        return self.bm25.n
+
+    def add(self, e: Entry, text: str) -> int:
+        row = self.bm25.add(text_terms(text))
+        self.eids.append(e.id)
+        self.sids.append(e.session_id)
+        self.codes.append(self.code_of.setdefault(e.session_id, len(self.code_of)))
+        self.at.append(float(e.created_at))
+        self.private.append(1 if (e.metadata or {}).get("private") is True else 0)
+        self.texts.append(text)
+        self.row_of[e.id] = row
+        if row >= len(self.has_vec):
+            cap = max(64, 2 * len(self.has_vec))
+            self.has_vec = np.concatenate([self.has_vec, np.zeros(cap - len(self.has_vec), bool)])
+            self.has_svec = np.concatenate([self.has_svec,
+                                            np.zeros(cap - len(self.has_svec), bool)])
+            if self.vec is not None:
+                self.vec = _grow(self.vec, cap)
+            if self.svec is not None:
+                self.svec = _grow(self.svec, cap)
+        return row
+
+    def remove(self, entry_id: int) -> None:
+        row = self.row_of.pop(entry_id, None)
+        if row is not None:
+            self.bm25.remove(row)
+            self.has_vec[row] = False
+            self.has_svec[row] = False
+            self.texts[row] = ""
+
+    def of_session(self, session_id: str) -> np.ndarray:
+        """Mask of the rows of one session."""
+        code = self.code_of.get(session_id, -1)
+        return np.frombuffer(self.codes, dtype=np.int32, count=self.n) == code
+
+    def alive(self) -> np.ndarray:
+        return np.frombuffer(self.bm25._alive, dtype=np.int8, count=self.n) != 0
+
+    def set_vec(self, row: int, v: np.ndarray) -> None:
+        if self.vec is None or self.vec.shape[1] != len(v):
+            self.vec = np.zeros((len(self.has_vec), len(v)), dtype=np.float32)
+            self.has_vec[:] = False
+        self.vec[row] = v
+        self.has_vec[row] = True
+
+
+def _grow(m: np.ndarray, cap: int) -> np.ndarray:
+    out = np.zeros((cap, m.shape[1]), dtype=np.float32)
+    out[: len(m)] = m
+    return out
+
+
+@dataclass
+class Hits:
+    """One retrieval over a corpus: per row its fused score and parts (rows with no part
+    have score 0). Plain arrays, indexed by row."""
+
+    corpus: Corpus
+    fused: np.ndarray
+    bm25: np.ndarray
+    bm25_rank: np.ndarray  #: 1-based, 0 = not in the list
+    cosine: np.ndarray
+    vector_rank: np.ndarray
+    stand_in: np.ndarray  #: the cosine came from the static model (vector pending)
+    floor: float  #: least cosine that counts as related for the model in force
+    pending: int = 0  #: rows of the corpus whose search vector is pending
+
+    def order(self, mask: np.ndarray) -> list[int]:
+        """Rows within ``mask`` that matched anything, best first."""
+        idx = np.flatnonzero(mask & (self.fused > 0))
+        return idx[np.argsort(-self.fused[idx], kind="stable")].tolist()
+
+    def related(self, row: int) -> bool:
+        """Enough to recall from another session: a shared informative word, or a cosine at
+        least the model's similarity threshold."""
+        return bool(self.bm25[row] > 0 or self.cosine[row] >= self.floor)
+
+    def parts(self, row: int) -> dict[str, Any]:
+        return {"bm25": round(float(self.bm25[row]), 4),
+                "bm25_rank": int(self.bm25_rank[row]) or None,
+                "vector": round(float(self.cosine[row]), 4),
+                "vector_rank": int(self.vector_rank[row]) or None,
+                "vector_model": "static (pending)" if self.stand_in[row] else "search",
+                "fused": round(float(self.fused[row]), 6)}
+
+
+@dataclass
+class _Pending:
+    queue: deque = field(default_factory=deque)  #: (corpus, entry id)
+    embedded: int = 0
+    started: float = 0.0
+    rate: float = 0.0  #: rows embedded per second of the last batches
+
+
+class RecallIndex(Component):
+    stats_key = "recall"
+
+    def __init__(self, *, config: Config, store: Store, embedder: Embedder,
+                 background: BackgroundShare, sessions: Any) -> None:
+        self.config, self.store, self.embedder = config, store, embedder
+        self.background, self.sessions = background, sessions
+        self.corpora: dict[tuple[str, str], Corpus] = {}
+        self.scope_of: dict[str, tuple[str, str]] = {}  #: session id -> its corpus key
+        self.excluded: dict[str, set[int]] = {}  #: session id -> entry ids it does not recall
+        self._pending = _Pending()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._unsaved: list[tuple[int, str, str, np.ndarray]] = []
+
+    # --- scope ---------------------------------------------------------------------------
+    def key(self, s: Session) -> tuple[str, str]:
+        if self.config.recall.scope == "tenant":
+            return (s.meta.tenant_id, "")
+        return (s.meta.tenant_id, s.meta.user_id)
+
+    def corpus_of(self, s: Session) -> Corpus:
+        k = self.key(s)
+        c = self.corpora.get(k)
+        if c is None:
+            c = self.corpora[k] = Corpus()
+        return c
+
+    # --- lifecycle -----------------------------------------------------------------------
+    async def load(self) -> None:
+        for s in self.sessions.by_id.values():
+            self.appended(s, s.entries, queue=False)
+        model = self.embedder.model_id
+        stored = dict(await rows.vectors(self.store, model)) if model else {}
+        for c in self.corpora.values():
+            for eid, row in c.row_of.items():
+                blob = stored.get(eid)
+                if blob is not None:
+                    c.set_vec(row, np.frombuffer(blob, dtype="<f4"))
+                else:
+                    self._pending.queue.append((c, eid))
+        for sid, eid in await rows.exclusions(self.store):
+            self.excluded.setdefault(sid, set()).add(eid)
+        self._task = asyncio.get_running_loop().create_task(self._embed_loop(),
+                                                            name="memman-recall-embed")
+        self._wake.set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        with contextlib.suppress(Exception):
+            await self._save()
+
+    def stats(self) -> dict[str, Any]:
+        p = self._pending
+        return {"scope": self.config.recall.scope, "corpora": len(self.corpora),
+                "entries": sum(c.bm25.live for c in self.corpora.values()),
+                "pending_vectors": len(p.queue), "embedded": p.embedded,
+                "drain_per_s": round(p.rate, 1), "model": self.embedder.model_id}
+
+    # --- keeping up with the session log (hooks set by the app) ---------------------------
+    def appended(self, s: Session, entries: list[Entry], *, queue: bool = True) -> None:
+        c = self.corpus_of(s)
+        self.scope_of[s.id] = self.key(s)
+        cap = self.config.recall.max_chars
+        for e in entries:
+            if not indexed(e) or e.id in c.row_of:
+                continue
+            c.add(e, entry_text(e, cap))
+            if queue:
+                self._pending.queue.append((c, e.id))
+        if queue and entries:
+            self._wake.set()
+
+    def removed(self, s: Session, entry_ids: list[int]) -> None:
+        c = self.corpora.get(self.scope_of.get(s.id, self.key(s)))
+        if c is not None:
+            for eid in entry_ids:
+                c.remove(eid)
+
+    def session_gone(self, session_id: str) -> None:
+        """The session was deleted, cleared or replaced: its rows leave the index (its
+        vector rows left with the session's rows, in the same transaction)."""
+        k = self.scope_of.pop(session_id, None)
+        c = self.corpora.get(k) if k is not None else None
+        if c is not None:
+            for eid in [eid for eid, r in c.row_of.items() if c.sids[r] == session_id]:
+                c.remove(eid)
+        self.excluded.pop(session_id, None)
+
+    async def on_session_deleted(self, session_id: str, client: str = "") -> None:
+        self.session_gone(session_id)
+
+    def model_changed(self) -> None:
+        for c in self.corpora.values():
+            c.has_vec[:] = False
+            c.vec = None
+            for eid in c.row_of:
+                self._pending.queue.append((c, eid))
+        self._queries.clear()
+        self._wake.set()
+
+    # --- exclusions (a person's "not in this session") --------------------------------------
+    def exclude_op(self, session_id: str, entry_id: int, at: float) -> Any:
+        return rows.exclude_op(session_id, entry_id, at)
+
+    def include_op(self, session_id: str, entry_id: int) -> Any:
+        return rows.include_op(session_id, entry_id)
+
+    def set_excluded(self, session_id: str, entry_id: int, excluded: bool) -> None:
+        got = self.excluded.setdefault(session_id, set())
+        if excluded:
+            got.add(entry_id)
+        else:
+            got.discard(entry_id)
+
+    # --- retrieval -----------------------------------------------------------------------
+    async def query_vectors(self, query: str) -> tuple[Any, Any]:
+        """(search-model vector, static vector) of the question; cached. The search model
+        runs in a worker thread (milliseconds), the static one inline (microseconds)."""
+        emb = self.embedder
+        key = (emb.model_id, query)
+        got = self._queries.get(key)
+        if got is not None:
+            self._queries.move_to_end(key)
+            return got
+        vec = stat = None
+        if emb.enabled:
+            v = await emb.embed([query[:2000]])
+            vec = None if v is None else v[0]
+            if emb.local:
+                sv = emb.cached([query[:2000]])
+                stat = None if sv is None else sv[0]
+        got = (vec, stat)
+        self._queries[key] = got
+        while len(self._queries) > QUERY_CACHE:
+            self._queries.popitem(last=False)
+        return got
+
+    def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, Any]) -> Hits:
+        """Every row of ``c`` scored against ``query``: BM25 and cosine, fused by RRF."""
+        n = c.n
+        bm = c.bm25.scores(text_terms(query))
+        cos = np.zeros(n, dtype=np.float32)
+        stand_in = np.zeros(n, dtype=bool)
+        alive = c.alive()
+        vec, stat = qvecs
+        have = c.has_vec[:n] & alive
+        if vec is not None and c.vec is not None and have.any():
+            cos[have] = c.vec[:n][have] @ vec
+        missing = alive & ~have
+        if stat is not None and missing.any():
+            self._stand_ins(c, missing)
+            got = missing & c.has_svec[:n]
+            if got.any() and c.svec is not None:
+                raw = c.svec[:n][got] @ stat
+                # the static model's cosines run lower: put them on the search model's scale
+                # by their standing among this corpus (z-score), so the two rank together
+                ref = cos[have] if have.sum() >= 20 else None
+                mu_s, sd_s = float(raw.mean()), float(raw.std()) or 1.0
+                if ref is not None:
+                    mu, sd = float(ref.mean()), float(ref.std()) or 1.0
+                else:
+                    mu, sd = 0.1, 0.1
+                cos[got] = (raw - mu_s) / sd_s * sd + mu
+                stand_in[got] = True
+        bm25_rank = _ranks(bm, alive)
+        vec_rank = _ranks(np.where(have | stand_in, cos, -np.inf), alive & (have | stand_in))
+        fused = np.zeros(n, dtype=np.float64)
+        for r in (bm25_rank, vec_rank):
+            m = r > 0
+            fused[m] += 1.0 / (RRF_K + r[m])
+        floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
+        return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
+                    pending=int((alive & ~have).sum()))
+
+    def _stand_ins(self, c: Corpus, missing: np.ndarray) -> None:
+        """Static vectors for rows still waiting for theirs: the newest first, at most
+        ``STATIC_PER_REQUEST`` per request (bounded work; the rest rank by BM25 alone)."""
+        todo = np.flatnonzero(missing & ~c.has_svec[: c.n])[::-1][:STATIC_PER_REQUEST]
+        if not len(todo):
+            return
+        vecs = self.embedder.cached([c.texts[r] for r in todo.tolist()])
+        if vecs is None:
+            return
+        if c.svec is None or c.svec.shape[1] != vecs.shape[1]:
+            c.svec = np.zeros((len(c.has_svec), vecs.shape[1]), dtype=np.float32)
+            c.has_svec[:] = False
+        c.svec[todo] = vecs
+        c.has_svec[todo] = True
+
+    # --- the background embedder -------------------------------------------------------------
+    async def _embed_loop(self) -> None:
+        p = self._pending
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while p.queue:
+                if not self.embedder.enabled:
+                    break
+                batch: list[tuple[Corpus, int, int]] = []
+                while p.queue and len(batch) < self.config.recall.embed_batch:
+                    c, eid = p.queue.popleft()
+                    row = c.row_of.get(eid)
+                    if row is not None and not c.has_vec[row]:
+                        batch.append((c, eid, row))
+                if not batch:
+                    continue
+                model = self.embedder.model_id
+                mark = self.background.requests()
+                t0 = time.perf_counter()
+                try:
+                    vecs = await self.embedder.embed([c.texts[r] for c, _, r in batch])
+                except Exception:
+                    log.exception("embedding %d entries for recall failed", len(batch))
+                    vecs = None
+                took = time.perf_counter() - t0
+                if vecs is None:
+                    await asyncio.sleep(1.0)  # the embedder is off or failing: later
+                    for c, eid, _ in batch:
+                        p.queue.append((c, eid))
+                    break
+                if model != self.embedder.model_id:
+                    continue  # the model changed meanwhile; model_changed re-queued all
+                for (c, eid, row), v in zip(batch, vecs, strict=True):
+                    if c.row_of.get(eid) == row:
+                        c.set_vec(row, v)
+                        self._unsaved.append((eid, c.sids[row], model, v))
+                p.embedded += len(batch)
+                rate = len(batch) / max(took, 1e-6)
+                p.rate = rate if not p.rate else 0.8 * p.rate + 0.2 * rate
+                if len(self._unsaved) >= 256 or not p.queue:
+                    await self._save()
+                # a burst of requests (adds from many clients) comes first: yield as the
+                # background share would; a trickle of requests does not slow the backlog
+                busy = self.background.requests() - mark
+                if busy > BUSY_RATE * took:
+                    share = max(self.config.limits.background_share, 0.01)
+                    await asyncio.sleep(took * (1 - share) / share)
+                else:
+                    await asyncio.sleep(0)
+
+    async def _save(self) -> None:
+        if not self._unsaved:
+            return
+        batch, self._unsaved = self._unsaved, []
+        live = [(eid, sid, m, v) for eid, sid, m, v in batch
+                if (k := self.scope_of.get(sid)) is not None
+                and eid in self.corpora[k].row_of]
+        if live:
+            try:
+                await self.store.write(rows.vectors_op(live))
+            except Exception:
+                log.warning("storing %d recall vectors failed; they are re-embedded after a "
+                            "restart", len(live), exc_info=True)
+
+    async def drained(self, timeout: float = 60.0) -> bool:
+        """Wait until no vector is pending (tests and benchmarks)."""
+        end = time.monotonic() + timeout
+        while self._pending.queue or self._unsaved:
+            if time.monotonic() > end:
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
+
+def _ranks(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """1-based rank among ``mask`` rows with a positive (or finite) score, for the top ``TOP``;
+    0 elsewhere."""
+    n = len(scores)
+    out = np.zeros(n, dtype=np.int64)
+    cand = np.flatnonzero(mask & np.isfinite(scores) & (scores != 0))
+    if not len(cand):
+        return out
+    k = min(TOP, len(cand))
+    part = cand[np.argpartition(-scores[cand], k - 1)[:k]] if len(cand) > k else cand
+    best = part[np.argsort(-scores[part], kind="stable")]
+    out[best] = np.arange(1, len(best) + 1)
+    return out

@@ -1,0 +1,44 @@
+"""The SQL of the recall index's table group: ``recall_vectors`` (the search model's vector of
+each session entry, written in batches by the background embedder) and ``recall_exclusions``
+(entries a session no longer recalls). Caller: ``recall/index.py`` (``RecallIndex``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from memman_daemon.store import Op, Store
+
+
+def vectors_op(rows: list[tuple[int, str, str, np.ndarray]]) -> list[Op]:
+    """Upsert (entry id, session id, model, unit vector) rows."""
+    return [("INSERT OR REPLACE INTO recall_vectors(entry_id, session_id, model, embedding) "
+             "VALUES (?,?,?,?)", (eid, sid, model, np.asarray(v, dtype="<f4").tobytes()))
+            for eid, sid, model, v in rows]
+
+
+def delete_entry_op(entry_id: int) -> Op:
+    return ("DELETE FROM recall_vectors WHERE entry_id=?", (entry_id,))
+
+
+def exclude_op(session_id: str, entry_id: int, at: float) -> Op:
+    return ("INSERT OR REPLACE INTO recall_exclusions(session_id, entry_id, at) VALUES (?,?,?)",
+            (session_id, entry_id, at))
+
+
+def include_op(session_id: str, entry_id: int) -> Op:
+    return ("DELETE FROM recall_exclusions WHERE session_id=? AND entry_id=?",
+            (session_id, entry_id))
+
+
+async def vectors(store: Store, model: str) -> list[tuple[int, bytes]]:
+    """Every stored vector of ``model``: (entry id, float32 bytes)."""
+    rows = await store.fetchall(
+        "SELECT entry_id, embedding FROM recall_vectors WHERE model=?", (model,))
+    return [(r[0], r[1]) for r in rows]
+
+
+async def exclusions(store: Store) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in await store.fetchall(
+        "SELECT session_id, entry_id FROM recall_exclusions")]

@@ -1,0 +1,87 @@
+"""An incremental in-memory BM25 index over short documents (session entries).
+
+Documents are rows ``0..n-1`` added in order and never renumbered; a removed row is only
+marked dead (its postings stay, its score is masked). Postings are stdlib arrays, so a term's
+list is viewed by numpy without a copy and a query costs O(postings of its terms), whatever
+the size of the index.
+
+Okapi BM25 (Robertson & Zaragoza 2009) with k1 = 1.2, b = 0.75; idf is the non-negative
+``log(1 + (N - df + 0.5) / (df + 0.5))``.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+
+import numpy as np
+
+K1 = 1.2
+B = 0.75
+#: terms of one document indexed at most (a huge entry is still found by its first words;
+#: its BM25 length is capped too, so it neither dominates nor vanishes)
+MAX_TERMS = 2000
+
+
+class Bm25:
+    def __init__(self) -> None:
+        self._rows: dict[str, array] = {}
+        self._tfs: dict[str, array] = {}
+        self._len = array("f")
+        self._alive = array("b")
+        self.n = 0  #: rows added
+        self.live = 0  #: rows not removed
+        self._total = 0.0  #: sum of live lengths
+
+    def add(self, terms: list[str]) -> int:
+        """Index one document; returns its row."""
+        row = self.n
+        terms = terms[:MAX_TERMS]
+        for t, c in Counter(terms).items():
+            r = self._rows.get(t)
+            if r is None:
+                r = self._rows[t] = array("i")
+                self._tfs[t] = array("f")
+            r.append(row)
+            self._tfs[t].append(float(c))
+        self._len.append(float(len(terms)))
+        self._alive.append(1)
+        self.n += 1
+        self.live += 1
+        self._total += len(terms)
+        return row
+
+    def remove(self, row: int) -> None:
+        if 0 <= row < self.n and self._alive[row]:
+            self._alive[row] = 0
+            self.live -= 1
+            self._total -= self._len[row]
+
+    def df(self, term: str) -> int:
+        r = self._rows.get(term)
+        return len(r) if r is not None else 0
+
+    def idf(self, term: str) -> float:
+        df = self.df(term)
+        n = max(self.live, 1)
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    def scores(self, terms: list[str]) -> np.ndarray:
+        """BM25 of every row for the query ``terms`` (0 for rows without any, and dead rows)."""
+        out = np.zeros(self.n, dtype=np.float32)
+        if not self.n or not terms:
+            return out
+        lens = np.frombuffer(self._len, dtype=np.float32, count=self.n)
+        avg = max(self._total / max(self.live, 1), 1.0)
+        for t in dict.fromkeys(terms):
+            r = self._rows.get(t)
+            if r is None:
+                continue
+            rows = np.frombuffer(r, dtype=np.int32)
+            tf = np.frombuffer(self._tfs[t], dtype=np.float32)
+            norm = tf + K1 * (1.0 - B + B * lens[rows] / avg)
+            out[rows] += self.idf(t) * tf * (K1 + 1.0) / norm  # a row is once per term
+        alive = np.frombuffer(self._alive, dtype=np.int8, count=self.n)
+        out[alive == 0] = 0.0
+        return out

@@ -286,7 +286,7 @@ class RecallConfig:
     #: shared informative word (BM25 > 0) or a cosine at least the model's similarity threshold
     min_cosine: float = 0.0
     #: most entries one window recalls from past sessions (lines of the ``recalled`` part)
-    max_items: int = 40
+    max_items: int = 400
     #: entries embedded per background batch (the search model, in a worker thread)
     embed_batch: int = 32
     #: characters of one entry that are indexed and embedded (the entry is stored whole)

@@ -60,7 +60,7 @@ META = Map({
     "user_id": Id(), "tenant_id": Id(), "model": Id(),
     "max_tokens": MAX_TOKENS,
     "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "summary": Str(),
-    "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "injection_done": Bool(),
+    "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "injection_done": Bool(), "recall": Bool(),
     "counters": Map(rest=COUNT), "usage": Array(_USAGE, max_items=10_000),
 })
 ENTRY = Map({

@@ -3,7 +3,8 @@
 Offline heuristics, applied to fact candidates in log order (limits in docs/engine.md):
 
 * the same ``key:`` (or ``key =``) with another value in a later entry, where both come from the
-  same tool (or both from messages); generic keys (``id``, ``type``, ``name``...) are ignored;
+  same tool (or both from messages); generic keys (``id``, ``type``, ``name``...) are ignored,
+  and so is a value of more than ``MAX_VALUE_WORDS`` words (``Ana: see you tomorrow`` is speech);
 * "X renamed to Y" / "renamed X to Y": earlier candidates naming X;
 * "Y instead of X", "X, not Y" / "not X" in a correction ("I meant", "actually", "correction"):
   earlier candidates naming the old token;
@@ -57,6 +58,7 @@ _VALUEISH = re.compile(r"\d|[A-Za-z]+[_\-./][A-Za-z0-9]|\b[A-Z]{2,}\b")
 _CORRECTED = re.compile(r"\b(?:i meant|i mean|actually|correction|sorry)\b[:,]?\s+(?:it'?s\s+|it is\s+|"
                         r"it should be\s+|that'?s\s+|use\s+|make it\s+)?" + _TOKEN, re.I)
 _WORDS = re.compile(r"[\w][\w.\-/:@+]*[\w%]|\w")
+MAX_VALUE_WORDS = 5  #: a ``key: value`` whose value is longer is a sentence, not a setting
 SCAN = 200  #: earlier candidates one change statement looks at, newest first, per word
 RECENT = 24  #: candidates a bare correction looks back over (the last few entries)
 
@@ -75,7 +77,10 @@ class Supersession:
 
     def feed(self, entry_id: int, cands: list[Candidate], scope: str) -> None:
         for i, c in enumerate(cands):
-            if c.kv is not None and c.kv[0] not in _GENERIC_KEYS:
+            # a setting, not speech: "Tom: the baby next door wakes at three" is a transcript
+            # line, and a later line of Tom's replaces nothing
+            if c.kv is not None and c.kv[0] not in _GENERIC_KEYS \
+                    and len(c.kv[1].split()) <= MAX_VALUE_WORDS:
                 key = (scope, c.kv[0])
                 prev = self._kv.get(key)
                 if (prev is not None and prev[0] != entry_id and _norm(prev[2]) != _norm(c.kv[1])

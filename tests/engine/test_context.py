@@ -66,7 +66,7 @@ async def test_small_history_is_kept_whole_and_bands_follow_usage():
 
 async def test_keyword_design_success_criteria():
     """11.1: within budget; user messages kept first; tool results (success and error) kept;
-    dropped messages summarized; emergency works."""
+    what is dropped is listed (no summary takes a share it does not earn); emergency works."""
     async with running_daemon() as d, d.client() as c:
         await c.call("memman_session_open", "s", {"max_tokens": 1000})
         await add(c, "s", "Please always answer in French and keep the task list updated")
@@ -85,11 +85,10 @@ async def test_keyword_design_success_criteria():
         assert any("success: completed" in (t or "") for t in contents)  # tool success kept
         assert any("quota exceeded" in (t or "") for t in contents)  # tool error kept
         assert_valid_chat(r["messages"])
-        summarized = [g for g in r["gaps"] if g["action"] == "summarized"]
-        assert summarized and all(g["count"] >= 5 for g in summarized)
-        assert any("[Summary of" in (t or "") for t in contents)
-        omitted = [g for g in r["gaps"] if g["action"] == "omitted"]
-        assert all(g["count"] < 5 or "no room" in g["reason"] for g in omitted)
+        dropped = [g for g in r["gaps"] if g["action"] == "dropped"]
+        assert dropped and all(g["reason"] for g in dropped)
+        assert sum(g["count"] for g in r["gaps"]) == r["dropped_entries"]
+        assert not any("[Summary of" in (t or "") for t in contents)
         # emergency (> 100 %) still answers within budget, without any LLM call
         r = await c.call("memman_session_context", "s", {"max_tokens": 400})
         assert r["band"] == "emergency" and r["emergency"] and r["tokens"] <= 400
@@ -132,7 +131,7 @@ async def test_pinned_and_system_always_stay_and_pairs_go_together():
         assert before == after
         rows = {row["entry_id"]: row for row in p["entries"]}
         assert rows[pinned]["decision"] == "kept" and rows[pinned]["reason"] == "pinned"
-        assert {row["decision"] for row in p["entries"]} >= {"kept", "summarized"}
+        assert {row["decision"] for row in p["entries"]} >= {"kept", "dropped"}
         assert all("score" in row and row["reason"] for row in p["entries"])
         for row in p["entries"]:  # grouped entries share one decision
             if "group" in row:
@@ -173,10 +172,11 @@ async def test_rolling_summary_and_compression_summaries_appear():
         assert not any(t.startswith("[Summary of") for t in texts)
         assert "question 0?" in texts and f"{FILLER} 0" in texts
         assert r["rolling_summary"] == "included"
-        # a budget they do not fit: what is left out is summarized
-        r = await c.call("memman_session_context", "s", {"max_tokens": 300})
-        texts = [m["content"] for m in r["messages"]]
-        assert any(t.startswith("[Summary of") for t in texts)
+        # a budget they do not fit: what the question asks for comes back, within the budget
+        r = await c.call("memman_session_context", "s", {"max_tokens": 300,
+                                                          "query": "what was answer 3?"})
+        texts = "\n".join(m["content"] or "" for m in r["messages"])
+        assert "answer 3." in texts and r["pruned"]
         assert r["tokens"] <= 300
 
 

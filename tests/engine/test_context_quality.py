@@ -92,8 +92,7 @@ async def test_a_compressed_stretch_whose_originals_fit_is_sent_as_originals() -
         # ...and where they do not fit, the stretch is summarized
         small = await c.session_context("s", {"max_tokens": 400})
         assert small["tokens"] <= 400
-        assert any(p["kind"] in ("gap_summary", "linked_summary", "omission_marker")
-                   for p in small["parts"])
+        assert small["gaps"] and small["dropped_entries"] > 0
 
 
 async def test_a_superseded_value_is_never_the_only_one_shown() -> None:

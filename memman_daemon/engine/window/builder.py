@@ -11,6 +11,7 @@ No LLM is asked at read time.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,15 @@ if TYPE_CHECKING:
     from memman_daemon.recall.index import RecallIndex
     from memman_daemon.tokens import TokenCounter
 
-CACHE = 65_536  #: measured token counts kept (entries with a date or note, recalled lines)
+#: a question about time: this session's old entries show their dates
+TEMPORAL = re.compile(
+    r"\b(?:when|what (?:day|date|time|year|month|week)|which (?:day|date|year|month|week)|"
+    r"how long|how many (?:days|weeks|months|years)|ago|since|before|after|until|last|first|"
+    r"earlier|later|recently|yesterday|today|tomorrow|date|dated|weekend|morning|evening|"
+    r"january|february|march|april|may|june|july|august|september|october|november|"
+    r"december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d{4})\b", re.I)
+CACHE = 65_536
+NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size  #: measured token counts kept (entries with a date or note, recalled lines)
 
 
 @dataclass
@@ -50,6 +59,7 @@ class Window:
     days: dict[int, str | None]
     notes: dict[int, str]
     tokens: int
+    rolling: str = ""  #: what became of the rolling summary
 
 
 class ContextBuilder:
@@ -93,7 +103,8 @@ class ContextBuilder:
         c = cand.of_session(tl)
         query, query_id = question(s, req.query)
         r = await retrieve(self.recall, s, tl, query, query_id, recall=req.recall,
-                           max_items=self.config.recall.max_items, sessions=self.sessions)
+                           max_items=self.config.recall.max_items, sessions=self.sessions,
+                           superseded=self._superseded)
         for item in r.recalled:
             item.line = cand.recalled_line(item)
         _mark_recalled(r.recalled)
@@ -104,10 +115,13 @@ class ContextBuilder:
         newest = s.entries[-1].created_at if s.entries else 0.0
         old_before = newest - cfg.date_after_s
         units = c.units
+        # dates cost tokens: this session's old entries show theirs when the question is
+        # about time (recalled entries always do)
+        temporal = bool(TEMPORAL.search(query))
 
         def day(i: int) -> str | None:
             e = units[i].first
-            if units[i].mandatory == "system" or e.created_at >= old_before:
+            if not temporal or units[i].mandatory == "system" or e.created_at >= old_before:
                 return None
             return cand.day(e.created_at)
 
@@ -144,7 +158,12 @@ class ContextBuilder:
         days = {i: day(i) for i in sel.dated}
         msgs, parts = render.messages(
             c, sel, days=days, notes=notes, count=lambda m: self._msg_tokens(m, model),
-            gap_role=cfg.gap_role, unit_parts=r.unit_parts, cached=req.cached)
+            gap_role=cfg.gap_role, parts_of=r.parts, cached=req.cached)
+        rolling = self._rolling(s, sel, c, qterms, room, model)
+        if rolling is not None:
+            msgs.insert(_after_system(c, sel), rolling[0])
+            parts.insert(_after_system(c, sel), render.part(
+                "rolling_summary", rolling[1], mark="summarized"))
         tokens = sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
         # the recalled message is measured whole: joining its lines may differ from their sum
         # by a token; the lowest-ranked recalled lines give way (at most a few)
@@ -153,9 +172,38 @@ class ContextBuilder:
             self.counters["trimmed"] += 1
             msgs, parts = render.messages(
                 c, sel, days=days, notes=notes, count=lambda m: self._msg_tokens(m, model),
-                gap_role=cfg.gap_role, unit_parts=r.unit_parts, cached=req.cached)
+                gap_role=cfg.gap_role, parts_of=r.parts, cached=req.cached)
             tokens = sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
-        return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens)
+        return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens,
+                      "included" if rolling is not None else _no_rolling(s, sel))
+
+    def _superseded(self, s: Session) -> dict[int, int]:
+        """Another session's replaced values: entry id -> the entry that replaced it."""
+        return {eid: later for (eid, _k), (later, _t) in
+                self.timelines.timeline(s).an.sup.by.items()}
+
+    def _rolling(self, s: Session, sel: Selection, c: cand.SessionCandidates,
+                 qterms: set[str], room: int, model: str) -> tuple[dict[str, Any], int] | None:
+        """The rolling summary of finished exchanges: whole when the whole log fits, else
+        only its lines that match the question and that no kept entry says, in the room left."""
+        if not self.config.context.include_rolling_summary or not s.meta.summary:
+            return None
+        lines = [ln for ln in s.meta.summary.splitlines() if ln.strip()]
+        if sel.pruned:
+            kept = "\n".join(e.content or "" for i in sel.units for e in c.units[i].items)
+            lines = [ln for ln in lines if qterms & set(facts.terms(ln))
+                     and ln.split(": ", 1)[-1].strip() not in kept]
+        left = room - sel.used
+        while lines:
+            msg = {"role": "system", "content": "[Conversation summary]\n" + "\n".join(lines)}
+            n = self._msg_tokens(msg, model)
+            if n <= left:
+                sel.used += n
+                return msg, n
+            if not sel.pruned:
+                return None
+            lines.pop(0)  # the oldest line gives way
+        return None
 
     async def context(self, s: Session, req: Request) -> dict[str, Any]:
         w = await self.build(s, req)
@@ -214,7 +262,7 @@ class ContextBuilder:
                           **r.parts} for r in sel.recalled],
             "retrieval": {"stand_ins": w.retrieval.stand_ins,
                           "pending_vectors": w.retrieval.pending},
-            "rolling_summary": "dropped: the window is filled by what the question needs",
+            "rolling_summary": w.rolling,
             "why": _why(w, usage, cfg),
             "cached_tools": {"messages": len(req.cached), "tokens": req.cached_tokens,
                              "note": req.cached_note},
@@ -231,8 +279,9 @@ class ContextBuilder:
             u = w.timeline.entry_unit.get(e.id)
             if u is None:
                 continue
-            info = r.unit_parts.get(u.index, {})
-            parts = {"bm25": info.get("bm25", 0.0), "vector": info.get("vector", 0.0),
+            info = r.parts(u.index)
+            parts = {"relevance": info.get("fused", 0.0),
+                     "bm25": info.get("bm25", 0.0), "vector": info.get("vector", 0.0),
                      "recency": round(u.index / max(n - 1, 1), 4),
                      "salience": round(u.salience, 4), "fused": info.get("fused", 0.0)}
             row: dict[str, Any] = {"entry_id": e.id, "type": e.type, "role": e.role,
@@ -275,14 +324,33 @@ class ContextBuilder:
                 "recalled": recalled, "summaries": summaries}
 
 
+def _after_system(c: cand.SessionCandidates, sel: Selection) -> int:
+    """Where the rolling summary goes: after the leading system prompt(s)."""
+    n = 0
+    for i in sorted(sel.units):
+        if c.units[i].mandatory != "system":
+            break
+        n += len(c.units[i].items)
+    return n + (1 if sel.recalled else 0)
+
+
+def _no_rolling(s: Session, sel: Selection) -> str:
+    if not s.meta.summary:
+        return "none yet"
+    if sel.pruned:
+        return "dropped: no line of it matches the question that the window does not hold"
+    return "dropped: no room left"
+
+
 def _notes(tl: Timeline) -> dict[int, str]:
     """A kept original that states a value replaced later says so, with the later text."""
-    out: dict[int, list[str]] = {}
-    for (eid, _k), (_later, text) in tl.an.sup.by.items():
-        got = out.setdefault(eid, [])
-        if text not in got and len(got) < 3:
-            got.append(text)
-    return {eid: "\n[replaced later: " + " | ".join(texts) + "]" for eid, texts in out.items()}
+    out: dict[int, tuple[int, str]] = {}
+    for (eid, _k), (later, text) in tl.an.sup.by.items():
+        if eid not in out or later > out[eid][0]:
+            out[eid] = (later, text)
+    return {eid: (f"\n[replaced later: {text}]" if len(text) <= NOTE_CHARS
+                  else f"\n[replaced later, by entry {later}]")
+            for eid, (later, text) in out.items()}
 
 
 def _mark_recalled(items: list[cand.Recalled]) -> None:

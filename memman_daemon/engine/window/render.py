@@ -64,7 +64,7 @@ def kind_of(e: Entry, mandatory: str) -> str:
 
 def messages(c: SessionCandidates, sel: Selection, *, days: dict[int, str | None],
              notes: dict[int, str], count: Any, gap_role: str,
-             unit_parts: dict[int, dict[str, Any]],
+             parts_of: Any,
              cached: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``count(msg) -> tokens`` (exact, cached by the caller); ``days[unit]`` the date its
     first entry opens with (dated units only)."""
@@ -86,7 +86,7 @@ def messages(c: SessionCandidates, sel: Selection, *, days: dict[int, str | None
         if not recalled_done and u.mandatory != "system":
             put_recalled()
             recalled_done = True
-        info = unit_parts.get(i, {})
+        info = parts_of(i)
         if i in sel.lines:
             lines, tokens = sel.lines[i]
             msgs.append(lines_message(u.first, lines, gap_role))

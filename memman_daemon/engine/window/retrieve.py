@@ -8,6 +8,7 @@ its session takes part in recall.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +27,20 @@ class Retrieval:
     query: str
     query_id: int | None  #: the log entry that is the question (when taken from the log)
     units: list[int] = field(default_factory=list)  #: this session's units, best first
-    unit_parts: dict[int, dict[str, Any]] = field(default_factory=dict)  #: unit -> parts
+    unit_rank: dict[int, int] = field(default_factory=dict)  #: unit -> its rank (from 1)
+    unit_row: dict[int, int] = field(default_factory=dict)  #: unit -> its best row
     unit_score: dict[int, float] = field(default_factory=dict)
+    hits: Any = None  #: the retriever's arrays (score parts, read for the units shown)
     recalled: list[Recalled] = field(default_factory=list)  #: best first
     stand_ins: int = 0  #: hits ranked by the static model while their vector is pending
     pending: int = 0  #: entries of the corpus still waiting for their vector
+
+    def parts(self, unit: int) -> dict[str, Any]:
+        """A unit's rank and score parts ({} when it was not retrieved)."""
+        row = self.unit_row.get(unit)
+        if row is None or self.hits is None:
+            return {}
+        return {"rank": self.unit_rank[unit], **self.hits.parts(row)}
 
 
 def question(s: Session, query: str) -> tuple[str, int | None]:
@@ -45,33 +55,38 @@ def question(s: Session, query: str) -> tuple[str, int | None]:
 
 async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
                    query_id: int | None, *, recall: bool, max_items: int,
-                   sessions: dict[str, Session]) -> Retrieval:
+                   sessions: dict[str, Session],
+                   superseded: Callable[[Session], dict[int, int]]) -> Retrieval:
     out = Retrieval(query, query_id)
     if index is None or not query or not s.entries:
         return out
     c = index.corpus_of(s)
     hits = index.retrieve(c, query, await index.query_vectors(query))
     out.pending = hits.pending
+    out.hits = hits
     mine = c.of_session(s.id)
     rank = 0
+    eids, entry_unit, fused, stand_in = c.eids, tl.entry_unit, hits.fused, hits.stand_in
     for row in hits.order(mine):
-        eid = c.eids[row]
+        eid = eids[row]
         if eid == query_id:
             continue
-        u = tl.entry_unit.get(eid)
-        if u is None or u.index in out.unit_parts:
+        u = entry_unit.get(eid)
+        if u is None or u.index in out.unit_rank:
             continue
         rank += 1
         out.units.append(u.index)
-        out.unit_parts[u.index] = {"rank": rank, **hits.parts(row)}
-        out.unit_score[u.index] = float(hits.fused[row])
-        out.stand_ins += bool(hits.stand_in[row])
+        out.unit_rank[u.index] = rank
+        out.unit_row[u.index] = row
+        out.unit_score[u.index] = float(fused[row])
+        out.stand_ins += bool(stand_in[row])
     if not recall or index.config.recall.scope == "off" or s.meta.recall is False:
         return out
     others = ~mine & c.alive()
     priv = np.frombuffer(c.private, dtype=np.int8, count=c.n) != 0
     others &= ~priv
     excluded = index.excluded.get(s.id, set())
+    replaced: dict[str, dict[int, int]] = {}  #: per source session, read once
     for row in hits.order(others):
         if len(out.recalled) >= max_items:
             break
@@ -84,6 +99,14 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
         e = src.by_id.get(eid)
         if e is None:
             continue
-        out.recalled.append(Recalled(e, sid, row, float(hits.fused[row]), hits.parts(row)))
+        item = Recalled(e, sid, row, float(hits.fused[row]), hits.parts(row))
+        out.recalled.append(item)
         out.stand_ins += bool(hits.stand_in[row])
+        # the statement that replaced a value it holds comes with it
+        if sid not in replaced:
+            replaced[sid] = superseded(src)
+        later = replaced[sid].get(eid)
+        if later is not None and later not in excluded and (f := src.by_id.get(later)):
+            out.recalled.append(Recalled(f, sid, c.row_of.get(later, -1), item.score,
+                                         {"supersedes": eid}))
     return out

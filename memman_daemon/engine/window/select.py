@@ -19,6 +19,7 @@ the fill.
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from typing import Any
 
 from memman_daemon.engine.window.candidates import Recalled, SessionCandidates, completing
 from memman_daemon.engine.window.retrieve import Retrieval
+
+NEIGHBOUR_WEIGHT = 0.5  #: a completing turn competes at this share of its hit's score
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ class _Fill:
         return True
 
     def add_recalled(self, r: Recalled) -> bool:
+        if any(x.entry.id == r.entry.id for x in self.sel.recalled):
+            return True
         cost = r.tokens + (0 if self.sel.recalled else self.costs.recalled_header)
         if self.sel.used + cost > self.room:
             return False
@@ -117,30 +122,52 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
         return sel
     sel.pruned = True
     # the exchange in progress: its question, then its newest steps within half the room
+    half = sel.used + room // 2
     for k, i in enumerate(c.current):
-        f.add(i, "current exchange", limit=None if k == 0 else sel.used + room // 2)
+        f.add(i, "current exchange", limit=None if k == 0 else half)
     # continuity: the newest turns, within their share
     recent = sel.used + int(cfg.recent_share * room)
     for i in c.newest:
         if sel.used >= recent:
             break
         f.add(i, "newest turns", limit=recent)
-    # what the question needs, best first, from this session and past ones alike
-    units = iter(r.units)
-    recalled = iter(r.recalled)
-    nu, nr = next(units, None), next(recalled, None)
-    while nu is not None or nr is not None:
-        take_unit = nr is None or (nu is not None and r.unit_score[nu] >= nr.score)
-        if take_unit:
-            assert nu is not None
-            _retrieved(f, c, r, nu, cfg)
-            nu = next(units, None)
-        else:
-            assert nr is not None
-            f.add_recalled(nr)
-            nr = next(recalled, None)
-        if room - sel.used < 8:
-            break
+    # what the question needs, best first, from this session and past ones alike; a unit
+    # brings the statement that superseded a value it holds at once, and the turn that
+    # completes it as a candidate of its own, ranked at half its score
+    heap: list[tuple[float, int, int, Any]] = []
+    for k, i in enumerate(r.units):
+        heap.append((-r.unit_score[i], k, 0, i))
+    for k, item in enumerate(r.recalled):
+        heap.append((-item.score, k, 1, item))
+    heapq.heapify(heap)
+    seen: set[str] = set(_texts(c, sel.units))
+    because: dict[int, str] = {}  #: neighbours queued: why they would be sent
+    tick = len(heap)
+    while heap and room - sel.used >= 8:
+        neg, _k, kind, x = heapq.heappop(heap)
+        if kind == 1:
+            if x.entry.content not in seen and f.add_recalled(x):
+                seen.add(x.entry.content)
+            continue
+        why = because.get(x)
+        text = _text(c, x)
+        if x in sel.units or (text and text in seen):
+            continue  # the same words again add nothing
+        rank = r.unit_rank.get(x)
+        if not f.add(x, why or f"retrieved #{rank}"):
+            if why is None:
+                _lines(f, x)
+            continue
+        seen.add(text)
+        for j in c.companions.get(x, ()):
+            if c.valid[j] and f.add(j, f"supersedes a value of #{rank}"):
+                seen.add(_text(c, j))
+        if cfg.neighbours and why is None:
+            j = completing(c.units, x)
+            if j is not None and c.valid[j] and j not in sel.units:
+                tick += 1
+                because[j] = f"completes #{rank}"
+                heapq.heappush(heap, (neg * NEIGHBOUR_WEIGHT, tick, 0, j))
     # what is left: the next newest turns
     for i in c.newest:
         if room - sel.used < 8:
@@ -157,20 +184,19 @@ def _fits_all(c: SessionCandidates, f: _Fill) -> bool:
     return total <= f.room
 
 
-def _retrieved(f: _Fill, c: SessionCandidates, r: Retrieval, i: int, cfg: Any) -> None:
-    rank = r.unit_parts[i]["rank"]
-    if not f.add(i, f"retrieved #{rank}"):
-        # too large to keep whole: its lines that match the question, if they fit
-        if i not in f.sel.lines:
-            lines, tokens = f.costs.lines(i, f.room - f.sel.used)
-            if lines and f.sel.used + tokens <= f.room:
-                f.sel.lines[i] = (lines, tokens)
-                f.sel.used += tokens
-        return
-    if cfg.neighbours:
-        j = completing(c.units, i)
-        if j is not None and c.valid[j]:
-            f.add(j, f"completes #{rank}")
-    for j in c.companions.get(i, ()):
-        if c.valid[j]:
-            f.add(j, f"supersedes a value of #{rank}")
+def _text(c: SessionCandidates, i: int) -> str:
+    u = c.units[i]
+    return u.first.content or "" if len(u.items) == 1 else ""
+
+
+def _texts(c: SessionCandidates, units: Any) -> list[str]:
+    return [t for t in (_text(c, i) for i in units) if t]
+
+
+def _lines(f: _Fill, i: int) -> None:
+    """A retrieved unit too large to keep whole: its lines that match the question."""
+    if i not in f.sel.lines:
+        lines, tokens = f.costs.lines(i, f.room - f.sel.used)
+        if lines and f.sel.used + tokens <= f.room:
+            f.sel.lines[i] = (lines, tokens)
+            f.sel.used += tokens

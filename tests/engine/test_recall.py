@@ -1,0 +1,170 @@
+"""Recall across sessions and retrieval under a budget, through the real daemon: what a user
+said in one session comes back in another, dated and sourced; private and deleted entries
+never do; corrections supersede; the window never exceeds its budget; context equals preview."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.engine.test_context import assert_valid_chat
+from tests.helpers import running_daemon
+
+MARCH = 1709373600.0  # 2024-03-02 10:00 UTC
+FILLER = ["How was the weekend?", "Busy, the usual errands and a long walk.",
+          "Did you see the match last night?", "No, I fell asleep before half time.",
+          "Lunch on Thursday?", "Sure, the usual place at noon."]
+
+
+def texts(ctx: dict) -> str:
+    return "\n".join(m.get("content") or "" for m in ctx["messages"])
+
+
+async def _session(c, sid: str, user: str, lines: list[tuple[str, str]], at: float) -> None:
+    await c.session_open(sid, {"user_id": user})
+    for k, (role, content) in enumerate(lines):
+        await c.session_add(sid, {"role": role, "content": content, "created_at": at + 60 * k})
+
+
+async def test_a_fact_from_session_one_is_in_session_three_with_its_date_and_source() -> None:
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "s1", "ana", [
+            ("user", "My cat Miso is allergic to chicken, please remember that."),
+            ("assistant", "Noted: Miso must not eat chicken."),
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(12)]], MARCH)
+        await _session(c, "s2", "ana", [(("user", "assistant")[k % 2], FILLER[k % 6])
+                                        for k in range(12)], MARCH + 86400 * 7)
+        await _session(c, "other", "bob", [("user", "My dog Rex is allergic to beef.")],
+                       MARCH)
+        await c.session_open("s3", {"user_id": "ana"})
+        await c.session_add("s3", {"role": "user", "content": "Which food must my cat avoid?"})
+        assert await d.server.app.recall.drained(60)
+        ctx = await c.session_context("s3", {"max_tokens": 1000})
+        body = texts(ctx)
+        assert "Miso is allergic to chicken" in body
+        assert "[2024-03-02 · session s1]" in body  # its date and source session
+        assert "Rex" not in body  # another user's sessions are never recalled
+        rec = [p for p in ctx["parts"] if p["kind"] == "recalled"]
+        assert rec and all(s["session_id"] == "s1" for s in rec[0]["sources"])
+        assert ctx["tokens"] <= 1000 and not ctx["over_budget"]
+        assert_valid_chat(ctx["messages"])
+        # the session may opt out, per request or for good
+        off = await c.session_context("s3", {"max_tokens": 1000, "recall": False})
+        assert "Miso" not in texts(off)
+        await c.session_open("s3", {"user_id": "ana", "recall": False})
+        assert "Miso" not in texts(await c.session_context("s3", {"max_tokens": 1000}))
+
+
+async def test_private_and_deleted_entries_are_never_recalled() -> None:
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("a", {"user_id": "ana"})
+        await c.session_add("a", {"role": "user", "content": "My bank PIN hint is the blue heron.",
+                                  "metadata": {"private": True}})
+        await c.session_add("a", {"role": "user", "content": "My favourite bird is the heron."})
+        await c.session_open("b", {"user_id": "ana"})
+        await c.session_add("b", {"role": "user", "content": "The kingfisher nests by the river."})
+        await c.session_open("q", {"user_id": "ana"})
+        await c.session_add("q", {"role": "user", "content": "Which birds did I mention, heron or kingfisher?"})
+        assert await d.server.app.recall.drained(60)
+        body = texts(await c.session_context("q", {"max_tokens": 2000}))
+        assert "favourite bird is the heron" in body and "kingfisher nests" in body
+        assert "PIN" not in body
+        # a private entry still serves its own session
+        own = await c.session_context("a", {"max_tokens": 2000, "query": "PIN hint"})
+        assert "PIN hint" in texts(own)
+        await c.session_delete("b")
+        body = texts(await c.session_context("q", {"max_tokens": 2000}))
+        assert "kingfisher nests" not in body and "favourite bird" in body
+        # a removed entry leaves recall too
+        entries = (await c.session_get("a"))["entries"]
+        fav = next(e["id"] for e in entries if "favourite" in e["content"])
+        await c.session_remove("a", fav)
+        assert "favourite bird" not in texts(await c.session_context("q", {"max_tokens": 2000}))
+
+
+async def test_no_i_meant_supersedes() -> None:
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("ci", {"user_id": "dev", "max_tokens": 8000})
+        await c.session_add("ci", {"role": "user", "content": "Pin the CI toolchain: set go-version to 1.21.13"})
+        await c.session_add("ci", {"role": "assistant", "content": "Done, go-version is 1.21.13."})
+        await c.session_add("ci", {"role": "user", "content": "no, I meant 1.22.6, sorry"})
+        for k in range(60):
+            await c.session_add("ci", {"role": ("user", "assistant")[k % 2],
+                                       "content": f"{FILLER[k % 6]} ({k})"})
+        assert await d.server.app.recall.drained(60)
+        for budget in (120, 300, 1000, 8000):
+            ctx = await c.session_context("ci", {"max_tokens": budget,
+                                                 "query": "Which go-version does CI pin?"})
+            body = texts(ctx)
+            if "1.21.13" in body:  # never the corrected-away value alone
+                assert "1.22.6" in body, budget
+            assert ctx["tokens"] <= budget
+        body = texts(await c.session_context("ci", {"max_tokens": 300,
+                                                    "query": "Which go-version does CI pin?"}))
+        assert "1.22.6" in body
+
+
+async def test_the_context_equals_the_preview_and_preview_explains_each_entry() -> None:
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "p1", "ana", [("user", "The staging host is stg-eu-4.internal."),
+                                        ("assistant", "Got it.")], MARCH)
+        await _session(c, "p2", "ana", [(("user", "assistant")[k % 2], FILLER[k % 6])
+                                        for k in range(40)], MARCH + 86400)
+        await c.session_add("p2", {"role": "user", "content": "Which staging host do we use?"})
+        assert await d.server.app.recall.drained(60)
+        opts = {"max_tokens": 400}
+        ctx = await c.session_context("p2", {**opts, "peek": True})
+        pv = await c.session_preview("p2", opts)
+        assert pv["messages"] == ctx["messages"] and pv["tokens"] == ctx["tokens"]
+        assert pv["parts"] == ctx["parts"]
+        kept = [r for r in pv["entries"] if r["decision"] == "kept"]
+        assert kept and all("bm25" in r["score_parts"] and "vector" in r["score_parts"]
+                            and "recency" in r["score_parts"] and "salience" in r["score_parts"]
+                            for r in pv["entries"])
+        assert any(r["rank"] for r in pv["entries"])
+        assert pv["recalled"] and pv["recalled"][0]["session_id"] == "p1"
+        assert pv["recalled"][0]["date"] == "2024-03-02"
+
+
+async def test_vectors_survive_a_restart_without_re_embedding(tmp_path_factory) -> None:
+    from tests.helpers import short_tmpdir
+    root = short_tmpdir()
+    async with running_daemon(root) as d, d.client() as c:
+        await _session(c, "r", "ana", [("user", f"note {k}: {FILLER[k % 6]}") for k in range(20)],
+                       MARCH)
+        assert await d.server.app.recall.drained(60)
+        assert d.server.app.recall.stats()["embedded"] == 20
+    async with running_daemon(root) as d, d.client() as c:
+        st = d.server.app.recall.stats()
+        assert st["entries"] == 20 and st["pending_vectors"] == 0 and st["embedded"] == 0
+
+
+_ids = itertools.count()
+WORDS = ["deploy", "region", "cat", "allergic", "chicken", "the", "x" * 30, "1.22.6", "ok",
+         "no, I meant 8080", "sorry", "port", "instead of"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(sessions=st.lists(st.lists(st.tuples(st.sampled_from(["user", "assistant"]),
+                                            st.lists(st.sampled_from(WORDS), min_size=1,
+                                                     max_size=25)),
+                                  min_size=1, max_size=25), min_size=1, max_size=4),
+       budget=st.integers(40, 3000), query=st.lists(st.sampled_from(WORDS), max_size=6))
+def test_never_over_budget_and_always_chat_valid(thread_daemon, sessions, budget, query):
+    user = f"u{next(_ids)}"
+    with thread_daemon.client() as c:
+        for k, turns in enumerate(sessions):
+            sid = f"{user}-{k}"
+            c.call("memman_session_open", sid, {"user_id": user, "max_tokens": budget})
+            for j, (role, words) in enumerate(turns):
+                c.call("memman_session_add", sid, {"role": role, "content": " ".join(words),
+                                                   "created_at": MARCH + 86400 * k + j})
+        opts = {"query": " ".join(query)} if query else {}
+        ctx = c.call("memman_session_context", sid, opts)
+        assert_valid_chat(ctx["messages"])
+        if not ctx["over_budget"]:
+            assert ctx["tokens"] <= budget
+        own = c.call("memman_count_tokens", ctx["messages"], ctx["model"])
+        assert own["tokens"] == ctx["tokens"]

@@ -1,5 +1,6 @@
 """p50 / p95 latency of memman_session_context for sessions of 100, 1k, 10k and 100k entries,
-beside a plain newest-first window over the same session, measured in the same run.
+with recall on over the same user's 100 past sessions (5,000 entries), beside a plain
+newest-first window over the same session, measured in the same run.
 
 Runs the real daemon in-process with a real SQLite file; the sessions are loaded through the
 store (one bulk write) to save time, then ``memman_session_context`` is called over the real
@@ -36,11 +37,14 @@ from tests.helpers import running_daemon  # noqa: E402
 WORDS = ("the plan task error success deploy build tool result user asked about config value "
          "retry cluster file update approval done failed check log metric").split()
 SIZES = (100, 1000, 10_000, 100_000)
+PAST_SESSIONS = 100  #: past sessions of the same user, recalled from on every request
+PAST_ENTRIES = 50
 
 
 def populate(app, sid: str, n: int, rng: random.Random) -> list:
     s = app.sessions.get(sid)
     ops = []
+    added = []
     now = time.time()
     for i in range(n):
         role = rng.choice(("user", "assistant", "assistant"))
@@ -49,7 +53,9 @@ def populate(app, sid: str, n: int, rng: random.Random) -> list:
                   content=content, tokens=0, created_at=now + i)
         e.tokens = app.tokens.count_message(e.chat_message(), s.meta.model)
         s.append(e)
+        added.append(e)
         ops.append(session_rows.entry_op(e))
+    app.recall.appended(s, added)  # the recall index follows the log (bulk load: told here)
     return ops
 
 
@@ -77,11 +83,16 @@ async def measure(sizes: list[int], calls: int) -> list[dict]:
     rng = random.Random(7)
     out = []
     async with running_daemon(compression={"auto_compress": False}) as d, d.client() as c:
+        # recall on: the user's 100 past sessions (50 entries each) are searched every time
+        for k in range(PAST_SESSIONS):
+            await c.call("memman_session_open", f"past{k}", {})
+            await d.app.store.write(populate(d.app, f"past{k}", PAST_ENTRIES, rng))
         for n in sizes:
             sid = f"bench{n}"
             await c.call("memman_session_open", sid, {})
             ops = populate(d.app, sid, n, rng)
             await d.app.store.write(ops)
+            await d.app.recall.drained(600)  # vectors embedded (the background's job)
             s = d.app.sessions.get(sid)
             budget = s.meta.max_tokens or d.app.config.context.max_tokens
             await c.call("memman_session_context", sid, {})  # warm the timeline cache

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from memman import names
-from memman.errors import invalid_params
+from memman.errors import NOT_FOUND, MemmanError, invalid_params
 from memman_daemon.api.shapes import LIMIT, answer
 from memman_daemon.params import METADATA, ROW_ID, Bool, Float, Id, Int, Map, Nullable, Stored, Str
 from memman_daemon.rpc import Call, Param, method
@@ -19,8 +19,20 @@ COSINE = Float(-1.0, 1.0, doc="a cosine similarity from -1 to 1")
 
 @method(names.MEMORY_FORGET, Param("user_id", Id("u1")), Param("record_id", ROW_ID), writes=True)
 async def memory_forget(call: Call, user_id: str, record_id: int) -> dict[str, Any]:
-    """Delete one stored user-memory record (episodic, preference, rule, playbook, summary)."""
-    return await call.app.user_memory.forget(user_id, record_id, call.client_name)
+    """Delete one stored user-memory record (episodic, preference, rule, playbook, summary),
+    or one entry of the user's sessions (as ``memman_memory_search`` type ``session`` names
+    it: it leaves its session and recall)."""
+    try:
+        return await call.app.user_memory.forget(user_id, record_id, call.client_name)
+    except MemmanError as exc:
+        if exc.code != NOT_FOUND:
+            raise
+        s = call.app.recall.session_of_entry(user_id, record_id)
+        if s is None:
+            raise
+    out = await call.app.engine.remove(s, record_id, call.client_name)
+    return {"forgotten": True, "id": record_id, "session_id": s.id, "kind": "session_entry",
+            "audit_id": out["audit_id"]}
 
 
 @method(names.AUDIT_LIST, Param("filter", Map({
@@ -61,7 +73,12 @@ async def memory_append(call: Call, user_id: str, type: str, entry: dict[str, An
 async def memory_search(call: Call, user_id: str, type: str, query: str,
                         opts: dict[str, Any]) -> dict[str, Any]:
     """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
-    threshold, mode (hybrid, fts, vector), session_id."""
+    threshold, mode (hybrid, fts, vector), session_id. Type ``session``: what the user's
+    sessions said (the recall index: BM25 + the search model), opts.session_id for one."""
+    if type == "session":
+        limit = opts.get("limit") or call.app.config.memory.search_limit
+        results = await call.app.recall.search(user_id, query, limit, opts.get("session_id"))
+        return {"results": results, "mode": "hybrid"}
     um = call.app.user_memory
     results = await um.search(user_id, type, query, opts)
     mode = "terms" if type == "working" else um.mode_for(opts)

@@ -359,6 +359,44 @@ class RecallIndex(Component):
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()))
 
+    async def search(self, user_id: str, query: str, limit: int,
+                     session_id: str | None = None) -> list[dict[str, Any]]:
+        """``memman_memory_search`` type ``session``: the user's session entries, best first,
+        through the same retriever as the window (private entries never; one session with
+        ``session_id``)."""
+        qv = await self.query_vectors(query)
+        out: list[dict[str, Any]] = []
+        for key, c in self.corpora.items():
+            if key[1] != user_id and not (key[1] == "" and self.config.recall.scope == "tenant"):
+                continue
+            hits = self.retrieve(c, query, qv)
+            mask = c.alive() & (np.frombuffer(c.private, dtype=np.int8, count=c.n) == 0)
+            if session_id is not None:
+                mask &= c.of_session(session_id)
+            for row in hits.order(mask)[: limit * 4]:
+                if not hits.related(row):
+                    continue
+                sid, eid = c.sids[row], c.eids[row]
+                s = self.sessions.by_id.get(sid)
+                e = s.by_id.get(eid) if s is not None else None
+                if e is None or (s.meta.user_id != user_id and self.config.recall.scope != "tenant"):
+                    continue
+                out.append({"id": eid, "session_id": sid, "role": e.role, "text": e.content,
+                            "created_at": e.created_at, "score": float(hits.fused[row]),
+                            "parts": hits.parts(row)})
+        out.sort(key=lambda r: -r["score"])
+        return out[:limit]
+
+    def session_of_entry(self, user_id: str, entry_id: int) -> Session | None:
+        """The session of ``user_id`` that holds entry ``entry_id`` (None if none does)."""
+        for c in self.corpora.values():
+            row = c.row_of.get(entry_id)
+            if row is not None:
+                s = self.sessions.by_id.get(c.sids[row])
+                if s is not None and s.meta.user_id == user_id and entry_id in s.by_id:
+                    return s
+        return None
+
     def _stand_ins(self, c: Corpus, missing: np.ndarray) -> None:
         """Static vectors for rows still waiting for theirs: the newest first, at most
         ``STATIC_PER_REQUEST`` per request (bounded work; the rest rank by BM25 alone)."""

@@ -168,3 +168,27 @@ def test_never_over_budget_and_always_chat_valid(thread_daemon, sessions, budget
             assert ctx["tokens"] <= budget
         own = c.call("memman_count_tokens", ctx["messages"], ctx["model"])
         assert own["tokens"] == ctx["tokens"]
+
+
+async def test_memory_search_finds_what_past_sessions_said() -> None:
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "m1", "ana", [("user", "Our office moved to Leeds in spring."),
+                                        ("assistant", "Noted, Leeds it is."),
+                                        ("user", "Secret: the safe code is 4417.")], MARCH)
+        await c.session_add("m1", {"role": "user", "content": "my locker code is 9921",
+                                   "metadata": {"private": True}})
+        await _session(c, "m2", "bob", [("user", "Our office is in Bristol.")], MARCH)
+        assert await d.server.app.recall.drained(60)
+        got = await c.call("memman_memory_search", "ana", "session", "where is the office?", {})
+        texts_ = [r["text"] for r in got["results"]]
+        assert texts_ and "Leeds" in texts_[0] and not any("Bristol" in t for t in texts_)
+        assert all(r["session_id"] == "m1" for r in got["results"])
+        got = await c.call("memman_memory_search", "ana", "session", "locker code", {})
+        assert not any("9921" in r["text"] for r in got["results"])
+        # forget an entry the search named: it leaves its session and recall
+        hit = next(r for r in (await c.call("memman_memory_search", "ana", "session",
+                                             "where is the office?", {}))["results"]
+                   if "moved to Leeds" in r["text"])
+        await c.call("memman_memory_forget", "ana", hit["id"])
+        got = await c.call("memman_memory_search", "ana", "session", "where is the office?", {})
+        assert not any("moved to Leeds" in r["text"] for r in got["results"])

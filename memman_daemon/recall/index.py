@@ -332,13 +332,14 @@ class RecallIndex(Component):
         vec, stat = qvecs
         have = c.has_vec[:n] & alive
         if vec is not None and c.vec is not None and have.any():
-            cos[have] = c.vec[:n][have] @ vec
+            # every row at once (rows without a vector are zeros): no copy of the matrix
+            cos = np.where(have, c.vec[:n] @ vec, 0.0).astype(np.float32)
         missing = alive & ~have
         if stat is not None and missing.any():
             self._stand_ins(c, missing)
             got = missing & c.has_svec[:n]
             if got.any() and c.svec is not None:
-                raw = c.svec[:n][got] @ stat
+                raw = (c.svec[:n] @ stat)[got]
                 # the static model's cosines run lower: put them on the search model's scale
                 # by their standing among this corpus (z-score), so the two rank together
                 ref = cos[have] if have.sum() >= 20 else None

@@ -63,9 +63,9 @@ class Bm25:
         return len(r) if r is not None else 0
 
     def idf(self, term: str) -> float:
-        df = self.df(term)
+        df = self.df(term)  # postings of removed rows count too: clamp so idf stays >= 0
         n = max(self.live, 1)
-        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        return math.log(1.0 + (max(n - df, 0) + 0.5) / (df + 0.5))
 
     def scores(self, terms: list[str]) -> np.ndarray:
         """BM25 of every row for the query ``terms`` (0 for rows without any, and dead rows)."""

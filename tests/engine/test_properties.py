@@ -24,6 +24,15 @@ step = st.one_of(
 _ids = itertools.count()
 
 
+def _vectors_settled(c) -> None:
+    """Wait (bounded by count) until the recall index has every vector it is embedding."""
+    import time
+    for _ in range(600):
+        if not c.call("memman_stats")["recall"]["pending_vectors"]:
+            return
+        time.sleep(0.05)
+
+
 @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 @given(steps=st.lists(step, min_size=1, max_size=40), budget=st.integers(60, 3000),
        compact=st.booleans())
@@ -106,11 +115,13 @@ def test_timeline_extended_entry_by_entry_equals_one_built_at_once(thread_daemon
                                                        "tool_call_id": f"missing-{text}"})
             first = first or e
             c.call("memman_session_preview", sid, {})
+        _vectors_settled(c)  # retrieval's score parts change as vectors arrive
         incremental = c.call("memman_session_preview", sid, {})
         # a pin and an unpin change nothing visible but force a rebuild from the whole log
         was = next(x["pinned"] for x in incremental["entries"] if x["entry_id"] == first["id"])
         c.call("memman_session_pin", sid, first["id"], not was)
         c.call("memman_session_pin", sid, first["id"], was)
+        _vectors_settled(c)
         rebuilt = c.call("memman_session_preview", sid, {})
         assert incremental["entries"] == rebuilt["entries"]
         assert incremental["summaries"] == rebuilt["summaries"]

@@ -16,6 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from memman_daemon.engine import facts
 from memman_daemon.engine.window import candidates as cand
 from memman_daemon.engine.window import render
@@ -41,7 +43,8 @@ TEMPORAL = re.compile(
     r"january|february|march|april|may|june|july|august|september|october|november|"
     r"december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d{4})\b", re.I)
 CACHE = 65_536
-NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size  #: measured token counts kept (entries with a date or note, recalled lines)
+NOTE_CHARS = 300
+MARK_MAX = 60  #: recalled entries compared for replaced values, the best-ranked  #: a later statement quoted whole in a note up to this size  #: measured token counts kept (entries with a date or note, recalled lines)
 
 
 @dataclass
@@ -107,9 +110,6 @@ class ContextBuilder:
                            superseded=self._superseded)
         for item in r.recalled:
             item.line = cand.recalled_line(item)
-        _mark_recalled(r.recalled)
-        for item in r.recalled:
-            item.line = cand.recalled_line(item)
             item.tokens = self._count_text(item.line, model) + 1
         notes = _notes(tl)
         newest = s.entries[-1].created_at if s.entries else 0.0
@@ -155,6 +155,9 @@ class ContextBuilder:
                       day=day, lines=lines, recalled_header=header)
         room = max(req.budget - req.tool_tokens - req.cached_tokens - REPLY_PRIMING, 0)
         sel = select(c, r, room, costs, cfg)
+        if self._mark_recalled(sel.recalled):
+            for item in sel.recalled:
+                item.line = cand.recalled_line(item)
         days = {i: day(i) for i in sel.dated}
         msgs, parts = render.messages(
             c, sel, days=days, notes=notes, count=lambda m: self._msg_tokens(m, model),
@@ -176,6 +179,33 @@ class ContextBuilder:
             tokens = sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
         return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens,
                       "included" if rolling is not None else _no_rolling(s, sel))
+
+    def _mark_recalled(self, items: list[cand.Recalled]) -> bool:
+        """Across sessions, a newer statement supersedes an older one: recalled entries that
+        state a value for the same subject are marked "replaced later" / "current" (from each
+        entry's cached analysis). True when any was marked."""
+        if len(items) < 2:
+            return False
+        from memman_daemon.engine.supersede import Supersession
+        sup = Supersession()
+        best = sorted(items, key=lambda r: -r.score)[:MARK_MAX]  # bounded work
+        ordered = sorted(best, key=lambda r: (r.entry.created_at, r.entry.id))
+        by_id = {r.entry.id: r for r in ordered}
+        for r in ordered:
+            src = self.sessions.get(r.session_id)
+            an = self.timelines.timeline(src).an if src is not None else None
+            cands = an.cands.get(r.entry.id) if an is not None else None
+            if cands is None:
+                cands = facts.analyse(r.entry.content[:4000], structured=False)
+            sup.feed(r.entry.id, cands, "message")
+        marked = False
+        for (old, _k), (new, _text) in sup.by.items():
+            if old in by_id and new in by_id and old != new:
+                by_id[old].note = "replaced later"
+                if not by_id[new].note:
+                    by_id[new].note = "current"
+                marked = True
+        return marked
 
     def _superseded(self, s: Session) -> dict[int, int]:
         """Another session's replaced values: entry id -> the entry that replaced it."""
@@ -353,51 +383,32 @@ def _notes(tl: Timeline) -> dict[int, str]:
             for eid, (later, text) in out.items()}
 
 
-def _mark_recalled(items: list[cand.Recalled]) -> None:
-    """Across sessions, a newer statement supersedes an older one: recalled entries that
-    state a value for the same subject are marked "replaced later" / "current"."""
-    if len(items) < 2:
-        return
-    from memman_daemon.engine.supersede import Supersession
-    sup = Supersession()
-    ordered = sorted(items, key=lambda r: (r.entry.created_at, r.entry.id))
-    by_id = {r.entry.id: r for r in ordered}
-    for r in ordered:
-        sup.feed(r.entry.id, facts.analyse(r.entry.content[:4000], structured=False), "message")
-    for (old, _k), (new, _text) in sup.by.items():
-        if old in by_id and new in by_id:
-            by_id[old].note = "replaced later"
-            if not by_id[new].note:
-                by_id[new].note = "current"
-
-
 def _gaps(w: Window) -> list[dict[str, Any]]:
+    """Runs of units not sent (and units sent as their matching lines), from per-unit sums:
+    O(units sent), not O(log)."""
     sel, units = w.selection, w.cands.units
+    arr = w.timeline.arr
+    tok = np.concatenate(([0.0], np.cumsum(arr["tokens"])))
+    items = np.concatenate(([0.0], np.cumsum(arr["items"])))
     out: list[dict[str, Any]] = []
-    run: list[int] = []
 
-    def close() -> None:
-        if run:
-            us = [units[i] for i in run]
-            out.append({"first_id": us[0].first.id, "last_id": us[-1].items[-1].id,
-                        "count": sum(len(u.items) for u in us),
-                        "tokens": sum(u.tokens for u in us), "action": "dropped",
-                        "source": "none", "reason": "not needed for this question within "
-                                                    "the budget"})
-            run.clear()
+    def run(a: int, b: int) -> None:  # units a..b-1, not sent
+        if a < b:
+            out.append({"first_id": units[a].first.id, "last_id": units[b - 1].items[-1].id,
+                        "count": int(items[b] - items[a]), "tokens": int(tok[b] - tok[a]),
+                        "action": "dropped", "source": "none",
+                        "reason": "not needed for this question within the budget"})
 
-    for i in range(len(units)):
-        if i in sel.units:
-            close()
-        elif i in sel.lines:
-            close()
+    at = 0
+    for i in sorted(set(sel.units) | set(sel.lines)):
+        run(at, i)
+        if i in sel.lines:
             u = units[i]
             out.append({"first_id": u.first.id, "last_id": u.items[-1].id,
                         "count": len(u.items), "tokens": u.tokens, "action": "summarized",
                         "source": "lines", "reason": "its lines that match the question"})
-        else:
-            run.append(i)
-    close()
+        at = i + 1
+    run(at, len(units))
     return out
 
 

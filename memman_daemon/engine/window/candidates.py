@@ -7,8 +7,11 @@ Plain data, made fresh for each request; nothing here changes a timeline.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from memman_daemon.engine.window.timeline import Timeline, Unit
 from memman_daemon.model import Entry
@@ -17,28 +20,34 @@ from memman_daemon.model import Entry
 @dataclass(frozen=True)
 class SessionCandidates:
     units: list[Unit]
-    valid: list[bool]  #: unit index -> may be sent (a tool call with all its results, ...)
+    valid: np.ndarray  #: unit index -> may be sent (a tool call with all its results, ...)
     mandatory: list[int]  #: system prompt and pinned units: always sent
     current: list[int]  #: the exchange in progress: its question first, then its newest steps
-    newest: list[int]  #: every other sendable unit, newest first
     full_tokens: int  #: the whole log as originals (sendable units)
-    companions: dict[int, list[int]]  #: unit -> units that complete it (answer, correction)
+    companions: dict[int, list[int]]  #: unit -> units that complete it (a correction)
+
+    def newest(self) -> Iterator[int]:
+        """Every other sendable unit, newest first (lazily: a fill stops early)."""
+        taken = set(self.mandatory) | set(self.current)
+        valid = self.valid
+        for i in range(len(self.units) - 1, -1, -1):
+            if valid[i] and i not in taken:
+                yield i
 
 
 def of_session(tl: Timeline) -> SessionCandidates:
     units = tl.units
-    valid = [not u.invalid for u in units]
-    mandatory = [u.index for u in units if u.mandatory and not u.invalid]
+    arr = tl.arr
+    valid = arr["invalid"] == 0
+    mandatory = np.flatnonzero((arr["mandatory"] != 0) & valid).tolist()
     cur: list[int] = []
     for i in range(len(units) - 1, -1, -1):
         if units[i].first.role == "user" and not units[i].mandatory:
             cur = [i, *range(len(units) - 1, i, -1)]
             break
     cur = [i for i in cur if valid[i] and not units[i].mandatory]
-    taken = set(mandatory) | set(cur)
-    newest = [i for i in range(len(units) - 1, -1, -1) if valid[i] and i not in taken]
-    full = sum(u.tokens for u in units if not u.invalid)
-    return SessionCandidates(units, valid, mandatory, cur, newest, full, _companions(tl))
+    full = int(arr["tokens"][valid].sum())
+    return SessionCandidates(units, valid, mandatory, cur, full, _companions(tl))
 
 
 def _companions(tl: Timeline) -> dict[int, list[int]]:
@@ -89,7 +98,8 @@ class Recalled:
     session_id: str
     row: int
     score: float  #: fused retrieval score
-    parts: dict[str, Any]
+    hits: Any = None  #: the retriever's arrays, read for ``parts`` when shown
+    supersedes: int | None = None  #: brought along: it replaced a value of this entry
     line: str = ""  #: how it is quoted: "- [date · session] role: text"
     tokens: int = 0  #: tokens of that line (with its newline)
     note: str = ""  #: "current" / "replaced later" when a newer recalled statement changed it
@@ -98,6 +108,11 @@ class Recalled:
     @property
     def date(self) -> str:
         return day(self.entry.created_at)
+
+    @property
+    def parts(self) -> dict[str, Any]:
+        out = self.hits.parts(self.row) if self.hits is not None and self.row >= 0 else {}
+        return {**out, "supersedes": self.supersedes} if self.supersedes else out
 
 
 def recalled_line(r: Recalled) -> str:

@@ -99,7 +99,7 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
         e = src.by_id.get(eid)
         if e is None:
             continue
-        item = Recalled(e, sid, row, float(hits.fused[row]), hits.parts(row))
+        item = Recalled(e, sid, row, float(hits.fused[row]), hits)
         out.recalled.append(item)
         out.stand_ins += bool(hits.stand_in[row])
         # the statement that replaced a value it holds comes with it
@@ -107,6 +107,6 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
             replaced[sid] = superseded(src)
         later = replaced[sid].get(eid)
         if later is not None and later not in excluded and (f := src.by_id.get(later)):
-            out.recalled.append(Recalled(f, sid, c.row_of.get(later, -1), item.score,
-                                         {"supersedes": eid}))
+            out.recalled.append(Recalled(f, sid, c.row_of.get(later, -1), item.score, hits,
+                                         supersedes=eid))
     return out

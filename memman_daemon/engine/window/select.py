@@ -25,9 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from memman_daemon.engine.window.candidates import Recalled, SessionCandidates, completing
 from memman_daemon.engine.window.retrieve import Retrieval
 
+LINES_MIN_TOKENS = 150  #: a unit this large that does not fit may send its matching lines
+MAX_MISSES = 64  #: turns in a row that do not fit before the last fill stops (bounded work)
 NEIGHBOUR_WEIGHT = 0.5  #: a completing turn competes at this share of its hit's score
 
 
@@ -60,6 +64,7 @@ class _Fill:
         self.room, self.costs = room, costs
         self.sel = Selection()
         self.order: list[int] = []
+        self.recalled_ids: set[int] = set()
 
     def delta(self, i: int) -> tuple[int, bool, int | None]:
         """Tokens unit ``i`` adds (with the date prefixes it adds or takes from its next
@@ -94,13 +99,14 @@ class _Fill:
         return True
 
     def add_recalled(self, r: Recalled) -> bool:
-        if any(x.entry.id == r.entry.id for x in self.sel.recalled):
+        if r.entry.id in self.recalled_ids:
             return True
         cost = r.tokens + (0 if self.sel.recalled else self.costs.recalled_header)
         if self.sel.used + cost > self.room:
             return False
         self.sel.used += cost
         self.sel.recalled.append(r)
+        self.recalled_ids.add(r.entry.id)
         return True
 
 
@@ -114,23 +120,21 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
         sel.over_budget = True
         return sel
     if c.full_tokens <= cfg.prune_threshold * room and _fits_all(c, f):
-        for i in range(len(c.units)):
-            if c.valid[i]:
-                f.add(i, "the whole log fits", limit=1 << 62)
+        for i in np.flatnonzero(c.valid).tolist():
+            f.add(i, "the whole log fits", limit=1 << 62)
         for item in r.recalled:
             f.add_recalled(item)
         return sel
     sel.pruned = True
     # the exchange in progress: its question, then its newest steps within half the room
-    half = sel.used + room // 2
+    half = min(room, sel.used + room // 2)
     for k, i in enumerate(c.current):
         f.add(i, "current exchange", limit=None if k == 0 else half)
     # continuity: the newest turns, within their share
-    recent = sel.used + int(cfg.recent_share * room)
-    for i in c.newest:
-        if sel.used >= recent:
+    recent = min(room, sel.used + int(cfg.recent_share * room))
+    for i in c.newest():
+        if sel.used >= recent or not f.add(i, "newest turns", limit=recent):
             break
-        f.add(i, "newest turns", limit=recent)
     # what the question needs, best first, from this session and past ones alike; a unit
     # brings the statement that superseded a value it holds at once, and the turn that
     # completes it as a candidate of its own, ranked at half its score
@@ -151,11 +155,11 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
             continue
         why = because.get(x)
         text = _text(c, x)
-        if x in sel.units or (text and text in seen):
+        if not c.valid[x] or x in sel.units or (text and text in seen):
             continue  # the same words again add nothing
         rank = r.unit_rank.get(x)
         if not f.add(x, why or f"retrieved #{rank}"):
-            if why is None:
+            if why is None and c.units[x].tokens >= LINES_MIN_TOKENS:
                 _lines(f, x)
             continue
         seen.add(text)
@@ -168,11 +172,14 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
                 tick += 1
                 because[j] = f"completes #{rank}"
                 heapq.heappush(heap, (neg * NEIGHBOUR_WEIGHT, tick, 0, j))
-    # what is left: the next newest turns
-    for i in c.newest:
-        if room - sel.used < 8:
+    # what is left: the next newest turns (a run of turns too large for the rest ends it)
+    misses = 0
+    for i in c.newest():
+        if room - sel.used < 8 or misses >= MAX_MISSES:
             break
-        f.add(i, "newest turns (room left)")
+        if i in sel.units:
+            continue
+        misses = 0 if f.add(i, "newest turns (room left)") else misses + 1
     return sel
 
 
@@ -180,7 +187,7 @@ def _fits_all(c: SessionCandidates, f: _Fill) -> bool:
     """The whole log fits, dates included (an upper bound: every old unit dated)."""
     costs = f.costs
     total = sum(costs.dated(i) if costs.day(i) else costs.plain(i)
-                for i in range(len(c.units)) if c.valid[i])
+                for i in np.flatnonzero(c.valid).tolist())
     return total <= f.room
 
 

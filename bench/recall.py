@@ -88,7 +88,7 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-# --- the independent token count -------------------------------------------------------------
+# --- the independent token count -----------------------------------------------------------------
 class Counter_:
     """tiktoken o200k_base (bench/quality.py loads it offline from the bpe-openai wheel),
     each content counted once."""
@@ -111,7 +111,7 @@ class Counter_:
         return sum(self.message(m) for m in ms) + REPLY_PRIMING
 
 
-# --- baselines ---------------------------------------------------------------------------------
+# --- baselines -----------------------------------------------------------------------------------
 class BM25:
     def __init__(self, docs: list[list[str]], k1: float = 1.5, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
@@ -190,7 +190,7 @@ def minilm() -> Any:
     return _MINILM
 
 
-# --- one conversation in one variant ---------------------------------------------------------------
+# --- one conversation in one variant -------------------------------------------------------------
 class Prepared:
     """A conversation's rendered turns, their costs, BM25 index and vectors in one variant."""
 
@@ -219,7 +219,7 @@ class Prepared:
         return [self.msgs[i] for i in idx]
 
 
-# --- scoring ---------------------------------------------------------------------------------------
+# --- scoring -------------------------------------------------------------------------------------
 def score(conv: rd.Conversation, q: rd.Question, msgs: list[dict[str, Any]], budget: int,
           tc: Counter_, dated: bool) -> dict[str, Any]:
     text = "\n".join(m["content"] for m in msgs if isinstance(m.get("content"), str))
@@ -232,7 +232,7 @@ def score(conv: rd.Conversation, q: rd.Question, msgs: list[dict[str, Any]], bud
             "tokens": tokens, "over": tokens > budget, "messages": len(msgs)}
 
 
-# --- memman -----------------------------------------------------------------------------------------
+# --- memman --------------------------------------------------------------------------------------
 class Memman:
     """A real daemon in this process (fresh data dir, default config, no LLM)."""
 
@@ -329,8 +329,9 @@ def _backlogs(d: Any, key: str = "") -> Iterable[float]:
         yield d
 
 
-# --- the run ------------------------------------------------------------------------------------------
-def questions_of(convs: list[rd.Conversation], per_conv: int | None) -> dict[str, list[rd.Question]]:
+# --- the run -------------------------------------------------------------------------------------
+def questions_of(convs: list[rd.Conversation],
+                 per_conv: int | None) -> dict[str, list[rd.Question]]:
     out = {}
     for c in convs:
         qs = c.questions
@@ -461,7 +462,7 @@ def describe(convs: list[rd.Conversation], qs: dict[str, list[rd.Question]]) -> 
             "evidence_turns": sum(len(q.evidence) for q in allq)}
 
 
-# --- reporting ---------------------------------------------------------------------------------------
+# --- reporting -----------------------------------------------------------------------------------
 def _k(b: int) -> str:
     return f"{b // 1000}k" if b % 1000 == 0 else str(b)
 

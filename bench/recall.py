@@ -48,9 +48,11 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -88,7 +90,7 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-# --- the independent token count -------------------------------------------------------------
+# --- the independent token count -----------------------------------------------------------------
 class Counter_:
     """tiktoken o200k_base (bench/quality.py loads it offline from the bpe-openai wheel),
     each content counted once."""
@@ -111,7 +113,7 @@ class Counter_:
         return sum(self.message(m) for m in ms) + REPLY_PRIMING
 
 
-# --- baselines ---------------------------------------------------------------------------------
+# --- baselines -----------------------------------------------------------------------------------
 class BM25:
     def __init__(self, docs: list[list[str]], k1: float = 1.5, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
@@ -185,12 +187,16 @@ def minilm() -> Any:
     global _MINILM
     if _MINILM is None:
         from memman_daemon.search import local_embedder
-        cache = Path(tempfile.mkdtemp(prefix="mmr-minilm-")) / "wordllama"
-        _MINILM = local_embedder.load_model(local_embedder.MINILM_MODEL, 384, cache)
+        root = Path(tempfile.mkdtemp(prefix="mmr-minilm-"))
+        try:  # the int8 file is made here once; the loaded session keeps its own copy
+            _MINILM = local_embedder.load_model(local_embedder.MINILM_MODEL, 384,
+                                                root / "wordllama")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     return _MINILM
 
 
-# --- one conversation in one variant ---------------------------------------------------------------
+# --- one conversation in one variant -------------------------------------------------------------
 class Prepared:
     """A conversation's rendered turns, their costs, BM25 index and vectors in one variant."""
 
@@ -219,7 +225,7 @@ class Prepared:
         return [self.msgs[i] for i in idx]
 
 
-# --- scoring ---------------------------------------------------------------------------------------
+# --- scoring -------------------------------------------------------------------------------------
 def score(conv: rd.Conversation, q: rd.Question, msgs: list[dict[str, Any]], budget: int,
           tc: Counter_, dated: bool) -> dict[str, Any]:
     text = "\n".join(m["content"] for m in msgs if isinstance(m.get("content"), str))
@@ -232,7 +238,7 @@ def score(conv: rd.Conversation, q: rd.Question, msgs: list[dict[str, Any]], bud
             "tokens": tokens, "over": tokens > budget, "messages": len(msgs)}
 
 
-# --- memman -----------------------------------------------------------------------------------------
+# --- memman --------------------------------------------------------------------------------------
 class Memman:
     """A real daemon in this process (fresh data dir, default config, no LLM)."""
 
@@ -330,8 +336,9 @@ def _backlogs(d: Any, key: str = "") -> Iterable[float]:
         yield d
 
 
-# --- the run ------------------------------------------------------------------------------------------
-def questions_of(convs: list[rd.Conversation], per_conv: int | None) -> dict[str, list[rd.Question]]:
+# --- the run -------------------------------------------------------------------------------------
+def questions_of(convs: list[rd.Conversation],
+                 per_conv: int | None) -> dict[str, list[rd.Question]]:
     out = {}
     for c in convs:
         qs = c.questions
@@ -424,7 +431,9 @@ def _memman_row(variant: str, system: str, c: rd.Conversation, q: rd.Question, b
     return {"variant": variant, "system": system, "qid": q.qid, "category": q.category,
             "budget": b, **score(c, q, msgs, b, tc, dated),
             "memman_tokens": own, "memman_over": isinstance(own, int) and own > b,
-            "over_budget_flag": r.get("over_budget")}
+            "over_budget_flag": r.get("over_budget"),
+            "breakdown": {k: v for k, v in (r.get("breakdown") or {}).items()
+                          if isinstance(v, int) and v}}
 
 
 def run(quick: bool = False, budgets: tuple[int, ...] = BUDGETS,
@@ -444,7 +453,11 @@ def run(quick: bool = False, budgets: tuple[int, ...] = BUDGETS,
         rows += r
         infos[v] = info
         log(f"  recall: {v} done {info}")
-    return {"data": describe(convs, qs), "encoding": tc.label, "budgets": list(budgets),
+    data = describe(convs, qs)
+    data["mean_tokens"] = {v: round(statistics.fmean(
+        sum(tc.message({"content": t.render(v == "dated")}) for t in c.turns) + REPLY_PRIMING
+        for c in convs)) for v in VARIANTS}
+    return {"data": data, "encoding": tc.label, "budgets": list(budgets),
             "variants": list(variants), "systems": list(systems), "info": infos,
             "rows": rows, "seconds": round(time.perf_counter() - t0, 1), "quick": quick}
 
@@ -462,7 +475,7 @@ def describe(convs: list[rd.Conversation], qs: dict[str, list[rd.Question]]) -> 
             "evidence_turns": sum(len(q.evidence) for q in allq)}
 
 
-# --- reporting ---------------------------------------------------------------------------------------
+# --- reporting -----------------------------------------------------------------------------------
 def _k(b: int) -> str:
     return f"{b // 1000}k" if b % 1000 == 0 else str(b)
 
@@ -526,6 +539,23 @@ def tables(res: dict[str, Any]) -> str:
                   if r["category"] == "updated"]
             cells.append(f"{sum(r['stale_only'] for r in rs)} / {len(rs)}")
         out.append(f"| {LABELS[s]} | " + " | ".join(cells) + " |")
+    for s in ("memman", "across"):
+        if s not in systems:
+            continue
+        shares = []
+        for v in res["variants"]:
+            parts: Counter[str] = Counter()
+            for b in res["budgets"]:
+                for r in by.get((v, s, b), []):
+                    parts.update(r.get("breakdown") or {})
+            total = sum(parts.values())
+            if total:
+                shares.append(f"{v}: " + ", ".join(
+                    f"{k.replace('_', ' ')} {n / total:.0%}" for k, n in parts.most_common()
+                    if n / total >= 0.005))
+        if shares:
+            out += ["", f"Where the budget went in {LABELS[s]} (its `breakdown`, summed over "
+                    "all budgets): " + "; ".join(shares) + "."]
     return "\n".join(out)
 
 
@@ -566,9 +596,17 @@ def report(res: dict[str, Any]) -> str:
         f"{d['conversations']} conversations ({d['styles']}), {d['turns']:,} turns "
         f"(≥ {d['min_turns']} each) in {d['sessions']} sessions (≥ {d['min_sessions']} each), "
         f"{d['words']:,} words; {d['questions']} questions ({d['categories']}), "
-        f"{d['evidence_turns']} evidence turns.", "",
+        f"{d['evidence_turns']} evidence turns. " + coverage(res), "",
         tables(res), "", "Against the issue's targets:", "", *checks(res), "",
         f"Tokens: {res['encoding']}. Run: {res['seconds']} s ({info})."])
+
+
+def coverage(res: dict[str, Any]) -> str:
+    mt = res["data"]["mean_tokens"]
+    top = max(res["budgets"])
+    return ("A conversation is on average " + " / ".join(f"{mt[v]:,} tokens {v}" for v in mt)
+            + f", so {_k(top)} holds about "
+            + " / ".join(f"{min(1, top / mt[v]):.0%}" for v in mt) + " of one.")
 
 
 def doc_section(res: dict[str, Any]) -> str:
@@ -596,8 +634,10 @@ def doc_section(res: dict[str, Any]) -> str:
         "fused by reciprocal rank (k 60), filled the same way. *Evidence recall*: the share of "
         "a question's evidence turns whose `Speaker: text` reaches the model verbatim, averaged "
         "over questions. Tokens by an independent count, the same for every system: "
-        f"{res['encoding']}, 3 per message + 3 priming. `--json OUT` writes every question's "
-        "result.")
+        f"{res['encoding']}, 3 per message + 3 priming. " + coverage(res) + " `--json OUT` "
+        "writes every question's result (kept evidence, tokens, memman's own count and "
+        "breakdown).")
+    intro = textwrap.fill(intro, 100, break_long_words=False, break_on_hyphens=False)
     return "\n".join([SECTION, "", intro, "", f"- date: {time.strftime('%Y-%m-%d')}",
                       f"- run: {res['seconds']} s", "", tables(res), "",
                       "Against the issue's targets (#21):", "", *checks(res), ""])

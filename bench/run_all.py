@@ -25,8 +25,8 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 DOC = ROOT / "docs" / "performance.md"
-ORDER = ["rpc", "tokens", "context", "search", "retrieval", "retention", "quality", "tui",
-         "shared"]  # then any others
+ORDER = ["rpc", "tokens", "context", "search", "retrieval", "retention", "quality", "recall",
+         "tui", "shared"]  # then any others
 
 
 def modules(only: list[str] | None) -> list[Path]:

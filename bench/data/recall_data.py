@@ -119,7 +119,8 @@ FRIENDS = ["Nadia", "Carl", "Ruth", "Mateo", "Ellie", "Victor", "June", "Pavel",
 COLORS = ["dark green", "silver", "navy blue", "white", "red", "grey", "bronze", "black"]
 CARS = ["Skoda Octavia", "Toyota Yaris", "Volvo V60", "Kia Niro", "Honda Jazz", "Mazda 3",
         "Renault Clio", "Ford Focus", "Hyundai Ioniq", "VW Golf"]
-RESTAURANTS = ["Casa Lupo", "The Copper Pot", "Sora Ramen", "Little Tbilisi", "Verde", "Maison Brune",
+RESTAURANTS = ["Casa Lupo", "The Copper Pot", "Sora Ramen", "Little Tbilisi", "Verde",
+               "Maison Brune",
                "Taqueria Sol", "Pho Linh", "The Old Mill", "Bistro Nord", "Dosa Corner", "Ember"]
 CUISINES = ["Italian", "Georgian", "Japanese", "Mexican", "Vietnamese", "French", "South Indian",
             "Portuguese", "Lebanese", "Korean"]
@@ -137,7 +138,8 @@ GIFTS = ["a fountain pen", "a pair of walking boots", "a smoker for the barbecue
          "a pasta machine", "a weather station"]
 JOBS = ["physiotherapist", "sound engineer", "pharmacist", "primary school teacher",
         "data analyst", "paramedic", "civil engineer", "pastry chef"]
-PLACES_WORK = ["a clinic in the old town", "a small studio by the docks", "the hospital on the hill",
+PLACES_WORK = ["a clinic in the old town", "a small studio by the docks",
+               "the hospital on the hill",
                "a logistics firm", "the city council", "a bakery near the station"]
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 TIMES = ["6:30", "7 pm", "7:30", "8 pm", "half past six", "quarter to eight", "noon", "11 am"]
@@ -348,7 +350,8 @@ def _vet(r: random.Random, A: str, B: str, agent: bool) -> Plant:
                   Part("A", f"Better than I feared: {med}, {when}, and a check-up in a "
                             "month.")],
                  [0, 1], layout="adjacent",
-                 distractors=[Part("B", f"Our vet put the old dog on {pick(r, ['fish oil', 'a diet', 'painkillers'])}, "
+                 distractors=[Part("B", "Our vet put the old dog on "
+                                        f"{pick(r, ['fish oil', 'a diet', 'painkillers'])}, "
                                         "he hates the taste.")], agent_ok=False)
 
 
@@ -403,13 +406,15 @@ def _pottery(r: random.Random, A: str, B: str, agent: bool) -> Plant:
 def _siblings_age(r: random.Random, A: str, B: str, agent: bool) -> Plant:
     b, s = r.sample(range(24, 45), 2)
     older = "brother" if b > s else "sister"
+    ages = [str(x) for x in range(24, 45)]
     return Plant("multi", f"Who is older, {A}'s brother or {A}'s sister?", older,
                  [Part("A", f"My brother turns {b} next week and he's acting like it's the "
                             "end of the world."),
                   Part("A", f"My sister is {s} and she still calls me for help with her "
                             "taxes.")],
                  [0, 1], layout="span",
-                 distractors=[Part("B", f"My cousin just turned {pick(r, [str(x) for x in range(24, 45)], str(b), str(s))}, "
+                 distractors=[Part("B", "My cousin just turned "
+                                        f"{pick(r, ages, str(b), str(s))}, "
                                         "we had a huge party for him.")])
 
 
@@ -562,7 +567,8 @@ def _party_day(r: random.Random, A: str, B: str, agent: bool) -> Plant:
                   Part("A", f"Change of plan: we moved the party to {d2}, half the guests "
                             f"couldn't make the other day.")],
                  [1], layout="span", stale=[0],
-                 distractors=[Part("B", f"My brother's birthday party is on {pick(r, WEEKDAYS, d1, d2)}, "
+                 distractors=[Part("B", "My brother's birthday party is on "
+                                        f"{pick(r, WEEKDAYS, d1, d2)}, "
                                         "so I might be late.")])
 
 
@@ -730,8 +736,9 @@ def _nokw_maker(q: str, ev: str, ans: str) -> Maker:
     def f(r: random.Random, A: str, B: str, agent: bool) -> Plant:
         slots = {"A": A, "pet": r.choice(PET_NAMES), "city": r.choice(CITIES),
                  "partner": pick(r, FRIENDS)}
-        return Plant("nokw", q.format(**slots), ans.format(**slots), [Part("A", ev.format(**slots))],
-                     [0])
+        return Plant("nokw", q.format(**slots), ans.format(**slots),
+                     [Part("A", ev.format(**slots))], [0])
+    f.__name__ = q
     return f
 
 
@@ -740,6 +747,158 @@ for _q, _e, _a in NOKW:
 _NOKW_AGENT_MAKERS = [_nokw_maker(*x) for x in NOKW_AGENT]
 #: makers of facts only an agent session has (chat_ok=False): drawn first in agent style
 _AGENT_FIRST = {_staging_host, _project_name, _db_choice, _release, _region, _go_version}
+
+
+# --- near misses: more turns on the same thing about someone or something else ------------------
+#: by maker (its function name, or a no-keyword question's template): (speaker, text) turns
+#: placed anywhere in the conversation. {A} is the fact's owner, {B} the other speaker; the
+#: other slots are drawn as in the filler.
+NEAR_MISSES: dict[str, list[tuple[str, str]]] = {
+    "_car": [("B", "{friend} wants to buy a {color} {car} too, but the waiting list is months."),
+             ("A", "Should I have bought an electric car instead? Everyone at work keeps asking.")],
+    "_restaurant": [("B", "Our go-to takeaway is the {cuisine} place near {street}, lazy but "
+                          "delicious."),
+                    ("A", "{friend} booked dinner at {rest} for her birthday, the menu looks "
+                          "great.")],
+    "_book": [("B", "My book club picked {book} once and nobody finished it, not even the host."),
+              ("A", "Next month I want to read something lighter, any book tips?")],
+    "_allergy": [("B", "{friend} found out she's allergic to cats after adopting one, awful."),
+                 ("A", "The allergy clinic finally called back about {friend2}'s tests.")],
+    "_instrument": [("B", "{friend} started guitar lessons and now plays the same four chords "
+                          "nonstop."),
+                    ("A", "Lessons are expensive, I had no idea teachers charged that much per "
+                          "hour.")],
+    "_gift": [("B", "What do you even get a dad for his birthday who says he wants nothing?"),
+              ("A", "For Mum's birthday we're thinking of a weekend away somewhere quiet.")],
+    "_garden": [("B", "I planted {plant} last spring and the slugs ate every single one."),
+                ("A", "The fence at the back is leaning again, the wind last night was wild.")],
+    "_sister_job": [("A", "My cousin has been job hunting for months, it's been rough on her."),
+                    ("B", "{friend} just started a new job at {company}, she loves the team.")],
+    "_half_marathon": [("B", "{friend} is training for the {city} half marathon, twelve weeks "
+                             "to go."),
+                       ("A", "My time in the last 10k was awful, I stopped twice for my "
+                             "shoelaces.")],
+    "_flat_floor": [("B", "{friend}'s new flat is on the ground floor with a tiny garden, so "
+                          "jealous."),
+                    ("A", "We were shown a flat on the second floor first, but the kitchen was "
+                          "tiny.")],
+    "_staging_host": [("B", "The test server can be recreated from the image whenever it "
+                            "drifts."),
+                      ("A", "Which host runs the metrics dashboard again? I always forget.")],
+    "_vet": [("A", "The vet bill last year was more than my rent, I'm still recovering."),
+             ("B", "{friend}'s cat has a vet appointment on {day}, she's dreading it.")],
+    "_meetup": [("B", "Shall we meet somewhere new next time? I'm bored of the usual places."),
+                ("A", "Meeting {friend} at {time} tomorrow, she always runs late anyway.")],
+    "_trip_cities": [("B", "{friend} visited {city} and {city2} in one week, sounds exhausting."),
+                     ("A", "The trip in {month} last year was a disaster, we lost a suitcase.")],
+    "_pottery": [("B", "{friend} signed up for a pottery class and quit after the first night."),
+                 ("A", "I wanted to take a photography class but it clashed with work.")],
+    "_siblings_age": [("B", "My brother is older than me but everyone assumes I'm the older "
+                            "one."),
+                      ("A", "My sister and I used to fight constantly, now we talk every day.")],
+    "_project_name": [("A", "Naming things is the hardest part of any project, honestly."),
+                      ("B", "A project name should be easy to spell and not clash with an "
+                            "existing package.")],
+    "_recipe_swap": [("B", "{friend} suggested adding sugar to the sauce, which I refuse to do."),
+                     ("A", "I tried adding chilli flakes to the {dish} and regretted it "
+                           "instantly.")],
+    "_db_choice": [("B", "The database for analytics can stay separate from the one the app "
+                         "uses."),
+                   ("A", "Which port does the queue listen on? The docs disagree with the "
+                         "config.")],
+    "_adopt": [("B", "We almost brought a rescue dog home last year, but the landlord said "
+                     "no."),
+               ("A", "{friend} adopted two kittens from the shelter, they're tiny chaos "
+                     "gremlins.")],
+    "_offer": [("B", "{friend} got a job offer from {company} and turned it down, can you "
+                     "believe it?"),
+               ("A", "Waiting to hear back about that job is driving me a bit mad.")],
+    "_dentist": [("A", "My tooth has been aching on and off, I should book the dentist."),
+                 ("B", "{friend} had a tooth out last month and was back at work the next "
+                       "day.")],
+    "_moving_day": [("B", "{friend} is moving into a new flat in {month}, I promised to help."),
+                    ("A", "When we moved last time the van broke down halfway.")],
+    "_week_after": [("B", "After the party I slept for a whole day, no regrets."),
+                    ("A", "In the days after a big event I always crash a bit.")],
+    "_promotion_gap": [("B", "{friend} got promoted after only six months, the team was "
+                             "shocked."),
+                       ("A", "Starting a new job always takes me a few weeks to feel normal.")],
+    "_first_came": [("B", "Our weekend in {city} was lovely, the old town is beautiful."),
+                    ("A", "Which came first for you, the driving test or the first car?")],
+    "_release": [("B", "Shipping a new version every week keeps the changes small and safe."),
+                 ("A", "The last version had a nasty bug, we patched it the same night.")],
+    "_party_day": [("B", "{friend}'s party is on {day}, are you going?"),
+                   ("A", "Birthday parties at our age are mostly people talking about "
+                         "mortgages.")],
+    "_flight": [("B", "{friend} is taking the night flight to {city2}, brave choice."),
+                ("A", "Which airline is the least awful these days? Asking for a flight in "
+                      "{month}.")],
+    "_phone": [("B", "My phone number changed too when I switched provider, so annoying."),
+               ("A", "{friend} keeps calling from a new number and I never pick up.")],
+    "_region": [("B", "Latency from that region to our users is fine, we measured it last "
+                      "month."),
+                ("A", "Deploys to the other region run nightly, not on every merge.")],
+    "_bookclub_place": [("B", "Our book club meets online now, it's not the same."),
+                        ("A", "The library café closes early on Thursdays, which is a pain.")],
+    "_budget": [("B", "Our budget for the summer was blown on the first weekend."),
+                ("A", "{friend} planned a trip with no budget at all and came back broke.")],
+    "_dinner_time": [("B", "Dinner reservations in town are impossible at the weekend."),
+                     ("A", "For our last anniversary we just ordered pizza and watched {show}.")],
+    "_go_version": [("B", "The CI pipeline caches the toolchain, so a version change needs a "
+                          "cache bust."),
+                    ("A", "Which version does the Docker image use? Probably an old one.")],
+    "_friend_address": [("B", "{friend} lives near {street} now, right above a bakery."),
+                        ("A", "My friend keeps moving, I've crossed out four addresses in my "
+                              "book.")],
+    # no-keyword facts: the question's own words, said of something else (the traps)
+    "What colour is {A}'s cat?": [
+        ("B", "{friend}'s cat is jet black and sleeps in the sink all day."),
+        ("A", "The colour of the new curtains clashes with the cat's favourite blanket.")],
+    "What does {A} do for a living?": [
+        ("B", "{friend} makes a living from freelance writing, it sounds exhausting.")],
+    "Which team game does {A} take part in each week?": [
+        ("B", "Our office team plays a board game every week, it gets very competitive.")],
+    "Where did {A} grow up?": [
+        ("B", "I grew up in a small village, everybody knew everybody's business.")],
+    "How does {A} get to the office?": [
+        ("B", "The office moved further out, and getting there now takes forever.")],
+    "What diet does {A} follow?": [
+        ("B", "{friend} is on a new diet every month, this one is all soup.")],
+    "Which language is {A} studying?": [
+        ("B", "Studying a language as an adult is so much harder than at school.")],
+    "What health problem has been bothering {A}?": [
+        ("B", "Health insurance keeps bothering me with forms, it's a problem every year.")],
+    "What is {A}'s partner's profession?": [
+        ("B", "My partner changed profession twice, now he teaches swimming.")],
+    "What musical instrument does {A}'s son practise?": [
+        ("B", "{friend}'s son practises the recorder, which is a musical crime.")],
+    "What does {A} do to relax after a stressful day?": [
+        ("B", "After a stressful day I just lie on the floor and listen to music to relax.")],
+    "Which hobby did {A} pick up recently?": [
+        ("B", "{friend} picked up knitting recently, every hobby she starts lasts a month.")],
+    "Why can't {A} sleep well lately?": [
+        ("B", "I can't sleep well when it's this hot, lately I've been up at four.")],
+    "What kind of vehicle does {A} ride on weekends?": [
+        ("B", "{friend} rides a horse on weekends, which still surprises me.")],
+    "Which database does {A}'s service store its data in?": [
+        ("B", "The service can store its logs in object storage rather than a database.")],
+    "What is {A}'s daily calorie target?": [
+        ("B", "A daily calorie target is only a guide; weekly averages matter more.")],
+    "Which programming language is {A}'s backend written in?": [
+        ("B", "The frontend is written in TypeScript, which is a fine language for it.")],
+    "How much can {A} spend on the kitchen renovation?": [
+        ("B", "A kitchen renovation usually costs more than planned, so keep a reserve.")],
+    "Where is {A} staying during the trip?": [
+        ("B", "Staying near the station during a trip saves a lot of time each day.")],
+    "Which injury is {A} recovering from?": [
+        ("B", "Recovering from an injury takes patience; build back slowly.")],
+}
+#: asides a planted turn may end with in chat style (so that facts are not the shortest
+#: turns); words that no question uses
+PLANT_ASIDES = ["Anyway, enough about me for a minute.", "Just thought you'd want to know.",
+                "Crazy how fast this year is going.", "Tell me your news too!",
+                "Not a big deal, but still.", "Can't stop smiling about it, honestly.",
+                "Funny how these things turn out.", "That's my update, more soon."]
 
 
 # --- filler: small talk on the same topics ------------------------------------------------------
@@ -763,6 +922,13 @@ CHAT_LINES = {
         "The flight prices to {city} doubled since I last looked, I give up.",
         "My suitcase is still half unpacked from the last trip, it's a lifestyle now.",
         "Is it weird that my favourite part of a trip is the train ride?",
+        "Found a cheap ferry to {city2} in {month}, tempted to just go.",
+        "{friend} came back from {city} with a suitcase full of cheese, the whole flat smells "
+        "of it.",
+        "Do you prefer planning every day of a trip or just wandering around?",
+        "The hostel in {city} had a rooftop bar, best decision of the whole holiday.",
+        "I want to do a proper road trip one day, no bookings, just a map.",
+        "Passport expires in {month}, I need to sort that before any more trips.",
         "{friend2} recommended a guesthouse in {city2}, apparently the breakfast is legendary.",
         "I always overpack for trips, I brought four jackets to {city} last time.",
     ],
@@ -776,6 +942,12 @@ CHAT_LINES = {
         "I've been thinking about asking for a raise, any tips on how to start that talk?",
         "Our team lunch at {rest} ran way over, nobody wanted to go back to work.",
         "I had to present to the whole department today, my voice was shaking.",
+        "The printer on our floor jams every single morning, it's a tradition now.",
+        "{friend} and I are organising the leaving drinks for our boss on {day}.",
+        "Half my team is off sick, so I'm doing three jobs at once.",
+        "We had a fire drill in the middle of a client call, very professional.",
+        "I'm trying to stop answering emails after {time}, wish me luck.",
+        "A recruiter from {company} messaged me, I haven't replied yet.",
     ],
     "food": [
         "I made {dish} last night and for once it turned out like the picture.",
@@ -786,6 +958,11 @@ CHAT_LINES = {
         "The new {cuisine} place near {street} opened, the queue was round the block.",
         "I burnt the rice again, how is it possible to fail at rice every time?",
         "Weekend baking project: {dish}, wish me luck.",
+        "The market on {street} has the best bread, I go every {day} now.",
+        "I bought a new frying pan and suddenly I'm a morning pancake person.",
+        "{friend2} brought {dish} to the picnic and nobody touched anything else.",
+        "Tried a {cuisine} cooking class with {friend}, we set off the smoke alarm twice.",
+        "Meal prep on {day} saved me so much money this month.",
     ],
     "pets": [
         "{friend}'s dog {pet} stole a whole sandwich off the table yesterday.",
@@ -795,6 +972,10 @@ CHAT_LINES = {
         "Pet insurance is so expensive, is it even worth it in the end?",
         "{friend2} got a second kitten so the first one would have company, chaos since.",
         "I walked {friend}'s dog for the weekend and now I want one badly.",
+        "The cat next door has decided our garden is his office.",
+        "{friend}'s parrot learned to copy the microwave beep, chaos.",
+        "Dog owners in the park have a whole social life I'm not part of.",
+        "My parents are talking about getting a puppy, at their age!",
     ],
     "home": [
         "The boiler broke again, third time this winter, I'm living in two jumpers.",
@@ -804,6 +985,10 @@ CHAT_LINES = {
         "The garden is a jungle, the {plant} took over everything while we were away.",
         "Neighbours are renovating and the drilling starts at eight sharp every morning.",
         "We're thinking about painting the living room green, too bold?",
+        "The washing machine sounds like a jet engine now, I'm scared of it.",
+        "Our new sofa arrives on {day}, the old one goes to {friend}.",
+        "I finally fixed the dripping tap myself, felt like a superhero.",
+        "The heating bill this month was a shock, we're wearing blankets indoors.",
     ],
     "fitness": [
         "I went {sport} with {friend} on {day}, I can't feel my arms today.",
@@ -812,6 +997,10 @@ CHAT_LINES = {
         "{friend2} signed us both up for a {sport} taster session, no way out now.",
         "My step count today is embarrassing, I basically moved from desk to sofa.",
         "Yoga on {day} mornings is the only thing keeping my back in one piece.",
+        "{friend} is doing a swimming challenge, twenty lengths every morning.",
+        "I bought running shoes in {month} and they're still in the box.",
+        "The climbing wall near {street} has a beginners' night, want to come?",
+        "I pulled something in my shoulder playing {sport}, I'm officially old.",
     ],
     "family": [
         "Mum called for an hour about the neighbours' hedge, I said yes a lot.",
@@ -820,6 +1009,10 @@ CHAT_LINES = {
         "Dad has discovered podcasts and now sends me three links a day.",
         "My grandmother is teaching me her {dish} recipe, no measurements, just vibes.",
         "My brother is visiting in {month}, he'll sleep on the sofa again.",
+        "My cousin is getting married in {month}, the family group chat is on fire.",
+        "Auntie sent me a parcel of biscuits and a very long letter.",
+        "My parents are redoing their garden and want my opinion on everything.",
+        "{friend}'s kids stayed over, I'm still finding crayons under the sofa.",
     ],
     "media": [
         "Have you watched {show}? I finished it in two evenings, no regrets.",
@@ -828,12 +1021,20 @@ CHAT_LINES = {
         "Podcast recommendation: anything about old shipwrecks, I'm obsessed.",
         "I keep buying books faster than I read them, the pile is a hazard now.",
         "{friend} lent me {book}, I'm halfway and still not sure who the narrator is.",
+        "The concert on {day} was amazing, my ears are still ringing.",
+        "I'm rewatching {show} and noticing all the clues I missed the first time.",
+        "{friend} got us tickets for a play in {month}, very fancy.",
+        "I've been listening to old jazz records while I cook, very calming.",
     ],
     "weather": [
         "It has rained every day this week, my shoes never dry.",
         "Finally some sun today, I ate lunch outside like a lizard.",
         "The forecast says snow on {day}, I'll believe it when I see it.",
         "It's so humid, my hair has become a separate living creature.",
+        "The wind nearly took my umbrella on the way home, again.",
+        "Fog so thick this morning I could barely see the bus stop.",
+        "Spring is finally showing up, there are blossoms on the street trees.",
+        "We had a proper thunderstorm last night, the cat hid under the bed.",
     ],
 }
 REACTIONS = [
@@ -856,7 +1057,8 @@ REACTIONS = [
     "Okay now I want to try that too.",
     "Sounds like a plan, keep me posted on how it goes.",
 ]
-REACTION_TAILS = ["", " Anyway, what else is going on?", " Remind me to tell you about {friend} later.",
+REACTION_TAILS = ["", " Anyway, what else is going on?",
+                  " Remind me to tell you about {friend} later.",
                   " Same thing happened to {friend} last {day}.", " Oh, and {friend} says hi.",
                   " That reminds me, I still owe you a coffee.", " I'll tell {friend2} about it.",
                   " By the way, did you ever finish {book}?"]
@@ -900,8 +1102,18 @@ AGENT_THEMES: dict[str, dict[str, list[str]]] = {
             "A cache helps when the same queries repeat; measure the hit rate before deciding.",
             "Keep info for events a person acts on; the rest belongs at debug.",
             "Rename in three steps: add the new table, write to both, then switch the reads.",
-            "A timed-out health check usually means the service starts slower than the probe allows.",
+            "A timed-out health check usually means the service starts slower than the probe "
+            "allows.",
             "Version in the URL or a header, and keep the old version running for a notice period.",
+            "Pin every toolchain version in CI so a new release never surprises you on a {day}.",
+            "Keep the database port out of the code; read it from the environment.",
+            "Deploy to one region first, watch the error rate for an hour, then roll out the rest.",
+            "A staging host that matches production catches most config mistakes before users do.",
+            "Name the service after what it does, not after the team that owns it.",
+            "Ship small versions often; a release with {n} changes is easier to roll back than "
+            "one with fifty.",
+            "Put the connection string in one place and let every tool read it from there.",
+            "Write the rollback steps before the release, not during the incident.",
         ],
     },
     "trip": {
@@ -927,6 +1139,14 @@ AGENT_THEMES: dict[str, dict[str, list[str]]] = {
             "Cards work almost everywhere, but keep a little cash for markets and tips.",
             "A shared spending app keeps costs fair without awkward conversations later.",
             "Leave one afternoon unplanned; trips feel better with some slack.",
+            "Flights in {month} are usually cheaper midweek, so try a {day} departure.",
+            "Set the budget per day rather than per trip; it's easier to stick to.",
+            "A guesthouse near the station saves time on the first and last day.",
+            "If a flight gets cancelled, the airline must rebook you; ask for the next direct one.",
+            "Trains from {city} leave from the central station; book seats a week ahead in summer.",
+            "Keep copies of your bookings offline in case the hotel wifi is poor.",
+            "Travel insurance is worth it for anything longer than a weekend.",
+            "For {n} days, two bases are plenty; more moves eat the holiday.",
         ],
     },
     "home": {
@@ -950,6 +1170,14 @@ AGENT_THEMES: dict[str, dict[str, list[str]]] = {
             "One coat in a day is realistic; two coats need drying time in between.",
             "Look for small round holes and fine dust; fresh dust means active woodworm.",
             "Budget ten to fifteen per cent extra for surprises in any renovation.",
+            "Kitchen worktops vary a lot in price; laminate is a fraction of stone.",
+            "Ask each builder for a written schedule with the days they will actually be on site.",
+            "Damp patches near the skirting often mean a leak, not just condensation.",
+            "Order tiles with ten per cent spare; batches differ in colour later.",
+            "A moving day goes smoother with labelled boxes per room and a first-night bag.",
+            "Check the fuse box labels before any electrical work in an older flat.",
+            "Paint samples look different morning and evening; live with them for a few days.",
+            "Keep every receipt in one folder; warranties need them.",
         ],
     },
     "fitness": {
@@ -973,12 +1201,21 @@ AGENT_THEMES: dict[str, dict[str, list[str]]] = {
             "Try a deload week, then change the rep range for a month.",
             "Wraps with beans and yoghurt, or rice bowls with eggs, keep you full.",
             "Sleep matters as much as training for recovery, aim for seven hours.",
+            "A daily step goal of eight thousand is a good base before adding runs.",
+            "For an ankle or knee injury, follow the physio's timeline, not the calendar.",
+            "Protein at breakfast makes the afternoon cravings much easier to manage.",
+            "Track calories for two weeks to learn your habits, then stop counting.",
+            "Swap one run a week for cycling if your joints complain.",
+            "Warm up longer in cold weather; muscles take more time to get going.",
+            "Rest days are part of the plan, not a failure of it.",
+            "A half marathon plan needs about twelve weeks from a 10k base.",
         ],
     },
 }
 AGENT_ACKS = ["Thanks, that's helpful, I'll try that.", "Makes sense, let me think about it.",
               "Okay, good to know, one more question then.",
-              "Perfect, that's what I was hoping to hear.", "Hmm, I'm not fully convinced, but okay.",
+              "Perfect, that's what I was hoping to hear.",
+              "Hmm, I'm not fully convinced, but okay.",
               "Great, I'll write that down for later."]
 AGENT_ACK_TAILS = ["", " Next: nothing urgent, just curious.", " I'll report back on {day}.",
                    " {friend} will be glad to hear it.", " That saves me an evening."]
@@ -1045,25 +1282,36 @@ def _join(parts: list[str]) -> str:
 def _chat_filler(r: random.Random, used: _Unique, speakers: tuple[str, str],
                  n: int) -> list[tuple[int, str]]:
     """n turns of small talk, speakers alternating: (speaker index, text). A turn is one to
-    three sentences: a topic line, maybe another on the same topic, maybe an aside."""
+    three sentences: a topic line, maybe another on the same topic, maybe an aside. A line is
+    not used again within the next RECENT turns' lines."""
     out: list[tuple[int, str]] = []
+    recent: list[str] = []
+    last: list[str] = []
     who = r.randrange(2)
+
+    def fresh(pool: list[str], k: int) -> list[str]:
+        ok = [x for x in pool if x not in recent]
+        return r.sample(ok if len(ok) >= k else pool, k)
+
     while len(out) < n:
-        topic = r.choice(list(CHAT_LINES))
+        topics = [t for t in CHAT_LINES if len(set(CHAT_LINES[t]) - set(recent)) >= 3]
+        topic = r.choice(topics or list(CHAT_LINES))
         for k in range(r.randint(2, 5)):
             other = speakers[1 - who]
 
             def talk(topic: str = topic, other: str = other) -> str:
-                a, b = r.sample(CHAT_LINES[topic], 2)
+                a, b = fresh(CHAT_LINES[topic], 2)
                 x = r.random()
-                parts = [a] + ([b] if x < 0.5 else []) + ([r.choice(FOLLOWUPS)] if x < 0.2
+                parts = [a] + ([b] if x < 0.4 else []) + ([r.choice(FOLLOWUPS)] if x < 0.2
                                                           or x > 0.85 else [])
+                last[:] = parts
                 return _fmt(_join(parts), r, other)
 
             def react(topic: str = topic, other: str = other) -> str:
                 parts = [r.choice(REACTIONS) + r.choice(REACTION_TAILS)]
                 if r.random() < 0.4:
-                    parts.append(r.choice(CHAT_LINES[topic]))
+                    parts += fresh(CHAT_LINES[topic], 1)
+                last[:] = parts
                 return _fmt(_join(parts), r, other)
 
             t = used.take(r, talk if k % 2 == 0 or r.random() < 0.4 else react)
@@ -1071,10 +1319,14 @@ def _chat_filler(r: random.Random, used: _Unique, speakers: tuple[str, str],
                 t = used.take(r, talk, tries=200)
             if t is not None:
                 out.append((who, t))
+                recent = (recent + last)[-RECENT:]
             who = 1 - who
             if len(out) >= n:
                 break
     return out
+
+
+RECENT = 30
 
 
 def _agent_filler(r: random.Random, used: _Unique, theme: str, user: str,
@@ -1096,7 +1348,7 @@ def _agent_filler(r: random.Random, used: _Unique, theme: str, user: str,
             picked = r.sample(lines["assistant"], r.randint(2, 4))
             while len(picked) > 1 and len(" ".join(picked).split()) > 60:
                 picked.pop()
-            return " ".join(picked)
+            return _fmt(" ".join(picked), r, user)
         a = used.take(r, answer)
         if a is not None:
             out.append((1, a))
@@ -1125,6 +1377,10 @@ def _plants(r: random.Random, names: tuple[str, str], agent: bool) -> list[tuple
             A, B = names[owner], names[1 - owner]
             p = mk(r, A, B, agent)
             p.question = p.question.replace(ASSISTANT, "the assistant")
+            for who, text in NEAR_MISSES.get(mk.__name__, []):
+                if agent and who == "B" and mk not in _AGENT_FIRST | set(_NOKW_AGENT_MAKERS):
+                    continue  # an assistant has no cat, sister or partner of its own
+                p.distractors.append(Part(who, text.format(A=A, B=B, **_slots(r))))
             if (agent and not p.agent_ok) or (not agent and not p.chat_ok):
                 continue
             out.append((owner, p))
@@ -1154,8 +1410,19 @@ def build_conversation(seed: int, cid: str, style: str, names: tuple[str, str],
     def spk(owner: int, who: str) -> int:
         return owner if who == "A" else 1 - owner
 
+    def pad(text: str) -> str:
+        """A planted line often ends with an aside, as the small talk does (so facts are not
+        the shortest turns, which BM25's length norm would favour)."""
+        if text.endswith("?"):
+            return text
+        if not agent and r.random() < 0.85:
+            return text + " " + r.choice(PLANT_ASIDES)
+        if agent and r.random() < 0.3:
+            return text + r.choice([" Just so you know.", " Keep that in mind.", " For context."])
+        return text
+
     for pi, (owner, p) in enumerate(plants):
-        parts = [(spk(owner, x.who), x.text, (pi, j)) for j, x in enumerate(p.parts)]
+        parts = [(spk(owner, x.who), pad(x.text), (pi, j)) for j, x in enumerate(p.parts)]
         if p.layout == "one":
             blocks[r.randrange(n_sessions)].append(parts)
         elif p.layout == "adjacent":
@@ -1173,7 +1440,7 @@ def build_conversation(seed: int, cid: str, style: str, names: tuple[str, str],
             for s, part in zip(ss, parts, strict=True):
                 blocks[s].append([part])
         for d in p.distractors:
-            blocks[r.randrange(n_sessions)].append([(spk(owner, d.who), d.text, None)])
+            blocks[r.randrange(n_sessions)].append([(spk(owner, d.who), pad(d.text), None)])
 
     used = _Unique()
     for owner_parts in blocks.values():
@@ -1191,12 +1458,15 @@ def build_conversation(seed: int, cid: str, style: str, names: tuple[str, str],
     for k in range(n_sessions):
         if agent:
             body = _agent_filler(r, used, theme, user, per[k])
-            head = [(0, r.choice(AGENT_OPENERS)), (1, r.choice(AGENT_OPEN_REPLIES).format(name=user))]
-            tail = [(0, r.choice(AGENT_CLOSERS)), (1, r.choice(AGENT_CLOSE_REPLIES).format(name=user))]
+            head = [(0, r.choice(AGENT_OPENERS)),
+                    (1, r.choice(AGENT_OPEN_REPLIES).format(name=user))]
+            tail = [(0, r.choice(AGENT_CLOSERS)),
+                    (1, r.choice(AGENT_CLOSE_REPLIES).format(name=user))]
         else:
             body = _chat_filler(r, used, names, per[k])
             a = r.randrange(2)
-            head = [(a, r.choice(OPENERS).format(name=names[1 - a])), (1 - a, r.choice(OPEN_REPLIES))]
+            head = [(a, r.choice(OPENERS).format(name=names[1 - a])),
+                    (1 - a, r.choice(OPEN_REPLIES))]
             b = r.randrange(2)
             tail = [(b, r.choice(CLOSERS)), (1 - b, r.choice(CLOSE_REPLIES))]
         seq: list[tuple[int, str, tuple[int, int] | None]] = [(s, t, None) for s, t in body]

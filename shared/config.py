@@ -288,7 +288,7 @@ class RecallConfig:
     #: most entries one window recalls from past sessions (lines of the ``recalled`` part)
     max_items: int = 400
     #: entries embedded per background batch (the search model, in a worker thread)
-    embed_batch: int = 32
+    embed_batch: int = 128
     #: characters of one entry that are indexed and embedded (the entry is stored whole)
     max_chars: int = 4000
 

@@ -44,6 +44,7 @@ RRF_K = 60  #: reciprocal rank fusion constant (Cormack et al. 2009)
 TOP = 1000  #: ranks taken from each list before fusion
 STATIC_PER_REQUEST = 2000  #: stand-in vectors one request computes at most (bounded work)
 QUERY_CACHE = 256  #: query vectors kept
+KNOWN_TEXTS = 100_000  #: texts remembered with the row that holds their vector
 #: a burst: more requests than this per second of embedding makes the worker yield
 BUSY_RATE = 500.0
 
@@ -194,6 +195,8 @@ class RecallIndex(Component):
         self._task: asyncio.Task[None] | None = None
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._unsaved: list[tuple[int, str, str, np.ndarray]] = []
+        #: text -> a row whose vector it has (repeated texts are embedded once)
+        self._by_text: OrderedDict[str, tuple[Corpus, int]] = OrderedDict()
 
     # --- scope ---------------------------------------------------------------------------
     def key(self, s: Session) -> tuple[str, str]:
@@ -219,6 +222,7 @@ class RecallIndex(Component):
                 blob = stored.get(eid)
                 if blob is not None:
                     c.set_vec(row, np.frombuffer(blob, dtype="<f4"))
+                    self._remember(c.texts[row], c, row)
                 else:
                     self._pending.queue.append((c, eid))
         for sid, eid in await rows.exclusions(self.store):
@@ -283,6 +287,7 @@ class RecallIndex(Component):
             for eid in c.row_of:
                 self._pending.queue.append((c, eid))
         self._queries.clear()
+        self._by_text.clear()
         self._wake.set()
 
     # --- exclusions (a person's "not in this session") --------------------------------------
@@ -426,8 +431,15 @@ class RecallIndex(Component):
                 while p.queue and len(batch) < self.config.recall.embed_batch:
                     c, eid = p.queue.popleft()
                     row = c.row_of.get(eid)
-                    if row is not None and not c.has_vec[row]:
-                        batch.append((c, eid, row))
+                    if row is None or c.has_vec[row]:
+                        continue
+                    known = self._known_vector(c.texts[row])
+                    if known is not None:  # the same text was embedded already
+                        c.set_vec(row, known)
+                        self._unsaved.append((eid, c.sids[row], self.embedder.model_id, known))
+                        p.embedded += 1
+                        continue
+                    batch.append((c, eid, row))
                 if not batch:
                     continue
                 model = self.embedder.model_id
@@ -449,6 +461,7 @@ class RecallIndex(Component):
                 for (c, eid, row), v in zip(batch, vecs, strict=True):
                     if c.row_of.get(eid) == row:
                         c.set_vec(row, v)
+                        self._remember(c.texts[row], c, row)
                         self._unsaved.append((eid, c.sids[row], model, v))
                 p.embedded += len(batch)
                 rate = len(batch) / max(took, 1e-6)
@@ -463,6 +476,21 @@ class RecallIndex(Component):
                     await asyncio.sleep(took * (1 - share) / share)
                 else:
                     await asyncio.sleep(0)
+
+    def _known_vector(self, text: str) -> np.ndarray | None:
+        got = self._by_text.get(text)
+        if got is None:
+            return None
+        c, row = got
+        if row < c.n and c.has_vec[row] and c.texts[row] == text and c.vec is not None:
+            return c.vec[row].copy()
+        del self._by_text[text]
+        return None
+
+    def _remember(self, text: str, c: Corpus, row: int) -> None:
+        self._by_text[text] = (c, row)
+        while len(self._by_text) > KNOWN_TEXTS:
+            self._by_text.popitem(last=False)
 
     async def _save(self) -> None:
         if not self._unsaved:

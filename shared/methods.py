@@ -45,6 +45,7 @@ from memman.types import (
     Preview,
     Promoted,
     Recalled,
+    RecallExcluded,
     Removed,
     Report,
     ScratchpadRead,
@@ -199,6 +200,19 @@ class AsyncMethods:
         ``memman_session_pin(session_id, entry_id, pinned=True)``. Writes (refused on a read-only daemon).
         """
         return await self.call('memman_session_pin', *_given([session_id, entry_id, pinned], 2))
+
+    async def recall_exclude(
+            self,
+            session_id: str,
+            entry_id: int,
+            excluded: bool | None = None,
+    ) -> RecallExcluded:
+        """Stop (or resume) recalling another session's entry in this session's windows (audited;
+        memman_undo reverses it).
+
+        ``memman_recall_exclude(session_id, entry_id, excluded=True)``. Writes (refused on a read-only daemon).
+        """
+        return await self.call('memman_recall_exclude', *_given([session_id, entry_id, excluded], 2))
 
     async def session_expand(self, session_id: str, summary_id: int) -> Expanded:
         """A compression summary and the original entries it replaced.
@@ -663,6 +677,19 @@ class SyncMethods:
         ``memman_session_pin(session_id, entry_id, pinned=True)``. Writes (refused on a read-only daemon).
         """
         return self.call('memman_session_pin', *_given([session_id, entry_id, pinned], 2))
+
+    def recall_exclude(
+            self,
+            session_id: str,
+            entry_id: int,
+            excluded: bool | None = None,
+    ) -> RecallExcluded:
+        """Stop (or resume) recalling another session's entry in this session's windows (audited;
+        memman_undo reverses it).
+
+        ``memman_recall_exclude(session_id, entry_id, excluded=True)``. Writes (refused on a read-only daemon).
+        """
+        return self.call('memman_recall_exclude', *_given([session_id, entry_id, excluded], 2))
 
     def session_expand(self, session_id: str, summary_id: int) -> Expanded:
         """A compression summary and the original entries it replaced.

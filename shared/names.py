@@ -30,6 +30,7 @@ SESSION_FINALIZE = "memman_session_finalize"
 SESSION_CONTEXT = "memman_session_context"
 SESSION_PREVIEW = "memman_session_preview"
 SESSION_PIN = "memman_session_pin"
+RECALL_EXCLUDE = "memman_recall_exclude"
 SESSION_EXPAND = "memman_session_expand"
 SESSION_COMPACT = "memman_session_compact"
 SESSION_EXPORT = "memman_session_export"
@@ -157,6 +158,10 @@ METHODS: tuple[MethodSpec, ...] = (
        "What context would keep, drop and summarize now, per entry with score and reason."),
     _M(SESSION_PIN, "session_id: str, entry_id: int, pinned: bool = True", "Pinned",
        "Pin (or unpin) an entry: pinned entries always stay in the context.", writes=True),
+    _M(RECALL_EXCLUDE, "session_id: str, entry_id: int, excluded: bool = True",
+       "RecallExcluded",
+       "Stop (or resume) recalling another session's entry in this session's windows "
+       "(audited; memman_undo reverses it).", writes=True),
     _M(SESSION_EXPAND, "session_id: str, summary_id: int", "Expanded",
        "A compression summary and the original entries it replaced."),
     _M(SESSION_COMPACT, "session_id: str", "Compacted",

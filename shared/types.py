@@ -240,6 +240,12 @@ class Finalized(TypedDict):
     state: CycleState
 
 
+class RecalledSource(TypedDict):
+    entry_id: int
+    session_id: str
+    date: str  #: YYYY-MM-DD (UTC)
+
+
 class ContextPart(TypedDict):
     """One part of the context as sent, in order (``parts`` of context and preview)."""
 
@@ -247,8 +253,39 @@ class ContextPart(TypedDict):
     tokens: int
     entry_ids: list[int]
     summary_id: int | None
-    score: float | None
+    score: float | None  #: the retrieval's fused score (kept entries the question needed)
     mark: str
+    rank: NotRequired[int | None]  #: retrieval rank (from 1), None when not retrieved
+    why: NotRequired[str]  #: why it is sent ("retrieved #3", "completes #3", "newest turns")
+    date: NotRequired[str]  #: the date it opens with (an old entry, a question about time)
+    superseded: NotRequired[bool]  #: it carries a "replaced later" note
+    sources: NotRequired[list[RecalledSource]]  #: kind ``recalled``: each line's entry
+
+
+class RecalledEntry(TypedDict, total=False):
+    """An entry of another of the user's sessions that a window brings back."""
+
+    entry_id: int
+    session_id: str  #: its source session
+    date: str
+    role: str
+    tokens: int  #: of its quoted line
+    note: str  #: "replaced later" / "current" when a newer recalled statement changed it
+    decision: str
+    score_parts: dict[str, Any]
+    rank: int | None
+    bm25: float
+    bm25_rank: int | None
+    vector: float
+    vector_rank: int | None
+    vector_model: str  #: "search", or "static (pending)" while its vector is pending
+    fused: float
+    supersedes: int
+
+
+class Retrieval(TypedDict, total=False):
+    stand_ins: int  #: hits ranked by the static model while their search vectors are pending
+    pending_vectors: int  #: entries of the user's index still waiting for their vector
 
 
 class Gap(TypedDict, total=False):
@@ -295,6 +332,7 @@ class ContextFigures(TypedDict, total=False):
     rolling_summary: str
     why: str
     cached_tools: CachedTools
+    retrieval: Retrieval
 
 
 class ContextAnswer(ContextFigures, total=False):
@@ -306,6 +344,7 @@ class ContextAnswer(ContextFigures, total=False):
     kept_entries: int
     dropped_entries: int
     summarized_entries: int
+    recalled: list[RecalledEntry]  #: past sessions' entries in the window (the ``recalled`` part)
 
 
 class EntryDecision(TypedDict, total=False):
@@ -321,6 +360,12 @@ class EntryDecision(TypedDict, total=False):
     unit: int
     decision: str
     reason: str
+    rank: int | None  #: retrieval rank for the question (from 1); None when not retrieved
+    vector_model: str | None
+    date: str
+    superseded: bool
+    summary_id: int
+    group: list[int]
 
 
 class SummaryDecision(TypedDict, total=False):
@@ -345,6 +390,8 @@ class Preview(ContextFigures, total=False):
     entries: list[EntryDecision]
     summaries: list[SummaryDecision]
     compaction: Compaction
+    messages: list[dict[str, Any]]  #: exactly what memman_session_context sends
+    recalled: list[RecalledEntry]
 
 
 class Pinned(TypedDict, total=False):
@@ -352,6 +399,15 @@ class Pinned(TypedDict, total=False):
 
     entry_id: int
     pinned: bool
+    audit_id: int
+
+
+class RecallExcluded(TypedDict, total=False):
+    """``memman_recall_exclude``."""
+
+    session_id: str  #: the session whose windows no longer (or again) recall the entry
+    entry_id: int  #: the recalled entry, of another session of the same user
+    excluded: bool
     audit_id: int
 
 

@@ -189,6 +189,37 @@ async def session_pin(call: Call, session_id: str, entry_id: int, pinned: bool) 
     return out
 
 
+@method(names.RECALL_EXCLUDE, Param("session_id", SESSION_ID), Param("entry_id", ROW_ID),
+        Param("excluded", Bool(), default=True), writes=True)
+async def recall_exclude(call: Call, session_id: str, entry_id: int,
+                         excluded: bool) -> dict[str, Any]:
+    """Stop (or resume) recalling an entry of another of the user's sessions in this
+    session's windows; the change and its audit row commit together (``memman_undo``
+    reverses it)."""
+    s = _session(call, session_id)
+    recall = call.app.recall
+    src = recall.session_of_entry(s.meta.user_id, entry_id)
+    if src is None or src.id == s.id:
+        raise invalid_params("entry_id", f"entry {entry_id} is not an entry of another session "
+                             f"of user {s.meta.user_id!r}")
+    before = entry_id in recall.excluded.get(session_id, set())
+    out: dict[str, Any] = {"session_id": session_id, "entry_id": entry_id, "excluded": excluded}
+    if before == excluded:
+        return out
+    e = src.by_id[entry_id]
+    rec, audit_op = call.app.audit.record(
+        "recall_exclude" if excluded else "recall_include", e.content or "",
+        f"session:{src.id}#{entry_id}", "recall", call.client_name, session_id=s.id,
+        user_id=s.meta.user_id, tenant_id=s.meta.tenant_id, entry_id=entry_id,
+        previous=before)
+    op = (recall.exclude_op(session_id, entry_id, call.app.clock.now()) if excluded
+          else recall.include_op(session_id, entry_id))
+    await call.app.store.write([op, audit_op])
+    recall.set_excluded(session_id, entry_id, excluded)
+    call.app.events.publish("session", "recall_excluded", out, **call.app.sessions.scope(s))
+    return {**out, "audit_id": rec.id}
+
+
 @method(names.SESSION_EXPAND, Param("session_id", SESSION_ID), Param("summary_id", ROW_ID))
 async def session_expand(call: Call, session_id: str, summary_id: int) -> dict[str, Any]:
     """A compression summary and the original entries it replaced."""

@@ -36,7 +36,7 @@ SCOPE_FILTER = Map({"session_id": Id(), "user_id": Id(), "tenant_id": Id()})
 CHAT_MESSAGE = Map({"role": Str(), "content": Nullable(Stored()), "name": Nullable(Str()),
                     "tool_call_id": Nullable(Str()), "tool_calls": Nullable(Array(Map(rest=Stored())))},
                    rest=Stored(), empty_array_ok=False)
-UNDOABLE = ("pin", "unpin", "evict", "promote")
+UNDOABLE = ("pin", "unpin", "evict", "promote", "recall_exclude", "recall_include")
 _OPTS = {"client", "session_id", "audit_id", "dry_run"}
 _SCAN = 500  #: audit records looked at for the newest undoable one
 
@@ -283,6 +283,8 @@ async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
     action = rec["action"]
     if action in ("pin", "unpin"):
         result = await _unpin(call, rec, uop)
+    elif action in ("recall_exclude", "recall_include"):
+        result = await _unexclude(call, rec, uop)
     elif action == "evict" and "snippet" in rec["data"]:
         result = await _restore_snippet(call, rec, uop)
     elif action == "evict":
@@ -299,6 +301,19 @@ async def _unpin(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     out = await call.app.engine.pin(s, entry_id, previous)
     await call.app.store.write([uop])
     return out
+
+
+async def _unexclude(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
+    sid = rec["session_id"]
+    call.app.sessions.get(sid)
+    entry_id = int(rec["data"]["entry_id"])
+    previous = bool(rec["data"].get("previous"))
+    recall = call.app.recall
+    op = (recall.exclude_op(sid, entry_id, call.app.clock.now()) if previous
+          else recall.include_op(sid, entry_id))
+    await call.app.store.write([op, uop])
+    recall.set_excluded(sid, entry_id, previous)
+    return {"session_id": sid, "entry_id": entry_id, "excluded": previous}
 
 
 async def _restore_snippet(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:

@@ -192,3 +192,29 @@ async def test_memory_search_finds_what_past_sessions_said() -> None:
         await c.call("memman_memory_forget", "ana", hit["id"])
         got = await c.call("memman_memory_search", "ana", "session", "where is the office?", {})
         assert not any("moved to Leeds" in r["text"] for r in got["results"])
+
+
+async def test_a_person_excludes_a_recalled_entry_and_undoes_it() -> None:
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "e1", "ana", [("user", "The VPN gateway is vpn-2.corp.example.")],
+                       MARCH)
+        await c.session_open("e2", {"user_id": "ana"})
+        await c.session_add("e2", {"role": "user", "content": "Which VPN gateway do I use?"})
+        assert await d.server.app.recall.drained(60)
+        ctx = await c.session_context("e2", {"max_tokens": 800})
+        eid = ctx["recalled"][0]["entry_id"]
+        out = await c.call("memman_recall_exclude", "e2", eid)
+        assert out["excluded"] and out["audit_id"]
+        assert "vpn-2" not in texts(await c.session_context("e2", {"max_tokens": 800}))
+        audit = (await c.call("memman_audit_list", {"session_id": "e2"}))["records"]
+        assert audit[0]["action"] == "recall_exclude"
+        await c.call("memman_undo", {"session_id": "e2"})
+        assert "vpn-2" in texts(await c.session_context("e2", {"max_tokens": 800}))
+        # an entry of the same session is not a recalled one
+        own = (await c.session_get("e2"))["entries"][0]["id"]
+        try:
+            await c.call("memman_recall_exclude", "e2", own)
+        except Exception as exc:
+            assert getattr(exc, "code", None) == -32602 and "entry_id" in str(exc)
+        else:
+            raise AssertionError("excluding an entry of the session itself was accepted")

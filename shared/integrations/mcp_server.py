@@ -32,6 +32,7 @@ import asyncio
 import ipaddress
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -710,7 +711,67 @@ async def serve_http(server: MCPServer, host: str, port: int) -> None:
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
+CLIENTS = ("claude-code", "claude-desktop", "cursor")
+
+
+def launcher(argv0: str | None = None) -> list[str]:
+    """The absolute command that runs this memman: the ``memman`` script being run, else this
+    Python with ``-m memman_cli`` (run from a checkout with ``python -m``)."""
+    arg = argv0 if argv0 is not None else sys.argv[0]
+    found = shutil.which(arg) if os.sep not in arg else arg
+    if found:
+        path = Path(found).absolute()
+        if path.name.startswith("memman") and path.suffix != ".py" and os.access(path, os.X_OK):
+            return [str(path)]
+    return [str(Path(sys.executable).absolute()), "-m", "memman_cli"]
+
+
+def client_config(client: str, argv: list[str], argv0: str | None = None) -> tuple[str, str]:
+    """A ready-to-paste config that starts ``memman mcp`` for ``client`` with the absolute
+    path of the running executable (``argv``: ``memman mcp`` flags to pass on), and where it
+    goes."""
+    cmd = [*launcher(argv0), "mcp", *argv]
+    env = {k: os.environ[k] for k in ("MEMMAN_SOCKET", "MEMMAN_DATA_DIR", "MEMMAN_CONFIG")
+           if os.environ.get(k)}
+    if client == "claude-code":
+        import shlex
+
+        envs = " ".join(f"-e {k}={shlex.quote(v)}" for k, v in env.items())
+        return (f"claude mcp add memman {envs + ' ' if envs else ''}-- "
+                + " ".join(shlex.quote(c) for c in cmd)), "run this in a shell"
+    import json
+
+    entry: dict[str, Any] = {"command": cmd[0], "args": cmd[1:]}
+    if env:
+        entry["env"] = env
+    where = ("claude_desktop_config.json (Claude Desktop: Settings > Developer > Edit Config)"
+             if client == "claude-desktop" else
+             ".cursor/mcp.json in the project, or ~/.cursor/mcp.json for every project")
+    return json.dumps({"mcpServers": {"memman": entry}}, indent=2, ensure_ascii=False), where
+
+
+def config_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="memman mcp config", description=(
+            "Print a ready-to-paste config that starts `memman mcp` for an MCP client, with "
+            "the absolute path of this memman. Flags after the client are passed to `memman "
+            "mcp` (e.g. --user ana --tenant acme)."))
+    p.add_argument("client", choices=CLIENTS)
+    a, rest = p.parse_known_args(argv)
+    Settings.from_args(rest, env={})  # the flags must be ones memman mcp takes
+    text, where = client_config(a.client, rest)
+    print(f"# {where}:", file=sys.stderr)
+    print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "config" in argv[:1] or argv[2:3] == ["config"] and argv[:1] == ["--socket"]:
+        if argv[0] == "--socket":  # memman --socket PATH mcp config ...
+            os.environ["MEMMAN_SOCKET"] = argv[1]
+            argv = argv[2:]
+        return config_main(argv[1:])
     settings = Settings.from_args(argv)
     try:
         asyncio.run(serve(settings))

@@ -29,7 +29,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -75,7 +75,7 @@ def parse_key(mkey: str) -> tuple[tuple[str, ...], str] | None:
 
 
 def _time(ts: Any) -> datetime:
-    return datetime.fromtimestamp(float(ts or 0), tz=timezone.utc)
+    return datetime.fromtimestamp(float(ts or 0), tz=UTC)
 
 
 def _value(v: Any) -> dict[str, Any]:

@@ -100,10 +100,10 @@ def summarizer_label(summ: dict[str, Any]) -> str:
 def cmd_sessions(args: argparse.Namespace) -> int:
     with _client(args) as c:
         rows = c.session_list()
-    if getattr(args, "ids", False):
-        for r in sorted(rows, key=lambda r: -r["updated_at"]):
-            print(r["session_id"])
-        return 0
+        if getattr(args, "ids", False):
+            for r in sorted(rows, key=lambda r: -r["updated_at"]):
+                print(r["session_id"])
+            return 0
         full = {}
         for r in rows:  # how full: the same figures as the TUI (memman.fullness)
             try:

@@ -68,11 +68,15 @@ def usage_cell(share: float | None, bar: int = 5) -> Text:
     return out
 
 
-def series_cells(points: list[dict[str, Any]] | None, spark_width: int = 12
-                 ) -> tuple[Text, Text, Text]:
-    """The sent, hist and trend cells of an overview row, from the session's usage series."""
+def series_cells(points: list[dict[str, Any]] | None, spark_width: int = 12,
+                 budget: int = 0) -> tuple[Text, Text, Text]:
+    """The sent, hist and trend cells of an overview row, from the session's usage series,
+    against the session's ``budget`` (``memman.fullness``: a request's own budget does not
+    change how full the session is)."""
+    from memman.fullness import as_session_budget
     from memman_tui.widgets.chart import sparkline, usage_values
 
+    points = as_session_budget(points or [], budget) if points else points
     last = points[-1] if points else None
     sent = None if last is None else last.get("sent_usage")
     hist = None if last is None else last.get("history_usage")
@@ -90,7 +94,8 @@ def overview_row(ov: dict[str, Any], now: float, cache: int | None, scratch: int
     caller keeps it between repaints (it only changes with a new usage point)."""
     sid = Text(("● " if marked else "") + str(ov.get("session_id", "?")),
                "bold yellow" if marked else "")
-    sent_cell, hist_cell, trend_cell = series or series_cells(points, spark_width)
+    sent_cell, hist_cell, trend_cell = series or series_cells(
+        points, spark_width, int(ov.get("max_tokens") or 0))
     return (
         sid,
         str(ov.get("user_id", "-")),

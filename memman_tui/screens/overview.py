@@ -81,10 +81,11 @@ class OverviewScreen(MonitorScreen):
         live = self.mm.live
         points = live.series.get(sid) or []
         width = self.spark_width()
-        stamp = (points[-1].get("id") if points else None, len(points), width)
+        budget = int(live.sessions[sid].get("max_tokens") or 0)
+        stamp = (points[-1].get("id") if points else None, len(points), width, budget)
         memo = self._series.get(sid)
         if memo is None or memo[0] != stamp:  # only a new usage point changes these cells
-            memo = self._series[sid] = (stamp, series_cells(points, width))
+            memo = self._series[sid] = (stamp, series_cells(points, width, budget))
         return overview_row(live.sessions[sid], self.mm.clock(), *live.counts(sid),
                             marked=sid in self.marks.get("sessions", set()), series=memo[1])
 

@@ -19,6 +19,7 @@ from textual.containers import Grid, Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static, Tree
 
+from memman.fullness import Fullness, as_session_budget, fullness
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
 from memman_tui.live import Drained
@@ -133,8 +134,7 @@ class SessionScreen(MonitorScreen):
         self.show_head()
         self.update_banner()
         self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
-        self.query_one("#chart", UsageChart).points = list(
-            self.mm.live.series.get(self.session_id, []))
+        self.fill_chart()
         self.query_one("#context", SafeTable).focus()
 
     # --- loading ----------------------------------------------------------------------------
@@ -202,7 +202,18 @@ class SessionScreen(MonitorScreen):
                      f"{ov.get('model', '-')} · {ov.get('exchanges', 0)} exchanges · "
                      f"rolling summary {ov.get('summary_bytes', 0):,} B", "grey70")
         self.query_one("#session-title", Static).update(title)
-        self.query_one("#fullness", Static).update(fullness_text(self.view, self.size.width))
+        self.query_one("#fullness", Static).update(
+            fullness_text(self.view, self.size.width, self.fullness()))
+
+    def fullness(self) -> Fullness:
+        """How full, as the overview and `memman sessions` say it: the newest usage point
+        against the session's budget, else the preview (marked)."""
+        ov = dict(self.overview())
+        if not ov.get("max_tokens") and self.view is not None:
+            ov["max_tokens"] = self.view.budget
+        preview = None if self.view is None else {
+            "sent_tokens": self.view.sent_tokens, "history_tokens": self.view.history_tokens}
+        return fullness(ov, self.mm.live.series.get(self.session_id) or [], preview)
 
     def _matches(self, *cells: Any) -> bool:
         q = self.filter_text.lower()
@@ -235,8 +246,9 @@ class SessionScreen(MonitorScreen):
                                      " · Enter opens · v full screen")
 
     def fill_chart(self) -> None:
-        self.query_one("#chart", UsageChart).points = list(
-            self.mm.live.series.get(self.session_id, []))
+        self.query_one("#chart", UsageChart).points = as_session_budget(
+            list(self.mm.live.series.get(self.session_id, [])),
+            int(self.overview().get("max_tokens") or 0))
 
     def fill_cache(self) -> None:
         table = self.query_one("#cache", SafeTable)

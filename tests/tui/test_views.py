@@ -390,3 +390,55 @@ async def test_the_header_shows_the_embedder_and_a_reembeds_progress():
             header.show_stats(stats, 0.0)
             shown = str(header.render())  # read at once: the next stats tick redraws it
             assert f"{model_id}, re-embedding 1,200/5,000 (24%, 900/s)" in shown
+
+
+async def test_one_number_for_how_full_after_a_request_with_its_own_budget():
+    """After `memman context chat-1 --max-tokens 60` on a session of 8,000 tokens, the
+    overview, the session gauge and `memman sessions --json` report the same fullness against
+    the session's budget, and the small request is shown as such."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from memman.fullness import fullness
+    from memman_tui.screens.overview import OverviewScreen
+
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("chat-1", {"user_id": "ana", "max_tokens": 8000})
+        await c.session_add("chat-1", {"role": "system", "content": "You are terse."})
+        for i in range(6):
+            await c.session_add("chat-1", {"role": "user" if i % 2 == 0 else "assistant",
+                                           "content": f"turn {i}: the invoice total is {i}00"})
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_session(pilot, "chat-1")
+            before = screen.fullness()
+            assert before.preview and "sent (preview)" in str(
+                screen.query_one("#fullness").render())
+            small = await c.session_context("chat-1", {"max_tokens": 60})
+            assert small["budget"] == 60
+            await wait_for(pilot, lambda: not screen.fullness().preview, "the usage point")
+            gauge = screen.fullness()
+            text = str(screen.query_one("#fullness").render())
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, OverviewScreen), "overview")
+            row = app.screen.query_one("#sessions").get_row("chat-1")
+            sent_cell, hist_cell = str(row[2]), str(row[3])
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "memman_cli.cli", "--socket", str(d.socket), "sessions",
+            "--json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = await proc.communicate()  # the daemon runs in this loop: never block it
+        assert proc.returncode == 0, err
+        listed = {r["session_id"]: r for r in json.loads(out)}
+        f = listed["chat-1"]["fullness"]
+    assert gauge.budget == f["budget"] == 8000
+    assert gauge.sent_tokens == f["sent_tokens"] == small["tokens"]
+    assert gauge.history_tokens == f["history_tokens"]
+    assert f["sent_usage"] == round(small["tokens"] / 8000, 4) < 0.05
+    assert f["last_request"] == {"tokens": small["tokens"], "budget": 60}
+    assert f"last request: {small['tokens']} / 60" in text
+    assert f"{small['tokens']:,}/8,000" in text
+    assert sent_cell.strip().endswith(f"{f['sent_usage']:.0%}".rjust(3)) or \
+        f"{f['sent_usage'] * 100:3.0f}%".strip() in sent_cell
+    assert f"{f['history_usage'] * 100:3.0f}%".strip() in hist_cell
+    assert fullness(listed["chat-1"], []).sent_tokens is None  # no points: nothing claimed

@@ -253,7 +253,8 @@ class MemmanStore(BaseStore):
             if isinstance(op, GetOp):
                 out.append(self._get(op))
             elif isinstance(op, PutOp):
-                out.append(self._put(op))
+                self._put(op)
+                out.append(None)
             elif isinstance(op, SearchOp):
                 out.append(self._search(op))
             elif isinstance(op, ListNamespacesOp):

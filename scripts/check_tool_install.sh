@@ -20,6 +20,8 @@ export PATH="$PIPX_BIN_DIR:$PATH"
 command -v memman
 memman --version
 memman setup --check || true                             # says whether the weights are there
+memman setup                                             # pip --no-deps in memman's own venv
+memman setup --check                                     # now they are
 "$work/tools/bin/pip" install -q "mcp>=2.3,<3"
 "$work/tools/bin/python" - <<'PY'
 import asyncio, os, shutil

@@ -168,7 +168,7 @@ async def _own_row(c, sid: str, entry_id: int) -> bool:
     return any(p["entry_ids"] == [entry_id] for p in answer["parts"])
 
 
-async def test_selection_follows_its_entry_and_clears_when_it_is_folded_away():
+async def test_selection_follows_its_entry_and_is_held_when_it_leaves_the_context():
     async with running_daemon() as d, d.client() as c:
         await c.session_open("s1", {"user_id": "alice", "max_tokens": 600})
         await c.session_add("s1", {"type": "context", "role": "system", "pinned": True,
@@ -199,24 +199,34 @@ async def test_selection_follows_its_entry_and_clears_when_it_is_folded_away():
             # followed its entry to its new place (rows above it folded into a summary)
             assert table.selected_key == key
             assert table.get_row_index(key) == table.cursor_row != row_before
-            # a selected entry that goes away: the selection clears, never jumps
+            # a selected entry that leaves the context: the row is held, still selected, and
+            # the person's key acts on it (x pins it back into the context)
             victim = next(p for p in screen.view.parts if p.kind == "message"
                           and p.entry_ids and p.entry_ids[0] not in (keep,))
             table.select_key(victim.key)
+            table.focus()
             m = 0
             while await _own_row(c, "s1", victim.entry_ids[0]) and m < 60:
                 for _ in range(5):
                     await c.session_add("s1", {"role": "user", "content": f"more {m} "
                                                + "filler " * 12})
                     m += 1
-            await wait_for(pilot, lambda: table.selected_key is None, "the selection to clear")
-            assert not table.show_cursor
-            assert "nothing is selected" in str(screen.query_one("#why").render())
-            pinned_before = [e["pinned"] for e in (await c.session_get("s1"))["entries"]]
-            await pilot.press("x")  # nothing selected: nothing pinned or unpinned
-            await pilot.pause()
-            assert app.screen is screen
-            assert [e["pinned"] for e in (await c.session_get("s1"))["entries"]] == pinned_before
+            await wait_for(pilot, lambda: all(p.key != victim.key for p in screen.view.parts),
+                           "the entry to leave the context")
+            await wait_for(pilot, lambda: "held" in str(table.get_row(victim.key)[3]),
+                           "the held row")
+            assert table.selected_key == victim.key and table.show_cursor
+            assert table.get_row_index(victim.key) == table.cursor_row
+            assert "held here while you act" in str(screen.query_one("#why").render())
+            await pilot.press("x")
+            await wait_for(pilot, lambda: any(e["id"] == victim.entry_ids[0] and e["pinned"]
+                                              for e in screen.detail.session["entries"])
+                           if isinstance(screen.detail.session, dict) else False, "the pin")
+            await wait_for(pilot, lambda: any(p.key == victim.key and p.mark == "pinned"
+                                              for p in screen.view.parts), "back in context")
+            # moving on ends the hold: a row that is not in the context is not shown again
+            await pilot.press("g")
+            assert table.selected_key != victim.key
 
 
 async def test_unpin_of_a_system_entry_asks_with_its_text_and_u_restores_it():

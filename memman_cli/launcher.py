@@ -47,21 +47,27 @@ def summary(sock: Path) -> str:
     import asyncio
 
     from memman.client import Client
+    from memman.fullness import fullness
 
     async def fetch() -> str:
         client = await Client.connect(sock, name="memman-launcher")
         try:
             stats = await client.call("memman_stats")
             rows = await client.call("memman_session_list")
+            series = {r["session_id"]: (await client.call(
+                "memman_session_series", r["session_id"], {"limit": 20}))["points"]
+                for r in rows}
         finally:
             await client.close()
         out = [f"daemon: {stats.get('sessions')} sessions, {stats.get('entries')} entries, "
                f"{stats.get('requests')} requests, db {stats.get('database_bytes')} B, "
                f"tokenizer {(stats.get('tokenizer') or {}).get('encoding')}"]
         for r in sorted(rows, key=lambda r: r["session_id"]):
-            used, budget = r.get("active_tokens", 0), r.get("max_tokens", 1) or 1
+            f = fullness(r, series.get(r["session_id"]))  # as the TUI and `memman sessions`
+            sent = "-" if f.sent_usage is None else f"{f.sent_usage:.0%}"
+            hist = "-" if f.history_usage is None else f"{f.history_usage:.0%}"
             out.append(f"  {r['session_id']:<12} user {r.get('user_id', '-'):<8} "
-                       f"{used:>6}/{budget} tok ({100 * used / budget:3.0f}%)  "
+                       f"sent {sent:>4} history {hist:>5} of {f.budget:,} tokens  "
                        f"entries {r.get('entries')}  exchanges {r.get('exchanges')}  "
                        f"summaries {r.get('summaries')}")
         return "\n".join(out)

@@ -175,3 +175,38 @@ def test_setup_check_and_mcp_config() -> None:
     assert entry["args"][-3:] == ["mcp", "--user", "ana"] or "mcp" in entry["args"]
     r = memman("mcp", "config", "claude-code")
     assert r.stdout.startswith("claude mcp add memman -- /")
+
+
+def test_status_says_when_the_search_model_is_missing(monkeypatch, capsys) -> None:
+    """The daemon reports embeddings.search_model_installed; `memman status` says what is
+    missing, what it costs and the command that fixes it."""
+    from memman_cli import cli
+
+    stats = {"version": "0", "pid": 1, "uptime_s": 1, "socket": "s", "database": "d",
+             "database_bytes": 0, "store": {"synchronous": "FULL"}, "clients": 1, "requests": 1,
+             "errors": 0, "sessions": 0, "entries": 0, "tokenizer": {"encoding": "o200k_base"},
+             "summarizer": {"model": "gpt-4o-mini", "available": True, "enabled": True},
+             "embeddings": {"enabled": True, "provider": "local",
+                            "model_id": "wordllama/l2_supercat@256",
+                            "search_model_installed": False}}
+
+    class Fake:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def stats(self):
+            return stats
+
+    monkeypatch.setattr(cli, "_client", lambda args: Fake())
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "all-MiniLM-L6-v2 is not installed" in out and "static vectors" in out
+    assert "memman setup" in out and "summarizer gpt-4o-mini\n" in out
+    stats["embeddings"]["search_model_installed"] = True
+    stats["summarizer"] = {"model": "gpt-4o-mini", "available": False, "enabled": False}
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "not installed" not in out and "[llm] enabled = false" in out

@@ -43,6 +43,7 @@ from typing import Annotated, Any, Literal
 
 from memman import names, paths
 from memman.errors import NOT_FOUND, ConnectionLost, MemmanError
+from memman.fullness import fullness
 from memman.paths import daemon_answers
 
 try:
@@ -597,13 +598,19 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
         current = own_session(ctx)
         rows = await call(names.SESSION_LIST, filt)
         rows.sort(key=lambda r: -r["updated_at"])
+        points = await asyncio.gather(*[
+            call(names.SESSION_SERIES, r["session_id"], {"limit": 20}) for r in rows])
+        # how full, as the TUI and `memman sessions` say it (memman.fullness)
+        full = [fullness(r, p["points"]).to_json() for r, p in zip(rows, points, strict=True)]
         return {"sessions": [{
             "session_id": r["session_id"], "user_id": r["user_id"], "tenant_id": r["tenant_id"],
             "active_tokens": r["active_tokens"], "max_tokens": r["max_tokens"],
-            "usage": round(r["active_tokens"] / (r["max_tokens"] or 1), 4),
+            "usage": f["sent_usage"], "history_usage": f["history_usage"],
+            "last_request": f["last_request"],
             "entries": r["entries"], "summaries": r["summaries"],
             "updated_at": r["updated_at"], "current": r["session_id"] == current}
-            for r in rows], "user_id": filt["user_id"], "tenant_id": filt["tenant_id"]}
+            for r, f in zip(rows, full, strict=True)], "user_id": filt["user_id"],
+            "tenant_id": filt["tenant_id"]}
 
     # --- resources -----------------------------------------------------------------------
     async def read(method: str, *params: Any) -> Any:

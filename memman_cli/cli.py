@@ -108,9 +108,13 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         for r in rows:  # how full: the same figures as the TUI (memman.fullness)
             try:
                 points = c.session_series(r["session_id"], {"limit": 20})["points"]
+                # no request yet: what one would send now (a preview, marked; peek records
+                # nothing and starts no compression)
+                preview = None if points else c.session_context(r["session_id"],
+                                                                {"peek": True})
             except MemmanError:
-                points = []
-            full[r["session_id"]] = fullness(r, points)
+                points, preview = [], None
+            full[r["session_id"]] = fullness(r, points, preview)
     if args.json:
         _print_json([{**r, "fullness": full[r["session_id"]].to_json()} for r in rows])
         return 0
@@ -122,13 +126,13 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     for r in sorted(rows, key=lambda r: -r["updated_at"]):
         f = full[r["session_id"]]
         last = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["updated_at"]))
-        sent = "-" if f.sent_usage is None else f"{f.sent_usage:.0%}"
+        sent = "-" if f.sent_usage is None else f"{f.sent_usage:.0%}{'*' if f.preview else ''}"
         hist = "-" if f.history_usage is None else f"{f.history_usage:.0%}"
         extra = f"  ({f.last_request})" if f.last_request else ""
         print(f"{r['session_id']:<24} {r['user_id']:<12} {f.budget:>7,} {sent:>5} {hist:>7} "
               f"{r['entries']:>8} {r['exchanges']:>5}  {last}{extra}")
-    print("sent / history: % of the session's budget (- : no context request yet)",
-          file=sys.stderr)
+    print("sent / history: % of the session's budget (docs/tui.md, \"How full\"); "
+          "* a preview: no context request yet", file=sys.stderr)
     return 0
 
 

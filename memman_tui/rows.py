@@ -69,7 +69,8 @@ def usage_cell(share: float | None, bar: int = 5) -> Text:
 
 
 def series_cells(points: list[dict[str, Any]] | None, spark_width: int = 12,
-                 budget: int = 0) -> tuple[Text, Text, Text]:
+                 budget: int = 0, preview: dict[str, Any] | None = None
+                 ) -> tuple[Text, Text, Text]:
     """The sent, hist and trend cells of an overview row, from the session's usage series,
     against the session's ``budget`` (``memman.fullness``: a request's own budget does not
     change how full the session is)."""
@@ -77,6 +78,15 @@ def series_cells(points: list[dict[str, Any]] | None, spark_width: int = 12,
     from memman_tui.widgets.chart import sparkline, usage_values
 
     points = as_session_budget(points or [], budget) if points else points
+    if not points and preview is not None and budget:
+        # no request yet: the preview, marked `*` (the overview's subtitle says so)
+        sent_p = float(preview.get("sent_tokens") or 0) / budget
+        hist_p = float(preview.get("history_tokens") or 0) / budget
+        sent_c = usage_cell(sent_p)
+        sent_c.append("*", "italic grey62")
+        hist_c = Text(f"{hist_p * 100:3.0f}%", band(int(hist_p * 10000), 10000)[1])
+        hist_c.append("*", "italic grey62")
+        return sent_c, hist_c, Text("-", "grey50")
     last = points[-1] if points else None
     sent = None if last is None else last.get("sent_usage")
     hist = None if last is None else last.get("history_usage")

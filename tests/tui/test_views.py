@@ -421,6 +421,15 @@ async def test_one_number_for_how_full_after_a_request_with_its_own_budget():
                                            "content": f"turn {i}: the invoice total is {i}00"})
         app = real_app(str(d.socket))
         async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot)
+            # before any request: the overview shows the preview, marked
+            await wait_for(pilot, lambda: "*" in str(
+                app.screen.query_one("#sessions").get_row("chat-1")[2]), "the preview")
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "memman_cli.cli", "--socket", str(d.socket), "sessions",
+                "--json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            out, _ = await proc.communicate()
+            assert json.loads(out)[0]["fullness"]["preview"] is True
             screen = await open_session(pilot, "chat-1")
             before = screen.fullness()
             assert before.preview and "sent (preview)" in str(

@@ -239,3 +239,13 @@ def test_http_checks_host_and_origin_on_every_loopback_bind(host: str) -> None:
                                   "Origin": "http://evil.example"}) == 403
         assert _post(addr, port, {"Host": f"{shown}:{port}",
                                   "Origin": f"http://{shown}:{port}"}) == 200
+
+
+async def test_over_http_a_big_argument_names_the_limit() -> None:
+    from tests.test_mcp_server import http_server
+
+    with daemon_process() as dp, http_server(dp.root, dp.socket, "--user", "ana") as url:
+        async with Client(url) as c:
+            text = _error(await c.call_tool("add", {"content": "x" * (10 * 1024 * 1024)}))
+            assert "8,388,608 bytes" in text, text
+            assert _data(await c.call_tool("add", {"content": "small"}))["tokens"] > 0

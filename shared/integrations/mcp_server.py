@@ -708,9 +708,14 @@ async def serve_http(server: MCPServer, host: str, port: int) -> None:
         sock.close()
         raise ConnectionLost(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick "
                              "another port with --http, or 0 for a free one") from None
+    sock.listen(128)  # connections wait in the backlog from the moment the URL is printed
     bound = sock.getsockname()[1]
+    daemon = getattr(server, "memman_daemon", None)
+    limit = daemon.limit if daemon is not None else 8 * 1024 * 1024
+    # a body up to 4x the daemon's message limit reaches the tools, which name the limit
     app = server.streamable_http_app(host=host,
-                                     transport_security=loopback_security(host, bound))
+                                     transport_security=loopback_security(host, bound),
+                                     max_request_body_size=max(4 * 1024 * 1024, 4 * limit))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     shown = f"[{host}]" if fam == socket.AF_INET6 else host
     print(f"memman mcp: streamable HTTP at http://{shown}:{bound}/mcp", file=sys.stderr,

@@ -492,7 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
     stp.add_argument("--check", action="store_true",
                      help="only say whether they are installed (exit 1 when not)")
     sub.add_parser("demo", help="run demo agents (flags: memman demo --help)", add_help=False)
-    sub.add_parser("mcp", help="an MCP server for agents (flags: memman mcp --help)",
+    sub.add_parser("mcp", help="an MCP server for agents (flags: memman mcp --help; `memman "
+                               "mcp config claude-code` prints a client config)",
                    add_help=False)
     sh = sub.add_parser("shared", help="the shared store (PostgreSQL)")
     sh_sub = sh.add_subparsers(dest="shared_command", required=True)

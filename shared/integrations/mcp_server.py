@@ -85,7 +85,10 @@ class Settings:
         env = dict(os.environ if env is None else env)
         p = argparse.ArgumentParser(prog="memman mcp", description=(
             "An MCP server in front of the memman daemon: stdio by default, streamable HTTP "
-            "on loopback with --http."))
+            "on loopback with --http. Each server process is its own session of the user "
+            "unless --session names one."), epilog=(
+            "`memman mcp config claude-code|claude-desktop|cursor [flags]` prints a "
+            "ready-to-paste config for that client, with the absolute path of this memman."))
         p.add_argument("--socket", default=None, help="daemon socket (env MEMMAN_SOCKET)")
         p.add_argument("--session", default=None,
                        help="session the tools use (env MEMMAN_MCP_SESSION; default: a new one "

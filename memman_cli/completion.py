@@ -5,7 +5,9 @@
     memman completion fish > ~/.config/fish/completions/memman.fish
 
 Sub-commands and their flags come from the parser itself, so a new flag completes without
-touching this file; ``memman call`` completes the protocol's method names.
+touching this file; ``memman call`` completes the protocol's method names, and the commands
+that take a SESSION (``show``, ``context``, ``export``, ``expand``) complete the ids of the
+running daemon's sessions (``memman sessions --ids``; nothing when no daemon answers).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
 def _choices(parser: argparse.ArgumentParser) -> list[str]:
     return [str(c) for a in parser._actions if not a.option_strings and a.choices
             and not isinstance(a, argparse._SubParsersAction) for c in a.choices]
+
+
+#: the commands whose first argument is a session id
+SESSION_COMMANDS = ("show", "context", "export", "expand")
+_IDS = "memman sessions --ids 2>/dev/null"
 
 
 def _words(cmd: str, sub: argparse.ArgumentParser) -> list[str]:
@@ -66,6 +73,9 @@ _memman() {{
 {cases}
         *) words="" ;;
     esac
+    case "$cmd" in
+        {"|".join(SESSION_COMMANDS)}) [[ "$cur" != -* ]] && words="$words $({_IDS})" ;;
+    esac
     COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }}
 complete -o default -F _memman memman
@@ -75,8 +85,10 @@ complete -o default -F _memman memman
 def _zsh(parser: argparse.ArgumentParser) -> str:
     cmds = _commands(parser)
     described = "\n".join(f"        '{c}:{h.replace(chr(39), '')}'" for c, (h, _) in cmds.items())
-    cases = "\n".join(f"        {c}) compadd -- {' '.join(_words(c, sub))} ;;"
-                      for c, (_, sub) in cmds.items())
+    cases = "\n".join(
+        f"        {c}) compadd -- {' '.join(_words(c, sub))}"
+        + (f"; compadd -- ${{(f)\"$({_IDS})\"}}" if c in SESSION_COMMANDS else "") + " ;;"
+        for c, (_, sub) in cmds.items())
     return f"""#compdef memman
 # memman zsh completion: source <(memman completion zsh)   (after compinit)
 _memman() {{
@@ -113,6 +125,8 @@ def _fish(parser: argparse.ArgumentParser) -> str:
         plain = [w for w in _words(c, sub) if not w.startswith("-")]
         if plain:
             lines.append(f"complete -c memman -n {cond} -a '{' '.join(plain)}'")
+        if c in SESSION_COMMANDS:
+            lines.append(f"complete -c memman -n {cond} -a '({_IDS})'")
     return "\n".join(lines) + "\n"
 
 

@@ -47,26 +47,52 @@ def summary(sock: Path) -> str:
     import asyncio
 
     from memman.client import Client
+    from memman.fullness import fullness
 
     async def fetch() -> str:
         client = await Client.connect(sock, name="memman-launcher")
         try:
             stats = await client.call("memman_stats")
             rows = await client.call("memman_session_list")
+            series = {r["session_id"]: (await client.call(
+                "memman_session_series", r["session_id"], {"limit": 20}))["points"]
+                for r in rows}
         finally:
             await client.close()
         out = [f"daemon: {stats.get('sessions')} sessions, {stats.get('entries')} entries, "
                f"{stats.get('requests')} requests, db {stats.get('database_bytes')} B, "
                f"tokenizer {(stats.get('tokenizer') or {}).get('encoding')}"]
         for r in sorted(rows, key=lambda r: r["session_id"]):
-            used, budget = r.get("active_tokens", 0), r.get("max_tokens", 1) or 1
+            f = fullness(r, series.get(r["session_id"]))  # as the TUI and `memman sessions`
+            sent = "-" if f.sent_usage is None else f"{f.sent_usage:.0%}"
+            hist = "-" if f.history_usage is None else f"{f.history_usage:.0%}"
             out.append(f"  {r['session_id']:<12} user {r.get('user_id', '-'):<8} "
-                       f"{used:>6}/{budget} tok ({100 * used / budget:3.0f}%)  "
+                       f"sent {sent:>4} history {hist:>5} of {f.budget:,} tokens  "
                        f"entries {r.get('entries')}  exchanges {r.get('exchanges')}  "
                        f"summaries {r.get('summaries')}")
         return "\n".join(out)
 
     return asyncio.run(fetch())
+
+
+def next_steps(python: str | None = None, path: str | None = None) -> str:
+    """The exact commands to use next: how to get ``memman`` on PATH from here (unless it is
+    already this one), then what to run."""
+    import os
+    import shutil
+
+    bindir = Path(python or sys.executable).parent
+    script = bindir / "memman"
+    on_path = shutil.which("memman", path=path)
+    lines = []
+    if on_path is None or Path(on_path).resolve() != script.resolve():
+        activate = bindir / "activate"
+        shown = os.path.relpath(activate) if activate.is_relative_to(Path.cwd()) else activate
+        lines.append(f"next: source {shown}        # puts `memman` on PATH in this shell "
+                     "(or, for every shell: pipx install .)")
+    lines.append("then: memman status   ·   memman sessions   ·   "
+                 "memman mcp config claude-code   (plug memman into your agent)")
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop(demo)
         stop(daemon)
+        print(next_steps())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -218,6 +218,7 @@ class MemmanApp(App):
         if self.paused:
             return
         self.refresh_stats()
+        self.refresh_previews()
         if self.live.has_pending() and self._flush_timer is None:
             self.flush()
         screen = self.monitor_screen()
@@ -269,6 +270,36 @@ class MemmanApp(App):
         if isinstance(screen, OverviewScreen):
             with contextlib.suppress(NoMatches):  # the app may be closing meanwhile
                 screen.rebuild()
+
+    @work(exclusive=True, group="previews")
+    async def refresh_previews(self) -> None:
+        """Sessions with no request yet show a preview (marked): what a request would send
+        now (`peek`: nothing recorded, no compression), re-read when the session changed."""
+        backend, live = self.backend, self.live
+        if backend is None:
+            return
+        todo = [sid for sid, ov in live.sessions.items() if not live.series.get(sid)
+                and (live.previews.get(sid) or {}).get("at") != ov.get("updated_at")]
+        if not todo:
+            return
+        gate = asyncio.Semaphore(4)
+
+        async def one(sid: str) -> None:
+            at = live.sessions.get(sid, {}).get("updated_at")
+            async with gate:
+                try:
+                    ans = await backend.session_context(sid, {"peek": True})
+                except MemmanError:
+                    return
+            if isinstance(ans, dict):
+                live.previews[sid] = {"sent_tokens": ans.get("sent_tokens", ans.get("tokens")),
+                                      "history_tokens": ans.get("history_tokens"), "at": at}
+
+        await asyncio.gather(*(one(sid) for sid in todo[:50]))
+        screen = self.monitor_screen()
+        if isinstance(screen, OverviewScreen) and not self.paused:
+            with contextlib.suppress(NoMatches):
+                screen.apply(Drained(sessions=set(todo) & set(live.sessions)))
 
     @work(exclusive=True, group="overviews")
     async def refresh_overviews(self, stale: set[str]) -> None:

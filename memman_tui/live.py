@@ -107,6 +107,9 @@ class LiveState:
         #: per-session usage series (memman_session_series, then series_point events)
         self.series: dict[str, list[dict[str, Any]]] = {}
         self.series_keep = 500
+        #: per-session preview before any request (memman_session_context with peek): its
+        #: sent_tokens / history_tokens and the overview's updated_at it was read at
+        self.previews: dict[str, dict[str, Any]] = {}
         #: per-session normalized text -> id of snippets evicted (events and the audit log)
         self.evicted_texts: dict[str, dict[str, Any]] = {}
         #: per-session ids of snippets written again after an eviction of the same text

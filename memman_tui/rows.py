@@ -68,11 +68,25 @@ def usage_cell(share: float | None, bar: int = 5) -> Text:
     return out
 
 
-def series_cells(points: list[dict[str, Any]] | None, spark_width: int = 12
+def series_cells(points: list[dict[str, Any]] | None, spark_width: int = 12,
+                 budget: int = 0, preview: dict[str, Any] | None = None
                  ) -> tuple[Text, Text, Text]:
-    """The sent, hist and trend cells of an overview row, from the session's usage series."""
+    """The sent, hist and trend cells of an overview row, from the session's usage series,
+    against the session's ``budget`` (``memman.fullness``: a request's own budget does not
+    change how full the session is)."""
+    from memman.fullness import as_session_budget
     from memman_tui.widgets.chart import sparkline, usage_values
 
+    points = as_session_budget(points or [], budget) if points else points
+    if not points and preview is not None and budget:
+        # no request yet: the preview, marked `*` (the overview's subtitle says so)
+        sent_p = float(preview.get("sent_tokens") or 0) / budget
+        hist_p = float(preview.get("history_tokens") or 0) / budget
+        sent_c = usage_cell(sent_p)
+        sent_c.append("*", "italic grey62")
+        hist_c = Text(f"{hist_p * 100:3.0f}%", band(int(hist_p * 10000), 10000)[1])
+        hist_c.append("*", "italic grey62")
+        return sent_c, hist_c, Text("-", "grey50")
     last = points[-1] if points else None
     sent = None if last is None else last.get("sent_usage")
     hist = None if last is None else last.get("history_usage")
@@ -90,7 +104,8 @@ def overview_row(ov: dict[str, Any], now: float, cache: int | None, scratch: int
     caller keeps it between repaints (it only changes with a new usage point)."""
     sid = Text(("● " if marked else "") + str(ov.get("session_id", "?")),
                "bold yellow" if marked else "")
-    sent_cell, hist_cell, trend_cell = series or series_cells(points, spark_width)
+    sent_cell, hist_cell, trend_cell = series or series_cells(
+        points, spark_width, int(ov.get("max_tokens") or 0))
     return (
         sid,
         str(ov.get("user_id", "-")),

@@ -544,8 +544,13 @@ def _apply_section(cfg: Config, section: str, values: Any, source: str) -> None:
 
 
 #: MEMMAN_* variables that are not MEMMAN_<SECTION>_<KEY> settings
+#: ``memman mcp``'s own variables (shared/integrations/mcp_server.py: the scopes its tools use,
+#: --http, --no-start, the search relevance floor)
+MCP_ENV_NAMES = ("MEMMAN_MCP_SESSION", "MEMMAN_MCP_USER", "MEMMAN_MCP_TENANT", "MEMMAN_MCP_HTTP",
+                 "MEMMAN_MCP_NO_START", "MEMMAN_MCP_MIN_COVERAGE")
 ENV_NAMES = ("MEMMAN_SOCKET", "MEMMAN_DATA_DIR", "MEMMAN_CONFIG",
-             "MEMMAN_TUI_LOG_SIZE")  # the TUI's own setting (memman_tui/settings.py)
+             "MEMMAN_TUI_LOG_SIZE",  # the TUI's own setting (memman_tui/settings.py)
+             *MCP_ENV_NAMES)
 
 
 def env_names(cfg: Config | None = None) -> list[str]:

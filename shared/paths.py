@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
-import tempfile
+import stat
 from pathlib import Path
 
 from memman.errors import FORBIDDEN, MemmanError
@@ -22,14 +22,29 @@ def _xdg(var: str, default: Path) -> Path:
 
 
 def socket_path(flag: str | os.PathLike | None = None) -> tuple[Path, str | None]:
-    """The socket path and, when the per-user fallback was used, a warning to show."""
+    """The socket path and, when the per-user fallback was used, a warning to show.
+
+    Without ``XDG_RUNTIME_DIR`` (MCP clients such as Claude Desktop, cron, ``sudo -u``) the
+    default is still the same for every process of one user, whatever else their environment
+    holds: ``/run/user/UID/memman/memman.sock`` when that directory exists and is ours (it is
+    what ``XDG_RUNTIME_DIR`` would have named), else ``/tmp/memman-UID/memman.sock`` (``/tmp``
+    itself, not ``$TMPDIR``, which launchers set differently; 30-odd bytes, far below the
+    107-byte limit of a socket path)."""
     if flag:
         return Path(flag), None
     if env := os.environ.get("MEMMAN_SOCKET"):
         return Path(env), None
     if runtime := os.environ.get("XDG_RUNTIME_DIR"):
         return Path(runtime) / "memman" / SOCKET_NAME, None
-    fallback = Path(tempfile.gettempdir()) / f"memman-{os.getuid()}" / SOCKET_NAME
+    uid = os.getuid()
+    run_user = Path(f"/run/user/{uid}")
+    try:
+        st = os.lstat(run_user)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
+            return run_user / "memman" / SOCKET_NAME, None
+    except OSError:
+        pass
+    fallback = Path("/tmp") / f"memman-{uid}" / SOCKET_NAME
     return fallback, (
         f"XDG_RUNTIME_DIR is not set; using {fallback}. "
         "Set XDG_RUNTIME_DIR or MEMMAN_SOCKET to choose the socket location."

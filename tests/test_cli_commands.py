@@ -123,3 +123,90 @@ def test_shell_completion_scripts() -> None:
     assert complete("call", "memman_session_ge") == ["memman_session_get"]
     assert "--max-tokens" in complete("context", "--max")
     assert complete("completion", "f") == ["fish"]
+
+
+def test_cli_edges_and_words() -> None:
+    """Issue #24, items 6 and 7: what each command prints, in the user's words."""
+    root = short_tmpdir()
+    with daemon_process() as d:
+        sock = str(d.socket)
+        with SyncClient(d.socket) as mm:
+            mm.session_open("w-1", {"user_id": "ana"})
+            mm.scratchpad_write("w-1", "the staging db listens on port 6543")
+            mm.memory_learn("ana", "editor", "helix")
+        r = memman("--socket", sock, "search", "ana", "staging port", "--type", "working")
+        assert r.returncode == 0 and "port 6543" in r.stdout, r.stdout + r.stderr
+        r = memman("--socket", sock, "search", "ana", "editor helix", "--type", "semantic")
+        assert "editor: helix" in r.stdout, r.stdout
+        # a truncated map is refused as JSON, with the parse error
+        r = memman("--socket", sock, "call", "session_add", "w-1", '{"role": "user"')
+        assert r.returncode == 2 and "ARG 2 is not valid JSON" in r.stderr, r.stderr
+        assert "expected a map" not in r.stderr
+        r = memman("--socket", sock, "--json", "call", "session_add", "w-1", '{"role": "user"')
+        assert json.loads(r.stdout)["error"]["code"] == -32602
+        # import over an existing session names the flags
+        out = root / "w.json"
+        assert memman("--socket", sock, "export", "w-1", "-o", str(out)).returncode == 0
+        r = memman("--socket", sock, "import", str(out))
+        assert r.returncode != 0 and "--replace" in r.stderr and "--as" in r.stderr, r.stderr
+        assert "opts.replace" not in r.stderr
+        # completion completes session ids
+        r = memman("--socket", sock, "sessions", "--ids")
+        assert r.stdout.split() == ["w-1"]
+        for shell in ("bash", "zsh", "fish"):
+            script = memman("completion", shell).stdout
+            assert "memman sessions --ids" in script
+        # status: the summarizer's fallback, in words
+        r = memman("--socket", sock, "status")
+        assert "extractive fallback" in r.stdout and "no API key" in r.stdout, r.stdout
+        r = memman("--socket", sock, "show", "w-1")
+        assert "memman_session_expand" not in r.stdout
+    r = memman("--socket", str(root / "none.sock"), "--json", "status")
+    err = json.loads(r.stdout)["error"]
+    assert r.returncode == 1 and isinstance(err, dict) and err["code"] == -32099 and err["message"]
+
+
+def test_setup_check_and_mcp_config() -> None:
+    r = memman("setup", "--check")
+    assert r.returncode == 0 and "installed" in r.stdout
+    r = memman("mcp", "config", "claude-desktop", "--user", "ana")
+    entry = json.loads(r.stdout)["mcpServers"]["memman"]
+    assert os.path.isabs(entry["command"]) and "ana" in entry["args"]
+    assert entry["args"][-3:] == ["mcp", "--user", "ana"] or "mcp" in entry["args"]
+    r = memman("mcp", "config", "claude-code")
+    assert r.stdout.startswith("claude mcp add memman -- /")
+
+
+def test_status_says_when_the_search_model_is_missing(monkeypatch, capsys) -> None:
+    """The daemon reports embeddings.search_model_installed; `memman status` says what is
+    missing, what it costs and the command that fixes it."""
+    from memman_cli import cli
+
+    stats = {"version": "0", "pid": 1, "uptime_s": 1, "socket": "s", "database": "d",
+             "database_bytes": 0, "store": {"synchronous": "FULL"}, "clients": 1, "requests": 1,
+             "errors": 0, "sessions": 0, "entries": 0, "tokenizer": {"encoding": "o200k_base"},
+             "summarizer": {"model": "gpt-4o-mini", "available": True, "enabled": True},
+             "embeddings": {"enabled": True, "provider": "local",
+                            "model_id": "wordllama/l2_supercat@256",
+                            "search_model_installed": False}}
+
+    class Fake:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def stats(self):
+            return stats
+
+    monkeypatch.setattr(cli, "_client", lambda args: Fake())
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "all-MiniLM-L6-v2 is not installed" in out and "static vectors" in out
+    assert "memman setup" in out and "summarizer gpt-4o-mini\n" in out
+    stats["embeddings"]["search_model_installed"] = True
+    stats["summarizer"] = {"model": "gpt-4o-mini", "available": False, "enabled": False}
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "not installed" not in out and "[llm] enabled = false" in out

@@ -97,15 +97,28 @@ def test_langchain_example(env_and_daemon, tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", [DOC, README], ids=["integrations.md", "README"])
 async def test_claude_code_and_desktop_setups_start_a_working_server(env_and_daemon,
                                                                      path: Path) -> None:
+    """The docs' Claude Code line and Claude Desktop / Cursor JSON (their absolute path stands
+    for wherever `memman mcp config` finds memman: here the venv's), and what `memman mcp
+    config` prints, each start a working server; each server process is its own session."""
     env, dp = env_and_daemon
-    line = one(path, "sh", "claude mcp add").strip()
-    argv = shlex.split(line)
+    block = one(path, "sh", "claude mcp add")
+    line = next(ln for ln in block.splitlines() if ln.startswith("claude mcp add"))
+    argv = shlex.split(line.split("#")[0])
     assert argv[:4] == ["claude", "mcp", "add", "memman"] and "--" in argv
     server_argv = argv[argv.index("--") + 1:]
     config = json.loads(one(path, "json", "mcpServers"))["mcpServers"]["memman"]
+    assert Path(config["command"]).is_absolute() and Path(server_argv[0]).is_absolute()
+    made = subprocess.run([shutil.which("memman", path=env["PATH"]), "mcp", "config",
+                           "cursor", "--user", "ana", "--tenant", "acme"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    printed = json.loads(made.stdout)["mcpServers"]["memman"]
+    assert Path(printed["command"]).is_absolute() and os.access(printed["command"], os.X_OK)
     for command, args, extra in [(server_argv[0], server_argv[1:], {}),
-                                 (config["command"], config["args"], config.get("env", {}))]:
-        params = StdioServerParameters(command=shutil.which(command, path=env["PATH"]),
+                                 (config["command"], config["args"], config.get("env", {})),
+                                 (printed["command"], printed["args"], printed.get("env", {}))]:
+        params = StdioServerParameters(command=shutil.which(Path(command).name,
+                                                            path=env["PATH"]),
                                        args=args, env={**env, **extra})
         async with Client(params) as client:
             assert len((await client.list_tools()).tools) == 7
@@ -115,5 +128,15 @@ async def test_claude_code_and_desktop_setups_start_a_working_server(env_and_dae
             assert not res.is_error
     with SyncClient(dp.socket) as mm:
         assert mm.memory_recall("ana", "colour")["value"] == "blue"  # --user ana
-        assert mm.session_get("desktop")["tenant_id"] == "acme"  # MEMMAN_MCP_SESSION, --tenant
-        assert mm.session_get("mcp")["user_id"] == "ana"  # the default session name
+        mine = [r for r in mm.session_list({"user_id": "ana", "tenant_id": "acme"})
+                if r["session_id"].startswith("mcp-")]
+        assert len(mine) >= 3  # one session per server process
+
+
+def test_langgraph_example(env_and_daemon, tmp_path: Path) -> None:
+    env, dp = env_and_daemon
+    out = run_block(one(DOC, "python", "MemmanStore"), env, tmp_path)
+    assert "Mirabelle" in out
+    with SyncClient(dp.socket) as mm:
+        keys = [r["key"] for r in mm.memory_list("ana", "semantic", {})["records"]]
+        assert sum(k.startswith("langgraph:memories/ana:") for k in keys) == 2

@@ -155,3 +155,21 @@ def test_runnable_with_message_history(daemon: DaemonProcess) -> None:
                                             "What did I ask?"]
     stored = MemmanChatMessageHistory("lc-chain", socket=str(daemon.socket)).messages
     assert [type(m) for m in stored] == [HumanMessage, AIMessage, HumanMessage, AIMessage]
+
+
+def test_another_user_is_refused_not_silently_made_owner(daemon: DaemonProcess) -> None:
+    from memman.errors import CONFLICT, MemmanError
+
+    ana = MemmanChatMessageHistory("lc-owned", user_id="ana", socket=str(daemon.socket))
+    ana.add_messages([HumanMessage("my locker code is 2231")])
+    bob = MemmanChatMessageHistory("lc-owned", user_id="bob", socket=str(daemon.socket))
+    with pytest.raises(MemmanError) as err:
+        _ = bob.messages
+    assert err.value.code == CONFLICT and "belongs to user 'ana'" in err.value.message
+    with pytest.raises(MemmanError):
+        bob.clear()
+    assert [m.content for m in ana.messages] == ["my locker code is 2231"]
+    with SyncClient(str(daemon.socket)) as c:
+        assert c.session_get("lc-owned")["user_id"] == "ana"
+    ana.close()
+    bob.close()

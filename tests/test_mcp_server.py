@@ -204,9 +204,11 @@ async def test_starts_a_daemon_when_none_runs_unless_no_start() -> None:
     root = short_tmpdir()
     sock = root / "s" / "memman.sock"
     sock.parent.mkdir(mode=0o700)
-    with pytest.raises(Exception):  # noqa: B017 - the server exits at once; the client fails
-        async with stdio_client(root, sock, "--no-start") as client:
-            await client.list_tools()
+    async with stdio_client(root, sock, "--no-start") as client:  # serves, and says why
+        assert len((await client.list_tools()).tools) == len(TOOLS)
+        res = await client.call_tool("recall", {"key": "k"})
+        assert res.is_error and "not available" in res.content[0].text
+        assert "--no-start" in res.content[0].text and str(sock) in res.content[0].text
     assert not sock.exists()
     pids: list[int] = []
     try:
@@ -247,7 +249,7 @@ def test_settings_from_flags_and_environment() -> None:
     assert (s.session, s.user, s.tenant, s.http, s.no_start) == ("a", "b", "c", ("::1", 9000),
                                                                  False)
     d = Settings.from_args([], env={})
-    assert (d.session, d.user, d.tenant, d.http, d.no_start) == ("mcp", "default", "default",
+    assert (d.session, d.user, d.tenant, d.http, d.no_start) == (None, "default", "default",
                                                                  None, False)
     assert parse_http("localhost:1") == ("localhost", 1)
     for bad in ("0.0.0.0:80", "example.com:80", "10.1.2.3:5", "abc", "70000"):

@@ -160,3 +160,20 @@ async def test_budgeted_get_items_keeps_tool_pairs_and_feeds_the_runner() -> Non
 def test_items_map_to_typed_entries(item: dict, entry: dict) -> None:
     got = item_to_entry(item)
     assert {k: got[k] for k in entry} == entry and got["metadata"]["agents_item"] == item
+
+
+async def test_another_user_is_refused_not_silently_made_owner() -> None:
+    from memman.errors import CONFLICT, MemmanError
+
+    with daemon_process() as dp:
+        ana = MemmanSession("agents-owned", user_id="ana", socket=str(dp.socket))
+        await ana.add_items([{"role": "user", "content": "my locker code is 2231"}])
+        bob = MemmanSession("agents-owned", user_id="bob", socket=str(dp.socket))
+        with pytest.raises(MemmanError) as err:
+            await bob.get_items()
+        assert err.value.code == CONFLICT and "belongs to user 'ana'" in err.value.message
+        with pytest.raises(MemmanError):
+            await bob.clear_session()
+        assert len(await ana.get_items()) == 1
+        await ana.close()
+        await bob.close()

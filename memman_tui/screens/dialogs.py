@@ -110,6 +110,17 @@ class PromoteScreen(ModalScreen[tuple[str, dict[str, Any]] | None]):
         self.dismiss(None)
 
 
+def in_keys(message: str) -> str:
+    """The daemon's conflict message in this dialog's words: its advice to a program ("Pass
+    replace=true to overwrite it ...") becomes the keys that do it here."""
+    import re
+
+    cut = re.split(r"[;.]?\s*[Pp]ass (?:opts\.)?replace=true\b", message, maxsplit=1)[0]
+    if cut == message:
+        return message
+    return cut.rstrip(" ;.") + ". Press o to use the new value, k to keep the existing one."
+
+
 class ConflictScreen(ModalScreen[str | None]):
     """A promotion would overwrite a different value: show both, let the user choose."""
 
@@ -122,7 +133,7 @@ class ConflictScreen(ModalScreen[str | None]):
         self.key = key
         self.existing = existing
         self.proposed = proposed
-        self.message = message
+        self.message = in_keys(message)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog conflict"):

@@ -38,9 +38,9 @@ class HelpScreen(ModalScreen[None]):
             yield Label("memman tui — keys (j/k scroll, Esc closes)", classes="dialog-title")
             with VerticalScroll(id="help-keys"):
                 yield Static(self.table, id="help-table")
-            yield Static("sent = what the LLM receives ÷ the session's budget; history = the "
-                         "whole active log ÷ the budget. Bands: <60% ok, 60% warn, 80% prune, "
-                         "90% aggressive, 100% emergency", classes="dialog-hint")
+            yield Static("sent = what the last request sent ÷ the session's budget; history "
+                         "= the whole log as written ÷ the same budget. Bands: <60% ok, 60% "
+                         "warn, 80% prune, 90% aggressive, 100% emergency", classes="dialog-hint")
 
     def action_down(self) -> None:
         self.query_one("#help-keys", VerticalScroll).scroll_down(animate=False)

@@ -98,7 +98,7 @@ class MemoryScreen(MonitorScreen):
     def show_title(self) -> None:
         text = Text()
         text.append("memory", "bold")
-        text.append(f"  user {self.user_id}  tenant {self.tenant_id}   (u: next user)", "grey70")
+        text.append(f"  user {self.user_id}  tenant {self.tenant_id}   (n: next user)", "grey70")
         self.query_one("#memory-title", Static).update(text)
 
     # --- loading --------------------------------------------------------------------------------

@@ -64,7 +64,8 @@ class OverviewScreen(MonitorScreen):
         total = len(self.mm.live.sessions)
         flt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
         table.border_title = f"[1] sessions {shown}/{total}  sort: {label} {arrow}{flt}"
-        table.border_subtitle = "sent / hist: % of the session's budget (daemon's figures)"
+        table.border_subtitle = ("sent / hist: % of the session's budget (* a preview: no "
+                                 "request yet)")
 
     # --- data ------------------------------------------------------------------------------
     def visible_ids(self) -> list[str]:
@@ -81,10 +82,13 @@ class OverviewScreen(MonitorScreen):
         live = self.mm.live
         points = live.series.get(sid) or []
         width = self.spark_width()
-        stamp = (points[-1].get("id") if points else None, len(points), width)
+        budget = int(live.sessions[sid].get("max_tokens") or 0)
+        preview = None if points else live.previews.get(sid)
+        stamp = (points[-1].get("id") if points else None, len(points), width, budget,
+                 None if preview is None else preview.get("at"))
         memo = self._series.get(sid)
         if memo is None or memo[0] != stamp:  # only a new usage point changes these cells
-            memo = self._series[sid] = (stamp, series_cells(points, width))
+            memo = self._series[sid] = (stamp, series_cells(points, width, budget, preview))
         return overview_row(live.sessions[sid], self.mm.clock(), *live.counts(sid),
                             marked=sid in self.marks.get("sessions", set()), series=memo[1])
 

@@ -19,6 +19,7 @@ from textual.containers import Grid, Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static, Tree
 
+from memman.fullness import Fullness, as_session_budget, fullness
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
 from memman_tui.live import Drained
@@ -54,6 +55,8 @@ class Detail:
     errors: list[str] = field(default_factory=list)
 
 
+HELD_TEXT = ("the selected message left the context (folded into a summary or dropped); it "
+             "is held here while you act on it (x pins it back); j / k moves on")
 ENTRY_LIMIT = 400  #: newest entries fetched (their content fills the panels)
 NOT_AVAILABLE = Text("not available (the daemon does not offer this yet)", "grey50 italic")
 MARK_STYLE = {"kept": "green", "summarized": "cyan", "omitted": "grey62",
@@ -97,6 +100,9 @@ class SessionScreen(MonitorScreen):
         self.cache_items: list[dict[str, Any]] = []
         self.scratch_items: list[dict[str, Any]] = []
         self.loads = 0  #: completed fetches (tests wait on it)
+        self._held: Part | None = None  #: the selected message held after it left the context
+        self._shown_parts: dict[str, Part] = {}  #: the context rows last shown, by key
+        self._shown_order: list[str] = []
         self._history_loaded = False
 
     def compose(self) -> ComposeResult:
@@ -133,8 +139,7 @@ class SessionScreen(MonitorScreen):
         self.show_head()
         self.update_banner()
         self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
-        self.query_one("#chart", UsageChart).points = list(
-            self.mm.live.series.get(self.session_id, []))
+        self.fill_chart()
         self.query_one("#context", SafeTable).focus()
 
     # --- loading ----------------------------------------------------------------------------
@@ -171,8 +176,8 @@ class SessionScreen(MonitorScreen):
         self.post_message(self.DetailLoaded(detail))
 
     def on_session_screen_detail_loaded(self, message: DetailLoaded) -> None:
-        if self.mm.paused:  # pause freezes everything; resuming reloads
-            return
+        if self.mm.paused and self.loads > 0:  # pause freezes what is shown; resuming
+            return  # reloads (a screen opened while paused still shows its first fetch)
         self.show(message.detail)
 
     def show(self, detail: Detail) -> None:
@@ -202,7 +207,18 @@ class SessionScreen(MonitorScreen):
                      f"{ov.get('model', '-')} · {ov.get('exchanges', 0)} exchanges · "
                      f"rolling summary {ov.get('summary_bytes', 0):,} B", "grey70")
         self.query_one("#session-title", Static).update(title)
-        self.query_one("#fullness", Static).update(fullness_text(self.view, self.size.width))
+        self.query_one("#fullness", Static).update(
+            fullness_text(self.view, self.size.width, self.fullness()))
+
+    def fullness(self) -> Fullness:
+        """How full, as the overview and `memman sessions` say it: the newest usage point
+        against the session's budget, else the preview (marked)."""
+        ov = dict(self.overview())
+        if not ov.get("max_tokens") and self.view is not None:
+            ov["max_tokens"] = self.view.budget
+        preview = None if self.view is None else {
+            "sent_tokens": self.view.sent_tokens, "history_tokens": self.view.history_tokens}
+        return fullness(ov, self.mm.live.series.get(self.session_id) or [], preview)
 
     def _matches(self, *cells: Any) -> bool:
         q = self.filter_text.lower()
@@ -226,17 +242,40 @@ class SessionScreen(MonitorScreen):
             (p.key, context_cells(p, width, p.key in marks)) for p in view.parts
             if self._matches(p.kind, p.mark, p.role, p.text)]
         had = table.selected_key
+        # the selected row stays while the person acts: when an update takes it out of the
+        # context (folded into a summary, dropped, or past the newest entries), the row is
+        # held where it was, as last shown, marked "held"; the hold ends when the selection
+        # moves (then the next update leaves it out)
+        shown = {p.key: p for p in view.parts} if view is not None else {}
+        if (had is not None and had not in shown and view is not None
+                and self.detail.sent is not UNAVAILABLE):
+            held = self._held if self._held is not None and self._held.key == had else (
+                self._shown_parts.get(had))
+            if held is not None:
+                cells = list(context_cells(held, width, had in marks))
+                cells[3] = Text("held", "bold yellow")
+                at = min(self._shown_order.index(had) if had in self._shown_order else 0,
+                         len(rows))
+                rows.insert(at, (had, tuple(cells)))
+                if self._held is None or self._held.key != had:
+                    self._held = held
+                    if table.has_focus:
+                        self.explain(Text(HELD_TEXT, "yellow"))
+        elif self._held is not None and self._held.key != had:
+            self._held = None
         self._refill(table, rows, self.detail.sent is UNAVAILABLE)
-        if had is not None and table.selected_key is None and table.has_focus:
-            self.explain("the selected message left the context (folded into a summary or "
-                         "dropped): nothing is selected now; j / k selects again")
+        if view is not None:
+            self._shown_parts = {**shown, **({self._held.key: self._held}
+                                             if self._held is not None else {})}
+            self._shown_order = [k for k, _ in rows]
         if view is not None:
             table.border_subtitle = (f"{len(view.parts)} messages · {view.sent_tokens:,} tok sent"
                                      " · Enter opens · v full screen")
 
     def fill_chart(self) -> None:
-        self.query_one("#chart", UsageChart).points = list(
-            self.mm.live.series.get(self.session_id, []))
+        self.query_one("#chart", UsageChart).points = as_session_budget(
+            list(self.mm.live.series.get(self.session_id, [])),
+            int(self.overview().get("max_tokens") or 0))
 
     def fill_cache(self) -> None:
         table = self.query_one("#cache", SafeTable)
@@ -310,7 +349,10 @@ class SessionScreen(MonitorScreen):
         key = self.query_one("#context", SafeTable).selected_key
         if self.view is None or key is None:
             return None
-        return next((p for p in self.view.parts if p.key == key), None)
+        found = next((p for p in self.view.parts if p.key == key), None)
+        if found is None and self._held is not None and self._held.key == key:
+            return self._held  # a held row: the message as last shown
+        return found
 
     def selected_in(self, table_id: str) -> dict[str, Any] | None:
         key = self.query_one(f"#{table_id}", SafeTable).selected_key
@@ -336,7 +378,9 @@ class SessionScreen(MonitorScreen):
                              f"{reasons_long(item)}")
         elif table.id == "context":
             p = self.selected_part()
-            if p is not None:
+            if p is not None and self._held is not None and p is self._held:
+                self.explain(Text(HELD_TEXT, "yellow"))
+            elif p is not None:
                 ids = ", ".join(map(str, p.entry_ids[:6])) or "-"
                 why = f"message {p.index + 1}: {p.kind}, {p.mark}, entries {ids}"
                 if p.score is not None:
@@ -408,6 +452,8 @@ class SessionScreen(MonitorScreen):
             return
         keys = self._marked_or_selected("context")
         parts = [p for p in (self.view.parts if self.view else []) if p.key in keys]
+        if self._held is not None and self._held.key in keys:  # the held row counts too
+            parts.append(self._held)
         targets = [p for p in parts if len(p.entry_ids) == 1]
         if not targets:
             self.notify("No message selected that is one entry (summaries and markers cannot "

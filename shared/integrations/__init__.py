@@ -1,7 +1,8 @@
-"""Adapters that put memman behind other agent frameworks' memory interfaces.
+"""Adapters that put memman behind other agent frameworks' interfaces.
 
-Each module imports its framework when imported itself (install the matching extra):
-``memman.integrations.openai_agents`` (``memman[agents]``) and
-``memman.integrations.langchain`` (``memman[langchain]``). The MCP server is ``memman.mcp``
-(``memman[mcp]``).
+Each imports its framework only when used, so ``import memman`` stays light:
+``memman.integrations.openai_agents`` (``memman-agent[agents]``),
+``memman.integrations.langchain`` (``memman-agent[langchain]``) and
+``memman.integrations.langgraph`` (``memman-agent[langgraph]``). The MCP server is
+``memman.integrations.mcp_server`` (``memman mcp``; its SDK is a dependency).
 """

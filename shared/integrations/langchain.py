@@ -14,7 +14,7 @@ the entry's metadata (``message_to_dict``), so ``messages`` returns what was add
 ``max_tokens=`` ``messages`` is memman's budgeted context instead (older stretches as their
 summaries), converted with ``langchain_core.messages.convert_to_messages``.
 
-Needs ``langchain-core``: ``pip install 'memman[langchain]'``.
+Needs ``langchain-core``: ``pip install 'memman-agent[langchain]'``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("MemmanChatMessageHistory needs langchain-core: "
-                      "pip install 'memman[langchain]'") from exc
+                      "pip install 'memman-agent[langchain]'") from exc
 
 MESSAGE_KEY = "lc_message"  #: where the original message is kept in an entry's metadata
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool",

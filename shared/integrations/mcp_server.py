@@ -9,11 +9,16 @@ background as ``python -m memman_daemon``, which keeps running after the server 
 
 Tools: remember, recall, search, forget, context, add, sessions. Resources:
 ``memman://session/{id}``, ``memman://user/{id}/memory``, ``memman://tenant/{id}/agent.md``.
-The session, user and tenant each tool works on come from the flags, else from
-``MEMMAN_MCP_SESSION`` / ``MEMMAN_MCP_USER`` / ``MEMMAN_MCP_TENANT``, else ``mcp`` /
-``default`` / ``default``; every tool takes ``session_id`` / ``user_id`` / ``tenant_id`` to
-override them for one call. A memman error comes back as an MCP tool error with memman's
-message; the server keeps serving.
+The user and tenant each tool works on come from the flags, else from ``MEMMAN_MCP_USER`` /
+``MEMMAN_MCP_TENANT``, else ``default``. Each server process is its own session (a new
+conversation of Claude Code starts a new process): ``--session`` or ``MEMMAN_MCP_SESSION`` name
+one to share, else it is named from the client's name (``clientInfo`` of ``initialize``) and
+the time, e.g. ``claude-code-20261124-211503-7f3a``; what the user said in earlier sessions
+reaches it through recall (``context``) and ``search``. Every tool takes ``session_id`` /
+``user_id`` / ``tenant_id`` to override them for one call; ``sessions`` lists the server's user
+and tenant only. A memman error comes back as an MCP tool error with memman's message (a bad
+id names the id, an argument over the message limit gives the limit); the server keeps
+serving, and when no daemon can be reached or started every tool says why.
 
 Ids that tools return and ``forget`` takes name what they point at: ``memory:12`` (a user
 memory record), ``snippet:SESSION#5`` (a scratchpad snippet), ``entry:SESSION#33`` (a session
@@ -27,6 +32,7 @@ import asyncio
 import ipaddress
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -37,17 +43,21 @@ from typing import Annotated, Any, Literal
 
 from memman import names, paths
 from memman.errors import NOT_FOUND, ConnectionLost, MemmanError
+from memman.fullness import fullness
 from memman.paths import daemon_answers
 
 try:
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
     from pydantic import Field
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError("`memman mcp` needs the MCP SDK: pip install 'memman[mcp]'") from exc
+    raise ImportError("`memman mcp` needs the MCP SDK (a dependency of memman-agent); "
+                      "reinstall memman: pipx install --force memman-agent") from exc
 
 ENV_PREFIX = "MEMMAN_MCP_"
 RRF_K = 60  #: reciprocal-rank fusion constant for merging the search sources
+MIN_COVERAGE = 0.25  #: search's relevance floor: share of the query's words a hit must carry
+INT64_MAX = 2**63 - 1  #: ids travel as msgpack integers
 
 INSTRUCTIONS = """memman is this agent's memory manager. Use `remember` to keep a fact, a user
 preference (with key) or a rule (with condition and action); `recall` to read a preference by
@@ -62,11 +72,12 @@ class Settings:
     """Where the server connects and which scopes a call uses unless it names its own."""
 
     socket: str | None = None  #: the daemon socket (default: MEMMAN_SOCKET / the XDG path)
-    session: str = "mcp"
+    session: str | None = None  #: None: this process's own, named at the first tool call
     user: str = "default"
     tenant: str = "default"
     http: tuple[str, int] | None = None  #: (host, port) for streamable HTTP; None = stdio
     no_start: bool = False  #: never start a daemon
+    min_coverage: float = MIN_COVERAGE  #: search's relevance floor
 
     @classmethod
     def from_args(cls, argv: list[str] | None = None,
@@ -74,10 +85,14 @@ class Settings:
         env = dict(os.environ if env is None else env)
         p = argparse.ArgumentParser(prog="memman mcp", description=(
             "An MCP server in front of the memman daemon: stdio by default, streamable HTTP "
-            "on loopback with --http."))
+            "on loopback with --http. Each server process is its own session of the user "
+            "unless --session names one."), epilog=(
+            "`memman mcp config claude-code|claude-desktop|cursor [flags]` prints a "
+            "ready-to-paste config for that client, with the absolute path of this memman."))
         p.add_argument("--socket", default=None, help="daemon socket (env MEMMAN_SOCKET)")
         p.add_argument("--session", default=None,
-                       help="session the tools use (env MEMMAN_MCP_SESSION, default 'mcp')")
+                       help="session the tools use (env MEMMAN_MCP_SESSION; default: a new one "
+                            "per server process, named from the client and the time)")
         p.add_argument("--user", default=None,
                        help="user whose memory the tools use (env MEMMAN_MCP_USER)")
         p.add_argument("--tenant", default=None,
@@ -87,6 +102,10 @@ class Settings:
                             "(env MEMMAN_MCP_HTTP; port 0 picks a free one)")
         p.add_argument("--no-start", action="store_true", default=None,
                        help="do not start a daemon when none is running (env MEMMAN_MCP_NO_START)")
+        p.add_argument("--min-coverage", type=float, default=None, metavar="SHARE",
+                       help="search's relevance floor: the share of the query's words a hit "
+                            f"must contain, 0..1 (env MEMMAN_MCP_MIN_COVERAGE, default "
+                            f"{MIN_COVERAGE})")
         a = p.parse_args(argv)
 
         def pick(flag: str | None, var: str, default: str) -> str:
@@ -99,9 +118,19 @@ class Settings:
             p.error(str(exc))
         no_start = a.no_start if a.no_start is not None else (
             env.get(ENV_PREFIX + "NO_START", "").lower() in ("1", "true", "yes", "on"))
-        return cls(socket=a.socket, session=pick(a.session, "SESSION", "mcp"),
+        floor_text = a.min_coverage if a.min_coverage is not None else env.get(
+            ENV_PREFIX + "MIN_COVERAGE")
+        try:
+            floor = MIN_COVERAGE if floor_text is None else float(floor_text)
+        except ValueError:
+            p.error(f"--min-coverage / MEMMAN_MCP_MIN_COVERAGE: expected a number 0..1, got "
+                    f"{floor_text!r}")
+        if not 0.0 <= floor <= 1.0:
+            p.error(f"--min-coverage / MEMMAN_MCP_MIN_COVERAGE: expected 0..1, got {floor}")
+        return cls(socket=a.socket, session=a.session or env.get(ENV_PREFIX + "SESSION") or None,
                    user=pick(a.user, "USER", "default"),
-                   tenant=pick(a.tenant, "TENANT", "default"), http=addr, no_start=no_start)
+                   tenant=pick(a.tenant, "TENANT", "default"), http=addr, no_start=no_start,
+                   min_coverage=floor)
 
 
 def parse_http(value: str) -> tuple[str, int]:
@@ -145,23 +174,53 @@ def start_daemon(sock: Path, timeout: float = 30.0) -> int:
         if daemon_answers(sock):  # ours, or one another client started at the same moment
             return proc.pid
         if proc.poll() is not None:
-            raise ConnectionLost(f"the memman daemon exited at start (code {proc.returncode}); "
-                                 f"see {log_dir / 'daemon.log'}")
+            if daemon_answers(sock):
+                return proc.pid
+            why = _last_line(log_dir / "daemon.log")
+            raise ConnectionLost(f"no memman daemon answers at {sock}, and the one started "
+                                 f"there exited at once (code {proc.returncode})"
+                                 + (f": {why}" if why else "")
+                                 + f" (log: {log_dir / 'daemon.log'})")
         time.sleep(0.05)
     raise ConnectionLost(f"the memman daemon did not open {sock} within {timeout:.0f} s; "
                          f"see {log_dir / 'daemon.log'}")
 
 
+def _last_line(log: Path) -> str:
+    """The daemon's last log line (why it stopped), without its time and level prefix."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln]
+    return lines[-1][:300] if lines else ""
+
+
 def find_socket(flag: str | None) -> Path:
-    """The daemon socket. MCP clients start servers with a reduced environment, often without
-    ``XDG_RUNTIME_DIR``; then an existing daemon at the usual ``/run/user/UID`` place is used
-    rather than the per-user fallback under /tmp."""
-    path, warning = paths.socket_path(flag)
-    if warning:
-        usual = Path(f"/run/user/{os.getuid()}") / "memman" / paths.SOCKET_NAME
-        if daemon_answers(usual):
-            return usual
-    return path
+    """The daemon socket: the same for the CLI, the TUI and every MCP client of one user,
+    whatever the launcher's environment (``paths.socket_path``: without ``XDG_RUNTIME_DIR``, a
+    stable per-user default)."""
+    return paths.socket_path(flag)[0]
+
+
+def message_limit() -> int:
+    """The largest message the daemon takes (``[limits] max_message_bytes``)."""
+    try:
+        from memman.config import Config
+
+        return int(Config.load().limits.max_message_bytes)
+    except Exception:  # an unreadable config: the daemon's default
+        return 8 * 1024 * 1024
+
+
+def client_session_name(client: str | None, now: float | None = None) -> str:
+    """``claude-code-20261124-211503-7f3a``: the client's name (letters, digits, ``-``), the
+    local time and 4 random hex digits (two servers started in the same second differ)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", (client or "mcp").lower()).strip("-")[:40] or "mcp"
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return f"{slug}-{stamp}-{os.urandom(2).hex()}"
 
 
 _READS = frozenset({names.SESSION_CONTEXT, names.SESSION_GET, names.SESSION_LIST,
@@ -178,6 +237,7 @@ class Daemon:
         self._client: Any = None
         self._lock = asyncio.Lock()
         self.started_pid: int | None = None
+        self.limit = message_limit()
 
     def ensure_running(self) -> None:
         if daemon_answers(self.socket):
@@ -199,6 +259,17 @@ class Daemon:
             return self._client
 
     async def call(self, method: str, *params: Any) -> Any:
+        import msgpack
+
+        try:
+            size = len(msgpack.packb([0, 0, method, list(params)], use_bin_type=True))
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise MemmanError(-32602, f"a value cannot be sent to the daemon: {exc}") from None
+        if size > self.limit:
+            raise MemmanError(-32004, (
+                f"the request is {size:,} bytes; the memman daemon takes at most "
+                f"{self.limit:,} bytes per message ([limits] max_message_bytes). Send less "
+                "text at a time"))
         try:
             return await (await self.client()).call(method, *params)
         except ConnectionLost:
@@ -240,7 +311,21 @@ def coverage(query: str, text: str) -> float:
 
 
 def _tool_error(exc: MemmanError) -> ToolError:
+    if isinstance(exc, ConnectionLost):
+        return ToolError(f"the memman daemon is not available: {exc.message}")
     return ToolError(f"memman error {exc.code}: {exc.message}")
+
+
+_NUMBER = re.compile(r"[0-9]{1,19}")
+
+
+def _number(id: str, ref: str, shape: str) -> int:
+    """The number of an id like ``memory:12``: ASCII digits within int64, else a ToolError
+    naming the id."""
+    if not _NUMBER.fullmatch(ref) or int(ref) > INT64_MAX:
+        raise ToolError(f"bad id {id!r}: expected {shape}, where NUMBER is 0..{INT64_MAX} in "
+                        "digits 0-9")
+    return int(ref)
 
 
 def _transcript(messages: list[dict[str, Any]]) -> str:
@@ -281,9 +366,28 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
         await call(names.SESSION_OPEN, sid, {"user_id": user, "tenant_id": tenant})
         return await call(method, *params)
 
+    own: dict[str, str] = {}  #: this process's session, once named
+
+    def own_session(ctx: Context | None) -> str:
+        """The server's session: --session / MEMMAN_MCP_SESSION, else named once from the
+        client's info (initialize's clientInfo.name) and the time."""
+        if settings.session:
+            return settings.session
+        if "id" not in own:
+            client = None
+            try:
+                params = ctx.request_context.session.client_params if ctx else None
+                client = params.client_info.name if params is not None else None
+            except Exception:  # no request context (a direct call): the generic name
+                client = None
+            own["id"] = client_session_name(client)
+        return own["id"]
+
+    server.memman_session = own_session  # type: ignore[attr-defined]
+
     def scopes(session_id: str | None = None, user_id: str | None = None,
-               tenant_id: str | None = None) -> tuple[str, str, str]:
-        return (session_id or settings.session, user_id or settings.user,
+               tenant_id: str | None = None, ctx: Context | None = None) -> tuple[str, str, str]:
+        return (session_id or own_session(ctx), user_id or settings.user,
                 tenant_id or settings.tenant)
 
     # --- tools ---------------------------------------------------------------------------
@@ -301,8 +405,9 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
         action: Annotated[str | None, Field(description="the rule's action (default: text)")]
         = None,
         session_id: SessionArg = None, user_id: UserArg = None, tenant_id: TenantArg = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
-        sid, user, tenant = scopes(session_id, user_id, tenant_id)
+        sid, user, tenant = scopes(session_id, user_id, tenant_id, ctx)
         if key and condition:
             raise ToolError("give either key (a preference) or condition (a rule), not both")
         if key:
@@ -349,7 +454,7 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
     ) -> dict[str, Any]:
         if not query.strip():
             raise ToolError("query must contain words to search for")
-        _, user, tenant = scopes(session_id, user_id, tenant_id)
+        user, tenant = user_id or settings.user, tenant_id or settings.tenant
         opts = {"limit": limit}
         stored, working, docs = await asyncio.gather(
             call(names.MEMORY_SEARCH, user, "", query, opts),
@@ -374,14 +479,20 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
                                          f"{tenant} (chunk {r['seq']})",
                                "native_score": r["score"]})
         fused: list[dict[str, Any]] = []
+        below = 0
         for hits in sources:
             for rank, h in enumerate(hits):
                 cov = coverage(query, h["text"])
+                if cov < settings.min_coverage or cov == 0.0:
+                    below += 1
+                    continue
                 score = (1.0 / (RRF_K + rank + 1)) * (0.5 + 0.5 * cov)
                 fused.append({**h, "score": round(score, 6), "coverage": round(cov, 3)})
         fused.sort(key=lambda h: (-h["score"], -h["coverage"]))
         return {"query": query, "hits": fused[:limit], "user_id": user, "tenant_id": tenant,
-                "ranking": RANKING}
+                "below_floor": below, "ranking": RANKING + (
+                    f"; hits carrying less than {settings.min_coverage:.0%} of the query's "
+                    "words are left out (below_floor counts them)")}
 
     @server.tool(description=(
         "Forget one thing by the id that remember, search, add or context returned: "
@@ -396,33 +507,31 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
         _, user, tenant = scopes(user_id=user_id, tenant_id=tenant_id)
         kind, sep, ref = id.partition(":")
         if not sep or not ref:
-            raise ToolError(f"id {id!r} must look like memory:12, snippet:SESSION#3, "
+            raise ToolError(f"bad id {id!r}: it must look like memory:12, snippet:SESSION#3, "
                             "entry:SESSION#45, doc:DOC_ID or chunk:7")
         if kind in ("snippet", "entry"):
             sid, hash_, num = ref.rpartition("#")
-            if not hash_ or not sid or not num.isdigit():
-                raise ToolError(f"id {id!r}: expected {kind}:SESSION#NUMBER")
+            if not hash_ or not sid:
+                raise ToolError(f"bad id {id!r}: expected {kind}:SESSION#NUMBER")
+            n = _number(id, num, f"{kind}:SESSION#NUMBER")
             if kind == "snippet":
-                out = await call(names.SCRATCHPAD_EVICT, sid, int(num))
+                out = await call(names.SCRATCHPAD_EVICT, sid, n)
                 return {"forgotten": id, "was_promoted": out.get("was_promoted", False)}
-            out = await call(names.SESSION_REMOVE, sid, int(num))
+            out = await call(names.SESSION_REMOVE, sid, n)
             return {"forgotten": id, "content": out["removed"]["content"],
                     "summaries_relinked": [s["summary_id"] for s in out["summaries"]],
                     "audit_id": out["audit_id"]}
         if kind == "memory":
-            if not ref.isdigit():
-                raise ToolError(f"id {id!r}: expected memory:NUMBER")
-            out = await call(names.MEMORY_FORGET, user, int(ref))
+            out = await call(names.MEMORY_FORGET, user, _number(id, ref, "memory:NUMBER"))
             return {"forgotten": id, "content": out["forgotten"]["content"],
                     "audit_id": out["audit_id"]}
         if kind in ("doc", "chunk"):
-            if kind == "chunk" and not ref.isdigit():
-                raise ToolError(f"id {id!r}: expected chunk:NUMBER")
-            out = await call(names.DOCS_REMOVE, tenant, int(ref) if kind == "chunk" else ref)
+            target = _number(id, ref, "chunk:NUMBER") if kind == "chunk" else ref
+            out = await call(names.DOCS_REMOVE, tenant, target)
             return {"forgotten": f"doc:{out['removed']['doc_id']}", "chunks": out["chunks"],
                     "audit_id": out["audit_id"]}
-        raise ToolError(f"id {id!r}: unknown kind {kind!r}; use memory, snippet, entry, doc "
-                        "or chunk")
+        raise ToolError(f"bad id {id!r}: unknown kind {kind!r}; use memory, snippet, entry, "
+                        "doc or chunk")
 
     @server.tool(description=(
         "The session's history as the LLM should receive it now: fitted to a token budget "
@@ -437,8 +546,9 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
             description="the question about to be answered: older entries about it come "
                         "back into the window (default: the newest user message)")] = None,
         session_id: SessionArg = None, user_id: UserArg = None, tenant_id: TenantArg = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
-        sid, user, tenant = scopes(session_id, user_id, tenant_id)
+        sid, user, tenant = scopes(session_id, user_id, tenant_id, ctx)
         opts: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
         if query:
             opts["query"] = query
@@ -471,8 +581,9 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
             description="for a tool_call: [{id, function: {name, arguments}}]")] = None,
         pinned: Annotated[bool, Field(description="always keep in the context")] = False,
         session_id: SessionArg = None, user_id: UserArg = None, tenant_id: TenantArg = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
-        sid, user, tenant = scopes(session_id, user_id, tenant_id)
+        sid, user, tenant = scopes(session_id, user_id, tenant_id, ctx)
         entry: dict[str, Any] = {"type": type, "content": content, "pinned": pinned}
         for k, v in (("role", role), ("name", name), ("tool_call_id", tool_call_id),
                      ("tool_calls", tool_calls)):
@@ -481,18 +592,28 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
         out = await on_session(sid, user, tenant, names.SESSION_ADD, sid, entry)
         return {"id": f"entry:{sid}#{out['id']}", "tokens": out["tokens"], "session_id": sid}
 
-    @server.tool(description="List memman sessions with their token use against their "
-                             "budget, newest activity first.")
-    async def sessions(user_id: UserArg = None, tenant_id: TenantArg = None) -> dict[str, Any]:
-        filt = {k: v for k, v in (("user_id", user_id), ("tenant_id", tenant_id)) if v}
+    @server.tool(description="List the user's memman sessions (of the server's user and "
+                             "tenant) with their token use against their budget, newest "
+                             "activity first; `current` marks this conversation's.")
+    async def sessions(user_id: UserArg = None, tenant_id: TenantArg = None,
+                       ctx: Context | None = None) -> dict[str, Any]:
+        filt = {"user_id": user_id or settings.user, "tenant_id": tenant_id or settings.tenant}
+        current = own_session(ctx)
         rows = await call(names.SESSION_LIST, filt)
         rows.sort(key=lambda r: -r["updated_at"])
+        points = await asyncio.gather(*[
+            call(names.SESSION_SERIES, r["session_id"], {"limit": 20}) for r in rows])
+        # how full, as the TUI and `memman sessions` say it (memman.fullness)
+        full = [fullness(r, p["points"]).to_json() for r, p in zip(rows, points, strict=True)]
         return {"sessions": [{
             "session_id": r["session_id"], "user_id": r["user_id"], "tenant_id": r["tenant_id"],
             "active_tokens": r["active_tokens"], "max_tokens": r["max_tokens"],
-            "usage": round(r["active_tokens"] / (r["max_tokens"] or 1), 4),
+            "usage": f["sent_usage"], "history_usage": f["history_usage"],
+            "last_request": f["last_request"],
             "entries": r["entries"], "summaries": r["summaries"],
-            "updated_at": r["updated_at"]} for r in rows]}
+            "updated_at": r["updated_at"], "current": r["session_id"] == current}
+            for r, f in zip(rows, full, strict=True)], "user_id": filt["user_id"],
+            "tenant_id": filt["tenant_id"]}
 
     # --- resources -----------------------------------------------------------------------
     async def read(method: str, *params: Any) -> Any:
@@ -551,7 +672,10 @@ def _version() -> str:
 async def serve(settings: Settings) -> None:
     daemon = Daemon(settings)
     server = build_server(settings, daemon)
-    await asyncio.to_thread(daemon.ensure_running)
+    try:
+        await asyncio.to_thread(daemon.ensure_running)
+    except MemmanError as exc:  # serve anyway: every tool says why (and tries again)
+        print(f"memman mcp: {exc.message}", file=sys.stderr, flush=True)
     try:
         if settings.http is None:
             await server.run_stdio_async()
@@ -559,6 +683,19 @@ async def serve(settings: Settings) -> None:
             await serve_http(server, *settings.http)
     finally:
         await daemon.close()
+
+
+def loopback_security(host: str, port: int) -> Any:
+    """DNS-rebinding protection for every loopback bind (127.0.0.2, ::1, localhost, ... alike):
+    the Host header must name a loopback address at this port and an Origin, when sent, must
+    be such an address too; anything else is refused (421 / 403)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    shown = f"[{host}]" if ":" in host else host
+    hosts = sorted({f"{h}:{port}" for h in (shown, "127.0.0.1", "localhost", "[::1]")})
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts])
 
 
 async def serve_http(server: MCPServer, host: str, port: int) -> None:
@@ -574,8 +711,14 @@ async def serve_http(server: MCPServer, host: str, port: int) -> None:
         sock.close()
         raise ConnectionLost(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick "
                              "another port with --http, or 0 for a free one") from None
+    sock.listen(128)  # connections wait in the backlog from the moment the URL is printed
     bound = sock.getsockname()[1]
-    app = server.streamable_http_app(host=host)
+    daemon = getattr(server, "memman_daemon", None)
+    limit = daemon.limit if daemon is not None else 8 * 1024 * 1024
+    # a body up to 4x the daemon's message limit reaches the tools, which name the limit
+    app = server.streamable_http_app(host=host,
+                                     transport_security=loopback_security(host, bound),
+                                     max_request_body_size=max(4 * 1024 * 1024, 4 * limit))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     shown = f"[{host}]" if fam == socket.AF_INET6 else host
     print(f"memman mcp: streamable HTTP at http://{shown}:{bound}/mcp", file=sys.stderr,
@@ -583,7 +726,67 @@ async def serve_http(server: MCPServer, host: str, port: int) -> None:
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
+CLIENTS = ("claude-code", "claude-desktop", "cursor")
+
+
+def launcher(argv0: str | None = None) -> list[str]:
+    """The absolute command that runs this memman: the ``memman`` script being run, else this
+    Python with ``-m memman_cli`` (run from a checkout with ``python -m``)."""
+    arg = argv0 if argv0 is not None else sys.argv[0]
+    found = shutil.which(arg) if os.sep not in arg else arg
+    if found:
+        path = Path(found).absolute()
+        if path.name.startswith("memman") and path.suffix != ".py" and os.access(path, os.X_OK):
+            return [str(path)]
+    return [str(Path(sys.executable).absolute()), "-m", "memman_cli"]
+
+
+def client_config(client: str, argv: list[str], argv0: str | None = None) -> tuple[str, str]:
+    """A ready-to-paste config that starts ``memman mcp`` for ``client`` with the absolute
+    path of the running executable (``argv``: ``memman mcp`` flags to pass on), and where it
+    goes."""
+    cmd = [*launcher(argv0), "mcp", *argv]
+    env = {k: os.environ[k] for k in ("MEMMAN_SOCKET", "MEMMAN_DATA_DIR", "MEMMAN_CONFIG")
+           if os.environ.get(k)}
+    if client == "claude-code":
+        import shlex
+
+        envs = " ".join(f"-e {k}={shlex.quote(v)}" for k, v in env.items())
+        return (f"claude mcp add memman {envs + ' ' if envs else ''}-- "
+                + " ".join(shlex.quote(c) for c in cmd)), "run this in a shell"
+    import json
+
+    entry: dict[str, Any] = {"command": cmd[0], "args": cmd[1:]}
+    if env:
+        entry["env"] = env
+    where = ("claude_desktop_config.json (Claude Desktop: Settings > Developer > Edit Config)"
+             if client == "claude-desktop" else
+             ".cursor/mcp.json in the project, or ~/.cursor/mcp.json for every project")
+    return json.dumps({"mcpServers": {"memman": entry}}, indent=2, ensure_ascii=False), where
+
+
+def config_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="memman mcp config", description=(
+            "Print a ready-to-paste config that starts `memman mcp` for an MCP client, with "
+            "the absolute path of this memman. Flags after the client are passed to `memman "
+            "mcp` (e.g. --user ana --tenant acme)."))
+    p.add_argument("client", choices=CLIENTS)
+    a, rest = p.parse_known_args(argv)
+    Settings.from_args(rest, env={})  # the flags must be ones memman mcp takes
+    text, where = client_config(a.client, rest)
+    print(f"# {where}:", file=sys.stderr)
+    print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "config" in argv[:1] or argv[2:3] == ["config"] and argv[:1] == ["--socket"]:
+        if argv[0] == "--socket":  # memman --socket PATH mcp config ...
+            os.environ["MEMMAN_SOCKET"] = argv[1]
+            argv = argv[2:]
+        return config_main(argv[1:])
     settings = Settings.from_args(argv)
     try:
         asyncio.run(serve(settings))

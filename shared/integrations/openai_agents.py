@@ -26,7 +26,7 @@ memman's budgeted context instead: the history fitted to the budget, older stret
 their summaries, tool calls with their results, converted back to items. ``pop_item()``
 removes the newest entry (``memman_session_pop``, audited).
 
-Needs the Agents SDK: ``pip install 'memman[agents]'``.
+Needs the Agents SDK: ``pip install 'memman-agent[agents]'``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ try:
     from agents.memory import SessionSettings
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("MemmanSession needs the OpenAI Agents SDK: "
-                      "pip install 'memman[agents]'") from exc
+                      "pip install 'memman-agent[agents]'") from exc
 
 ITEM_KEY = "agents_item"  #: where the original item is kept in an entry's metadata
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from memman import SyncClient, names
-from tests.helpers import daemon_env, daemon_process
+from tests.helpers import daemon_env, daemon_process, stop_process
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
@@ -160,3 +160,75 @@ def wait_screen_re(name: str, pattern: re.Pattern[str], polls: int = 300) -> str
             return shown
         time.sleep(0.05)
     raise AssertionError(f"{pattern.pattern!r} never appeared on the screen:\n{shown}")
+
+
+def test_the_selection_stays_put_while_the_demo_runs_and_x_acts_on_it():
+    """`make run`'s situation: demo agents write to the session every fraction of a second;
+    the row the person selected stays selected (held when it leaves the context) and `x`
+    pins that entry without pausing."""
+    with daemon_process() as d:
+        sid = "e2e-01"
+        env = " ".join(f"{k}={v}" for k, v in daemon_env(d.root).items()
+                       if k.startswith(("MEMMAN_", "TIKTOKEN_")))
+        demo = subprocess.Popen([sys.executable, "-m", "memman_cli.demo", "--socket",
+                                 str(d.socket), "--sessions", "1", "--prefix", "e2e",
+                                 "--rate", "1", "--duration", "600", "--max-tokens", "1500"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=daemon_env(d.root))
+        name = f"mm-e2e-{d.proc.pid}-3"
+        try:
+            with SyncClient(d.socket) as c:
+                for _ in range(400):  # the demo's session exists and has a few entries
+                    rows = {r["session_id"]: r for r in c.session_list()}
+                    if sid in rows and rows[sid]["entries"] >= 12:
+                        break
+                    time.sleep(0.05)
+                assert sid in rows, list(rows)
+            tmux("new-session", "-d", "-s", name, "-x", "150", "-y", "44",
+                 f"env -u COLUMNS -u LINES {env} TERM=xterm-256color {sys.executable} -m "
+                 f"memman_tui --socket {d.socket} --refresh 0.25")
+            subprocess.run(["tmux", "resize-window", "-t", name, "-x", "150", "-y", "44"],
+                           capture_output=True)
+            wait_screen(name, sid)
+            tmux("send-keys", "-t", name, "Enter")
+            wait_screen(name, "context as sent")
+            # select a message row that is one entry: walk down until the line names one
+            pattern = re.compile(r"message (\d+): (message|tool_call|tool_result), "
+                                 r"(kept|omitted|summarized), entries (\d+),")
+            target = None
+            for _ in range(8):
+                tmux("send-keys", "-t", name, "j")
+                m = None
+                for _ in range(40):
+                    m = pattern.search(screen(name))
+                    if m:
+                        break
+                    time.sleep(0.05)
+                if m:
+                    target = int(m.group(4))
+                    break
+            assert target is not None, screen(name)
+            with SyncClient(d.socket) as c:
+                def count() -> int:
+                    return next(r["entries"] for r in c.session_list() if r["session_id"] == sid)
+
+                start = count()
+                # the demo keeps writing: wait for many updates under the selection
+                for _ in range(600):
+                    if count() >= start + 12:
+                        break
+                    time.sleep(0.05)
+                assert count() >= start + 12
+            shown = screen(name)
+            # still the same entry: named by the status line (kept, or held after it left)
+            assert (f"entries {target}," in shown or "held here while you act" in shown), shown
+            assert "nothing is selected" not in shown
+            tmux("send-keys", "-t", name, "x")
+            wait_screen(name, f"pinned entry {target}")
+            with SyncClient(d.socket) as c:
+                entries = c.session_get(sid, {"limit": 400})["entries"]
+            assert [e["pinned"] for e in entries if e["id"] == target] == [True]
+            tmux("send-keys", "-t", name, "q")
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+            stop_process(demo)

@@ -168,7 +168,7 @@ async def _own_row(c, sid: str, entry_id: int) -> bool:
     return any(p["entry_ids"] == [entry_id] for p in answer["parts"])
 
 
-async def test_selection_follows_its_entry_and_clears_when_it_is_folded_away():
+async def test_selection_follows_its_entry_and_is_held_when_it_leaves_the_context():
     async with running_daemon() as d, d.client() as c:
         await c.session_open("s1", {"user_id": "alice", "max_tokens": 600})
         await c.session_add("s1", {"type": "context", "role": "system", "pinned": True,
@@ -199,24 +199,34 @@ async def test_selection_follows_its_entry_and_clears_when_it_is_folded_away():
             # followed its entry to its new place (rows above it folded into a summary)
             assert table.selected_key == key
             assert table.get_row_index(key) == table.cursor_row != row_before
-            # a selected entry that goes away: the selection clears, never jumps
+            # a selected entry that leaves the context: the row is held, still selected, and
+            # the person's key acts on it (x pins it back into the context)
             victim = next(p for p in screen.view.parts if p.kind == "message"
                           and p.entry_ids and p.entry_ids[0] not in (keep,))
             table.select_key(victim.key)
+            table.focus()
             m = 0
             while await _own_row(c, "s1", victim.entry_ids[0]) and m < 60:
                 for _ in range(5):
                     await c.session_add("s1", {"role": "user", "content": f"more {m} "
                                                + "filler " * 12})
                     m += 1
-            await wait_for(pilot, lambda: table.selected_key is None, "the selection to clear")
-            assert not table.show_cursor
-            assert "nothing is selected" in str(screen.query_one("#why").render())
-            pinned_before = [e["pinned"] for e in (await c.session_get("s1"))["entries"]]
-            await pilot.press("x")  # nothing selected: nothing pinned or unpinned
-            await pilot.pause()
-            assert app.screen is screen
-            assert [e["pinned"] for e in (await c.session_get("s1"))["entries"]] == pinned_before
+            await wait_for(pilot, lambda: all(p.key != victim.key for p in screen.view.parts),
+                           "the entry to leave the context")
+            await wait_for(pilot, lambda: "held" in str(table.get_row(victim.key)[3]),
+                           "the held row")
+            assert table.selected_key == victim.key and table.show_cursor
+            assert table.get_row_index(victim.key) == table.cursor_row
+            assert "held here while you act" in str(screen.query_one("#why").render())
+            await pilot.press("x")
+            await wait_for(pilot, lambda: any(e["id"] == victim.entry_ids[0] and e["pinned"]
+                                              for e in screen.detail.session["entries"])
+                           if isinstance(screen.detail.session, dict) else False, "the pin")
+            await wait_for(pilot, lambda: any(p.key == victim.key and p.mark == "pinned"
+                                              for p in screen.view.parts), "back in context")
+            # moving on ends the hold: a row that is not in the context is not shown again
+            await pilot.press("g")
+            assert table.selected_key != victim.key
 
 
 async def test_unpin_of_a_system_entry_asks_with_its_text_and_u_restores_it():
@@ -390,3 +400,64 @@ async def test_the_header_shows_the_embedder_and_a_reembeds_progress():
             header.show_stats(stats, 0.0)
             shown = str(header.render())  # read at once: the next stats tick redraws it
             assert f"{model_id}, re-embedding 1,200/5,000 (24%, 900/s)" in shown
+
+
+async def test_one_number_for_how_full_after_a_request_with_its_own_budget():
+    """After `memman context chat-1 --max-tokens 60` on a session of 8,000 tokens, the
+    overview, the session gauge and `memman sessions --json` report the same fullness against
+    the session's budget, and the small request is shown as such."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from memman.fullness import fullness
+    from memman_tui.screens.overview import OverviewScreen
+
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("chat-1", {"user_id": "ana", "max_tokens": 8000})
+        await c.session_add("chat-1", {"role": "system", "content": "You are terse."})
+        for i in range(6):
+            await c.session_add("chat-1", {"role": "user" if i % 2 == 0 else "assistant",
+                                           "content": f"turn {i}: the invoice total is {i}00"})
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot)
+            # before any request: the overview shows the preview, marked
+            await wait_for(pilot, lambda: "*" in str(
+                app.screen.query_one("#sessions").get_row("chat-1")[2]), "the preview")
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "memman_cli.cli", "--socket", str(d.socket), "sessions",
+                "--json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            out, _ = await proc.communicate()
+            assert json.loads(out)[0]["fullness"]["preview"] is True
+            screen = await open_session(pilot, "chat-1")
+            before = screen.fullness()
+            assert before.preview and "sent (preview)" in str(
+                screen.query_one("#fullness").render())
+            small = await c.session_context("chat-1", {"max_tokens": 60})
+            assert small["budget"] == 60
+            await wait_for(pilot, lambda: not screen.fullness().preview, "the usage point")
+            gauge = screen.fullness()
+            text = str(screen.query_one("#fullness").render())
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, OverviewScreen), "overview")
+            row = app.screen.query_one("#sessions").get_row("chat-1")
+            sent_cell, hist_cell = str(row[2]), str(row[3])
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "memman_cli.cli", "--socket", str(d.socket), "sessions",
+            "--json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = await proc.communicate()  # the daemon runs in this loop: never block it
+        assert proc.returncode == 0, err
+        listed = {r["session_id"]: r for r in json.loads(out)}
+        f = listed["chat-1"]["fullness"]
+    assert gauge.budget == f["budget"] == 8000
+    assert gauge.sent_tokens == f["sent_tokens"] == small["tokens"]
+    assert gauge.history_tokens == f["history_tokens"]
+    assert f["sent_usage"] == round(small["tokens"] / 8000, 4) < 0.05
+    assert f["last_request"] == {"tokens": small["tokens"], "budget": 60}
+    assert f"last request: {small['tokens']} / 60" in text
+    assert f"{small['tokens']:,}/8,000" in text
+    assert sent_cell.strip().endswith(f"{f['sent_usage']:.0%}".rjust(3)) or \
+        f"{f['sent_usage'] * 100:3.0f}%".strip() in sent_cell
+    assert f"{f['history_usage'] * 100:3.0f}%".strip() in hist_cell
+    assert fullness(listed["chat-1"], []).sent_tokens is None  # no points: nothing claimed

@@ -1,0 +1,104 @@
+"""MemmanStore as LangGraph uses it: a compiled StateGraph whose nodes put and search through
+the store, against a real daemon; and the BaseStore operations one by one (sync and async)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore
+
+from memman.integrations.langgraph import MemmanStore, memory_key, parse_key
+from memman.sync_client import SyncClient
+from tests.helpers import DaemonProcess, daemon_process
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[DaemonProcess]:
+    with daemon_process() as dp:
+        yield dp
+
+
+class State(TypedDict, total=False):
+    user: str
+    said: str
+    found: list[str]
+
+
+def remember(state: State, *, store: BaseStore) -> State:
+    store.put(("memories", state["user"]), f"m{len(state['said'])}", {"text": state["said"]})
+    return {}
+
+
+def recall(state: State, *, store: BaseStore) -> State:
+    hits = store.search(("memories", state["user"]), query="which pet and its name", limit=3)
+    return {"found": [h.value["text"] for h in hits]}
+
+
+def test_a_compiled_graph_uses_it(daemon: DaemonProcess) -> None:
+    store = MemmanStore(user_id="ana", socket=str(daemon.socket))
+    builder = StateGraph(State)
+    builder.add_node("remember", remember)
+    builder.add_node("recall", recall)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", "recall")
+    builder.add_edge("recall", END)
+    graph = builder.compile(store=store)
+    graph.invoke({"user": "ana", "said": "Ana's pet is a cat called Mirabelle."})
+    graph.invoke({"user": "ana", "said": "Ana prefers meetings after ten."})
+    out = graph.invoke({"user": "ana", "said": "Ana's pet name was chosen by her niece."})
+    assert any("Mirabelle" in t for t in out["found"]), out
+    # it is memman user memory: durable, and found by memman's own search
+    with SyncClient(daemon.socket) as mm:
+        keys = [r["key"] for r in mm.memory_list("ana", "semantic", {})["records"]]
+        assert memory_key(("memories", "ana"), "m36") in keys and len(keys) == 3
+        res = mm.memory_search("ana", "semantic", "Mirabelle")["results"]
+        assert res and "Mirabelle" in res[0]["content"]
+    store.close()
+
+
+async def test_the_base_store_operations(daemon: DaemonProcess) -> None:
+    store = MemmanStore(user_id="bo", socket=str(daemon.socket))
+    ns = ("users", "bo", "prefs")
+    store.put(ns, "editor", {"name": "vim", "kind": "tool", "rank": 1})
+    store.put(ns, "shell", {"name": "fish", "kind": "tool", "rank": 2})
+    store.put(("users", "bo", "notes"), "n/1:x", {"text": "the deploy key rotates", "kind": "note"})
+    item = store.get(ns, "editor")
+    assert item is not None and item.value == {"name": "vim", "kind": "tool", "rank": 1}
+    assert item.namespace == ns and item.key == "editor"
+    store.put(ns, "editor", {"name": "helix", "kind": "tool", "rank": 1})
+    assert store.get(ns, "editor").value["name"] == "helix"
+    assert store.get(ns, "nothing") is None
+    # search by prefix, with a filter, with a query
+    assert {i.key for i in store.search(("users", "bo"))} == {"editor", "shell", "n/1:x"}
+    assert {i.key for i in store.search(("users",), filter={"kind": "tool"})} == {"editor",
+                                                                                  "shell"}
+    assert [i.key for i in store.search(ns, filter={"rank": {"$gt": 1}})] == ["shell"]
+    hits = store.search(("users", "bo"), query="deploy key")
+    assert hits and hits[0].key == "n/1:x" and hits[0].score is not None
+    assert store.search(("users", "bo"), limit=1, offset=1) != []
+    # namespaces
+    assert store.list_namespaces() == [("users", "bo", "notes"), ("users", "bo", "prefs")]
+    assert store.list_namespaces(suffix=("prefs",)) == [("users", "bo", "prefs")]
+    assert store.list_namespaces(prefix=("users", "*"), max_depth=2) == [("users", "bo")]
+    # delete, and put None
+    store.delete(ns, "shell")
+    assert store.get(ns, "shell") is None
+    store.put(ns, "editor", None)
+    assert store.search(ns) == []
+    # the async variants
+    await store.aput(ns, "lang", {"name": "python"})
+    assert (await store.aget(ns, "lang")).value == {"name": "python"}
+    assert [i.key for i in await store.asearch(ns)] == ["lang"]
+    assert ("users", "bo", "prefs") in await store.alist_namespaces()
+    await store.adelete(ns, "lang")
+    assert await store.aget(ns, "lang") is None
+    store.close()
+
+
+def test_keys_round_trip() -> None:
+    for ns, key in ((("a",), "k"), (("a/b", "c:d"), "e:f/g"), (("ü", "x y"), "%41")):
+        assert parse_key(memory_key(ns, key)) == (ns, key)
+    assert parse_key("editor") is None

@@ -69,10 +69,9 @@ async def test_each_server_process_is_its_own_session_of_the_user() -> None:
         with SyncClient(dp.socket) as mm:
             owners = {r["session_id"]: r["user_id"] for r in mm.session_list()}
         assert owners[first] == owners[second] == "ana"
-        # memory carries across through recall: what ana told the first comes back
-        if "Mirabelle" not in ctx["text"]:
-            pytest.xfail("the recall index (every entry of a user's sessions retrievable in "
-                         "the user's other sessions' context) is not merged yet")
+        # memory carries across through recall: what ana told the first comes back, dated
+        # and with its source session
+        assert "Mirabelle" in ctx["text"] and f"session {first}" in ctx["text"]
 
 
 async def test_an_explicit_session_is_shared() -> None:

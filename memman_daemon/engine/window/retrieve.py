@@ -58,7 +58,7 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
                    sessions: dict[str, Session],
                    superseded: Callable[[Session], dict[int, int]]) -> Retrieval:
     out = Retrieval(query, query_id)
-    if index is None or not query or not s.entries:
+    if index is None or not query:
         return out
     c = index.corpus_of(s)
     hits = index.retrieve(c, query, await index.query_vectors(query))

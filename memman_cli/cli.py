@@ -36,6 +36,23 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
+def recall_label(rec: dict) -> str:
+    """The recall index in one line: its scope, entries, and the embedding backlog draining."""
+    if rec.get("scope") == "off":
+        return "off ([recall] scope)"
+    line = (f"{rec.get('entries', 0):,} entries of {rec.get('corpora', 0)} user(s), "
+            f"scope {rec.get('scope')}")
+    pending = rec.get("pending_vectors") or 0
+    if pending:
+        rate = rec.get("drain_per_s") or 0
+        eta = f", ~{pending / rate:.0f}s left" if rate else ""
+        line += (f"; {pending:,} vectors pending, embedding {rate:.0f}/s{eta} (the static "
+                 "model stands in meanwhile)")
+    else:
+        line += "; every vector embedded"
+    return line
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     try:
         with _client(args) as c:
@@ -68,6 +85,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  embeddings {embeddings_label(emb)}")
         if emb.get("search_model_installed") is False and emb.get("provider") == "local":
             print(f"  {SEARCH_MODEL_MISSING}")
+    rec = stats.get("recall") or {}
+    if rec:
+        print(f"  recall     {recall_label(rec)}")
     shared = stats.get("shared") or {}
     if shared.get("backend") == "postgresql":
         line = f"  shared     {shared.get('dsn')} — {shared.get('state')}"

@@ -448,6 +448,22 @@ class MemmanApp(App):
             return False
         return True
 
+    def on_context_screen_exclude_recalled(self, message: ContextScreen.ExcludeRecalled) -> None:
+        self.exclude_recalled(message.session_id, message.line.entry_id, message.line.session_id)
+
+    @work(group="actions")
+    async def exclude_recalled(self, session_id: str, entry_id: int, source: str) -> None:
+        """This session stops recalling an entry of an earlier session (audited; u undoes)."""
+        if not self.can_change("exclude from recall"):
+            return
+        assert self.backend is not None
+        result = await self.backend.recall_exclude(session_id, entry_id)
+        if not self.report("exclude from recall", result):
+            return
+        self.notify(f"session {session_id} no longer recalls entry {entry_id} of session "
+                    f"{source} (u undoes)")
+        self._after_change()
+
     @work(group="actions")
     async def pin_entries(self, session_id: str, pins: list[tuple[int, bool, Any, bool]]) -> None:
         """``pins``: (entry id, pin it?, the part shown, is it a system entry?). Pinning or

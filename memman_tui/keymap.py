@@ -17,7 +17,8 @@ GLOBAL: list[Key] = [
     ("plus,equals_sign", "faster", "Faster", "Refresh more often (shorter interval)", False),
     ("minus", "slower", "Slower", "Refresh less often (longer interval)", False),
     ("z", "pause", "Pause", "Freeze the whole screen (a banner shows while paused)", True),
-    ("u", "undo", "Undo", "Undo your last pin, unpin, evict or promotion (through the daemon)",
+    ("u", "undo", "Undo", "Undo your last pin, unpin, evict, promotion or recall exclusion "
+     "(through the daemon)",
      True),
     ("m", "memory", "Memory", "User memory and business context of the selected user", False),
     ("C", "clients", "Clients", "Who is connected: name, pid, since, req/s, subscriptions",
@@ -65,6 +66,8 @@ CONTEXT: list[Key] = [
     ("enter", "open", "Open", "Open the selected message in full", True),
     ("y", "copy", "Copy", "Copy the selected message's text", True),
     ("w", "write_json", "Write JSON", "Write the whole list as JSON to a file", True),
+    ("d", "exclude", "Don't recall",
+     "Stop recalling the selected earlier-session line in this session (u undoes)", True),
     *PANELS[:1],
 ]
 

@@ -14,14 +14,16 @@ from typing import Any
 
 #: every kind a part may have, in the order the breakdown lists them
 KINDS: tuple[str, ...] = (
-    "system_prompt", "pinned", "context", "rolling_summary", "linked_summary", "gap_summary",
-    "omission_marker", "message", "tool_call", "tool_result", "cached_tool_result")
+    "system_prompt", "pinned", "context", "recalled", "rolling_summary", "linked_summary",
+    "gap_summary", "relevant_lines", "omission_marker", "message", "tool_call", "tool_result",
+    "cached_tool_result")
 #: what takes room besides the messages (breakdown keys that are not part kinds)
 EXTRA = ("reply_priming", "tool_definitions", "free")
 #: kinds (and extras) that are the budget's reserved segment: not history, still sent
 RESERVED = ("cached_tool_result", "tool_definitions")
 
 LABEL = {"system_prompt": "system prompt", "pinned": "pinned", "context": "context",
+         "recalled": "recalled from earlier sessions", "relevant_lines": "matching lines",
          "rolling_summary": "rolling summary", "linked_summary": "linked summary",
          "gap_summary": "gap summary", "omission_marker": "omission marker",
          "message": "message", "tool_call": "tool call", "tool_result": "tool result",
@@ -30,11 +32,13 @@ LABEL = {"system_prompt": "system prompt", "pinned": "pinned", "context": "conte
          "free": "free space"}
 #: the kind as a table column shows it (narrow)
 SHORT_LABEL = {"system_prompt": "system", "pinned": "pinned", "context": "context",
+               "recalled": "recalled", "relevant_lines": "lines",
                "rolling_summary": "rolling sum", "linked_summary": "linked sum",
                "gap_summary": "gap sum", "omission_marker": "omitted", "message": "message",
                "tool_call": "tool call", "tool_result": "tool result",
                "cached_tool_result": "cached tool"}
 STYLE = {"system_prompt": "magenta", "pinned": "bright_magenta", "context": "orchid",
+         "recalled": "bright_cyan", "relevant_lines": "cyan",
          "rolling_summary": "cyan", "linked_summary": "dark_cyan", "gap_summary": "turquoise4",
          "omission_marker": "grey50", "message": "green", "tool_call": "yellow",
          "tool_result": "dark_goldenrod", "cached_tool_result": "blue",
@@ -53,6 +57,8 @@ class Part:
     entry_ids: list[int] = field(default_factory=list)
     summary_id: int | None = None
     score: float | None = None
+    #: kind ``recalled``: each line's source (entry_id, session_id, date), in line order
+    sources: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def role(self) -> str:
@@ -85,6 +91,29 @@ class Part:
         if self.message.get("tool_call_id"):
             return f"t{self.message['tool_call_id']}"
         return f"{self.kind}:{self.index}"
+
+
+@dataclass
+class RecalledLine:
+    """One line of the ``recalled`` part: an entry of another of the user's sessions."""
+
+    entry_id: int
+    session_id: str
+    date: str
+    text: str  #: the line as the LLM reads it
+    tokens: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"r{self.entry_id}"
+
+
+def recalled_lines(p: Part) -> list[RecalledLine]:
+    """The recalled part's lines with their sources (the header line left out)."""
+    lines = [ln for ln in p.text.splitlines()[1:] if ln.strip()]
+    return [RecalledLine(int(src.get("entry_id", 0)), str(src.get("session_id", "")),
+                         str(src.get("date", "")), line)
+            for src, line in zip(p.sources, lines, strict=False)]
 
 
 @dataclass
@@ -136,7 +165,8 @@ def read_answer(answer: dict[str, Any]) -> SentView:
         raw_parts = fallback_parts(answer)
     parts = [Part(i, str(p.get("kind") or "message"), int(p.get("tokens") or 0),
                   str(p.get("mark") or "kept"), m, [int(x) for x in p.get("entry_ids") or []],
-                  p.get("summary_id"), p.get("score"))
+                  p.get("summary_id"), p.get("score"),
+                  [x for x in p.get("sources") or [] if isinstance(x, dict)])
              for i, (p, m) in enumerate(zip(raw_parts, messages, strict=True))]
     sent = int(answer.get("sent_tokens", answer.get("tokens")) or 0)
     history = int(answer.get("history_tokens", answer.get("full_tokens")) or 0)

@@ -1,6 +1,7 @@
 """The `memman` command against a daemon subprocess."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -28,6 +29,7 @@ def test_status_sessions_show_against_a_daemon_subprocess() -> None:
         r = memman("--socket", sock, "status")
         assert r.returncode == 0, r.stderr
         assert "running" in r.stdout and "o200k_base" in r.stdout  # the default model's own encoding
+        assert re.search(r"recall +1 entries of 1 user\(s\), scope user", r.stdout), r.stdout
         j = json.loads(memman("--socket", sock, "--json", "status").stdout)
         assert j["running"] and j["sessions"] == 1
         rows = json.loads(memman("--socket", sock, "--json", "sessions").stdout)

@@ -210,3 +210,12 @@ def test_status_says_when_the_search_model_is_missing(monkeypatch, capsys) -> No
     assert cli.main(["status"]) == 0
     out = capsys.readouterr().out
     assert "not installed" not in out and "[llm] enabled = false" in out
+
+
+def test_recall_label_shows_the_embedding_backlog_draining() -> None:
+    from memman_cli.cli import recall_label
+    busy = recall_label({"scope": "user", "corpora": 2, "entries": 1200,
+                         "pending_vectors": 600, "drain_per_s": 300.0})
+    assert "600 vectors pending, embedding 300/s, ~2s left" in busy
+    assert "every vector embedded" in recall_label({"scope": "user", "corpora": 1, "entries": 3})
+    assert recall_label({"scope": "off"}).startswith("off")

@@ -22,12 +22,13 @@ from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
 from memman_tui.live import Drained
 from memman_tui.screens.base import MonitorScreen
-from memman_tui.sent import LABEL, SHORT_LABEL, STYLE, Part, SentView
+from memman_tui.sent import LABEL, SHORT_LABEL, STYLE, Part, RecalledLine, SentView, recalled_lines
 from memman_tui.widgets.banner import Banner, RateLabel
 from memman_tui.widgets.breakdown import breakdown_rows, fullness_text, kind_bar
 from memman_tui.widgets.safe_table import SafeTable
 
-MARK_STYLE = {"kept": "green", "summarized": "cyan", "omitted": "grey62", "pinned": "bold magenta"}
+MARK_STYLE = {"kept": "green", "summarized": "cyan", "omitted": "grey62", "pinned": "bold magenta",
+              "recalled": "bright_cyan"}
 
 
 def part_cells(p: Part, content_width: int) -> tuple[Any, ...]:
@@ -36,6 +37,28 @@ def part_cells(p: Part, content_width: int) -> tuple[Any, ...]:
         content = content[: max(1, content_width - 1)] + "…"
     return (str(p.index + 1), Text(SHORT_LABEL.get(p.kind, p.kind), STYLE.get(p.kind, "")),
             f"{p.tokens:,}", Text(p.mark, MARK_STYLE.get(p.mark, "")), Text(content))
+
+
+def recalled_cells(p: Part, line: RecalledLine, content_width: int) -> tuple[Any, ...]:
+    content = line.text.removeprefix("- ")
+    if len(content) > content_width:
+        content = content[: max(1, content_width - 1)] + "…"
+    return (str(p.index + 1), Text("recalled", STYLE["recalled"]), "",
+            Text(f"{line.session_id}", "bright_cyan"), Text(content))
+
+
+def part_rows(view: SentView, width: int) -> list[tuple[str, tuple[Any, ...]]]:
+    """One row per message; the recalled part as one row per recalled entry, with its source
+    session (the entry a person may exclude with d)."""
+    rows: list[tuple[str, tuple[Any, ...]]] = []
+    for p in view.parts:
+        lines = recalled_lines(p) if p.kind == "recalled" else []
+        if not lines:
+            rows.append((p.key, part_cells(p, width)))
+            continue
+        rows.append((p.key, part_cells(p, width)))
+        rows.extend((ln.key, recalled_cells(p, ln, width)) for ln in lines)
+    return rows
 
 
 def export_path(directory: str | None, session_id: str, now: float) -> Path:
@@ -121,7 +144,7 @@ class ContextScreen(MonitorScreen):
         view = self.view
         table = self.query_one("#parts", SafeTable)
         width = max(12, (table.size.width or self.size.width - 38) - 40)
-        rows = [] if view is None else [(p.key, part_cells(p, width)) for p in view.parts]
+        rows = [] if view is None else part_rows(view, width)
         table.refill(rows)
         self.query_one("#fullness", Static).update(fullness_text(view, self.size.width))
         if view is None:
@@ -155,6 +178,32 @@ class ContextScreen(MonitorScreen):
         if self.view is None or table.selected_key is None:
             return None
         return next((p for p in self.view.parts if p.key == table.selected_key), None)
+
+    def selected_recalled(self) -> RecalledLine | None:
+        table = self.query_one("#parts", SafeTable)
+        if self.view is None or table.selected_key is None:
+            return None
+        for p in self.view.parts:
+            for ln in recalled_lines(p) if p.kind == "recalled" else []:
+                if ln.key == table.selected_key:
+                    return ln
+        return None
+
+    def action_exclude(self) -> None:
+        line = self.selected_recalled()
+        if line is None:
+            self.notify("Select a recalled line (kind 'recalled') to exclude it from this "
+                        "session's recall", severity="warning")
+            return
+        self.post_message(self.ExcludeRecalled(self.session_id, line))
+
+    class ExcludeRecalled(Message):
+        """A person asked that this session stop recalling an entry (the app acts on it)."""
+
+        def __init__(self, session_id: str, line: RecalledLine) -> None:
+            super().__init__()
+            self.session_id = session_id
+            self.line = line
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "parts":

@@ -271,12 +271,15 @@ async def load_session(client: Any, fx: FixtureSession, session_id: str | None =
 
 
 async def settle(client: Any, sid: str, timeout_s: float = 60.0) -> bool:
-    """Wait (bounded) until the daemon has nothing left to compress automatically."""
+    """Wait (bounded) until the daemon has nothing left to compress automatically and the
+    recall index has every entry's vector (retrieval ranks with the search model)."""
     deadline = time.monotonic() + timeout_s
     while True:
         p = await client.call("memman_session_preview", sid, {})
         comp = p.get("compaction") or {}
-        if not comp.get("automatic") or not comp.get("entry_ids"):
+        pending = ((await client.call("memman_stats")).get("recall") or {}).get(
+            "pending_vectors")
+        if (not comp.get("automatic") or not comp.get("entry_ids")) and not pending:
             return True
         if time.monotonic() > deadline:
             return False

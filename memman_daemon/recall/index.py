@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from array import array
 from collections import OrderedDict, deque
@@ -327,6 +328,26 @@ class RecallIndex(Component):
             self._queries.popitem(last=False)
         return got
 
+    async def retrieve_facets(self, c: Corpus, query: str) -> Hits:
+        """``retrieve`` for a question that asks for several things: each facet (the whole
+        question, and each of its clauses when it is long) is retrieved on its own and a row
+        keeps its best facet's score — the facets' rankings interleave, so every thing asked
+        for gets its best hits, not only the words the question repeats most."""
+        parts = facets(query)
+        # every vector first: the corpus may grow while one is awaited, the scoring below
+        # runs without a pause, over one size
+        vecs = [await self.query_vectors(f) for f in parts]
+        hits = self.retrieve(c, query, vecs[0])
+        for f, qv in zip(parts[1:], vecs[1:], strict=True):
+            more = self.retrieve(c, f, qv)
+            better = more.fused > hits.fused
+            if better.any():
+                hits.fused = np.where(better, more.fused, hits.fused)
+                for name in ("bm25", "bm25_rank", "cosine", "vector_rank", "stand_in"):
+                    setattr(hits, name, np.where(better, getattr(more, name),
+                                                 getattr(hits, name)))
+        return hits
+
     def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, Any]) -> Hits:
         """Every row of ``c`` scored against ``query``: BM25 and cosine, fused by RRF."""
         n = c.n
@@ -370,12 +391,11 @@ class RecallIndex(Component):
         """``memman_memory_search`` type ``session``: the user's session entries, best first,
         through the same retriever as the window (private entries never; one session with
         ``session_id``)."""
-        qv = await self.query_vectors(query)
         out: list[dict[str, Any]] = []
         for key, c in self.corpora.items():
             if key[1] != user_id and not (key[1] == "" and self.config.recall.scope == "tenant"):
                 continue
-            hits = self.retrieve(c, query, qv)
+            hits = await self.retrieve_facets(c, query)
             mask = c.alive() & (np.frombuffer(c.private, dtype=np.int8, count=c.n) == 0)
             if session_id is not None:
                 mask &= c.of_session(session_id)
@@ -514,6 +534,26 @@ class RecallIndex(Component):
                 return False
             await asyncio.sleep(0.02)
         return True
+
+
+_CLAUSE = re.compile(r"[.?!;:]\s+|,\s+|\s+(?:and|also|plus|as well as)\s+", re.I)
+FACET_MIN_WORDS = 14  #: a question shorter than this is one facet
+MAX_FACETS = 12
+
+
+def facets(query: str) -> list[str]:
+    """The whole question first, then its clauses when it is long enough to ask for several
+    things (each with an informative word)."""
+    out = [query]
+    if len(query.split()) < FACET_MIN_WORDS:
+        return out
+    for clause in _CLAUSE.split(query[:4000]):
+        clause = clause.strip(" ()")
+        if text_terms(clause) and clause not in out:
+            out.append(clause)
+        if len(out) > MAX_FACETS:
+            break
+    return out
 
 
 def _ranks(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:

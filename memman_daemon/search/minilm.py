@@ -29,6 +29,8 @@ import importlib.util
 import logging
 import math
 import os
+import subprocess
+import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -43,6 +45,7 @@ MODEL = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256  #: the model's max_seq_length; longer texts are cut (its training length)
 BATCH = 32  #: texts per run: similar lengths together, little padding
+RUN_AREA = 32 * 96 * 96  #: texts x length^2 of one run at most (its attention memory)
 _LAYERS = 6
 _HEADS = 12
 _OPSET = 17  #: LayerNormalization is an ONNX operator from 17 on
@@ -175,34 +178,53 @@ def build_graph(w: dict[str, np.ndarray]) -> Any:
 _quantize_lock = threading.Lock()
 
 
+def _int8_path(zf: zipfile.ZipFile, cache_dir: Path) -> Path:
+    import onnxruntime
+
+    return cache_dir / f"{MODEL}-int8-{_fingerprint(zf)}-ort{onnxruntime.__version__}.onnx"
+
+
+def _make_int8(zf: zipfile.ZipFile, target: Path) -> None:
+    """Build the fp32 graph from the shipped weights and quantize it to ``target`` (written
+    to a temporary name, then renamed, so a crash leaves no half file under the real name)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    fp32 = target.with_name(f".{target.stem}.fp32.{os.getpid()}.onnx")
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp.onnx")
+    try:
+        onnx.save(build_graph(_weights(zf)), str(fp32))
+        logging.getLogger("root").disabled = True  # its "consider pre-processing" hint
+        try:
+            quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
+        finally:
+            logging.getLogger("root").disabled = False
+        tmp.replace(target)
+    finally:
+        fp32.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+
+
 def _quantized(zf: zipfile.ZipFile, cache_dir: Path) -> Path:
     """The int8 model file in ``cache_dir``, made once from the shipped weights (written to a
     temporary name, then renamed, so a crash leaves no half file under the real name). Later
     loads read neither the weights nor the fp32 graph: less memory and time at start."""
-    import onnx
-    import onnxruntime
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
     cache_dir.mkdir(parents=True, exist_ok=True)
-    target = cache_dir / (f"{MODEL}-int8-{_fingerprint(zf)}-"
-                          f"ort{onnxruntime.__version__}.onnx")
+    target = _int8_path(zf, cache_dir)
     with _quantize_lock:
         if target.is_file():
             return target
         log.info("making the int8 %s model in %s (once)", MODEL, cache_dir)
-        fp32 = cache_dir / f".{target.stem}.fp32.{os.getpid()}.onnx"
-        tmp = cache_dir / f".{target.stem}.{os.getpid()}.tmp.onnx"
-        try:
-            onnx.save(build_graph(_weights(zf)), str(fp32))
-            logging.getLogger("root").disabled = True  # its "consider pre-processing" hint
-            try:
-                quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
-            finally:
-                logging.getLogger("root").disabled = False
-            tmp.replace(target)
-        finally:
-            fp32.unlink(missing_ok=True)
-            tmp.unlink(missing_ok=True)
+        # in a child process: building and quantizing the graph peaks at ~0.5 GB, which the
+        # daemon would otherwise keep as its resident size for good
+        done = subprocess.run([sys.executable, "-m", "memman_daemon.search.minilm",
+                               "quantize", str(cache_dir)], capture_output=True, text=True,
+                              timeout=600, check=False)
+        if done.returncode == 0 and target.is_file():
+            return target
+        log.warning("quantizing in a child process failed (%s); quantizing here",
+                    (done.stderr or "").strip().splitlines()[-1:] or done.returncode)
+        _make_int8(zf, target)
     return target
 
 
@@ -224,6 +246,9 @@ class MiniLM:
         opts.intra_op_num_threads = 1  # the daemon's other work needs the other core
         opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # no arena: a batch of long texts would otherwise keep its peak (hundreds of MB) for
+        # good; the daemon embeds every session entry in the background
+        opts.enable_cpu_mem_arena = False
         opts.log_severity_level = 3
         def session(source: Any) -> Any:
             return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
@@ -262,9 +287,16 @@ class MiniLM:
             return out
         encs = self._tok.encode_batch([t if t.strip() else "." for t in texts])
         order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
-        for start in range(0, len(order), BATCH):
-            idx = order[start:start + BATCH]
-            out[idx] = self._run([encs[i].ids for i in idx])
+        run: list[int] = []
+        for i in order:
+            n = len(encs[i].ids)
+            # attention memory grows with texts x length^2: long texts go in smaller runs
+            if run and (len(run) >= BATCH or (len(run) + 1) * n * n > RUN_AREA):
+                out[run] = self._run([encs[j].ids for j in run])
+                run = []
+            run.append(i)
+        if run:
+            out[run] = self._run([encs[j].ids for j in run])
         return out
 
     def _run(self, seqs: list[list[int]]) -> np.ndarray:
@@ -280,3 +312,13 @@ class MiniLM:
         norms[norms == 0] = 1.0
         result: np.ndarray = (pooled / norms).astype(np.float32)
         return result
+
+
+if __name__ == "__main__":  # ``python -m memman_daemon.search.minilm quantize CACHE_DIR``
+    if len(sys.argv) == 3 and sys.argv[1] == "quantize":
+        with _open_shipped() as _zf:
+            _target = _int8_path(_zf, Path(sys.argv[2]))
+            if not _target.is_file():
+                _make_int8(_zf, _target)
+        sys.exit(0)
+    sys.exit("usage: python -m memman_daemon.search.minilm quantize CACHE_DIR")

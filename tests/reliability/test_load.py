@@ -173,8 +173,8 @@ async def test_llm_endpoint_failing_during_load(mode: str, monkeypatch) -> None:
             all_results = await asyncio.wait_for(
                 asyncio.gather(*(agent(i) for i in range(20))), GUARD)
             sources = {g.get("source") for rs in all_results for r in rs for g in r["gaps"]}
-            assert "llm" not in sources
-            assert "fallback" in sources, sources
+            assert "llm" not in sources  # the window never asks the LLM (finalize does)
+            assert sources <= {"none", "lines"}, sources
             async with d.client() as c:
                 st = (await c.stats())["summarizer"]
                 assert await c.ping() == "pong"

@@ -24,9 +24,10 @@ from memman_daemon.engine.window import render
 from memman_daemon.engine.window.request import Request, band_for
 from memman_daemon.engine.window.retrieve import Retrieval, question, retrieve
 from memman_daemon.engine.window.select import Costs, Selection, select
-from memman_daemon.engine.window.summarize import relevant_lines
+from memman_daemon.engine.window.summarize import fact_lines, relevant_lines
 from memman_daemon.engine.window.timeline import Timeline, Timelines
 from memman_daemon.model import Session
+from memman_daemon.recall.index import facets
 from memman_daemon.tokens import REPLY_PRIMING
 
 if TYPE_CHECKING:
@@ -42,9 +43,12 @@ TEMPORAL = re.compile(
     r"earlier|later|recently|yesterday|today|tomorrow|date|dated|weekend|morning|evening|"
     r"january|february|march|april|may|june|july|august|september|october|november|"
     r"december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d{4})\b", re.I)
-CACHE = 65_536
-NOTE_CHARS = 300
-MARK_MAX = 60  #: recalled entries compared for replaced values, the best-ranked  #: a later statement quoted whole in a note up to this size  #: measured token counts kept (entries with a date or note, recalled lines)
+CACHE = 65_536  #: measured token counts kept (entries with a date or note, recalled lines)
+NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
+MARK_MAX = 60  #: recalled entries compared for replaced values, the best-ranked
+FACTS_MIN_FACETS = 3  #: a question with this many clauses asks for many things
+FACTS_PER_FACET = 0.05  #: room kept for their fact lines, per clause...
+FACTS_MAX_SHARE = 0.6  #: ...up to this share
 
 
 @dataclass
@@ -154,7 +158,13 @@ class ContextBuilder:
         costs = Costs(plain=lambda i: unit_cost(i, False), dated=lambda i: unit_cost(i, True),
                       day=day, lines=lines, recalled_header=header)
         room = max(req.budget - req.tool_tokens - req.cached_tokens - REPLY_PRIMING, 0)
-        sel = select(c, r, room, costs, cfg)
+        # a question that asks for many things: room for the facts it names
+        asked = len(facets(query)) - 1
+        reserve = int(min(FACTS_MAX_SHARE, FACTS_PER_FACET * asked) * room) \
+            if asked >= FACTS_MIN_FACETS else 0
+        sel = select(c, r, room, costs, cfg, reserve)
+        if reserve and not sel.over_budget:
+            self._facts(sel, tl, c, query, room, model)
         if self._mark_recalled(sel.recalled):
             for item in sel.recalled:
                 item.line = cand.recalled_line(item)
@@ -206,6 +216,23 @@ class ContextBuilder:
                     by_id[new].note = "current"
                 marked = True
         return marked
+
+    def _facts(self, sel: Selection, tl: Timeline, c: cand.SessionCandidates, query: str,
+               room: int, model: str) -> None:
+        kept = {e.id for i in sel.units for e in c.units[i].items}
+        terms = {t for f in facets(query) for t in facts.terms(f)}
+        left = room - sel.used
+        frame = self._msg_tokens({"role": self.config.context.gap_role, "content": ""}, model)
+        text, ids, _ = fact_lines(tl, kept, terms, left - frame,
+                                  lambda t: self._count_text(t, model) + 1)
+        while text:
+            tokens = self._msg_tokens({"role": self.config.context.gap_role, "content": text},
+                                      model)
+            if tokens <= left:
+                sel.facts = (text, ids, tokens)
+                sel.used += tokens
+                return
+            text = text.rsplit("\n", 1)[0] if "\n" in text else ""  # a whole line gives way
 
     def _superseded(self, s: Session) -> dict[int, int]:
         """Another session's replaced values: entry id -> the entry that replaced it."""

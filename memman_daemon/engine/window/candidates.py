@@ -16,6 +16,9 @@ import numpy as np
 from memman_daemon.engine.window.timeline import Timeline, Unit
 from memman_daemon.model import Entry
 
+ANSWER_WEIGHT = 0.9  #: the answer a retrieved question got, at this share of its score
+QUESTION_WEIGHT = 0.5  #: the question a retrieved answer answers
+
 
 @dataclass(frozen=True)
 class SessionCandidates:
@@ -63,21 +66,23 @@ def _companions(tl: Timeline) -> dict[int, list[int]]:
     return out
 
 
-def completing(units: list[Unit], i: int) -> int | None:
-    """The neighbouring turn that completes unit ``i``: the question it answers, or the
-    answer its question got (a turn of the other side, right before or after)."""
+def completing(units: list[Unit], i: int) -> tuple[int, float] | None:
+    """The neighbouring turn that completes unit ``i``, with how much of the hit's score it
+    carries: the answer its question got (0.9: a question is asked for its answer), or the
+    question it answers (0.5: context for the hit itself) — a turn of the other side, right
+    after or before."""
     u = units[i]
     role = u.first.role
     if role not in ("user", "assistant"):
         return None
     prev = units[i - 1] if i > 0 else None
     nxt = units[i + 1] if i + 1 < len(units) else None
-    if prev is not None and prev.first.role in ("user", "assistant") \
-            and prev.first.role != role and _asks(prev.first):
-        return i - 1
     if nxt is not None and nxt.first.role in ("user", "assistant") \
             and nxt.first.role != role and _asks(u.first):
-        return i + 1
+        return i + 1, ANSWER_WEIGHT
+    if prev is not None and prev.first.role in ("user", "assistant") \
+            and prev.first.role != role and _asks(prev.first):
+        return i - 1, QUESTION_WEIGHT
     return None
 
 

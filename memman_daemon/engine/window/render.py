@@ -81,11 +81,24 @@ def messages(c: SessionCandidates, sel: Selection, *, days: dict[int, str | None
                           sources=[{"entry_id": r.entry.id, "session_id": r.session_id,
                                     "date": r.date} for r in ordered]))
 
+    facts_done = sel.facts is None
+
+    def put_facts() -> None:
+        assert sel.facts is not None
+        text, ids, tokens = sel.facts
+        msgs.append({"role": gap_role, "content": text})
+        parts.append(part("fact_lines", tokens, ids, mark="summarized",
+                          why="the question asks for many things: their fact lines from "
+                              "entries not sent whole"))
+
     for i in sorted(set(sel.units) | set(sel.lines)):
         u = c.units[i]
         if not recalled_done and u.mandatory != "system":
             put_recalled()
             recalled_done = True
+        if not facts_done and u.mandatory != "system":
+            put_facts()
+            facts_done = True
         info = parts_of(i)
         if i in sel.lines:
             lines, tokens = sel.lines[i]
@@ -108,6 +121,8 @@ def messages(c: SessionCandidates, sel: Selection, *, days: dict[int, str | None
                               **({"superseded": True} if note else {})))
     if not recalled_done:
         put_recalled()
+    if not facts_done:
+        put_facts()
     if cached:
         at = len(msgs) - 1 if msgs and msgs[-1].get("role") == "user" else len(msgs)
         msgs[at:at] = cached

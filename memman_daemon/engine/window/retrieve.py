@@ -61,7 +61,7 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
     if index is None or not query:
         return out
     c = index.corpus_of(s)
-    hits = index.retrieve(c, query, await index.query_vectors(query))
+    hits = await index.retrieve_facets(c, query)
     out.pending = hits.pending
     out.hits = hits
     mine = c.of_session(s.id)

@@ -30,9 +30,12 @@ import numpy as np
 from memman_daemon.engine.window.candidates import Recalled, SessionCandidates, completing
 from memman_daemon.engine.window.retrieve import Retrieval
 
-LINES_MIN_TOKENS = 150  #: a unit this large that does not fit may send its matching lines
+LINES_MIN_TOKENS = 150
+#: a retrieved unit over this share of the room (and LINES_MIN_TOKENS) sends its matching
+#: lines rather than itself: one long tool output must not take the room of many answers
+BIG_SHARE = 4
+BIG_TOKENS = 300  #: ...and any retrieved unit this large does  #: a unit this large that does not fit may send its matching lines
 MAX_MISSES = 64  #: turns in a row that do not fit before the last fill stops (bounded work)
-NEIGHBOUR_WEIGHT = 0.5  #: a completing turn competes at this share of its hit's score
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class Selection:
     over_budget: bool = False
     pruned: bool = False
     dated: set[int] = field(default_factory=set)  #: units sent with their date first
+    #: the fact lines of a broad question: (message text, entry ids quoted, message tokens)
+    facts: tuple[str, list[int], int] | None = None
 
 
 class _Fill:
@@ -110,7 +115,10 @@ class _Fill:
         return True
 
 
-def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any) -> Selection:
+def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any,
+           reserve: int = 0) -> Selection:
+    """``reserve``: tokens kept back from the ranked fill for the fact lines of a question that
+    asks for many things (``summarize.fact_lines``, placed by the builder)."""
     f = _Fill(room, costs)
     sel = f.sel
     for i in c.mandatory:
@@ -130,6 +138,9 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     half = min(room, sel.used + room // 2)
     for k, i in enumerate(c.current):
         f.add(i, "current exchange", limit=None if k == 0 else half)
+    # a question asking for many things keeps room for their fact lines
+    f.room = max(sel.used, room - reserve)
+    room = f.room
     # continuity: the newest turns, within their share
     recent = min(room, sel.used + int(cfg.recent_share * room))
     for i in c.newest():
@@ -158,6 +169,9 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
         if not c.valid[x] or x in sel.units or (text and text in seen):
             continue  # the same words again add nothing
         rank = r.unit_rank.get(x)
+        big = c.units[x].tokens >= min(max(LINES_MIN_TOKENS, room // BIG_SHARE), BIG_TOKENS)
+        if why is None and big and _lines(f, x):
+            continue  # a large entry: its lines that match the question go first
         if not f.add(x, why or f"retrieved #{rank}"):
             if why is None and c.units[x].tokens >= LINES_MIN_TOKENS:
                 _lines(f, x)
@@ -167,11 +181,12 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
             if c.valid[j] and f.add(j, f"supersedes a value of #{rank}"):
                 seen.add(_text(c, j))
         if cfg.neighbours and why is None:
-            j = completing(c.units, x)
-            if j is not None and c.valid[j] and j not in sel.units:
+            got = completing(c.units, x)
+            if got is not None and c.valid[got[0]] and got[0] not in sel.units:
+                j, weight = got
                 tick += 1
                 because[j] = f"completes #{rank}"
-                heapq.heappush(heap, (neg * NEIGHBOUR_WEIGHT, tick, 0, j))
+                heapq.heappush(heap, (neg * weight, tick, 0, j))
     # what is left: the next newest turns (a run of turns too large for the rest ends it)
     misses = 0
     for i in c.newest():
@@ -200,10 +215,13 @@ def _texts(c: SessionCandidates, units: Any) -> list[str]:
     return [t for t in (_text(c, i) for i in units) if t]
 
 
-def _lines(f: _Fill, i: int) -> None:
+def _lines(f: _Fill, i: int) -> bool:
     """A retrieved unit too large to keep whole: its lines that match the question."""
-    if i not in f.sel.lines:
-        lines, tokens = f.costs.lines(i, f.room - f.sel.used)
-        if lines and f.sel.used + tokens <= f.room:
-            f.sel.lines[i] = (lines, tokens)
-            f.sel.used += tokens
+    if i in f.sel.lines:
+        return True
+    lines, tokens = f.costs.lines(i, f.room - f.sel.used)
+    if lines and f.sel.used + tokens <= f.room:
+        f.sel.lines[i] = (lines, tokens)
+        f.sel.used += tokens
+        return True
+    return False

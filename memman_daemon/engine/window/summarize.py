@@ -8,6 +8,7 @@ Bounded work: at most ``MAX_CHARS`` of one entry are looked at.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from memman_daemon.engine import facts
 from memman_daemon.model import Entry
@@ -43,3 +44,39 @@ def relevant_lines(entries: list[Entry], query_terms: set[str], room: int,
             break
     chosen.sort()
     return [line for _pos, line in chosen], used
+
+
+FACTS_HEADER = "[Facts from the rest of this session that the question asks about]"
+POOL = 4000  #: picks looked at, best first (bounded work)
+
+
+def fact_lines(tl: Any, kept: set[int], query_terms: set[str], room: int,
+               measure: Callable[[str], int]) -> tuple[str, list[int], int]:
+    """For a question that asks for many things: the fact lines (values, names, decisions,
+    outcomes — the timeline's presorted picks) of entries the window does not send, the ones
+    that share the question's words first, none that a later entry replaced, within ``room``.
+    Returns (message text, entry ids quoted, tokens of the text), or ("", [], 0)."""
+    from memman_daemon.engine import extractive
+
+    an = tl.an
+    by = an.sup.by
+    idf = {t: an.index.idf(t) for t in query_terms}
+    # a line that shares two or three of the question's informative words is about it
+    enough = 2.0 * (sum(idf.values()) / len(idf)) if idf else 1.0
+    pool: list[extractive.Pick] = []
+    for _neg, eid, k in an.picks[:POOL]:
+        if eid in kept or (eid, k) in by:
+            continue
+        p = an.pick.get((eid, k))
+        if p is None or eid not in an.cands:
+            continue
+        rel = min(1.0, sum(idf[t] for t in query_terms & an.cands[eid][k].terms) / enough)
+        pool.append(extractive.Pick(p.order, p.label, p.text, p.score * (1.0 + 2.0 * rel)))
+    head_cost = measure(FACTS_HEADER) + 4
+    if room <= head_cost or not pool:
+        return "", [], 0
+    chosen, used = extractive.choose(pool, room - head_cost, measure)
+    if not chosen:
+        return "", [], 0
+    text = extractive.render(FACTS_HEADER, chosen)
+    return text, sorted({p.order[0] for p in chosen}), used + head_cost

@@ -131,7 +131,7 @@ class ContextConfig:
     series_points: int = 500  #: usage-series points (sent / history tokens over time) kept per session
     #: of a window that does not hold the whole log, the share kept for the newest turns
     #: (continuity); the rest goes to what the question needs, by retrieval rank
-    recent_share: float = 0.1
+    recent_share: float = 0.05
     #: a retrieved turn brings the neighbouring turn that completes it (the question it
     #: answers, the answer it got)
     neighbours: bool = True

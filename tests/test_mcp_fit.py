@@ -107,6 +107,12 @@ async def test_search_returns_only_hits_above_the_floor() -> None:
             assert none["hits"] == []
             held = _data(await c.call_tool("search", {"query": "when are expenses filed"}))
             assert [h["id"] for h in held["hits"]] == ["doc:handbook"]
+            # what the user said in a session is found too, with its session and date
+            added = _data(await c.call_tool("add", {"content": "My dentist is Dr Alvarez on "
+                                                               "Kungsgatan."}))
+            said = _data(await c.call_tool("search", {"query": "who is my dentist"}))
+            assert said["hits"] and said["hits"][0]["id"] == added["id"]
+            assert said["hits"][0]["source"].startswith("user in session ")
 
 
 async def test_tool_errors_say_what_is_wrong() -> None:

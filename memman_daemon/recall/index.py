@@ -62,8 +62,9 @@ def entry_text(e: Entry, max_chars: int) -> str:
 
 
 def indexed(e: Entry) -> bool:
-    """System prompts are the session's, never evidence to recall; everything else is."""
-    return e.role != "system"
+    """System prompts are the session's instructions, never evidence to recall; everything
+    else is (a pasted document or injected ``context`` entry included, whatever its role)."""
+    return not (e.role == "system" and e.type == "message")
 
 
 class Corpus:

@@ -456,11 +456,12 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
             raise ToolError("query must contain words to search for")
         user, tenant = user_id or settings.user, tenant_id or settings.tenant
         opts = {"limit": limit}
-        stored, working, docs = await asyncio.gather(
+        stored, working, docs, said = await asyncio.gather(
             call(names.MEMORY_SEARCH, user, "", query, opts),
             call(names.MEMORY_SEARCH, user, "working", query, opts),
-            call(names.DOCS_SEARCH, tenant, query, opts))
-        sources: list[list[dict[str, Any]]] = [[], [], []]
+            call(names.DOCS_SEARCH, tenant, query, opts),
+            call(names.MEMORY_SEARCH, user, "session", query, opts))
+        sources: list[list[dict[str, Any]]] = [[], [], [], []]
         for r in stored["results"]:
             what = {"preference": f"preference '{r.get('key')}'",
                     "rule": f"rule when '{r.get('key')}'",
@@ -477,6 +478,11 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
                                "text": r["text"],
                                "source": f"business document '{r['title']}' of tenant "
                                          f"{tenant} (chunk {r['seq']})",
+                               "native_score": r["score"]})
+        for r in said["results"]:  # what the user's sessions said (the recall index)
+            sources[3].append({"id": f"entry:{r['session_id']}#{r['id']}", "text": r["text"],
+                               "source": f"{r['role']} in session {r['session_id']} on "
+                                         f"{time.strftime('%Y-%m-%d', time.gmtime(r['created_at']))}",
                                "native_score": r["score"]})
         fused: list[dict[str, Any]] = []
         below = 0

@@ -47,8 +47,8 @@ CACHE = 65_536  #: measured token counts kept (entries with a date or note, reca
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 MARK_MAX = 60  #: recalled entries compared for replaced values, the best-ranked
 FACTS_MIN_FACETS = 3  #: a question with this many clauses asks for many things
-FACTS_PER_FACET = 0.05  #: room kept for their fact lines, per clause...
-FACTS_MAX_SHARE = 0.6  #: ...up to this share
+FACTS_PER_FACET = 0.06  #: room kept for their fact lines, per clause...
+FACTS_MAX_SHARE = 0.8  #: ...up to this share
 
 
 @dataclass
@@ -164,7 +164,7 @@ class ContextBuilder:
             if asked >= FACTS_MIN_FACETS else 0
         sel = select(c, r, room, costs, cfg, reserve)
         if reserve and not sel.over_budget:
-            self._facts(sel, tl, c, query, room, model)
+            self._facts(sel, tl, c, r, query, room, model)
         if self._mark_recalled(sel.recalled):
             for item in sel.recalled:
                 item.line = cand.recalled_line(item)
@@ -217,14 +217,15 @@ class ContextBuilder:
                 marked = True
         return marked
 
-    def _facts(self, sel: Selection, tl: Timeline, c: cand.SessionCandidates, query: str,
-               room: int, model: str) -> None:
+    def _facts(self, sel: Selection, tl: Timeline, c: cand.SessionCandidates, r: Retrieval,
+               query: str, room: int, model: str) -> None:
         kept = {e.id for i in sel.units for e in c.units[i].items}
         terms = {t for f in facets(query) for t in facts.terms(f)}
         left = room - sel.used
         frame = self._msg_tokens({"role": self.config.context.gap_role, "content": ""}, model)
+        retrieved = [e.id for i in r.units for e in c.units[i].items]
         text, ids, _ = fact_lines(tl, kept, terms, left - frame,
-                                  lambda t: self._count_text(t, model) + 1)
+                                  lambda t: self._count_text(t, model) + 1, retrieved)
         while text:
             tokens = self._msg_tokens({"role": self.config.context.gap_role, "content": text},
                                       model)

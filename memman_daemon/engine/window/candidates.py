@@ -16,7 +16,7 @@ import numpy as np
 from memman_daemon.engine.window.timeline import Timeline, Unit
 from memman_daemon.model import Entry
 
-ANSWER_WEIGHT = 0.9  #: the answer a retrieved question got, at this share of its score
+ANSWER_WEIGHT = 0.7  #: the answer a retrieved question got, at this share of its score
 QUESTION_WEIGHT = 0.5  #: the question a retrieved answer answers
 
 
@@ -68,7 +68,7 @@ def _companions(tl: Timeline) -> dict[int, list[int]]:
 
 def completing(units: list[Unit], i: int) -> tuple[int, float] | None:
     """The neighbouring turn that completes unit ``i``, with how much of the hit's score it
-    carries: the answer its question got (0.9: a question is asked for its answer), or the
+    carries: the answer its question got (0.7: a question is asked for its answer), or the
     question it answers (0.5: context for the hit itself) — a turn of the other side, right
     after or before."""
     u = units[i]

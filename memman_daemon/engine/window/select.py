@@ -170,6 +170,8 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
             continue  # the same words again add nothing
         rank = r.unit_rank.get(x)
         big = c.units[x].tokens >= min(max(LINES_MIN_TOKENS, room // BIG_SHARE), BIG_TOKENS)
+        if why is None and big and reserve:
+            continue  # a broad question: a large entry's facts come as fact lines instead
         if why is None and big and _lines(f, x):
             continue  # a large entry: its lines that match the question go first
         if not f.add(x, why or f"retrieved #{rank}"):

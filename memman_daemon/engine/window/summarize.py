@@ -7,7 +7,7 @@ Bounded work: at most ``MAX_CHARS`` of one entry are looked at.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memman_daemon.engine import facts
@@ -48,14 +48,18 @@ def relevant_lines(entries: list[Entry], query_terms: set[str], room: int,
 
 FACTS_HEADER = "[Facts from the rest of this session that the question asks about]"
 POOL = 4000  #: picks looked at, best first (bounded work)
+RETRIEVED = 300  #: retrieved entries whose picks are looked at first
+REL_WEIGHT = 0.8  #: how much sharing the question's words adds to a line's salience
 
 
 def fact_lines(tl: Any, kept: set[int], query_terms: set[str], room: int,
-               measure: Callable[[str], int]) -> tuple[str, list[int], int]:
+               measure: Callable[[str], int],
+               retrieved: Sequence[int] = ()) -> tuple[str, list[int], int]:
     """For a question that asks for many things: the fact lines (values, names, decisions,
     outcomes — the timeline's presorted picks) of entries the window does not send, the ones
     that share the question's words first, none that a later entry replaced, within ``room``.
-    Returns (message text, entry ids quoted, tokens of the text), or ("", [], 0)."""
+    ``retrieved``: entry ids best first (their picks are looked at first). Returns (message
+    text, entry ids quoted, tokens of the text), or ("", [], 0)."""
     from memman_daemon.engine import extractive
 
     an = tl.an
@@ -64,14 +68,21 @@ def fact_lines(tl: Any, kept: set[int], query_terms: set[str], room: int,
     # a line that shares two or three of the question's informative words is about it
     enough = 2.0 * (sum(idf.values()) / len(idf)) if idf else 1.0
     pool: list[extractive.Pick] = []
-    for _neg, eid, k in an.picks[:POOL]:
-        if eid in kept or (eid, k) in by:
+    # the picks of the entries the question retrieved first, then the most salient of all
+    refs = [(eid, k) for eid in retrieved[:RETRIEVED] for k in range(len(an.cands.get(eid, ())))]
+    refs += [(eid, k) for _neg, eid, k in an.picks[:POOL]]
+    seen: set[tuple[int, int]] = set()
+    for eid, k in refs:
+        if eid in kept or (eid, k) in by or (eid, k) in seen:
             continue
+        seen.add((eid, k))
         p = an.pick.get((eid, k))
         if p is None or eid not in an.cands:
             continue
         rel = min(1.0, sum(idf[t] for t in query_terms & an.cands[eid][k].terms) / enough)
-        pool.append(extractive.Pick(p.order, p.label, p.text, p.score * (1.0 + 2.0 * rel)))
+        # salience + REL_WEIGHT x relevance, per size (the picks' own scale)
+        size = (1.0 + len(p.text) / 400.0) ** 0.5
+        pool.append(extractive.Pick(p.order, p.label, p.text, p.score + REL_WEIGHT * rel / size))
     head_cost = measure(FACTS_HEADER) + 4
     if room <= head_cost or not pool:
         return "", [], 0

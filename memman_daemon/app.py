@@ -107,6 +107,7 @@ class App:
                                           self.docs.vscopes.reset, self.vector_sync.request,
                                           self.recall.model_changed]
         self.sessions.on_appended = [self.recall.appended]
+        self.engine.builder.learned = self.user_memory.bearing_on
         self.sessions.on_reset = [self.recall.session_gone]
         self.embedder.reembed_progress = self.vector_sync.progress
         # what a deleted session takes along with it, in this order

@@ -14,8 +14,8 @@ from typing import Any
 
 #: every kind a part may have, in the order the breakdown lists them
 KINDS: tuple[str, ...] = (
-    "system_prompt", "pinned", "context", "recalled", "rolling_summary", "linked_summary",
-    "gap_summary", "relevant_lines", "omission_marker", "message", "tool_call", "tool_result",
+    "system_prompt", "pinned", "context", "learned", "recalled", "rolling_summary",
+    "linked_summary", "gap_summary", "fact_lines", "relevant_lines", "omission_marker", "message", "tool_call", "tool_result",
     "cached_tool_result")
 #: what takes room besides the messages (breakdown keys that are not part kinds)
 EXTRA = ("reply_priming", "tool_definitions", "free")
@@ -24,6 +24,7 @@ RESERVED = ("cached_tool_result", "tool_definitions")
 
 LABEL = {"system_prompt": "system prompt", "pinned": "pinned", "context": "context",
          "recalled": "recalled from earlier sessions", "relevant_lines": "matching lines",
+         "learned": "preferences, rules, playbook", "fact_lines": "fact lines",
          "rolling_summary": "rolling summary", "linked_summary": "linked summary",
          "gap_summary": "gap summary", "omission_marker": "omission marker",
          "message": "message", "tool_call": "tool call", "tool_result": "tool result",
@@ -32,13 +33,15 @@ LABEL = {"system_prompt": "system prompt", "pinned": "pinned", "context": "conte
          "free": "free space"}
 #: the kind as a table column shows it (narrow)
 SHORT_LABEL = {"system_prompt": "system", "pinned": "pinned", "context": "context",
-               "recalled": "recalled", "relevant_lines": "lines",
+               "recalled": "recalled", "relevant_lines": "lines", "learned": "learned",
+               "fact_lines": "facts",
                "rolling_summary": "rolling sum", "linked_summary": "linked sum",
                "gap_summary": "gap sum", "omission_marker": "omitted", "message": "message",
                "tool_call": "tool call", "tool_result": "tool result",
                "cached_tool_result": "cached tool"}
 STYLE = {"system_prompt": "magenta", "pinned": "bright_magenta", "context": "orchid",
-         "recalled": "bright_cyan", "relevant_lines": "cyan",
+         "recalled": "bright_cyan", "relevant_lines": "cyan", "learned": "bright_green",
+         "fact_lines": "turquoise4",
          "rolling_summary": "cyan", "linked_summary": "dark_cyan", "gap_summary": "turquoise4",
          "omission_marker": "grey50", "message": "green", "tool_call": "yellow",
          "tool_result": "dark_goldenrod", "cached_tool_result": "blue",

@@ -726,6 +726,24 @@ class UserMemory(SearchableTier):
                                 "match": "similarity", "matched": [VECTOR], "threshold": th})
         return out[:limit]
 
+    async def bearing_on(self, s: Any, query: str) -> list[str]:
+        """The preferences and rules of the session's user that bear on ``query`` (found as
+        memory search finds them: hybrid, with the similarity floor for a match by meaning
+        alone) and the playbook that matches it, as window lines, best first."""
+        user = s.meta.user_id
+        if not (self.prefs.get(user) or self.rules.get(user) or self.playbooks.get(user)):
+            return []
+        out: list[str] = []
+        for type_ in ("semantic", "procedural"):
+            for r in await self.search(user, type_, query, {"limit": 5}):
+                if r.get("kind") in ("preference", "rule"):
+                    out.append(f"- {r['kind']} {r.get('key') or ''}: {r.get('content', '')}")
+        got = await self.playbook(user, query, {"write": False})
+        pb = got.get("playbook")
+        if pb:
+            out.append(f"- playbook for '{pb.get('key') or ''}': {pb.get('content', '')}")
+        return list(dict.fromkeys(out))
+
     async def playbook(self, user_id: str, query: str, opts: dict[str, Any],
                        client: str = "") -> dict[str, Any]:
         """The three-tier design: the playbook for this request — the newest playbook of ``opts.flow`` if

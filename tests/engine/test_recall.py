@@ -218,3 +218,20 @@ async def test_a_person_excludes_a_recalled_entry_and_undoes_it() -> None:
             assert getattr(exc, "code", None) == -32602 and "entry_id" in str(exc)
         else:
             raise AssertionError("excluding an entry of the session itself was accepted")
+
+
+async def test_preferences_rules_and_playbook_that_bear_on_the_question_come_along() -> None:
+    async with running_daemon() as d, d.client() as c:
+        await c.call("memman_memory_learn", "ana", "invoice_currency", "EUR, never USD", {})
+        await c.call("memman_memory_learn", "ana", "favourite_colour", "green", {})
+        await c.session_open("inv", {"user_id": "ana"})
+        await c.session_add("inv", {"role": "user",
+                                    "content": "Which currency should the invoice for Lyon use?"})
+        ctx = await c.session_context("inv", {"max_tokens": 600})
+        learned = [p for p in ctx["parts"] if p["kind"] == "learned"]
+        assert learned, ctx["parts"]
+        body = texts(ctx)
+        assert "invoice_currency: EUR, never USD" in body and "favourite_colour" not in body
+        assert ctx["tokens"] <= 600
+        off = await c.session_context("inv", {"max_tokens": 600, "recall": False})
+        assert "EUR" not in texts(off)

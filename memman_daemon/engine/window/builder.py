@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,9 @@ TEMPORAL = re.compile(
     r"december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d{4})\b", re.I)
 CACHE = 65_536  #: measured token counts kept (entries with a date or note, recalled lines)
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
+LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
+                  "rules and the matching playbook]")
+LEARNED_SHARE = 0.15  #: of the room, at most, for them
 MARK_MAX = 60  #: recalled entries compared for replaced values, the best-ranked
 FACTS_MIN_FACETS = 3  #: a question with this many clauses asks for many things
 FACTS_PER_FACET = 0.06  #: room kept for their fact lines, per clause...
@@ -75,6 +79,9 @@ class ContextBuilder:
                  sessions: dict[str, Session]) -> None:
         self.config, self.clock, self.tokens = config, clock, tokens
         self.timelines, self.recall, self.sessions = timelines, recall, sessions
+        #: set by the app: the user's preferences, rules and playbook that bear on a question,
+        #: as lines (memory-augmented prompts, across sessions); None = none
+        self.learned: Callable[[Session, str], Awaitable[list[str]]] | None = None
         self._measured: OrderedDict[tuple, int] = OrderedDict()
         self.counters = {"contexts": 0, "pruned": 0, "emergencies": 0, "over_budget": 0,
                          "recalled": 0, "trimmed": 0}
@@ -158,6 +165,8 @@ class ContextBuilder:
         costs = Costs(plain=lambda i: unit_cost(i, False), dated=lambda i: unit_cost(i, True),
                       day=day, lines=lines, recalled_header=header)
         room = max(req.budget - req.tool_tokens - req.cached_tokens - REPLY_PRIMING, 0)
+        learned = await self._learned(s, query, req, room, model)
+        room -= learned[1] if learned else 0
         # a question that asks for many things: room for the facts it names
         asked = len(facets(query)) - 1
         reserve = int(min(FACTS_MAX_SHARE, FACTS_PER_FACET * asked) * room) \
@@ -172,6 +181,12 @@ class ContextBuilder:
         msgs, parts = render.messages(
             c, sel, days=days, notes=notes, count=lambda m: self._msg_tokens(m, model),
             gap_role=cfg.gap_role, parts_of=r.parts, cached=req.cached)
+        if learned is not None:
+            at = _after_system(c, sel)
+            msgs.insert(at, learned[0])
+            parts.insert(at, render.part("learned", learned[1], mark="recalled",
+                                         why="the user's preferences, rules and playbook "
+                                             "that bear on the question"))
         rolling = self._rolling(s, sel, c, qterms, room, model)
         if rolling is not None:
             msgs.insert(_after_system(c, sel), rolling[0])
@@ -234,6 +249,22 @@ class ContextBuilder:
                 sel.used += tokens
                 return
             text = text.rsplit("\n", 1)[0] if "\n" in text else ""  # a whole line gives way
+
+    async def _learned(self, s: Session, query: str, req: Request, room: int,
+                       model: str) -> tuple[dict[str, Any], int] | None:
+        """What the user taught memman that bears on the question, as one system message,
+        within ``LEARNED_SHARE`` of the room (the lowest-ranked lines give way)."""
+        if self.learned is None or not query or not req.recall \
+                or self.config.recall.scope == "off" or s.meta.recall is False:
+            return None
+        lines = await self.learned(s, query)
+        while lines:
+            msg = {"role": "system", "content": "\n".join([LEARNED_HEADER, *lines])}
+            n = self._msg_tokens(msg, model)
+            if n <= LEARNED_SHARE * room:
+                return msg, n
+            lines = lines[:-1]
+        return None
 
     def _superseded(self, s: Session) -> dict[int, int]:
         """Another session's replaced values: entry id -> the entry that replaced it."""

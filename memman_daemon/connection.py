@@ -290,6 +290,11 @@ class Connection(asyncio.Protocol):
             if method.writes and app.read_only:
                 raise MemmanError(errors.FORBIDDEN, f"{req.method} changes memory, and the daemon "
                                                     "runs read-only (--read-only)")
+            if method.offload:  # a large parameter is checked off the loop, in the task
+                task = asyncio.create_task(self.run_offloaded(req, method))
+                self.inflight.add(task)
+                task.add_done_callback(self.inflight.discard)
+                return
             kwargs = method.bind(req.params)
             if not method.is_async:  # in-memory reads: no task, no extra loop iteration
                 result = method.handler(Call(app, self.name, self), **kwargs)
@@ -310,6 +315,14 @@ class Connection(asyncio.Protocol):
             self.answer_error(req, exc)
         finally:
             self.last_active = time.monotonic()
+
+    async def run_offloaded(self, req: Request, method: Any) -> None:
+        try:
+            kwargs = await asyncio.to_thread(method.bind, req.params)
+        except Exception as exc:
+            self.answer_error(req, exc)
+            return
+        await self.run_request(req, method.handler, kwargs)
 
     def respond(self, req: Request, result: Any) -> None:
         """Send the answer, or -32004 saying how to page when it is over the output cap."""

@@ -51,6 +51,11 @@ class LimitsConfig:
     #: most of the time (0..1) background work (compression's analysis and summaries, the
     #: embedding prefetch) takes while clients are being served; idle, it runs flat out
     background_share: float = 0.1
+    #: most entries and summaries one memman_session_import may hold (its own bound, below the
+    #: frame cap: an import is checked, built and written in batches off the event loop)
+    import_max_entries: int = 100_000
+    #: most text (UTF-8 bytes of the entries' and summaries' content) one import may hold
+    import_max_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass
@@ -396,6 +401,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "llm.temperature": (0.0, 2.0),
     **{k: (1, None) for k in (
         "limits.max_message_bytes", "limits.max_clients", "limits.subscriber_buffer_bytes",
+        "limits.import_max_entries", "limits.import_max_bytes",
         "storage.batch_max_rows", "context.max_tokens", "context.gap_summary_max_tokens",
         "context.usage_history", "compression.max_tokens", "compression.max_entries",
         "compression.min_entries", "cycle.max_exchanges", "cycle.answer_max_bytes",

@@ -15,6 +15,7 @@ from memman import __version__, names
 from memman.errors import CONFLICT, ERROR_STYLES, MemmanError, invalid_params, not_found
 from memman_daemon.api.shapes import MODEL
 from memman_daemon.params import (
+    CHAT_TOOL_CALL,
     METADATA,
     ROW_ID,
     AnyOf,
@@ -34,7 +35,7 @@ from memman_daemon.tokens import check_tools
 SCOPE_FILTER = Map({"session_id": Id(), "user_id": Id(), "tenant_id": Id()})
 #: a chat message as the API takes it (memman_count_tokens)
 CHAT_MESSAGE = Map({"role": Str(), "content": Nullable(Stored()), "name": Nullable(Str()),
-                    "tool_call_id": Nullable(Str()), "tool_calls": Nullable(Array(Map(rest=Stored())))},
+                    "tool_call_id": Nullable(Str()), "tool_calls": Nullable(Array(CHAT_TOOL_CALL))},
                    rest=Stored(), empty_array_ok=False)
 UNDOABLE = ("pin", "unpin", "evict", "promote")
 _OPTS = {"client", "session_id", "audit_id", "dry_run"}

@@ -434,7 +434,7 @@ class SessionEngine(Component):
                 raise MemmanError(CONFLICT, f"session {sid!r} exists; pass opts.replace=true to "
                                             "overwrite it or opts.session_id to import under "
                                             "another name")
-            s = portability.parse(data, sid, sessions.next_id)
+            s = await portability.parse_off_loop(data, sid, sessions)
             await sessions.replace(s, existing)
             self.builder.forget(sid)
             self.counters["imports"] += 1

@@ -145,6 +145,20 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX usage_series_session ON usage_series(session_id, id);
     """,
+    # v5: one live preference / rule per user and key, decided by the database (issue 22).
+    # Duplicates left by concurrent learns before it: the newest stays live, the others are
+    # archived (archived_by 0: kept, not searched), so nothing is lost
+    """
+    UPDATE memories SET archived_by = 0
+     WHERE kind IN ('preference', 'rule') AND archived_by IS NULL
+       AND EXISTS (SELECT 1 FROM memories AS n
+                    WHERE n.user_id = memories.user_id AND n.kind = memories.kind
+                      AND n.key IS memories.key AND n.archived_by IS NULL
+                      AND (n.updated_at > memories.updated_at
+                           OR (n.updated_at = memories.updated_at AND n.id > memories.id)));
+    CREATE UNIQUE INDEX memories_live ON memories(user_id, kind, key)
+     WHERE kind IN ('preference', 'rule') AND archived_by IS NULL;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -53,6 +53,11 @@ class StoreError(MemmanError):
         super().__init__(STORAGE_ERROR, message)
 
 
+class ConstraintError(StoreError):
+    """The database refused a row that breaks a constraint (a unique index): another writer
+    got there first. The caller may look again and retry."""
+
+
 class Store:
     def __init__(self, path: Path, synchronous: str = "NORMAL", batch_max_rows: int = 5000) -> None:
         if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA", "OFF"):
@@ -300,6 +305,9 @@ class Store:
             return
         if isinstance(exc, _Replaced) or self.broken is not None:
             fut.set_exception(StoreError(self.broken or str(exc)))
+        elif isinstance(exc, sqlite3.IntegrityError):
+            fut.set_exception(ConstraintError(
+                f"the database {self.path} refused the write ({exc}); nothing was changed"))
         elif isinstance(exc, (sqlite3.OperationalError, OSError)):
             fut.set_exception(StoreError(
                 f"the database {self.path} refused the write ({exc}); nothing was changed. "

@@ -169,7 +169,7 @@ class Sessions:
                 await self.commit(existing, [rows.meta_op(existing)])
             return existing, False
         now = self.clock.now()
-        meta = SessionMeta(created_at=now, updated_at=now,
+        meta = SessionMeta(created_at=now, updated_at=now, opened_at=now,
                            max_tokens=self.config.context.max_tokens)
         for k, v in opts.items():
             setattr(meta, k, v)
@@ -257,6 +257,7 @@ class Sessions:
         thread) under a staging name (``rows.STAGING``), so no one transaction or loop turn
         holds the whole import; then one transaction clears the old session and moves them in,
         with the meta row: all or nothing still. Memory changes after that commit."""
+        s.meta.opened_at = self.clock.now()  # a new session under that id, whatever the file says
         batch = max(1, self.config.storage.batch_max_rows)
         entries, summaries = s.entries, list(s.summaries.values())
         staging = rows.STAGING + s.id

@@ -293,8 +293,22 @@ async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
     return {"undone": rec, "audit_id": urec.id, "result": result}
 
 
-async def _unpin(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
+def _session_of(call: Call, rec: dict[str, Any]) -> Any:
+    """The session the action was in, refused when it was deleted after the action (a session
+    opened again under the same id is another one: undo never writes into it)."""
     s = call.app.sessions.get(rec["session_id"])
+    began = s.meta.opened_at or s.meta.created_at
+    if began > rec["at"]:
+        raise MemmanError(CONFLICT, f"session {rec['session_id']!r} was deleted after this "
+                          f"{rec['action']} (audit #{rec['id']}) and opened again (or imported) "
+                          "since; undo does not write into the new session",
+                          {"audit_id": rec["id"], "session_id": rec["session_id"],
+                           "action_at": rec["at"], "session_opened_at": began})
+    return s
+
+
+async def _unpin(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
+    s = _session_of(call, rec)
     entry_id = int(rec["data"]["entry_id"])
     previous = bool(rec["data"].get("previous"))
     out = await call.app.engine.pin(s, entry_id, previous)
@@ -305,14 +319,14 @@ async def _unpin(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
 async def _restore_snippet(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     from memman_daemon.tiers.scratchpad import Snippet
 
-    call.app.sessions.get(rec["session_id"])
+    _session_of(call, rec)
     return await call.app.scratchpad.restore(Snippet.from_wire(rec["data"]["snippet"]), [uop])
 
 
 async def _restore_cache(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     from memman_daemon.tiers.cache import CacheEntry
 
-    call.app.sessions.get(rec["session_id"])
+    _session_of(call, rec)
     return await call.app.cache.restore(CacheEntry.from_wire(rec["data"]["entry"]), [uop])
 
 

@@ -66,7 +66,7 @@ _USAGE = Map({"at": TIMESTAMP, "prompt_tokens": TOKENS, "completion_tokens": TOK
 META = Map({
     "user_id": Id(), "tenant_id": Id(), "model": Id(),
     "max_tokens": MAX_TOKENS,
-    "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "summary": Str(),
+    "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "opened_at": TIMESTAMP, "summary": Str(),
     "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "injection_done": Bool(),
     "counters": Map(rest=COUNT), "usage": Array(_USAGE, max_items=10_000),
 })

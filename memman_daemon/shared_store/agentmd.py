@@ -33,7 +33,14 @@ import asyncpg
 
 from memman.errors import MemmanError
 from memman_daemon.shared_store.ops import execute
-from memman_daemon.tiers.agentmd import DOC_ID, HEADER, AgentMd, atomic_write, edit_text
+from memman_daemon.tiers.agentmd import (
+    DOC_ID,
+    HEADER,
+    AgentMd,
+    atomic_write,
+    edit_text,
+    read_agent_md,
+)
 
 if TYPE_CHECKING:
     from memman_daemon.shared_store.docs import PgBusinessDocs
@@ -51,9 +58,13 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _read(path: Path) -> tuple[str | None, float]:
+def _read(path: Path, max_bytes: int) -> tuple[str | None, float]:
+    """The file's text and mtime (None, 0 when absent); ``AgentMdUnreadable`` otherwise."""
+    text = read_agent_md(path, max_bytes)
+    if text is None:
+        return None, 0.0
     try:
-        return path.read_text(encoding="utf-8"), path.stat().st_mtime
+        return text, path.stat().st_mtime
     except FileNotFoundError:
         return None, 0.0
 
@@ -126,7 +137,7 @@ class PgAgentMd(AgentMd):
     # --- sync ----------------------------------------------------------------------------
     async def _ingest(self, tenant_id: str) -> dict[str, Any]:
         path = self.path(tenant_id)
-        text, mtime = await asyncio.to_thread(_read, path)
+        text, mtime = await asyncio.to_thread(_read, path, self.config.docs.agent_md_max_bytes)
         row = await self.pg.fetchrow(
             "SELECT content, hash, updated_at FROM agent_md WHERE tenant_id=$1", tenant_id)
         fh = sha(text) if text is not None else None
@@ -213,7 +224,7 @@ class PgAgentMd(AgentMd):
         await self.pg.ensure_ids(1)  # for the promotion's audit record
         async with self._lock(tenant_id):
             path = self.path(tenant_id)
-            local, _ = await asyncio.to_thread(_read, path)
+            local, _ = await asyncio.to_thread(_read, path, self.config.docs.agent_md_max_bytes)
 
             async def tx(conn: Any) -> tuple[str | None, str | None, Any]:
                 await conn.execute(TENANT_LOCK, tenant_id)  # before the read: row or no row

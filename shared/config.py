@@ -150,6 +150,9 @@ class CompressionConfig:
     keep_pinned: bool = True  #: pinned entries and system prompts are never compressed
     llm_deadline_s: float = 0.5  #: longest memman_session_compact waits for the LLM summary
     check_interval_s: float = 1.0  #: how often sessions are checked against the limits (seconds)
+    #: a session whose background compression failed is left alone (quarantined) this long
+    #: before it is tried again (seconds); an import or a delete of the session ends it at once
+    quarantine_retry_s: float = 600.0
 
 
 @dataclass
@@ -433,6 +436,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "docs.top_k", "docs.max_chunks_per_doc", "docs.max_scan", "scratchpad.frequency_saturation")},
     **{k: (1e-9, None) for k in (
         "limits.frame_timeout_s", "compression.check_interval_s", "llm.timeout_s",
+        "compression.quarantine_retry_s",
         "tui.refresh_s", "storage.shared_timeout_s", "storage.shared_backoff_max_s")},
     "storage.shared_pool_size": (1, None),
 }

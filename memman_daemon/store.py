@@ -24,8 +24,10 @@ will read again).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -308,6 +310,10 @@ class Store:
         elif isinstance(exc, sqlite3.IntegrityError):
             fut.set_exception(ConstraintError(
                 f"the database {self.path} refused the write ({exc}); nothing was changed"))
+        elif isinstance(exc, (sqlite3.OperationalError, OSError)) and _is_full(exc):
+            fut.set_exception(StoreError(
+                f"the database {self.path} refused the write: {disk_full(self.path)}; nothing "
+                "was changed. Free some space there; the daemon keeps running."))
         elif isinstance(exc, (sqlite3.OperationalError, OSError)):
             fut.set_exception(StoreError(
                 f"the database {self.path} refused the write ({exc}); nothing was changed. "
@@ -316,6 +322,26 @@ class Store:
             fut.set_exception(StoreError(
                 f"the database {self.path} could not store this request ({type(exc).__name__}: "
                 f"{exc}); nothing was changed and the daemon keeps running."))
+
+
+def _is_full(exc: BaseException) -> bool:
+    return (getattr(exc, "errno", None) == errno.ENOSPC
+            or getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            or "disk is full" in str(exc))
+
+
+def disk_full(path: Path) -> str:
+    """Which disk is full, for a message: the file system holding ``path`` and what is free."""
+    where = os.path.realpath(path.parent)
+    mount = where
+    while not os.path.ismount(mount) and os.path.dirname(mount) != mount:
+        mount = os.path.dirname(mount)
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return f"the disk holding {where} (mounted at {mount}) is full"
+    return (f"the disk holding {where} (the file system mounted at {mount}) is full "
+            f"({free} bytes free)")
 
 
 def _log_checkpoint_failure(fut: asyncio.Future[None]) -> None:

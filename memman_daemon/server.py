@@ -286,15 +286,28 @@ def tune_gc() -> None:
 
 
 def prepare_socket_dir(d: Path) -> None:
-    """Create the socket's directory 0700, or check an existing one is ours and private."""
-    if not d.exists():
+    """Create the socket's directory 0700, or check an existing one with ``lstat``: a real
+    directory (not a symlink, whoever owns it: its target could be re-pointed later), ours,
+    and private (0700)."""
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
         old = os.umask(0o077)
         try:
             d.mkdir(parents=True, mode=0o700)
+        except FileExistsError:  # created meanwhile: checked below like any other
+            pass
         finally:
             os.umask(old)
-        return
-    st = d.stat()
+        st = os.lstat(d)
+    if stat.S_ISLNK(st.st_mode):
+        raise StartupError(f"refusing to use {d}: it is a symlink (owned by uid {st.st_uid}), "
+                           "and whoever can re-point it could take the socket's place. Use a "
+                           "real directory: remove the link, or choose another directory with "
+                           "--socket.")
+    if not stat.S_ISDIR(st.st_mode):
+        raise StartupError(f"refusing to use {d}: it is not a directory. Choose another "
+                           "directory with --socket.")
     if st.st_uid != os.getuid():
         raise StartupError(f"refusing to use {d}: it is owned by uid {st.st_uid}, not by you "
                            f"({os.getuid()}). Choose another directory with --socket.")

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: an entry longer than this (characters) has its tokens counted on a worker thread
+COUNT_OFF_LOOP_CHARS = 64 * 1024
+
 #: a component's reaction to a deleted session: ``await hook(session_id, client)``
 DeletedHook = Callable[[str, str], Awaitable[Any]]
 
@@ -179,9 +182,10 @@ class Sessions:
         self.events.publish("session", "opened", {"session": s.overview()}, **self.scope(s))
         return s, True
 
-    def build_entry(self, session: Session, raw: dict[str, Any]) -> Entry:
+    def build_entry(self, session: Session, raw: dict[str, Any], *, count: bool = True) -> Entry:
         """Validate an entry map from a client, give it its id and count its tokens (once,
-        here). It enters the log through ``append``."""
+        here; ``count=False``: the caller counts them, see ``add``). It enters the log through
+        ``append``."""
         if not isinstance(raw, dict):
             raise invalid_params("entry", "expected a map")
         etype = raw.get("type", "message")
@@ -213,13 +217,18 @@ class Sessions:
                   created_at=self.clock.now(), name=raw.get("name"),
                   tool_call_id=raw.get("tool_call_id"), tool_calls=tool_calls, metadata=metadata,
                   pinned=bool(raw.get("pinned", False)))
-        e.tokens = self.tokens.count_message(e.chat_message(), session.meta.model)
+        if count:
+            e.tokens = self.tokens.count_message(e.chat_message(), session.meta.model)
         return e
 
     async def add(self, session_id: str, raw: dict[str, Any]) -> Entry:
         """``session_add``: one entry from a client."""
         s = self.get(session_id)
-        e = self.build_entry(s, raw)
+        big = len(raw.get("content") or "") > COUNT_OFF_LOOP_CHARS if isinstance(raw, dict) else False
+        e = self.build_entry(s, raw, count=not big)
+        if big:  # tiktoken on megabytes (a single 5 MB word) takes seconds: not on the loop
+            e.tokens = await asyncio.to_thread(self.tokens.count_message, e.chat_message(),
+                                               s.meta.model)
         await self.append(s, [e])
         if e.content:  # relevance vectors: embedded later, in batches, off this path
             self.embedder.prefetch(e.content)

@@ -217,9 +217,10 @@ def cases(quick: bool, data: Path) -> list[Case]:
 
     async def prep_import(c: Client) -> None:
         export.update({"format": "memman.session/1", "session_id": "imported", "entries": [
+            # short entries: 100,000 of them must fit the 8 MiB frame cap (~76 bytes each)
             {"id": i + 1, "type": "message", "role": "user" if i % 2 else "assistant",
-             "content": f"message {i} about {WORDS[i % len(WORDS)]}", "tokens": 6,
-             "created_at": 1.7e9 + i} for i in range(n_import)]})
+             "content": f"m{i}", "tokens": 5, "created_at": 1_700_000_000 + i}
+            for i in range(n_import)]})
 
     async def do_import(c: Client) -> None:
         await c.call(names.SESSION_IMPORT, export, {})

@@ -288,7 +288,7 @@ async def run_case(sock: Path, pid: int, name: str, prep: Callable | None, heavy
         await c.close()
 
 
-async def measure(quick: bool) -> list[dict[str, Any]]:
+async def measure(quick: bool, only: str = "") -> list[dict[str, Any]]:
     results = []
     with daemon() as (sock, proc, data):
         c = await Client.connect(sock, name="setup")
@@ -298,6 +298,8 @@ async def measure(quick: bool) -> list[dict[str, Any]]:
         await c.close()
         results.append(await run_case(sock, proc.pid, "no heavy client (baseline)", None, None))
         for name, prep, heavy in cases(quick, data):
+            if only and only not in name:
+                continue
             print(f"  {name} ...", file=sys.stderr, flush=True)
             results.append(await run_case(sock, proc.pid, name, prep, heavy))
     return results
@@ -332,8 +334,9 @@ def rows(quick: bool = False) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller inputs")
+    ap.add_argument("--only", default="", help="run only the cases whose name holds this text")
     args = ap.parse_args()
-    print(table(asyncio.run(measure(args.quick))))
+    print(table(asyncio.run(measure(args.quick, args.only))))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ socket, max clients, and refusal of other users (SO_PEERCRED)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import socket

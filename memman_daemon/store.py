@@ -117,7 +117,8 @@ class Store:
 
     async def on_writer(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(connection)`` on the writer's thread (where its connection lives)."""
-        assert self._thread is not None, "store is not open"
+        if self._thread is None:  # closed (shutting down) or never opened
+            raise StoreError(f"the database {self.path} is not open")
         return await asyncio.get_running_loop().run_in_executor(
             self._thread, fn, self.db)  # type: ignore[arg-type]
 
@@ -172,7 +173,8 @@ class Store:
     # --- reads (start-up load and searches; normal reads are served from memory) ------------
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         conn = self.reader
-        assert conn is not None, "store is not open"
+        if conn is None:  # closed (shutting down) or never opened
+            raise StoreError(f"the database {self.path} is not open")
         async with conn.execute(sql, params) as cur:
             return list(await cur.fetchall())
 

@@ -75,12 +75,13 @@ class Sessions:
         self._ids = itertools.count(first + n)
         return iter(range(first, first + n))
 
-    async def commit(self, session: Session, ops: list[Op]) -> None:
+    async def commit(self, session: Session, ops: list[Op], *, heavy: bool = False) -> None:
         """Commit ``ops`` (rows of ``session`` and any others that must go with them). The one
         rollback: if the commit fails, ``session`` is restored in place from the disk (or
-        dropped, when the disk has no row for it) and the error re-raised as -32003."""
+        dropped, when the disk has no row for it) and the error re-raised as -32003.
+        ``heavy``: statements over many rows, committed off the event loop (``Store.write``)."""
         try:
-            await self.store.write(ops)
+            await self.store.write(ops, heavy=heavy)
         except Exception as exc:
             await self._restore(session)
             if isinstance(exc, MemmanError):
@@ -257,7 +258,7 @@ class Sessions:
         s.meta = meta
         s.entries, s.summaries, s.by_id = [], {}, {}
         s.recount()
-        await self.commit(s, [*rows.clear_ops(s.id), rows.meta_op(s)])
+        await self.commit(s, [*rows.clear_ops(s.id), rows.meta_op(s)], heavy=True)
 
     async def replace(self, s: Session, existing: Session | None) -> None:
         """Put ``s`` (an import, with fresh ids) in the place of the session of that id.
@@ -285,7 +286,7 @@ class Sessions:
             raise StoreError(f"the import could not be stored ({type(exc).__name__}: {exc}); "
                              "nothing was changed") from exc
         await self.commit(existing or s, [*rows.clear_ops(s.id), *rows.unstage_ops(s.id),
-                                          rows.meta_op(s)])
+                                          rows.meta_op(s)], heavy=True)
         self.by_id[s.id] = s
 
     async def delete(self, session_id: str, client: str = "") -> int:
@@ -293,7 +294,7 @@ class Sessions:
         order); ``client`` names who asked (for the audit log)."""
         s = self.get(session_id)
         del self.by_id[session_id]
-        await self.commit(s, rows.delete_ops(session_id))
+        await self.commit(s, rows.delete_ops(session_id), heavy=len(s.entries) > 500)
         for hook in self.on_deleted:
             await hook(session_id, client)
         self.events.publish("session", "deleted", {}, **self.scope(s))

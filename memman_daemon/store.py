@@ -79,6 +79,8 @@ class Store:
         self.checkpoints = 0
         self.reader: aiosqlite.Connection | None = None
         self._queue: list[tuple[list[Op], asyncio.Future[None]]] = []
+        #: futures of writes marked heavy (``write(heavy=True)``): their batch runs on the thread
+        self._heavy: set[asyncio.Future[None]] = set()
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self.commits = 0
@@ -179,8 +181,10 @@ class Store:
             return list(await cur.fetchall())
 
     # --- writes ---------------------------------------------------------------------------
-    async def write(self, ops: Iterable[Op]) -> None:
-        """Durably apply ``ops`` in one transaction (shared with concurrent writers)."""
+    async def write(self, ops: Iterable[Op], *, heavy: bool = False) -> None:
+        """Durably apply ``ops`` in one transaction (shared with concurrent writers).
+        ``heavy``: few statements that touch many rows (an import moved into its session, a
+        large session cleared): committed on the writer's thread, never on the event loop."""
         ops = list(ops)
         if not ops:
             return
@@ -189,9 +193,14 @@ class Store:
         if self._writer is None:
             raise StoreError("the database is closed")
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if heavy:
+            self._heavy.add(fut)
         self._queue.append((ops, fut))
         self._wakeup.set()
-        await fut
+        try:
+            await fut
+        finally:
+            self._heavy.discard(fut)
 
     async def flush(self) -> None:
         """Wait until everything queued so far is committed."""
@@ -234,7 +243,8 @@ class Store:
     async def _commit_batch(self, batch: list[tuple[list[Op], asyncio.Future[None]]]) -> None:
         try:
             self._check_file()
-            await self._transaction([op for ops, _ in batch for op in ops])
+            heavy = any(fut in self._heavy for _, fut in batch)
+            await self._transaction([op for ops, _ in batch for op in ops], heavy)
         except _Replaced as exc:
             for _, fut in batch:
                 self._fail(fut, exc)
@@ -245,7 +255,7 @@ class Store:
                 return
             for ops, fut in batch:  # isolate the request that broke the batch
                 try:
-                    await self._transaction(ops)
+                    await self._transaction(ops, fut in self._heavy)
                 except Exception as exc1:  # noqa: BLE001
                     self._fail(fut, exc1)
                 else:
@@ -271,10 +281,10 @@ class Store:
             log.critical("%s", self.broken)
             raise _Replaced(self.broken)
 
-    async def _transaction(self, ops: list[Op]) -> None:
+    async def _transaction(self, ops: list[Op], heavy: bool = False) -> None:
         if not ops:
             return
-        if self.inline and len(ops) <= INLINE_MAX_ROWS:
+        if self.inline and len(ops) <= INLINE_MAX_ROWS and not heavy:
             assert self.db is not None
             _apply(self.db, ops)
         else:

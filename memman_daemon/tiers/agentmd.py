@@ -124,6 +124,14 @@ def atomic_write(path: Path, text: str) -> None:
         os.close(dfd)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class AgentMd(Component):
     """Each tenant's agent.md file: ingested into ``docs`` when it changes, appended to by
     promotions."""
@@ -142,6 +150,7 @@ class AgentMd(Component):
         self._names: dict[str, str] = {}  #: file-name component -> tenant id (shortened ones)
         self.ingests = 0
         self.unreadable = 0  #: agent.md files refused (not a regular file, too large, not UTF-8)
+        self.watch_errors = 0  #: times the watcher failed and was started again
         self.watching: str | None = None
         template = config.docs.agent_md or str(
             config.data_dir / "tenants" / "{tenant}" / "agent.md")
@@ -225,20 +234,44 @@ class AgentMd(Component):
             self._task = None
 
     def stats(self) -> dict[str, Any]:
-        return {"watching": self.watching, "ingests": self.ingests, "unreadable": self.unreadable}
+        return {"watching": self.watching, "ingests": self.ingests, "unreadable": self.unreadable,
+                "watch_errors": self.watch_errors}
 
     async def _watch(self) -> None:
+        """Watch until closed; a watch that fails (its directory removed, say) is logged and
+        started again a second later."""
+        while not self._stop.is_set():
+            try:
+                await self._watch_once()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - logged; the watch goes on
+                self.watch_errors += 1
+                log.error("watching %s for agent.md changes failed: %s; watching again in 1 s",
+                          self.root, exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), 1.0)
+                with contextlib.suppress(OSError):
+                    self.root.mkdir(parents=True, exist_ok=True)
+
+    async def _watch_once(self) -> None:
         from watchfiles import awatch
 
         debounce = self.config.docs.watch_debounce_ms
+        root_id = _identity(self.root)
         self.watching = str(self.root)
         first = True
         try:
             # yield_on_timeout: the first (empty) yield means the watches are in place; a
-            # rescan then catches anything written between load() and that moment.
+            # rescan then catches anything written between load() and that moment. It also
+            # comes once a second, to see that the root is still the directory watched: a
+            # removed (or replaced) root ends inotify's watch without a word
             async for changes in awatch(self.root, debounce=debounce, step=min(50, debounce),
                                         stop_event=self._stop, recursive=True,
                                         rust_timeout=1000, yield_on_timeout=True):
+                if _identity(self.root) != root_id:
+                    raise RuntimeError(f"{self.root} was removed or replaced")
                 if first:
                     first = False
                     await self.rescan()

@@ -177,3 +177,26 @@ async def test_agent_md_over_its_cap_is_refused_with_the_limit_named() -> None:
         out = await d.app.agent_md.ingest("acme")
         assert "docs.agent_md_max_bytes" in out["error"]
         assert await c.ping() == "pong"
+
+
+async def test_the_agent_md_watch_survives_its_directory_going_away() -> None:
+    """The tenants directory is removed under the watcher, then made again: a new agent.md
+    in it is still ingested (the watch was logged and started again, or never stopped)."""
+    async with running_daemon() as d, d.client() as c:
+        md = d.app.agent_md
+        await until(lambda: md.watching is not None)
+        await asyncio.sleep(0.3)
+        shutil.rmtree(md.root)
+        await asyncio.sleep(1.5)
+        path = Path(d.app.config.agent_md_path("acme"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        before = md.ingests
+        deadline = time.monotonic() + 20
+        n = 0
+        while md.ingests == before:  # rewritten until seen: the watch may be starting again
+            assert time.monotonic() < deadline, md.stats()
+            path.write_text(f"# agent.md\n\n- Invoices close on the 5th ({n}).\n")
+            n += 1
+            await asyncio.sleep(0.5)
+        hits = (await c.call(names.DOCS_SEARCH, "acme", "invoices close"))["results"]
+        assert hits and hits[0]["doc_id"] == "agent.md"

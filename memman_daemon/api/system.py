@@ -330,6 +330,31 @@ async def _restore_cache(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, 
     return await call.app.cache.restore(CacheEntry.from_wire(rec["data"]["entry"]), [uop])
 
 
+#: the layer of user memory a promotion's target lives in (cleared by memory_clear)
+_LAYER = {"preference": "semantic", "rule": "procedural", "playbook": "procedural"}
+
+
+async def _scope_still_there(call: Call, rec: dict[str, Any], kind: str) -> None:
+    """Refuse (-32002) to undo a promotion into a scope deleted after it: the user's memory
+    layer cleared, or the tenant's agent.md document removed, since the action."""
+    store = call.app.store
+    if kind in _LAYER:
+        for aid, data in await audit_rows.later(store, rec["id"], "clear",
+                                                user_id=rec["user_id"]):
+            if _LAYER[kind] in (data.get("counts") or {}):
+                raise MemmanError(CONFLICT, f"the {_LAYER[kind]} memory of user "
+                                  f"{rec['user_id']!r} was cleared after this promotion (audit "
+                                  f"#{aid} after #{rec['id']}); undo does not write into it",
+                                  {"audit_id": rec["id"], "cleared_by": aid})
+    elif kind == "business":
+        source = f"docs:{rec['tenant_id']}/agent.md"
+        for aid, _ in await audit_rows.later(store, rec["id"], "remove",
+                                             tenant_id=rec["tenant_id"], source=source):
+            raise MemmanError(CONFLICT, f"agent.md of tenant {rec['tenant_id']!r} was removed "
+                              f"after this promotion (audit #{aid} after #{rec['id']}); undo "
+                              "does not write into it", {"audit_id": rec["id"], "removed_by": aid})
+
+
 async def _unpromote(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     """Put the target back as it was (the replaced value, or no record), and unmark the
     snippet when it is still in the scratchpad."""
@@ -354,6 +379,7 @@ async def _unpromote(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]
     if not data.get("changed", True):
         await app.store.write(extra)
         return {"ref": ref, "restored": "nothing changed by the promotion"}
+    await _scope_still_there(call, rec, kind)
     if kind in ("preference", "rule"):
         key = ref.split(":", 1)[1]
         if previous is not None:

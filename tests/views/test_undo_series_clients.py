@@ -205,3 +205,35 @@ async def test_undo_never_writes_into_a_session_deleted_after_the_action(action:
         assert ei.value.code == CONFLICT and "deleted after this" in ei.value.message
         assert d.app.scratchpad.peek(sid) == []
         assert (await c.call(names.CACHE_LIST, sid))["entries"] == []
+
+
+@pytest.mark.parametrize("target", ["preference", "rule", "business"])
+async def test_undo_never_writes_into_a_scope_cleared_after_the_promotion(target: str) -> None:
+    """Issue 22: promote (replacing an earlier value), then clear that layer of the user's
+    memory (or remove the tenant's agent.md): undo refuses, and writes nothing back."""
+    from memman.errors import CONFLICT
+
+    async with running_daemon(docs={"watch": False}) as d, d.client("tui") as c:
+        await c.session_open("s", {"user_id": "u", "tenant_id": "t"})
+        if target == "preference":
+            await c.call(names.MEMORY_LEARN, "u", "drink", "coffee")
+        elif target == "rule":
+            await c.call(names.MEMORY_APPEND, "u", "procedural",
+                         {"condition": "asked for numbers", "action": "a chart"})
+        sn = (await c.call(names.SCRATCHPAD_WRITE, "s", "The user prefers tea"))["snippet"]["id"]
+        opts = {"preference": {"key": "drink", "replace": True},
+                "rule": {"condition": "asked for numbers", "replace": True},
+                "business": {"key": "drink", "replace": True}}[target]
+        await c.call(names.SCRATCHPAD_PROMOTE, "s", sn, target, opts)
+        if target == "business":
+            await c.call(names.DOCS_DELETE, "t", "agent.md")
+        else:
+            await c.call(names.MEMORY_CLEAR, "u", "semantic" if target == "preference"
+                         else "procedural")
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.UNDO, {})
+        assert ei.value.code == CONFLICT and "after this promotion" in ei.value.message
+        if target == "preference":
+            assert await c.call(names.MEMORY_RECALL, "u", "drink") is None
+        elif target == "rule":
+            assert (await c.call(names.MEMORY_STATS, "u"))["procedural_rule_count"] == 0

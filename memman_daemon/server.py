@@ -31,7 +31,7 @@ from memman_daemon.app import App
 from memman_daemon.clock import Clock
 from memman_daemon.connection import Connection, ServerState
 from memman_daemon.sessions import LoadError
-from memman_daemon.store import StoreError
+from memman_daemon.store import StoreError, disk_full
 
 log = logging.getLogger("memman.daemon")
 
@@ -210,8 +210,15 @@ class Server:
                 f"({exc.strerror}); two daemons on one data dir would hand out the same ids and "
                 "lose data. Stop it first, or give this one another --data-dir") from None
         if not self.app.read_only:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n{self.config.socket}\n".encode(), 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n{self.config.socket}\n".encode(), 0)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno == errno.ENOSPC:
+                    raise StartupError(f"cannot start: {disk_full(path)}; free some space "
+                                       "there (the data dir needs a few MB)") from None
+                raise StartupError(f"cannot write {path}: {exc.strerror}") from None
         self._lock_fd = fd
 
     def _unlock_data_dir(self) -> None:

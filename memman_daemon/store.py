@@ -113,6 +113,9 @@ class Store:
             self.reader.row_factory = aiosqlite.Row
         except sqlite3.DatabaseError as exc:
             await self.close()
+            if _is_full(exc):
+                raise StoreError(f"cannot open database {self.path}: {disk_full(self.path)}; "
+                                 "free some space there") from exc
             raise StoreError(f"cannot open database {self.path}: {exc}. Move the file aside to "
                              "start empty, or restore it from a backup.") from exc
         self._writer = asyncio.create_task(self._write_loop(), name="memman-store-writer")

@@ -3,6 +3,7 @@ at start. Daemons run as subprocesses (the lock is per process; exit codes are t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -158,3 +159,22 @@ def test_start_up_needs_no_writable_cache_for_tokens() -> None:
         out = c.count_tokens([{"role": "user", "content": "hello there"}], "gpt-4o-mini")
         assert out["encoding"] == "o200k_base" and out["tokens"] > 0
         assert c.stats()["tokenizer"]["sources"]["o200k_base"] == "bpe-openai"
+
+
+def test_a_full_data_dir_is_refused_naming_the_disk() -> None:
+    root = short_tmpdir()
+    data = _small_disk(root)
+    if data is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        with open(data / "filler", "wb") as f:  # fill it
+            with contextlib.suppress(OSError):
+                while True:
+                    f.write(b"\0" * 65536)
+        r = subprocess.run([sys.executable, "-m", "memman_daemon", "--socket",
+                            str(root / "s" / "m.sock"), "--data-dir", str(data)],
+                           env=daemon_env(root), capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0
+        assert f"mounted at {data}) is full" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(data)], capture_output=True)

@@ -26,7 +26,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 DOC = ROOT / "docs" / "performance.md"
 ORDER = ["rpc", "tokens", "context", "search", "retrieval", "retention", "quality", "recall",
-         "tui", "shared"]  # then any others
+         "tui", "shared", "responsiveness"]  # then any others
 
 
 def modules(only: list[str] | None) -> list[Path]:

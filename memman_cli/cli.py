@@ -97,6 +97,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(line)
     elif shared:
         print("  shared     local (user memory and business context in the SQLite file)")
+    quarantined = (stats.get("session_engine") or {}).get("quarantined") or {}
+    for sid, q in sorted(quarantined.items()):
+        print(f"  quarantined session {sid}: background compression failed "
+              f"{q.get('failures', 1)}x ({q.get('error')}); retried in "
+              f"{q.get('retry_in_s', 0):.0f}s, or after an import / delete")
     return 0
 
 
@@ -270,6 +275,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         data = json.loads(raw)
     except ValueError as exc:
         raise UsageError(f"{args.file} is not JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{args.file} nests arrays or maps too deeply to be read; an export "
+                         "is a few levels deep") from None
+    where = _unsendable(data)
+    if where is not None:
+        raise UsageError(f"{args.file}: {where}; it is not a memman export")
     opts: dict[str, Any] = {}
     if args.session:
         opts["session_id"] = args.session
@@ -292,6 +303,29 @@ def cmd_import(args: argparse.Namespace) -> int:
         sid = result.get("session_id", "?") if isinstance(result, dict) else result
         print(f"imported session {sid}")
     return 0
+
+
+#: deepest nesting of an import file the command sends (an export is a few levels deep)
+IMPORT_MAX_DEPTH = 64
+
+
+def _unsendable(data: Any) -> str | None:
+    """What in a JSON value cannot go over the wire (an integer past 64 bits, nesting past
+    ``IMPORT_MAX_DEPTH``), with its path; None when all of it can. Walked without recursion."""
+    stack: list[tuple[Any, str, int]] = [(data, "data", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > IMPORT_MAX_DEPTH:
+            return f"{path} is nested deeper than {IMPORT_MAX_DEPTH} levels"
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and not -(2**63) <= value < 2**64:
+            return f"{path} is {value}, which does not fit 64 bits"
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}", depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
+    return None
 
 
 def cmd_search(args: argparse.Namespace) -> int:

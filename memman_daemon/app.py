@@ -30,7 +30,7 @@ from memman_daemon.tiers.cache import ToolCache
 from memman_daemon.tiers.injection import Injection
 from memman_daemon.tiers.promotion import Promotion
 from memman_daemon.tiers.scratchpad import Scratchpad
-from memman_daemon.tokens import TokenCounter, cache_dir_for
+from memman_daemon.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class App:
         self.backend = backend_for(config, self.clock)
         self.shared = self.backend.store
         self.events = self.backend.events
-        self.tokens = TokenCounter(cache_dir_for(config.data_dir))
+        self.tokens = TokenCounter()
         # vectors for hybrid search, near-duplicates and relevance: local model, endpoint or
         # none. `await embedder.embed(texts)` / `embedder.cached(texts)` give unit vectors
         # background work (compression's analysis, the embedding prefetch) shares one time

@@ -31,12 +31,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memman.daemon")
 
+#: the start of a frame up to this long waits as bytes, not in a decoder of its own (~40 KB);
+#: a client dripping a frame byte by byte makes the daemon decode at most this much again per
+#: byte, within limits.frame_timeout_s
+PARTIAL_FRAME_BYTES = 4096
+
 
 @dataclass
 class ServerState:
     """What all connections share: the live connections and the request counters."""
 
     connections: set[Connection] = field(default_factory=set)
+    #: one decoder between frames, lent to whichever connection has bytes to decode: a
+    #: connection keeps a decoder of its own only while a frame of its is half received
+    #: (a msgpack Unpacker is ~40 KB; one per connection was what thousands of short
+    #: connections left behind as heap fragmentation)
+    spare_decoder: FrameDecoder | None = None
     next_conn_id: int = 1
     requests: int = 0  #: requests received (answered or refused)
     errors: int = 0  #: requests answered with an error
@@ -70,9 +80,13 @@ class Connection(asyncio.Protocol):
         self.app = server.app
         self.limits = server.config.limits
         self.transport: asyncio.Transport | None = None
-        #: made at the first byte: a msgpack Unpacker costs ~40 KB (its fixed parse stack), and
-        #: a client that connects and goes without sending anything should cost nothing
+        #: held only while a frame is half received (``ServerState.spare_decoder`` otherwise):
+        #: a msgpack Unpacker costs ~40 KB (its fixed parse stack), and a connection between
+        #: frames, or one that goes without sending anything, should cost nothing
         self.decoder: Any = None
+        #: the start of a frame that is still arriving, when short: kept as bytes (decoded
+        #: again with the rest) rather than in a decoder of its own
+        self._partial = b""
         self.id = server.state.next_conn_id
         server.state.next_conn_id += 1
         self.name = f"conn-{self.id}"  #: replaced by memman_set_client_info
@@ -110,6 +124,7 @@ class Connection(asyncio.Protocol):
         # nothing of a closed connection may stay reachable: the decoder's buffer, the
         # transport, a half-received frame
         self.decoder = _CLOSED_DECODER
+        self._partial = b""
         if self.transport is not None:
             asyncio.get_running_loop().call_soon(_release_transport, self.transport)
         self.transport = None
@@ -179,11 +194,20 @@ class Connection(asyncio.Protocol):
             return
         self.last_active = time.monotonic()
         completed = False
+        state = self.server.state
+        if self._partial:
+            data, self._partial = self._partial + data, b""
         if self.decoder is None:
-            self.decoder = FrameDecoder(self.limits.max_message_bytes)
+            spare = state.spare_decoder
+            if spare is not None and spare.max_message_bytes == self.limits.max_message_bytes:
+                state.spare_decoder = None
+                self.decoder = spare
+            else:
+                self.decoder = FrameDecoder(self.limits.max_message_bytes)
+        decoder = self.decoder
         try:
-            self.decoder.feed(data)
-            for obj in self.decoder:
+            decoder.feed(data)
+            for obj in decoder:
                 completed = True
                 self.handle(obj)
                 if self.closing:
@@ -192,6 +216,15 @@ class Connection(asyncio.Protocol):
             self.send_error_event(exc.code, exc.message + "; closing the connection")
             self.close()
             return
+        pending = decoder.pending
+        if self.decoder is decoder:
+            if not pending:  # between frames: lend it back
+                self.decoder = None
+                if state.spare_decoder is None:
+                    state.spare_decoder = decoder
+            elif pending <= min(PARTIAL_FRAME_BYTES, len(data)):
+                self.decoder = None  # mid-frame: not reusable, dropped
+                self._partial = bytes(data[-pending:])
         self._watch_partial_frame(completed)
 
     def eof_received(self) -> bool | None:
@@ -201,7 +234,8 @@ class Connection(asyncio.Protocol):
         """A whole frame must arrive within frame_timeout_s of its first byte. The deadline is
         set when a frame starts and is not moved by later bytes of the same frame (a client
         sending one byte a second is closed all the same)."""
-        if not self.decoder.pending:
+        pending = self.decoder.pending if self.decoder is not None else len(self._partial)
+        if not pending:
             if self._frame_timer is not None:
                 self._frame_timer.cancel()
                 self._frame_timer = None
@@ -256,6 +290,11 @@ class Connection(asyncio.Protocol):
             if method.writes and app.read_only:
                 raise MemmanError(errors.FORBIDDEN, f"{req.method} changes memory, and the daemon "
                                                     "runs read-only (--read-only)")
+            if method.offload:  # a large parameter is checked off the loop, in the task
+                task = asyncio.create_task(self.run_offloaded(req, method))
+                self.inflight.add(task)
+                task.add_done_callback(self.inflight.discard)
+                return
             kwargs = method.bind(req.params)
             if not method.is_async:  # in-memory reads: no task, no extra loop iteration
                 result = method.handler(Call(app, self.name, self), **kwargs)
@@ -276,6 +315,14 @@ class Connection(asyncio.Protocol):
             self.answer_error(req, exc)
         finally:
             self.last_active = time.monotonic()
+
+    async def run_offloaded(self, req: Request, method: Any) -> None:
+        try:
+            kwargs = await asyncio.to_thread(method.bind, req.params)
+        except Exception as exc:
+            self.answer_error(req, exc)
+            return
+        await self.run_request(req, method.handler, kwargs)
 
     def respond(self, req: Request, result: Any) -> None:
         """Send the answer, or -32004 saying how to page when it is over the output cap."""

@@ -120,6 +120,10 @@ class SessionMeta:
     max_tokens: int = 8000  #: the context budget (tokens)
     created_at: float = 0.0
     updated_at: float = 0.0
+    #: when this session (under this id) began here: its open or its import. A session deleted
+    #: and opened again under the same id is a new one; undo compares this with the action's
+    #: time. 0: written before the field existed (``created_at`` stands for it)
+    opened_at: float = 0.0
     summary: str = ""  #: the Q&A-cycle design rolling summary of exchanges that left the window
     exchanges: list[Exchange] = field(default_factory=list)
     cycle: Cycle = field(default_factory=Cycle)

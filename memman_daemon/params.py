@@ -460,3 +460,16 @@ SECONDS = Float(0.0, 1e12, doc="seconds (a finite number >= 0)")
 TIMESTAMP = Float(0.0, 1e11, doc="unix seconds")
 TEXT = Str()
 METADATA = Map(rest=Stored(), doc="a map (metadata)")
+#: a tool call's ``function`` as the chat API has it: a map whose name is text
+TOOL_FUNCTION = Map({"name": Str(max_bytes=1024), "arguments": Stored()}, rest=Stored(),
+                    empty_array_ok=False, doc="a map {name, arguments}")
+#: one tool call of an entry (``session_add``, an import file): {id, type, function}
+TOOL_CALL = Map({"id": Str(min_len=1, max_bytes=1024), "type": Str(max_bytes=64),
+                 "function": TOOL_FUNCTION, "name": Str(max_bytes=1024)},
+                required=("id",), rest=Stored(), empty_array_ok=False,
+                doc="a map {id, type, function: {name, arguments}}")
+#: one tool call of a chat message whose tokens are counted (an id is not needed there)
+CHAT_TOOL_CALL = Map({"id": Str(max_bytes=1024), "type": Str(max_bytes=64),
+                      "function": TOOL_FUNCTION, "name": Str(max_bytes=1024)},
+                     rest=Stored(), empty_array_ok=False,
+                     doc="a map {id, type, function: {name, arguments}}")

@@ -75,6 +75,8 @@ class Method:
     doc: str = ""
     writes: bool = False  #: refused when the daemon runs read-only
     is_async: bool = True  #: a plain function is answered inline (in-memory reads)
+    #: its parameters may be large (an import file): checked on a worker thread, not the loop
+    offload: bool = False
 
     def bind(self, params: Any) -> dict[str, Any]:
         if not isinstance(params, (list, tuple)):
@@ -98,12 +100,13 @@ class Method:
 class Registry:
     methods: dict[str, Method] = field(default_factory=dict)
 
-    def method(self, name: str, *params: Param, writes: bool = False) -> Callable[[Handler], Handler]:
+    def method(self, name: str, *params: Param, writes: bool = False,
+               offload: bool = False) -> Callable[[Handler], Handler]:
         def register(fn: Handler) -> Handler:
             if name in self.methods:
                 raise RuntimeError(f"method {name} registered twice")
             self.methods[name] = Method(name, fn, params, (fn.__doc__ or "").strip(), writes,
-                                        inspect.iscoroutinefunction(fn))
+                                        inspect.iscoroutinefunction(fn), offload)
             return fn
         return register
 

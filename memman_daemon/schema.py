@@ -145,7 +145,21 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX usage_series_session ON usage_series(session_id, id);
     """,
-    # v5: the recall index (repositories/recall.py) — the search model's vector of each
+    # v5: one live preference / rule per user and key, decided by the database (issue 22).
+    # Duplicates left by concurrent learns before it: the newest stays live, the others are
+    # archived (archived_by 0: kept, not searched), so nothing is lost
+    """
+    UPDATE memories SET archived_by = 0
+     WHERE kind IN ('preference', 'rule') AND archived_by IS NULL
+       AND EXISTS (SELECT 1 FROM memories AS n
+                    WHERE n.user_id = memories.user_id AND n.kind = memories.kind
+                      AND n.key IS memories.key AND n.archived_by IS NULL
+                      AND (n.updated_at > memories.updated_at
+                           OR (n.updated_at = memories.updated_at AND n.id > memories.id)));
+    CREATE UNIQUE INDEX memories_live ON memories(user_id, kind, key)
+     WHERE kind IN ('preference', 'rule') AND archived_by IS NULL;
+    """,
+    # v6: the recall index (repositories/recall.py) — the search model's vector of each
     # session entry, so a restart does not re-embed; entries a session excludes from recall
     """
     CREATE TABLE recall_vectors (

@@ -31,7 +31,7 @@ from memman_daemon.app import App
 from memman_daemon.clock import Clock
 from memman_daemon.connection import Connection, ServerState
 from memman_daemon.sessions import LoadError
-from memman_daemon.store import StoreError
+from memman_daemon.store import StoreError, disk_full
 
 log = logging.getLogger("memman.daemon")
 
@@ -210,8 +210,15 @@ class Server:
                 f"({exc.strerror}); two daemons on one data dir would hand out the same ids and "
                 "lose data. Stop it first, or give this one another --data-dir") from None
         if not self.app.read_only:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n{self.config.socket}\n".encode(), 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n{self.config.socket}\n".encode(), 0)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno == errno.ENOSPC:
+                    raise StartupError(f"cannot start: {disk_full(path)}; free some space "
+                                       "there (the data dir needs a few MB)") from None
+                raise StartupError(f"cannot write {path}: {exc.strerror}") from None
         self._lock_fd = fd
 
     def _unlock_data_dir(self) -> None:
@@ -286,15 +293,28 @@ def tune_gc() -> None:
 
 
 def prepare_socket_dir(d: Path) -> None:
-    """Create the socket's directory 0700, or check an existing one is ours and private."""
-    if not d.exists():
+    """Create the socket's directory 0700, or check an existing one with ``lstat``: a real
+    directory (not a symlink, whoever owns it: its target could be re-pointed later), ours,
+    and private (0700)."""
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
         old = os.umask(0o077)
         try:
             d.mkdir(parents=True, mode=0o700)
+        except FileExistsError:  # created meanwhile: checked below like any other
+            pass
         finally:
             os.umask(old)
-        return
-    st = d.stat()
+        st = os.lstat(d)
+    if stat.S_ISLNK(st.st_mode):
+        raise StartupError(f"refusing to use {d}: it is a symlink (owned by uid {st.st_uid}), "
+                           "and whoever can re-point it could take the socket's place. Use a "
+                           "real directory: remove the link, or choose another directory with "
+                           "--socket.")
+    if not stat.S_ISDIR(st.st_mode):
+        raise StartupError(f"refusing to use {d}: it is not a directory. Choose another "
+                           "directory with --socket.")
     if st.st_uid != os.getuid():
         raise StartupError(f"refusing to use {d}: it is owned by uid {st.st_uid}, not by you "
                            f"({os.getuid()}). Choose another directory with --socket.")

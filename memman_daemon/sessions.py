@@ -11,9 +11,12 @@ published.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import json
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +32,11 @@ if TYPE_CHECKING:
     from memman_daemon.events import EventBus
     from memman_daemon.search.embeddings import Embedder
     from memman_daemon.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+#: an entry longer than this (characters) has its tokens counted on a worker thread
+COUNT_OFF_LOOP_CHARS = 64 * 1024
 
 #: a component's reaction to a deleted session: ``await hook(session_id, client)``
 DeletedHook = Callable[[str, str], Awaitable[Any]]
@@ -63,12 +71,22 @@ class Sessions:
                               "a fresh data dir, where they get new ids")
         return i
 
-    async def commit(self, session: Session, ops: list[Op]) -> None:
+    def reserve_ids(self, n: int) -> Iterator[int]:
+        """``n`` new ids at once (an import), handed out by the iterator returned."""
+        first = self.next_id()
+        if first + n - 1 > INT64_MAX:
+            raise MemmanError(STORAGE_ERROR, "entry ids are exhausted: an import of this size "
+                              f"would pass id {INT64_MAX}")
+        self._ids = itertools.count(first + n)
+        return iter(range(first, first + n))
+
+    async def commit(self, session: Session, ops: list[Op], *, heavy: bool = False) -> None:
         """Commit ``ops`` (rows of ``session`` and any others that must go with them). The one
         rollback: if the commit fails, ``session`` is restored in place from the disk (or
-        dropped, when the disk has no row for it) and the error re-raised as -32003."""
+        dropped, when the disk has no row for it) and the error re-raised as -32003.
+        ``heavy``: statements over many rows, committed off the event loop (``Store.write``)."""
         try:
-            await self.store.write(ops)
+            await self.store.write(ops, heavy=heavy)
         except Exception as exc:
             await self._restore(session)
             if isinstance(exc, MemmanError):
@@ -86,7 +104,12 @@ class Sessions:
             with _row(store, "sessions", row[0]):
                 self.by_id[row[0]] = Session(row[0], SessionMeta.from_wire(json.loads(row[1])))
         max_id = 0
+        staged: set[str] = set()  # rows of an import that did not finish
         for row in await rows.all_entries(store):
+            if row[2].startswith(rows.STAGING):
+                staged.add(row[2])
+                max_id = max(max_id, row[0])
+                continue
             with _row(store, "entries", row[0]):
                 e = Entry.from_wire(json.loads(row[1]))
                 if not isinstance(e.id, int) or not isinstance(e.tokens, int):
@@ -95,6 +118,10 @@ class Sessions:
                     s.append(e)
             max_id = max(max_id, e.id)
         for row in await rows.all_summaries(store):
+            if row[2].startswith(rows.STAGING):
+                staged.add(row[2])
+                max_id = max(max_id, row[0])
+                continue
             with _row(store, "summaries", row[0]):
                 sm = Summary.from_wire(json.loads(row[1]))
                 if s := self.by_id.get(sm.session_id):
@@ -105,6 +132,9 @@ class Sessions:
                 s.recount()
                 s.overview()
         self._ids = itertools.count(max_id + 1)
+        if staged:  # dropped by the next import of that session (the start may be read-only)
+            log.warning("skipped the rows of %d import(s) that did not finish: %s", len(staged),
+                        ", ".join(repr(c[len(rows.STAGING):]) for c in sorted(staged)))
 
     async def _restore(self, s: Session) -> None:
         """Make ``s`` what the disk holds again, in place (holders of the object stay valid)."""
@@ -152,7 +182,7 @@ class Sessions:
                     self._reindex(existing)  # its entries now belong to another scope
             return existing, False
         now = self.clock.now()
-        meta = SessionMeta(created_at=now, updated_at=now,
+        meta = SessionMeta(created_at=now, updated_at=now, opened_at=now,
                            max_tokens=self.config.context.max_tokens)
         for k, v in opts.items():
             setattr(meta, k, v)
@@ -162,9 +192,10 @@ class Sessions:
         self.events.publish("session", "opened", {"session": s.overview()}, **self.scope(s))
         return s, True
 
-    def build_entry(self, session: Session, raw: dict[str, Any]) -> Entry:
+    def build_entry(self, session: Session, raw: dict[str, Any], *, count: bool = True) -> Entry:
         """Validate an entry map from a client, give it its id and count its tokens (once,
-        here). It enters the log through ``append``."""
+        here; ``count=False``: the caller counts them, see ``add``). It enters the log through
+        ``append``."""
         if not isinstance(raw, dict):
             raise invalid_params("entry", "expected a map")
         etype = raw.get("type", "message")
@@ -186,7 +217,7 @@ class Sessions:
             if not isinstance(tool_calls, list) or not all(
                     isinstance(c, dict) and isinstance(c.get("id"), str) for c in tool_calls):
                 raise invalid_params("entry.tool_calls", "expected an array of maps each with an 'id'")
-            tool_calls = [_normalize_call(c) for c in tool_calls]
+            tool_calls = [normalize_call(c) for c in tool_calls]
         if role == "tool" and not raw.get("tool_call_id"):
             raise invalid_params("entry.tool_call_id", "a tool result needs the id of the call it answers")
         metadata = raw.get("metadata") or {}
@@ -197,13 +228,18 @@ class Sessions:
                   name=raw.get("name"),
                   tool_call_id=raw.get("tool_call_id"), tool_calls=tool_calls, metadata=metadata,
                   pinned=bool(raw.get("pinned", False)))
-        e.tokens = self.tokens.count_message(e.chat_message(), session.meta.model)
+        if count:
+            e.tokens = self.tokens.count_message(e.chat_message(), session.meta.model)
         return e
 
     async def add(self, session_id: str, raw: dict[str, Any]) -> Entry:
         """``session_add``: one entry from a client."""
         s = self.get(session_id)
-        e = self.build_entry(s, raw)
+        big = len(raw.get("content") or "") > COUNT_OFF_LOOP_CHARS if isinstance(raw, dict) else False
+        e = self.build_entry(s, raw, count=not big)
+        if big:  # tiktoken on megabytes (a single 5 MB word) takes seconds: not on the loop
+            e.tokens = await asyncio.to_thread(self.tokens.count_message, e.chat_message(),
+                                               s.meta.model)
         await self.append(s, [e])
         if e.content:  # relevance vectors: embedded later, in batches, off this path
             self.embedder.prefetch(e.content)
@@ -234,16 +270,36 @@ class Sessions:
         s.meta = meta
         s.entries, s.summaries, s.by_id = [], {}, {}
         s.recount()
-        await self.commit(s, [*rows.clear_ops(s.id), rows.meta_op(s)])
+        await self.commit(s, [*rows.clear_ops(s.id), rows.meta_op(s)], heavy=True)
         self._reindex(s)
 
     async def replace(self, s: Session, existing: Session | None) -> None:
-        """Put ``s`` (an import, with fresh ids) in the place of the session of that id: its
-        rows replace the old ones in one transaction; memory changes after the commit."""
-        ops = [*rows.clear_ops(s.id), rows.meta_op(s)]
-        ops += [rows.entry_op(e) for e in s.entries]
-        ops += [rows.summary_op(sm) for sm in s.summaries.values()]
-        await self.commit(existing or s, ops)
+        """Put ``s`` (an import, with fresh ids) in the place of the session of that id.
+
+        Its rows are written in batches of ``storage.batch_max_rows`` (built on a worker
+        thread) under a staging name (``rows.STAGING``), so no one transaction or loop turn
+        holds the whole import; then one transaction clears the old session and moves them in,
+        with the meta row: all or nothing still. Memory changes after that commit."""
+        s.meta.opened_at = self.clock.now()  # a new session under that id, whatever the file says
+        batch = max(1, self.config.storage.batch_max_rows)
+        entries, summaries = s.entries, list(s.summaries.values())
+        staging = rows.STAGING + s.id
+        try:
+            await self.store.write(rows.drop_staged_ops(staging))
+            for i in range(0, len(entries) + len(summaries), batch):
+                part_e = entries[i:i + batch]
+                part_s = summaries[max(0, i - len(entries)):max(0, i + batch - len(entries))]
+                ops = await asyncio.to_thread(rows.staged_ops, s.id, part_e, part_s)
+                await self.store.write(ops)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await self.store.write(rows.drop_staged_ops(staging))
+            if isinstance(exc, MemmanError):
+                raise
+            raise StoreError(f"the import could not be stored ({type(exc).__name__}: {exc}); "
+                             "nothing was changed") from exc
+        await self.commit(existing or s, [*rows.clear_ops(s.id), *rows.unstage_ops(s.id),
+                                          rows.meta_op(s)], heavy=True)
         self.by_id[s.id] = s
         self._reindex(s)
 
@@ -252,7 +308,7 @@ class Sessions:
         order); ``client`` names who asked (for the audit log)."""
         s = self.get(session_id)
         del self.by_id[session_id]
-        await self.commit(s, rows.delete_ops(session_id))
+        await self.commit(s, rows.delete_ops(session_id), heavy=len(s.entries) > 500)
         for reset in self.on_reset:
             reset(session_id)
         for hook in self.on_deleted:
@@ -294,11 +350,11 @@ def _created_at(raw: Any, now: float) -> float:
     return ts
 
 
-def _normalize_call(c: dict[str, Any]) -> dict[str, Any]:
+def normalize_call(c: dict[str, Any], where: str = "entry.tool_calls") -> dict[str, Any]:
     """Shape a tool call as the chat API wants it: {id, type: function, function: {name, arguments}}."""
     fn = c.get("function") or {}
     if not isinstance(fn, dict):
-        raise MemmanError(-32602, "invalid parameter 'entry.tool_calls': 'function' must be a map")
+        raise invalid_params(where, "'function' must be a map")
     args = fn.get("arguments", "{}")
     if not isinstance(args, str):
         args = json.dumps(args, separators=(",", ":"), ensure_ascii=False)

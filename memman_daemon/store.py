@@ -24,8 +24,10 @@ will read again).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -53,6 +55,11 @@ class StoreError(MemmanError):
         super().__init__(STORAGE_ERROR, message)
 
 
+class ConstraintError(StoreError):
+    """The database refused a row that breaks a constraint (a unique index): another writer
+    got there first. The caller may look again and retry."""
+
+
 class Store:
     def __init__(self, path: Path, synchronous: str = "NORMAL", batch_max_rows: int = 5000) -> None:
         if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA", "OFF"):
@@ -72,6 +79,8 @@ class Store:
         self.checkpoints = 0
         self.reader: aiosqlite.Connection | None = None
         self._queue: list[tuple[list[Op], asyncio.Future[None]]] = []
+        #: futures of writes marked heavy (``write(heavy=True)``): their batch runs on the thread
+        self._heavy: set[asyncio.Future[None]] = set()
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self.commits = 0
@@ -104,13 +113,17 @@ class Store:
             self.reader.row_factory = aiosqlite.Row
         except sqlite3.DatabaseError as exc:
             await self.close()
+            if _is_full(exc):
+                raise StoreError(f"cannot open database {self.path}: {disk_full(self.path)}; "
+                                 "free some space there") from exc
             raise StoreError(f"cannot open database {self.path}: {exc}. Move the file aside to "
                              "start empty, or restore it from a backup.") from exc
         self._writer = asyncio.create_task(self._write_loop(), name="memman-store-writer")
 
     async def on_writer(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(connection)`` on the writer's thread (where its connection lives)."""
-        assert self._thread is not None, "store is not open"
+        if self._thread is None:  # closed (shutting down) or never opened
+            raise StoreError(f"the database {self.path} is not open")
         return await asyncio.get_running_loop().run_in_executor(
             self._thread, fn, self.db)  # type: ignore[arg-type]
 
@@ -165,13 +178,16 @@ class Store:
     # --- reads (start-up load and searches; normal reads are served from memory) ------------
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         conn = self.reader
-        assert conn is not None, "store is not open"
+        if conn is None:  # closed (shutting down) or never opened
+            raise StoreError(f"the database {self.path} is not open")
         async with conn.execute(sql, params) as cur:
             return list(await cur.fetchall())
 
     # --- writes ---------------------------------------------------------------------------
-    async def write(self, ops: Iterable[Op]) -> None:
-        """Durably apply ``ops`` in one transaction (shared with concurrent writers)."""
+    async def write(self, ops: Iterable[Op], *, heavy: bool = False) -> None:
+        """Durably apply ``ops`` in one transaction (shared with concurrent writers).
+        ``heavy``: few statements that touch many rows (an import moved into its session, a
+        large session cleared): committed on the writer's thread, never on the event loop."""
         ops = list(ops)
         if not ops:
             return
@@ -180,9 +196,14 @@ class Store:
         if self._writer is None:
             raise StoreError("the database is closed")
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if heavy:
+            self._heavy.add(fut)
         self._queue.append((ops, fut))
         self._wakeup.set()
-        await fut
+        try:
+            await fut
+        finally:
+            self._heavy.discard(fut)
 
     async def flush(self) -> None:
         """Wait until everything queued so far is committed."""
@@ -225,7 +246,8 @@ class Store:
     async def _commit_batch(self, batch: list[tuple[list[Op], asyncio.Future[None]]]) -> None:
         try:
             self._check_file()
-            await self._transaction([op for ops, _ in batch for op in ops])
+            heavy = any(fut in self._heavy for _, fut in batch)
+            await self._transaction([op for ops, _ in batch for op in ops], heavy)
         except _Replaced as exc:
             for _, fut in batch:
                 self._fail(fut, exc)
@@ -236,7 +258,7 @@ class Store:
                 return
             for ops, fut in batch:  # isolate the request that broke the batch
                 try:
-                    await self._transaction(ops)
+                    await self._transaction(ops, fut in self._heavy)
                 except Exception as exc1:  # noqa: BLE001
                     self._fail(fut, exc1)
                 else:
@@ -262,10 +284,10 @@ class Store:
             log.critical("%s", self.broken)
             raise _Replaced(self.broken)
 
-    async def _transaction(self, ops: list[Op]) -> None:
+    async def _transaction(self, ops: list[Op], heavy: bool = False) -> None:
         if not ops:
             return
-        if self.inline and len(ops) <= INLINE_MAX_ROWS:
+        if self.inline and len(ops) <= INLINE_MAX_ROWS and not heavy:
             assert self.db is not None
             _apply(self.db, ops)
         else:
@@ -300,6 +322,13 @@ class Store:
             return
         if isinstance(exc, _Replaced) or self.broken is not None:
             fut.set_exception(StoreError(self.broken or str(exc)))
+        elif isinstance(exc, sqlite3.IntegrityError):
+            fut.set_exception(ConstraintError(
+                f"the database {self.path} refused the write ({exc}); nothing was changed"))
+        elif isinstance(exc, (sqlite3.OperationalError, OSError)) and _is_full(exc):
+            fut.set_exception(StoreError(
+                f"the database {self.path} refused the write: {disk_full(self.path)}; nothing "
+                "was changed. Free some space there; the daemon keeps running."))
         elif isinstance(exc, (sqlite3.OperationalError, OSError)):
             fut.set_exception(StoreError(
                 f"the database {self.path} refused the write ({exc}); nothing was changed. "
@@ -308,6 +337,26 @@ class Store:
             fut.set_exception(StoreError(
                 f"the database {self.path} could not store this request ({type(exc).__name__}: "
                 f"{exc}); nothing was changed and the daemon keeps running."))
+
+
+def _is_full(exc: BaseException) -> bool:
+    return (getattr(exc, "errno", None) == errno.ENOSPC
+            or getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            or "disk is full" in str(exc))
+
+
+def disk_full(path: Path) -> str:
+    """Which disk is full, for a message: the file system holding ``path`` and what is free."""
+    where = os.path.realpath(path.parent)
+    mount = where
+    while not os.path.ismount(mount) and os.path.dirname(mount) != mount:
+        mount = os.path.dirname(mount)
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return f"the disk holding {where} (mounted at {mount}) is full"
+    return (f"the disk holding {where} (the file system mounted at {mount}) is full "
+            f"({free} bytes free)")
 
 
 def _log_checkpoint_failure(fut: asyncio.Future[None]) -> None:

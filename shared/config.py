@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from memman import paths
+from memman.files import NotARegularFile, read_regular
 
 #: the chat model assumed when none is given (the summarizer's, a session's, token counting's)
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -51,6 +52,11 @@ class LimitsConfig:
     #: most of the time (0..1) background work (compression's analysis and summaries, the
     #: embedding prefetch) takes while clients are being served; idle, it runs flat out
     background_share: float = 0.1
+    #: most entries and summaries one memman_session_import may hold (its own bound, below the
+    #: frame cap: an import is checked, built and written in batches off the event loop)
+    import_max_entries: int = 100_000
+    #: most text (UTF-8 bytes of the entries' and summaries' content) one import may hold
+    import_max_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass
@@ -152,6 +158,9 @@ class CompressionConfig:
     keep_pinned: bool = True  #: pinned entries and system prompts are never compressed
     llm_deadline_s: float = 0.5  #: longest memman_session_compact waits for the LLM summary
     check_interval_s: float = 1.0  #: how often sessions are checked against the limits (seconds)
+    #: a session whose background compression failed is left alone (quarantined) this long
+    #: before it is tried again (seconds); an import or a delete of the session ends it at once
+    quarantine_retry_s: float = 600.0
 
 
 @dataclass
@@ -249,6 +258,8 @@ class DocsConfig:
     max_scan: int = 5_000  #: a query matching more chunks ranks only the newest this many
     watch: bool = True  #: watch agent.md files and re-ingest on change
     watch_debounce_ms: int = 50  #: watchfiles debounce (milliseconds)
+    #: the largest agent.md read (bytes); a larger one is refused with a logged error
+    agent_md_max_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass
@@ -346,12 +357,7 @@ class Config:
     ) -> Config:
         """Read the TOML file (if present), environment overrides, then explicit arguments."""
         path = paths.config_path(config_file)
-        raw: dict[str, Any] = {}
-        if path.exists():
-            try:
-                raw = tomllib.loads(path.read_text())
-            except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"config file {path} is not valid TOML: {exc}") from exc
+        raw = read_toml(path)
         cfg = cls(config_file=path)  # the file consulted (it may not exist yet)
         top_socket = raw.pop("socket", None)
         top_data = raw.pop("data_dir", None)
@@ -385,6 +391,29 @@ class Config:
                 rows.append({"key": key, "value": value,
                              "source": self.sources.get(key, "default")})
         return rows
+
+
+#: the largest config.toml read (a bigger one is refused: it is not a config)
+CONFIG_MAX_BYTES = 1024 * 1024
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The config file's tables ({} when there is none). Opened without blocking and refused,
+    as a ``ConfigError`` naming it, when it is not a regular file (a FIFO, a directory), over
+    ``CONFIG_MAX_BYTES``, not UTF-8 or not TOML."""
+    try:
+        data = read_regular(path, CONFIG_MAX_BYTES, "config file")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(str(exc) if isinstance(exc, NotARegularFile) else
+                          f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
 
 
 def _hide_password(url: str) -> str:
@@ -424,6 +453,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "llm.temperature": (0.0, 2.0),
     **{k: (1, None) for k in (
         "limits.max_message_bytes", "limits.max_clients", "limits.subscriber_buffer_bytes",
+        "limits.import_max_entries", "limits.import_max_bytes", "docs.agent_md_max_bytes",
         "storage.batch_max_rows", "context.max_tokens", "context.gap_summary_max_tokens",
         "context.usage_history", "compression.max_tokens", "compression.max_entries",
         "compression.min_entries", "cycle.max_exchanges", "cycle.answer_max_bytes",
@@ -435,6 +465,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "recall.embed_batch", "recall.max_chars")},
     **{k: (1e-9, None) for k in (
         "limits.frame_timeout_s", "compression.check_interval_s", "llm.timeout_s",
+        "compression.quarantine_retry_s",
         "tui.refresh_s", "storage.shared_timeout_s", "storage.shared_backoff_max_s")},
     "storage.shared_pool_size": (1, None),
 }

@@ -146,7 +146,8 @@ def check_socket_owner(path: str | os.PathLike) -> None:
                                    f"points to a directory) owned by {other}, not by you (uid "
                                    f"{uid}); someone else may be listening there. Remove it or "
                                    "set MEMMAN_SOCKET / XDG_RUNTIME_DIR")
-        assert target is not None  # a dangling link has no owner but ours: refused above
+        if target is None:  # a dangling link (ours): nothing listens there
+            return
         dst = target
     if dst.st_uid != uid:
         raise SocketOwnerError(f"refusing to use {p}: its directory {d} is owned by uid "

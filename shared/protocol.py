@@ -65,49 +65,119 @@ def pack_notification(method: str, params: list[Any]) -> bytes:
 
 
 class FrameDecoder:
-    """Incremental decoder with a bounded buffer.
+    """Incremental decoder with a bounded frame.
 
     ``feed(data)`` then iterate: yields decoded objects. ``pending`` is the number of bytes of a
     frame that has started but not finished (used for the half-frame timeout).
+
+    The cap is on the bytes of one frame, whatever its shape. msgpack's own ``max_buffer_size``
+    bounds only the bytes not yet parsed: a frame of many small nested items is consumed as it
+    arrives and built up in memory without end. So the bytes are handed to the unpacker in
+    slices that never take the current frame past ``max_message_bytes``; one more byte of an
+    unfinished frame at the cap is refused. And since one byte can make a container (``[]`` is
+    1 byte, ~60 in memory), a frame may hold at most one array or map per
+    ``BYTES_PER_CONTAINER`` bytes of the cap: a real message is far sparser.
     """
+
+    #: a frame of the cap may hold cap / this many arrays and maps (8 MiB: 1M, ~70 MB in memory)
+    BYTES_PER_CONTAINER = 8
 
     def __init__(self, max_message_bytes: int) -> None:
         self.max_message_bytes = max_message_bytes
+        self.max_containers = max(1, max_message_bytes // self.BYTES_PER_CONTAINER)
+        # the hook is its own object, not a method of this decoder: a bound method would make a
+        # reference cycle (decoder -> unpacker -> hook -> decoder) that only a full garbage
+        # collection frees, ~40 KB per closed connection
+        self._containers = _ContainerCount(self.max_containers)
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes,
-                                          strict_map_key=False)
-        self._fed = 0
+                                          strict_map_key=False, list_hook=self._containers,
+                                          object_hook=self._containers)
+        self._fed = 0  #: stream offset of the bytes handed to the unpacker
         self._complete = 0  #: stream offset where the last whole object ended
+        self._waiting: list[memoryview] = []  #: fed, not yet handed to the unpacker
 
     def feed(self, data: bytes) -> None:
-        try:
-            self._unpacker.feed(data)
-        except msgpack.BufferFull:
-            raise ProtocolError(PARSE_ERROR, f"message larger than the {self.max_message_bytes}-byte "
-                                             "limit (limits.max_message_bytes)") from None
-        self._fed += len(data)
+        if data:
+            self._waiting.append(memoryview(data))
+
 
     @property
     def pending(self) -> int:
-        """Bytes of an object that has started but not finished. (Not ``fed - tell()``:
-        msgpack's ``tell()`` moves past the headers of a container still being filled.)"""
-        return self._fed - self._complete
+        """Bytes of an object that has started but not finished (received ones included).
+        (Not ``fed - tell()``: msgpack's ``tell()`` moves past the headers of a container still
+        being filled.)"""
+        return self._fed - self._complete + sum(len(m) for m in self._waiting)
 
     def __iter__(self) -> FrameDecoder:
         return self
 
     def __next__(self) -> Any:
+        while True:
+            try:
+                obj = next(self._unpacker)
+            except StopIteration:
+                if not self._hand_over():
+                    raise
+                continue
+            except _TooManyContainers:
+                self._waiting.clear()
+                raise ProtocolError(PARSE_ERROR, f"message with more than {self.max_containers} "
+                                                 "arrays and maps (one per "
+                                                 f"{self.BYTES_PER_CONTAINER} bytes of "
+                                                 "limits.max_message_bytes)") from None
+            except (ValueError, TypeError, msgpack.UnpackException, UnicodeDecodeError,
+                    RecursionError) as exc:
+                # FormatError, StackError, ExtraData, invalid UTF-8, oversized declared
+                # lengths, a map keyed by an array or a map (unhashable)
+                raise ProtocolError(PARSE_ERROR, f"malformed msgpack: {type(exc).__name__}: {exc}"
+                                    .rstrip(": ")) from None
+            self._complete = self._unpacker.tell()
+            self._containers.n = 0
+            return obj
+
+    def _hand_over(self) -> bool:
+        """Give the unpacker the next slice of waiting bytes, no more than the current frame
+        may still grow by; False when nothing is waiting."""
+        if not self._waiting:
+            return False
+        room = self.max_message_bytes - (self._fed - self._complete)
+        if room <= 0:
+            self._waiting.clear()
+            raise ProtocolError(PARSE_ERROR, f"message larger than the {self.max_message_bytes}"
+                                             "-byte limit (limits.max_message_bytes)")
+        head = self._waiting[0]
+        piece = head[:room]
+        if len(piece) == len(head):
+            self._waiting.pop(0)
+        else:
+            self._waiting[0] = head[room:]
         try:
-            obj = next(self._unpacker)
-        except StopIteration:
-            raise
-        except (ValueError, TypeError, msgpack.UnpackException, UnicodeDecodeError,
-                RecursionError) as exc:
-            # FormatError, StackError, ExtraData, invalid UTF-8, oversized declared lengths,
-            # a map keyed by an array or a map (unhashable)
-            raise ProtocolError(PARSE_ERROR, f"malformed msgpack: {type(exc).__name__}: {exc}"
-                                .rstrip(": ")) from None
-        self._complete = self._unpacker.tell()
-        return obj
+            self._unpacker.feed(piece)
+        except msgpack.BufferFull:  # cannot happen with room <= max_buffer_size; kept as a guard
+            raise ProtocolError(PARSE_ERROR, f"message larger than the {self.max_message_bytes}"
+                                             "-byte limit (limits.max_message_bytes)") from None
+        self._fed += len(piece)
+        return True
+
+
+class _TooManyContainers(Exception):
+    pass
+
+
+class _ContainerCount:
+    """msgpack's list and object hook: counts the arrays and maps of the current frame."""
+
+    __slots__ = ("n", "cap")
+
+    def __init__(self, cap: int) -> None:
+        self.n = 0
+        self.cap = cap
+
+    def __call__(self, container: Any) -> Any:
+        self.n += 1
+        if self.n > self.cap:
+            raise _TooManyContainers
+        return container
 
 
 def _text(value: Any) -> str | None:

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from memman import __version__
 from memman.sync_client import SyncClient
 from tests.helpers import daemon_process, short_tmpdir
@@ -219,3 +221,22 @@ def test_recall_label_shows_the_embedding_backlog_draining() -> None:
     assert "600 vectors pending, embedding 300/s, ~2s left" in busy
     assert "every vector embedded" in recall_label({"scope": "user", "corpora": 1, "entries": 3})
     assert recall_label({"scope": "off"}).startswith("off")
+
+
+@pytest.mark.parametrize("name,text,said", [
+    ("id of 2^70", '{"format": "memman.session/1", "entries": [{"id": ' + str(2**70) + "}]}",
+     "data.entries[0].id is 1180591620717411303424, which does not fit 64 bits"),
+    ("100k-deep nesting", "[" * 100_000 + "]" * 100_000, "nests arrays or maps too deeply"),
+    ("200-deep nesting", '{"entries": ' + "[" * 200 + "]" * 200 + "}", "nested deeper than 64"),
+])
+def test_import_of_an_unsendable_file_is_one_line(name: str, text: str, said: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 22: `memman import` prints one line and exits non-zero, never a traceback."""
+    from memman_cli.cli import main
+    from tests.helpers import short_tmpdir
+
+    f = short_tmpdir() / "bad.json"
+    f.write_text(text)
+    assert main(["import", str(f), "--socket", str(f.parent / "none.sock")]) != 0
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -21,7 +21,7 @@ import tiktoken.load
 from tiktoken_ext import openai_public
 
 from memman_daemon import tokens as tokens_mod
-from memman_daemon.tokens import OFFLINE_ENCODING, TokenCounter, blob_cache_name
+from memman_daemon.tokens import OFFLINE_ENCODING, TokenCounter
 from tests.helpers import running_daemon, short_tmpdir
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -110,17 +110,17 @@ async def test_gpt_4o_mini_counts_as_o200k_base(lang: str, reference_o200k: tikt
         assert sum(stored) + 3 == expected
         tok = (await c.stats())["tokenizer"]
         assert tok["encoding"] == "o200k_base" and tok["fallbacks"] == {}
-        assert tok["sources"]["o200k_base"] in ("bpe-openai", "cache")
-        # the placed file sits inside the data dir, under tiktoken's cache name
-        assert tok["cache_dir"].startswith(str(d.app.config.data_dir))
+        assert tok["sources"]["o200k_base"] == "bpe-openai"
+        # read in place: nothing was copied into the data dir
+        assert not (d.app.config.data_dir / "cache").exists()
     # cl100k would have over-counted Japanese and German: the encodings really differ here
-    cl100k = TokenCounter(short_tmpdir()).count_messages(msgs, "gpt-4")
+    cl100k = TokenCounter().count_messages(msgs, "gpt-4")
     if lang != "en":
         assert cl100k > expected
 
 
 def test_model_families_map_as_tiktoken_maps_them() -> None:
-    tc = TokenCounter(short_tmpdir())
+    tc = TokenCounter()
     for model in ("gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "o1", "o3-mini", "o4-mini"):
         assert tc.encoding_name(model) == "o200k_base", model
     for model in ("gpt-4", "gpt-4-0613", "gpt-3.5-turbo"):
@@ -128,22 +128,28 @@ def test_model_families_map_as_tiktoken_maps_them() -> None:
     assert tc.fallbacks == {}
 
 
-def test_placed_file_is_hash_checked_and_named_as_tiktoken_looks_for_it() -> None:
+def test_the_shipped_file_is_hash_checked_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy whose bytes differ is not used (the next good one is); nothing is written."""
+    good = tokens_mod.shipped_files("o200k_base")
+    assert good and good[0][0] == "bpe-openai"
     d = short_tmpdir()
-    target = d / blob_cache_name("o200k_base")
-    target.write_bytes(b"tampered")  # a wrong file in the cache is replaced, never used
-    assert tokens_mod.place_encoding_file("o200k_base", d) == "bpe-openai"
-    assert hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256
-    assert tokens_mod.place_encoding_file("o200k_base", d) == "cache"
-    url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
-    assert target.name == hashlib.sha1(url.encode()).hexdigest()
+    bad = d / "o200k_base.tiktoken"
+    bad.write_bytes(tokens_mod._read(good[0][1])[:-10] + b"tampered\n")
+    monkeypatch.setattr(tokens_mod, "shipped_files", lambda encoding: [("evil", bad), *good])
+    enc, source = tokens_mod.load_shipped("o200k_base")
+    assert source == "bpe-openai"
+    assert enc.name == "o200k_base" and enc.encode("hello world") == [24912, 2375]
+    monkeypatch.setattr(tokens_mod, "shipped_files", lambda encoding: [("evil", bad)])
+    assert tokens_mod.load_shipped("o200k_base") is None
+    assert sorted(p.name for p in d.iterdir()) == ["o200k_base.tiktoken"]
 
 
 def test_last_resort_is_reported_when_no_package_ships_the_file(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens_mod, "shipped_files", lambda encoding: [])
     monkeypatch.setattr(tokens_mod, "_LOADED_FROM", {})
-    tc = TokenCounter(short_tmpdir())
+    monkeypatch.setattr(tokens_mod, "_LOADED", {})
+    tc = TokenCounter()
     assert tc.encoding_name("gpt-4o-mini") == OFFLINE_ENCODING
     status = tc.status()
     assert status["fallbacks"]["gpt-4o-mini"] == {"wanted": "o200k_base", "used": OFFLINE_ENCODING}
@@ -200,7 +206,7 @@ async def test_three_tool_definitions_count_as_the_api_bills_them(
     msgs = MESSAGES["en"]
     tool_tokens = _cookbook_tool_tokens(reference_o200k, TOOLS)
     assert 40 < tool_tokens < 200  # a real count, not a constant
-    assert TokenCounter(short_tmpdir()).count_tools(TOOLS, "gpt-4o-mini") == tool_tokens
+    assert TokenCounter().count_tools(TOOLS, "gpt-4o-mini") == tool_tokens
     async with running_daemon() as d, d.client() as c:
         answer = await c.count_tokens(msgs, "gpt-4o-mini", TOOLS)
         assert answer["tool_tokens"] == tool_tokens
@@ -212,7 +218,7 @@ async def test_three_tool_definitions_count_as_the_api_bills_them(
         assert none["tool_tokens"] == 0 and none["tokens"] == answer["tokens"] - tool_tokens
         # gpt-4 (cl100k_base) starts each function at 10, not 7
         gpt4 = await c.count_tokens([], "gpt-4", TOOLS[2:])
-        enc = tiktoken.get_encoding("cl100k_base")
+        enc = TokenCounter().encoding("gpt-4")  # cl100k_base, read from bpe-openai in place
         assert gpt4["tool_tokens"] == 10 + len(enc.encode("ping_service:Check that the service answers")) + 12
         # a bad definition is -32602 naming its path, and the daemon keeps serving
         from memman.errors import MemmanError

@@ -53,7 +53,7 @@ async def audit_list(call: Call, filter: dict[str, Any]) -> dict[str, Any]:
         Param("entry", Map({
             "content": Nullable(Str()), "metadata": Nullable(METADATA), "id": Nullable(Stored()),
             "timestamp": Nullable(Float(0.0, 1e11, doc="unix seconds")),
-            "key": Nullable(Str(max_bytes=1024)), "condition": Nullable(Str()),
+            "key": Nullable(Id()), "condition": Nullable(Str()),
             "action": Nullable(Str()), "flow": Nullable(Str()), "flow_dact": Nullable(Str()),
             "slots": Nullable(Stored()), "tool_calls": Nullable(Stored()),
             "outcome": Nullable(Str()), "user_query": Nullable(Str()),
@@ -95,7 +95,7 @@ async def memory_playbook(call: Call, user_id: str, query: str,
     return await call.app.user_memory.playbook(user_id, query, opts, call.client_name)
 
 
-@method(names.MEMORY_LEARN, Param("user_id", USER_ID), Param("key", Str(min_len=1, max_bytes=1024)),
+@method(names.MEMORY_LEARN, Param("user_id", USER_ID), Param("key", Id("answer_style")),
         Param("value", Stored()),
         Param("opts", Map({"replace": Bool(), "metadata": Nullable(METADATA)}), default=dict),
         writes=True)
@@ -104,7 +104,7 @@ async def memory_learn(call: Call, user_id: str, key: str, value: Any,
     return await call.app.user_memory.learn(user_id, key, value, opts, call.client_name)
 
 
-@method(names.MEMORY_RECALL, Param("user_id", USER_ID), Param("key", Str(max_bytes=1024)))
+@method(names.MEMORY_RECALL, Param("user_id", USER_ID), Param("key", Id("answer_style")))
 async def memory_recall(call: Call, user_id: str, key: str) -> dict[str, Any] | None:
     return await answer(call.app.user_memory.recall(user_id, key))
 

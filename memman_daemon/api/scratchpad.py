@@ -9,7 +9,7 @@ from typing import Any
 from memman import names
 from memman.errors import invalid_params
 from memman_daemon.api.shapes import SESSION_ID
-from memman_daemon.params import METADATA, ROW_ID, UNIT, Array, Bool, Map, Nullable, Stored, Str
+from memman_daemon.params import METADATA, ROW_ID, UNIT, Array, Bool, Id, Map, Nullable, Stored, Str
 from memman_daemon.rpc import Call, Param, method
 
 
@@ -53,7 +53,7 @@ async def scratchpad_candidates(call: Call, session_id: str) -> dict[str, Any]:
 
 @method(names.SCRATCHPAD_PROMOTE, Param("session_id", SESSION_ID), Param("snippet_id", ROW_ID),
         Param("target", Str(choices=("preference", "rule", "playbook", "business"))),
-        Param("opts", Map({"replace": Bool(), "key": Nullable(Str(max_bytes=1024)),
+        Param("opts", Map({"replace": Bool(), "key": Nullable(Id()),
                            "value": Nullable(Str()), "condition": Nullable(Str()),
                            "action": Nullable(Str()), "text": Nullable(Str()),
                            "flow": Nullable(Str()), "flow_dact": Nullable(Str()),

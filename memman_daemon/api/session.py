@@ -20,6 +20,7 @@ from memman_daemon.params import (
     METADATA,
     ROW_ID,
     TOKENS,
+    TOOL_CALL,
     Array,
     Bool,
     Id,
@@ -36,10 +37,7 @@ ENTRY_IN = Map({
     "content": Nullable(Str()),
     "name": Nullable(Str(max_bytes=1024)),
     "tool_call_id": Nullable(Str(max_bytes=1024)),
-    "tool_calls": Nullable(Array(Map({
-        "id": Str(min_len=1, max_bytes=1024), "type": Str(),
-        "function": Map({"name": Str(), "arguments": Stored()}, rest=Stored()),
-        "name": Str()}, required=("id",), rest=Stored()))),
+    "tool_calls": Nullable(Array(TOOL_CALL)),
     "metadata": Nullable(METADATA),
     "pinned": Bool(),
 }, rest=Stored(), empty_array_ok=False)
@@ -286,9 +284,12 @@ async def session_export(call: Call, session_id: str, opts: dict[str, Any]) -> d
 
 
 @method(names.SESSION_IMPORT, Param("data", portability.EXPORT),
-        Param("opts", Map({"session_id": Id(), "replace": Bool()}), default=dict), writes=True)
+        Param("opts", Map({"session_id": Id(), "replace": Bool()}), default=dict), writes=True,
+        offload=True)
 async def session_import(call: Call, data: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
-    """Restore an export (opts: session_id to rename, replace to overwrite)."""
+    """Restore an export (opts: session_id to rename, replace to overwrite). Its own bound:
+    ``[limits] import_max_entries`` / ``import_max_bytes``."""
+    portability.check_limits(data, call.app.config.limits)
     return await call.app.engine.import_(data, opts)
 
 

@@ -15,6 +15,7 @@ from memman import __version__, names
 from memman.errors import CONFLICT, ERROR_STYLES, MemmanError, invalid_params, not_found
 from memman_daemon.api.shapes import MODEL
 from memman_daemon.params import (
+    CHAT_TOOL_CALL,
     METADATA,
     ROW_ID,
     AnyOf,
@@ -34,7 +35,7 @@ from memman_daemon.tokens import check_tools
 SCOPE_FILTER = Map({"session_id": Id(), "user_id": Id(), "tenant_id": Id()})
 #: a chat message as the API takes it (memman_count_tokens)
 CHAT_MESSAGE = Map({"role": Str(), "content": Nullable(Stored()), "name": Nullable(Str()),
-                    "tool_call_id": Nullable(Str()), "tool_calls": Nullable(Array(Map(rest=Stored())))},
+                    "tool_call_id": Nullable(Str()), "tool_calls": Nullable(Array(CHAT_TOOL_CALL))},
                    rest=Stored(), empty_array_ok=False)
 UNDOABLE = ("pin", "unpin", "evict", "promote", "recall_exclude", "recall_include")
 _OPTS = {"client", "session_id", "audit_id", "dry_run"}
@@ -294,8 +295,22 @@ async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
     return {"undone": rec, "audit_id": urec.id, "result": result}
 
 
-async def _unpin(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
+def _session_of(call: Call, rec: dict[str, Any]) -> Any:
+    """The session the action was in, refused when it was deleted after the action (a session
+    opened again under the same id is another one: undo never writes into it)."""
     s = call.app.sessions.get(rec["session_id"])
+    began = s.meta.opened_at or s.meta.created_at
+    if began > rec["at"]:
+        raise MemmanError(CONFLICT, f"session {rec['session_id']!r} was deleted after this "
+                          f"{rec['action']} (audit #{rec['id']}) and opened again (or imported) "
+                          "since; undo does not write into the new session",
+                          {"audit_id": rec["id"], "session_id": rec["session_id"],
+                           "action_at": rec["at"], "session_opened_at": began})
+    return s
+
+
+async def _unpin(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
+    s = _session_of(call, rec)
     entry_id = int(rec["data"]["entry_id"])
     previous = bool(rec["data"].get("previous"))
     out = await call.app.engine.pin(s, entry_id, previous)
@@ -319,15 +334,40 @@ async def _unexclude(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]
 async def _restore_snippet(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     from memman_daemon.tiers.scratchpad import Snippet
 
-    call.app.sessions.get(rec["session_id"])
+    _session_of(call, rec)
     return await call.app.scratchpad.restore(Snippet.from_wire(rec["data"]["snippet"]), [uop])
 
 
 async def _restore_cache(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     from memman_daemon.tiers.cache import CacheEntry
 
-    call.app.sessions.get(rec["session_id"])
+    _session_of(call, rec)
     return await call.app.cache.restore(CacheEntry.from_wire(rec["data"]["entry"]), [uop])
+
+
+#: the layer of user memory a promotion's target lives in (cleared by memory_clear)
+_LAYER = {"preference": "semantic", "rule": "procedural", "playbook": "procedural"}
+
+
+async def _scope_still_there(call: Call, rec: dict[str, Any], kind: str) -> None:
+    """Refuse (-32002) to undo a promotion into a scope deleted after it: the user's memory
+    layer cleared, or the tenant's agent.md document removed, since the action."""
+    store = call.app.store
+    if kind in _LAYER:
+        for aid, data in await audit_rows.later(store, rec["id"], "clear",
+                                                user_id=rec["user_id"]):
+            if _LAYER[kind] in (data.get("counts") or {}):
+                raise MemmanError(CONFLICT, f"the {_LAYER[kind]} memory of user "
+                                  f"{rec['user_id']!r} was cleared after this promotion (audit "
+                                  f"#{aid} after #{rec['id']}); undo does not write into it",
+                                  {"audit_id": rec["id"], "cleared_by": aid})
+    elif kind == "business":
+        source = f"docs:{rec['tenant_id']}/agent.md"
+        for aid, _ in await audit_rows.later(store, rec["id"], "remove",
+                                             tenant_id=rec["tenant_id"], source=source):
+            raise MemmanError(CONFLICT, f"agent.md of tenant {rec['tenant_id']!r} was removed "
+                              f"after this promotion (audit #{aid} after #{rec['id']}); undo "
+                              "does not write into it", {"audit_id": rec["id"], "removed_by": aid})
 
 
 async def _unpromote(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
@@ -354,6 +394,7 @@ async def _unpromote(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]
     if not data.get("changed", True):
         await app.store.write(extra)
         return {"ref": ref, "restored": "nothing changed by the promotion"}
+    await _scope_still_there(call, rec, kind)
     if kind in ("preference", "rule"):
         key = ref.split(":", 1)[1]
         if previous is not None:

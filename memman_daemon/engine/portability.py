@@ -12,10 +12,11 @@ file are never trusted — and the whole session is written in one transaction.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memman.errors import invalid_params
+from memman.errors import LIMIT_EXCEEDED, MemmanError, invalid_params
 from memman_daemon.engine import usage
 from memman_daemon.model import (
     ENTRY_TYPES,
@@ -34,6 +35,7 @@ from memman_daemon.params import (
     ROW_ID,
     TIMESTAMP,
     TOKENS,
+    TOOL_CALL,
     Array,
     Bool,
     Float,
@@ -44,6 +46,11 @@ from memman_daemon.params import (
     Stored,
     Str,
 )
+from memman_daemon.sessions import normalize_call
+
+if TYPE_CHECKING:
+    from memman.config import LimitsConfig
+    from memman_daemon.sessions import Sessions
 
 FORMAT = "memman.session/1"
 
@@ -59,16 +66,16 @@ _USAGE = Map({"at": TIMESTAMP, "prompt_tokens": TOKENS, "completion_tokens": TOK
 META = Map({
     "user_id": Id(), "tenant_id": Id(), "model": Id(),
     "max_tokens": MAX_TOKENS,
-    "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "summary": Str(),
+    "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "opened_at": TIMESTAMP, "summary": Str(),
     "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "injection_done": Bool(), "recall": Bool(),
     "counters": Map(rest=COUNT), "usage": Array(_USAGE, max_items=10_000),
 })
 ENTRY = Map({
     "id": ROW_ID, "session_id": Str(), "type": Str(choices=ENTRY_TYPES),
     "role": Str(choices=ROLES), "content": Str(), "tokens": TOKENS, "created_at": TIMESTAMP,
-    "name": Nullable(Str()), "tool_call_id": Nullable(Str()),
-    "tool_calls": Nullable(Array(Map({"id": Str(min_len=1)}, required=("id",), rest=Stored(),
-                                     empty_array_ok=False))),
+    # the same shapes as memman_session_add's (api/session.py ENTRY_IN)
+    "name": Nullable(Str(max_bytes=1024)), "tool_call_id": Nullable(Str(max_bytes=1024)),
+    "tool_calls": Nullable(Array(TOOL_CALL)),
     "metadata": METADATA, "pinned": Bool(), "summary_id": Nullable(ROW_ID),
 }, required=("id", "type", "role", "content", "tokens", "created_at"), empty_array_ok=False)
 SUMMARY = Map({
@@ -106,6 +113,33 @@ def export(s: Session, entries: list[Entry] | None = None) -> dict[str, Any]:
     }
 
 
+def check_limits(data: dict[str, Any], limits: LimitsConfig) -> None:
+    """An import's own bound (``[limits] import_max_entries`` / ``import_max_bytes``), checked
+    before anything is built: -32004 naming the limit."""
+    n = len(data.get("entries") or []) + len(data.get("summaries") or [])
+    if n > limits.import_max_entries:
+        raise MemmanError(LIMIT_EXCEEDED, f"the import holds {n} entries and summaries, over "
+                                          f"the {limits.import_max_entries} of "
+                                          "limits.import_max_entries; split the file, or raise "
+                                          "the limit")
+    size = 0
+    for raw in (*(data.get("entries") or []), *(data.get("summaries") or [])):
+        size += len(raw.get("content", "").encode("utf-8", "surrogatepass"))
+        if size > limits.import_max_bytes:
+            raise MemmanError(LIMIT_EXCEEDED, "the import's text is over the "
+                                              f"{limits.import_max_bytes} bytes of "
+                                              "limits.import_max_bytes; split the file, or "
+                                              "raise the limit")
+
+
+async def parse_off_loop(data: dict[str, Any], session_id: str, sessions: Sessions) -> Session:
+    """``parse`` on a worker thread (an import may hold 100,000 entries), with ids reserved
+    here, on the loop, so that no other writer can take them meanwhile."""
+    n = len(data.get("entries") or []) + len(data.get("summaries") or []) + 1
+    ids = sessions.reserve_ids(n)
+    return await asyncio.to_thread(parse, data, session_id, ids.__next__)
+
+
 def parse(data: dict[str, Any], session_id: str, next_id: Callable[[], int]) -> Session:
     """Build the Session an export describes (``data`` already checked against ``EXPORT``),
     with fresh ids from ``next_id``. Raises -32602 for an inconsistent file."""
@@ -138,12 +172,26 @@ def parse(data: dict[str, Any], session_id: str, next_id: Callable[[], int]) -> 
         if sid is not None and sid not in summary_ids:
             raise invalid_params(f"data.entries[{i}].summary_id",
                                  f"links to summary {sid}, which is not in the file")
+        if raw["role"] == "tool" and not raw.get("tool_call_id"):
+            raise invalid_params(f"data.entries[{i}].tool_call_id",
+                                 "a tool result needs the id of the call it answers")
+    for i, link in enumerate(data.get("links") or []):
+        if "summary_id" in link and link["summary_id"] not in summary_ids:
+            raise invalid_params(f"data.links[{i}].summary_id",
+                                 f"links summary {link['summary_id']}, which is not in the file")
+        for j, eid in enumerate(link.get("entry_ids") or []):
+            if eid not in entry_ids:
+                raise invalid_params(f"data.links[{i}].entry_ids[{j}]",
+                                     f"links to entry {eid}, which is not in the file")
     # fresh ids, in the file's id order, so that the log keeps its order
     mapping = {old: next_id() for old in sorted(seen)}
     s = Session(session_id, meta)
     for raw in sorted(entries_raw, key=lambda r: r["id"]):
+        calls = raw.get("tool_calls")
+        if calls is not None:  # shaped as session_add shapes them (the chat API's form)
+            calls = [normalize_call(c, "data.entries.tool_calls") for c in calls]
         e = Entry.from_wire({**raw, "id": mapping[raw["id"]], "session_id": session_id,
-                             "metadata": raw.get("metadata") or {}})
+                             "metadata": raw.get("metadata") or {}, "tool_calls": calls})
         if e.summary_id is not None:
             e.summary_id = mapping[e.summary_id]
         s.append(e)

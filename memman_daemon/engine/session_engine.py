@@ -63,6 +63,10 @@ class SessionEngine(Component):
         self._compacting: dict[str, asyncio.Task] = {}
         self._again: set[str] = set()
         self._sweeper: asyncio.Task | None = None
+        #: sessions whose background work failed: id -> {error, at, failures, retry_at}; left
+        #: alone until retry_at (compression.quarantine_retry_s), reported in stats
+        self.quarantine: dict[str, dict[str, Any]] = {}
+        self._quarantined: dict[str, Session] = {}  #: the session object that failed
         self.last_context: dict[str, int] = {}  #: session id -> tokens of the last context
         self.counters = {"finalized": 0, "compressions": 0, "entries_compressed": 0,
                          "compression_llm": 0, "imports": 0, "clears": 0, "usage_reports": 0}
@@ -79,7 +83,9 @@ class SessionEngine(Component):
 
     def stats(self) -> dict[str, Any]:
         return {**self.counters, "context": dict(self.builder.counters),
-                "compacting": len(self._compacting)}
+                "compacting": len(self._compacting),
+                "quarantined": {sid: {k: v for k, v in q.items() if k != "retry_mono"}
+                                for sid, q in self.quarantine.items()}}
 
     def lock(self, session_id: str) -> asyncio.Lock:
         lk = self._locks.get(session_id)
@@ -103,6 +109,9 @@ class SessionEngine(Component):
             await asyncio.sleep(cfg.check_interval_s)
             try:
                 by_id = self.sessions.by_id
+                for sid in [k for k, s in self._quarantined.items() if by_id.get(k) is not s]:
+                    self.quarantine.pop(sid, None)  # deleted or imported: a new start
+                    self._quarantined.pop(sid, None)
                 for sid in [k for k in self.timelines.versions if k not in by_id]:
                     self.timelines.forget(sid)
                     self.timelines.versions.pop(sid, None)
@@ -119,6 +128,10 @@ class SessionEngine(Component):
         if not self.config.compression.auto_compress:
             return
         if not compression.needs_compression(s, self.config.compression):
+            return
+        q = self.quarantine.get(s.id)
+        if q is not None and self._quarantined.get(s.id) is s and \
+                self.clock.monotonic() < q["retry_mono"]:
             return
         if s.id in self._compacting:
             self._again.add(s.id)
@@ -139,13 +152,42 @@ class SessionEngine(Component):
                     if not self._alive(s):
                         return
                     done = await self.compact(s, deadline=None, paced=True)
-                except MemmanError:
-                    log.warning("automatic compression of %s failed", sid, exc_info=True)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - quarantined, never a loop of tracebacks
+                    # a failed commit restored the session from disk: the timeline cached for
+                    # the entries it replaced must not be planned on again
+                    self.builder.forget(sid)
+                    self._quarantine(s, exc)
                     return
+                if self.quarantine.pop(sid, None) is not None:
+                    self._quarantined.pop(sid, None)
+                    log.info("automatic compression of session %s works again", sid)
                 if done is None and sid not in self._again:
                     return
         finally:
             self._compacting.pop(sid, None)
+
+    def _quarantine(self, s: Session, exc: Exception) -> None:
+        """Leave ``s`` alone after its background work failed: logged (a traceback the first
+        time, one line after), reported under ``quarantined`` in stats, tried again after
+        ``compression.quarantine_retry_s`` or as soon as the session is imported or
+        deleted."""
+        prev = self.quarantine.get(s.id) if self._quarantined.get(s.id) is s else None
+        error = f"{type(exc).__name__}: {exc}"
+        retry = self.config.compression.quarantine_retry_s
+        failures = (prev["failures"] if prev else 0) + 1
+        self.quarantine[s.id] = {"error": error[:500], "at": self.clock.now(),
+                                 "failures": failures, "retry_in_s": retry,
+                                 "retry_mono": self.clock.monotonic() + retry}
+        self._quarantined[s.id] = s
+        if prev is None or prev["error"] != error[:500]:
+            log.error("automatic compression of session %s failed; the session is quarantined "
+                      "(left alone for %.0f s; memman status lists it)", s.id, retry,
+                      exc_info=exc)
+        else:
+            log.warning("automatic compression of session %s failed again (%d times): %s",
+                        s.id, failures, error)
 
     async def compact(self, s: Session, *, deadline: float | None,
                       paced: bool = False) -> dict[str, Any] | None:
@@ -444,7 +486,7 @@ class SessionEngine(Component):
                 raise MemmanError(CONFLICT, f"session {sid!r} exists; pass opts.replace=true to "
                                             "overwrite it or opts.session_id to import under "
                                             "another name")
-            s = portability.parse(data, sid, sessions.next_id)
+            s = await portability.parse_off_loop(data, sid, sessions)
             await sessions.replace(s, existing)
             self.timelines.forget(sid)
             self.counters["imports"] += 1

@@ -66,6 +66,16 @@ async def of_client(store: Store, client: str, actions: tuple[str, ...], session
         [*params, limit])
 
 
+async def later(store: Store, after_id: int, action: str, **columns: Any
+                ) -> list[tuple[int, dict[str, Any]]]:
+    """(id, data) of the records of ``action`` after ``after_id`` whose ``columns`` match
+    (undo: was the scope of an action deleted since?), oldest first."""
+    where = ["id>?", "action=?", *(f"{k}=?" for k in columns)]
+    rows = await store.fetchall(f"SELECT id, data FROM audit WHERE {' AND '.join(where)} "
+                                "ORDER BY id", [after_id, action, *columns.values()])
+    return [(r[0], json.loads(r[1])) for r in rows]
+
+
 async def undo_data(store: Store) -> list[str]:
     """The ``data`` of every undo record (each names the record it reversed)."""
     return [r[0] for r in await store.fetchall("SELECT data FROM audit WHERE action='undo'")]

@@ -30,9 +30,17 @@ def _marks(n: int) -> str:
 
 
 # --- writes ---------------------------------------------------------------------------------
+#: the columns an upsert of a record rewrites (all but its id)
+_SET = ", ".join(f"{c.strip()}=excluded.{c.strip()}" for c in COLUMNS.split(",")[1:])
+
+
 def upsert_op(row: tuple[Any, ...]) -> Op:
-    """The record ``row`` (``COLUMNS`` order, ``metadata`` as JSON text), inserted or replaced."""
-    return (f"INSERT OR REPLACE INTO memories({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", row)
+    """The record ``row`` (``COLUMNS`` order, ``metadata`` as JSON text), inserted or updated
+    by its id. Not ``INSERT OR REPLACE``: that would delete another live preference of the same
+    user and key to make room; here the unique index ``memories_live`` refuses it (an
+    ``IntegrityError``: a concurrent writer got there first, see ``UserMemory.learn``)."""
+    return (f"INSERT INTO memories({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?) "
+            f"ON CONFLICT(id) DO UPDATE SET {_SET}", row)
 
 
 def vector_op(record_id: int, vec: np.ndarray, model: str) -> Op:

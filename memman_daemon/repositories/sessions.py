@@ -44,6 +44,34 @@ def delete_entry_ops(entry_id: int) -> list[Op]:
     return [("DELETE FROM entries WHERE id=?", (entry_id,)), recall.delete_entry_op(entry_id)]
 
 
+#: an import's rows wait under this session column until the last transaction moves them to
+#: their session: no session id holds a NUL, and rows left by an import that never finished are
+#: skipped and dropped at the next start
+STAGING = "\x00import\x00"
+
+
+def staged_ops(session_id: str, entries: list[Entry], summaries: list[Summary]) -> list[Op]:
+    """Rows of an import being written in batches (their JSON already names their session)."""
+    staging = STAGING + session_id
+    return [*(("INSERT OR REPLACE INTO entries(id, session_id, data) VALUES (?,?,?)",
+               (e.id, staging, _dumps(e.to_wire()))) for e in entries),
+            *(("INSERT OR REPLACE INTO summaries(id, session_id, data) VALUES (?,?,?)",
+               (s.id, staging, _dumps(s.to_wire()))) for s in summaries)]
+
+
+def unstage_ops(session_id: str) -> list[Op]:
+    """Move an import's staged rows to their session (in the transaction that clears it)."""
+    staging = STAGING + session_id
+    return [("UPDATE entries SET session_id=? WHERE session_id=?", (session_id, staging)),
+            ("UPDATE summaries SET session_id=? WHERE session_id=?", (session_id, staging))]
+
+
+def drop_staged_ops(column: str) -> list[Op]:
+    """The rows of an import that did not finish (``column``: their session column)."""
+    return [("DELETE FROM entries WHERE session_id=?", (column,)),
+            ("DELETE FROM summaries WHERE session_id=?", (column,))]
+
+
 def clear_ops(session_id: str) -> list[Op]:
     """Every entry and summary of the session, and their recall vectors (its meta row stays)."""
     return [("DELETE FROM entries WHERE session_id=?", (session_id,)),
@@ -62,11 +90,11 @@ async def all_sessions(store: Store) -> list[tuple[Any, ...]]:
 
 
 async def all_entries(store: Store) -> list[tuple[Any, ...]]:
-    return await store.fetchall("SELECT id, data FROM entries ORDER BY id")
+    return await store.fetchall("SELECT id, data, session_id FROM entries ORDER BY id")
 
 
 async def all_summaries(store: Store) -> list[tuple[Any, ...]]:
-    return await store.fetchall("SELECT id, data FROM summaries ORDER BY id")
+    return await store.fetchall("SELECT id, data, session_id FROM summaries ORDER BY id")
 
 
 async def read_session(store: Store, session_id: str) -> Session | None:

@@ -8,9 +8,12 @@
   if the shared row changed since as well, the file is the newer of the two (its mtime against
   the row's ``updated_at``, wall clock) — last writer wins. The import is audited (action
   ``import``) in the same transaction.
-- A promotion to business edits the shared row under a row lock (``SELECT ... FOR UPDATE``),
-  so two daemons promoting the same key are serialized by the database: the second sees the
-  first's line and gets -32002 with it (``existing``), unless it asked to replace.
+- A promotion to business (and an import of the file) edits the shared row under a
+  transaction-scoped advisory lock on the tenant (``TENANT_LOCK``), taken before the row is
+  read: a row lock (``SELECT ... FOR UPDATE``) locks nothing while the tenant has no row yet,
+  and the second ``INSERT ... ON CONFLICT DO UPDATE`` then overwrote the first writer. So two
+  daemons promoting at once are serialized by the database: the second sees the first's line
+  (and gets -32002 with it for the same key, unless it asked to replace).
 - A deleted file is regenerated from the shared row. Removing the ``agent.md`` document
   (``memman_docs_delete`` / ``memman_docs_remove``) removes the shared content, and each host
   then deletes its file (unless it was edited there meanwhile: then that edit is imported).
@@ -30,7 +33,14 @@ import asyncpg
 
 from memman.errors import MemmanError
 from memman_daemon.shared_store.ops import execute
-from memman_daemon.tiers.agentmd import DOC_ID, HEADER, AgentMd, atomic_write, edit_text
+from memman_daemon.tiers.agentmd import (
+    DOC_ID,
+    HEADER,
+    AgentMd,
+    atomic_write,
+    edit_text,
+    read_agent_md,
+)
 
 if TYPE_CHECKING:
     from memman_daemon.shared_store.docs import PgBusinessDocs
@@ -39,14 +49,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: serializes the writers of one tenant's agent.md across daemons, row or no row (released at
+#: the end of the transaction)
+TENANT_LOCK = "SELECT pg_advisory_xact_lock(hashtext('memman.agent_md:' || $1::text))"
+
 
 def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _read(path: Path) -> tuple[str | None, float]:
+def _read(path: Path, max_bytes: int) -> tuple[str | None, float]:
+    """The file's text and mtime (None, 0 when absent); ``AgentMdUnreadable`` otherwise."""
+    text = read_agent_md(path, max_bytes)
+    if text is None:
+        return None, 0.0
     try:
-        return path.read_text(encoding="utf-8"), path.stat().st_mtime
+        return text, path.stat().st_mtime
     except FileNotFoundError:
         return None, 0.0
 
@@ -119,7 +137,7 @@ class PgAgentMd(AgentMd):
     # --- sync ----------------------------------------------------------------------------
     async def _ingest(self, tenant_id: str) -> dict[str, Any]:
         path = self.path(tenant_id)
-        text, mtime = await asyncio.to_thread(_read, path)
+        text, mtime = await asyncio.to_thread(_read, path, self.config.docs.agent_md_max_bytes)
         row = await self.pg.fetchrow(
             "SELECT content, hash, updated_at FROM agent_md WHERE tenant_id=$1", tenant_id)
         fh = sha(text) if text is not None else None
@@ -177,6 +195,7 @@ class PgAgentMd(AgentMd):
         audit = self.audit
 
         async def tx(conn: Any) -> tuple[Any, bool, bool, bool]:
+            await conn.execute(TENANT_LOCK, tenant_id)
             res = await self._put_shared(conn, tenant_id, path, text)
             _, aop = audit.record("import", text[:2000], f"file:{path}", f"agent.md:{tenant_id}",
                                   "agent.md", tenant_id=tenant_id, hash=sha(text))
@@ -205,9 +224,10 @@ class PgAgentMd(AgentMd):
         await self.pg.ensure_ids(1)  # for the promotion's audit record
         async with self._lock(tenant_id):
             path = self.path(tenant_id)
-            local, _ = await asyncio.to_thread(_read, path)
+            local, _ = await asyncio.to_thread(_read, path, self.config.docs.agent_md_max_bytes)
 
             async def tx(conn: Any) -> tuple[str | None, str | None, Any]:
+                await conn.execute(TENANT_LOCK, tenant_id)  # before the read: row or no row
                 row = await conn.fetchrow(
                     "SELECT content FROM agent_md WHERE tenant_id=$1 FOR UPDATE", tenant_id)
                 current = row[0] if row else (local if local and local.strip() else HEADER)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, FORBIDDEN, MemmanError
+from memman.files import NotARegularFile, read_regular
 from memman.paths import filename_to_id, id_to_filename
 from memman_daemon.component import Component
 
@@ -76,6 +77,32 @@ def edit_text(current: str, tenant_id: str, text: str, *, key: str | None,
     return current.rstrip("\n") + "\n" + line + "\n", None
 
 
+def read_agent_md(path: Path, max_bytes: int) -> str | None:
+    """The file's text, None when there is none. Never blocks (a FIFO is refused, not waited
+    on: ``memman.files.read_regular``); anything but a regular UTF-8 file of at most
+    ``max_bytes`` raises ``AgentMdUnreadable`` saying what is wrong. Call it off the loop."""
+    try:
+        data = read_regular(path, max_bytes, "agent.md", "docs.agent_md_max_bytes")
+    except FileNotFoundError:
+        return None
+    except NotARegularFile as exc:
+        raise AgentMdUnreadable(str(exc)) from None
+    except OSError as exc:
+        raise AgentMdUnreadable(f"agent.md {path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AgentMdUnreadable(f"agent.md {path} is not UTF-8 text (byte {exc.start} is not); "
+                                "fix the file or move it aside") from None
+
+
+class AgentMdUnreadable(MemmanError):
+    """The tenant's agent.md is there but cannot be used as text (-32002: fix the file)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(CONFLICT, message)
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so a reader sees the old file or the new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,6 +124,14 @@ def atomic_write(path: Path, text: str) -> None:
         os.close(dfd)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class AgentMd(Component):
     """Each tenant's agent.md file: ingested into ``docs`` when it changes, appended to by
     promotions."""
@@ -114,6 +149,8 @@ class AgentMd(Component):
         self._locks: dict[str, asyncio.Lock] = {}
         self._names: dict[str, str] = {}  #: file-name component -> tenant id (shortened ones)
         self.ingests = 0
+        self.unreadable = 0  #: agent.md files refused (not a regular file, too large, not UTF-8)
+        self.watch_errors = 0  #: times the watcher failed and was started again
         self.watching: str | None = None
         template = config.docs.agent_md or str(
             config.data_dir / "tenants" / "{tenant}" / "agent.md")
@@ -156,6 +193,10 @@ class AgentMd(Component):
     def _lock(self, tenant_id: str) -> asyncio.Lock:
         return self._locks.setdefault(tenant_id, asyncio.Lock())
 
+    async def read(self, path: Path) -> str | None:
+        """``read_agent_md`` on a worker thread, with the configured cap."""
+        return await asyncio.to_thread(read_agent_md, path, self.config.docs.agent_md_max_bytes)
+
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
         if self.read_only:  # a read-only daemon writes nothing, ingestion included
@@ -193,20 +234,44 @@ class AgentMd(Component):
             self._task = None
 
     def stats(self) -> dict[str, Any]:
-        return {"watching": self.watching, "ingests": self.ingests}
+        return {"watching": self.watching, "ingests": self.ingests, "unreadable": self.unreadable,
+                "watch_errors": self.watch_errors}
 
     async def _watch(self) -> None:
+        """Watch until closed; a watch that fails (its directory removed, say) is logged and
+        started again a second later."""
+        while not self._stop.is_set():
+            try:
+                await self._watch_once()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - logged; the watch goes on
+                self.watch_errors += 1
+                log.error("watching %s for agent.md changes failed: %s; watching again in 1 s",
+                          self.root, exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), 1.0)
+                with contextlib.suppress(OSError):
+                    self.root.mkdir(parents=True, exist_ok=True)
+
+    async def _watch_once(self) -> None:
         from watchfiles import awatch
 
         debounce = self.config.docs.watch_debounce_ms
+        root_id = _identity(self.root)
         self.watching = str(self.root)
         first = True
         try:
             # yield_on_timeout: the first (empty) yield means the watches are in place; a
-            # rescan then catches anything written between load() and that moment.
+            # rescan then catches anything written between load() and that moment. It also
+            # comes once a second, to see that the root is still the directory watched: a
+            # removed (or replaced) root ends inotify's watch without a word
             async for changes in awatch(self.root, debounce=debounce, step=min(50, debounce),
                                         stop_event=self._stop, recursive=True,
                                         rust_timeout=1000, yield_on_timeout=True):
+                if _identity(self.root) != root_id:
+                    raise RuntimeError(f"{self.root} was removed or replaced")
                 if first:
                     first = False
                     await self.rescan()
@@ -231,8 +296,12 @@ class AgentMd(Component):
         docs = self.docs
         path = self.path(tenant_id)
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+            text = await self.read(path)
+        except AgentMdUnreadable as exc:  # logged, the document kept as it was
+            self.unreadable += 1
+            log.error("agent.md of tenant %s not ingested: %s", tenant_id, exc.message)
+            return {"changed": False, "chunks": 0, "error": exc.message}
+        if text is None:
             if docs.get(tenant_id, DOC_ID) is not None:
                 await docs.delete(tenant_id, DOC_ID)
                 self.events.publish("docs", "agent_md_ingested",
@@ -260,9 +329,8 @@ class AgentMd(Component):
             return
         async with self._lock(tenant_id):
             path = self.path(tenant_id)
-            try:
-                current = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
+            current = await self.read(path)
+            if current is None:
                 return
             line = _key_line(key, text) if key else f"- {' '.join(text.split())}"
             lines = current.splitlines()
@@ -278,9 +346,8 @@ class AgentMd(Component):
         ``{path, changed, previous}``; identical text already present is no change."""
         async with self._lock(tenant_id):
             path = self.path(tenant_id)
-            try:
-                current = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
+            current = await self.read(path)
+            if current is None:
                 current = HEADER
             new, previous = edit_text(current, tenant_id, text, key=key, replace=replace)
             if new is None:

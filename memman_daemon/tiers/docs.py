@@ -14,6 +14,7 @@ Document metadata is held in memory (list is a dict read); chunks live in SQLite
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import re
@@ -39,6 +40,13 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 #: rerank weights: (lexical, semantic, coverage, proximity, phrase)
 WEIGHTS_FTS = (0.50, 0.0, 0.25, 0.15, 0.10)
 WEIGHTS_HYBRID = (0.30, 0.30, 0.20, 0.10, 0.10)
+
+#: a document longer than this (characters) is hashed and chunked off the event loop
+OFF_LOOP_CHARS = 256 * 1024
+
+
+def _digest(content: str) -> str:
+    return hashlib.sha256(content.encode()).hexdigest()
 
 
 @dataclass
@@ -247,13 +255,19 @@ class BusinessDocs(SearchableTier):
     async def add(self, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
         """Add or replace a document; returns ``{doc, changed}`` (same content: unchanged)."""
         check_doc(tenant_id, doc)
-        digest = hashlib.sha256(doc["content"].encode()).hexdigest()
+        # a large document (a 50 MB agent.md) is hashed and chunked on a worker thread
+        big = len(doc["content"]) > OFF_LOOP_CHARS
+        digest = (await asyncio.to_thread(_digest, doc["content"]) if big
+                  else _digest(doc["content"]))
         doc_id = doc.get("doc_id") or digest[:16]
         old = self.get(tenant_id, doc_id)
         if old is not None and old.hash == digest:
             return {"doc": old.to_wire(), "changed": False}
         pk = old.pk if old else next(self._doc_ids)
-        d, chunks = self._chunked(tenant_id, doc, digest, old, pk)
+        if big:
+            d, chunks = await asyncio.to_thread(self._chunked, tenant_id, doc, digest, old, pk)
+        else:
+            d, chunks = self._chunked(tenant_id, doc, digest, old, pk)
         data = {k: v for k, v in d.to_wire().items() if k != "pk"}
         ops: list[Op] = []
         if old is not None:
@@ -262,6 +276,8 @@ class BusinessDocs(SearchableTier):
         ids = [next(self._chunk_ids) for _ in chunks]
         ops += [doc_rows.chunk_op(cid, pk, tenant_id, c.seq, c.tokens, c.text)
                 for cid, c in zip(ids, chunks, strict=True)]
+        if big:
+            await asyncio.sleep(0)  # the rows of many chunks were just built: let others in
         emb = self.embedder
         model = emb.model_id
         vecs = await emb.embed([c.text for c in chunks]) if emb.embeds_now(len(chunks)) else None

@@ -18,17 +18,19 @@ of deleting them; only ``clear`` deletes.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from memman.config import DEFAULT_MODEL
 from memman.errors import CONFLICT, NOT_FOUND, MemmanError, invalid_params
+from memman_daemon.params import MAX_ID_BYTES
 from memman_daemon.repositories import fts as fts_rows
 from memman_daemon.repositories import memories as memory_rows
 from memman_daemon.search import fts
@@ -41,7 +43,7 @@ from memman_daemon.search.hybrid import (
     rrf,
 )
 from memman_daemon.search.vector_matrix import blobs_to_matrix
-from memman_daemon.store import Op
+from memman_daemon.store import ConstraintError, Op
 from memman_daemon.tiers.scratchpad import normalize
 from memman_daemon.tiers.searchable import SearchableTier
 
@@ -62,6 +64,9 @@ STORED_TYPES = ("episodic", "semantic", "procedural")
 #: kinds found by meaning only above memory.similarity_threshold (the three-tier design's key types)
 KEYED_KINDS = ("preference", "rule", "playbook")
 _WORD = re.compile(r"\w+", re.UNICODE)
+T = TypeVar("T")
+#: a keyed change refused by the unique index (a concurrent one won) is prepared again this often
+_RACE_ATTEMPTS = 4
 
 
 @dataclass
@@ -321,8 +326,8 @@ class UserMemory(SearchableTier):
                                  metadata: dict[str, Any] | None = None) -> Change:
         """Set ``key`` to ``value``. A different existing value is a CONFLICT unless
         ``replace``; the same value is no change."""
-        if not key:
-            raise invalid_params("key", "must not be empty")
+        if not key or "\x00" in key or len(key.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+            raise invalid_params("key", f"a key is 1 to {MAX_ID_BYTES} bytes with no NUL")
         old = self.prefs.get(user_id, {}).get(key)
         if old is not None and old.content == value:
             return Change(old, [], lambda: None, "learned", changed=False)
@@ -348,11 +353,28 @@ class UserMemory(SearchableTier):
         if not isinstance(value, str):
             value = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
             meta["json"] = True
-        ch = await self.prepare_preference(user_id, key, value, replace=bool(replace),
-                                           metadata=meta)
-        await self.commit(ch, client=client)
-        return {"record": ch.record.to_wire(), "changed": ch.changed,
-                "previous": ch.previous.content if ch.previous else None}
+
+        async def once() -> dict[str, Any]:
+            ch = await self.prepare_preference(user_id, key, value, replace=bool(replace),
+                                               metadata=meta)
+            await self.commit(ch, client=client)
+            return {"record": ch.record.to_wire(), "changed": ch.changed,
+                    "previous": ch.previous.content if ch.previous else None}
+        return await self._decided(once)
+
+    async def _decided(self, once: Callable[[], Awaitable[T]]) -> T:
+        """Run a change of a keyed record; when the database refused it because a concurrent
+        change of the same user and key committed first (the unique index ``memories_live``),
+        prepare it again: it then sees the winner (its value is the ``previous``, or CONFLICT
+        when the caller did not ask to replace)."""
+        for attempt in range(_RACE_ATTEMPTS):
+            try:
+                return await once()
+            except ConstraintError:
+                if attempt == _RACE_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0)  # the winner's own step applies its record first
+        raise AssertionError("unreachable")
 
     def recall(self, user_id: str, key: str) -> dict[str, Any] | None:
         rec = self.prefs.get(user_id, {}).get(key)
@@ -420,6 +442,10 @@ class UserMemory(SearchableTier):
     # --- append (the four-layer design) -----------------------------------------------------------------
     async def append(self, user_id: str, type_: str, entry: dict[str, Any],
                      client: str = "") -> dict[str, Any]:
+        return await self._decided(lambda: self._append(user_id, type_, entry, client))
+
+    async def _append(self, user_id: str, type_: str, entry: dict[str, Any],
+                      client: str) -> dict[str, Any]:
         _check_type(type_, MEMORY_TYPES)
         if not isinstance(entry, dict):
             raise invalid_params("entry", "expected a map")

@@ -1,5 +1,5 @@
 """Daemon figures: clients, requests/s, database size, tokenizer encoding, summarizer,
-embedder (with a re-embed's progress)."""
+embedder (with a re-embed's progress), the shared store, quarantined sessions."""
 
 from __future__ import annotations
 
@@ -46,6 +46,16 @@ def shared_label(stats: dict[str, Any]) -> tuple[str, str] | None:
             + (f", retry in {retry:.1f}s" if isinstance(retry, (int, float)) else ""), "bold red")
 
 
+def quarantine_label(stats: dict[str, Any]) -> str | None:
+    """The sessions whose background compression failed and are left alone (None: none)."""
+    q = (stats.get("session_engine") or {}).get("quarantined")
+    if not isinstance(q, dict) or not q:
+        return None
+    names = sorted(str(k) for k in q)
+    more = f" +{len(names) - 3}" if len(names) > 3 else ""
+    return f"{len(names)} quarantined: {', '.join(names[:3])}{more} (memman status)"
+
+
 class DaemonHeader(Static):
     """One line of daemon figures; requests/s is computed from two successive stats."""
 
@@ -85,4 +95,9 @@ class DaemonHeader(Static):
         if shared is not None:
             text.append("shared ", "grey62")
             text.append(*shared)
+            text.append("   ")
+        quarantined = quarantine_label(stats)
+        if quarantined is not None:
+            text.append("sessions ", "grey62")
+            text.append(quarantined, "bold red")
         self.update(text)

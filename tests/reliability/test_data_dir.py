@@ -3,12 +3,14 @@ at start. Daemons run as subprocesses (the lock is per process; exit codes are t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -105,3 +107,74 @@ def test_a_damaged_row_stops_the_start_with_file_row_and_what_to_do(table: str) 
         assert json.dumps(key) in r.stderr.replace("'", '"'), r.stderr
     assert "docs/operations.md" in r.stderr and "Traceback" not in r.stderr
     assert not sock.exists()
+
+
+def _small_disk(root: Path) -> Path | None:
+    """A 3 MB tmpfs at ``root/data`` (root only), or None where mounting is not allowed."""
+    data = root / "data"
+    data.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return None
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", str(data)],
+                       capture_output=True, text=True)
+    return data if r.returncode == 0 else None
+
+
+def test_a_data_dir_with_3_mb_free_starts_and_a_full_disk_is_named() -> None:
+    """Issue 22: start-up writes nothing it only needs to read (the 3.6 MB encoding file is
+    read in place), so a data dir with 3 MB free starts and counts tokens; when the disk does
+    fill, the error names it."""
+    root = short_tmpdir()
+    data = _small_disk(root)
+    if data is None:
+        pytest.skip("mounting a 3 MB tmpfs needs root (the test below proves start-up writes "
+                    "no cache instead)")
+    try:
+        with daemon_process(root) as d:
+            with SyncClient(d.socket) as c:
+                c.session_open("s", {})
+                assert c.count_tokens([{"role": "user", "content": "hello"}])["tokens"] > 0
+                assert not (data / "cache").exists()
+                err = None
+                for i in range(5000):
+                    try:
+                        c.session_add("s", {"role": "user", "content": f"{i} " + "x" * 4000})
+                    except MemmanError as exc:
+                        err = exc
+                        break
+                assert err is not None and err.code == STORAGE_ERROR
+                assert f"mounted at {data}" in err.message and "is full" in err.message, err
+                assert c.ping() == "pong"
+    finally:
+        subprocess.run(["umount", "-l", str(data)], capture_output=True)
+
+
+def test_start_up_needs_no_writable_cache_for_tokens() -> None:
+    """Where nothing can be written under <data>/cache (a file is in its place), the daemon
+    starts and counts with the model's own encoding, read from the installed wheel."""
+    root = short_tmpdir()
+    (root / "data").mkdir()
+    (root / "data" / "cache").write_text("not a directory")
+    with daemon_process(root) as d, SyncClient(d.socket) as c:
+        out = c.count_tokens([{"role": "user", "content": "hello there"}], "gpt-4o-mini")
+        assert out["encoding"] == "o200k_base" and out["tokens"] > 0
+        assert c.stats()["tokenizer"]["sources"]["o200k_base"] == "bpe-openai"
+
+
+def test_a_full_data_dir_is_refused_naming_the_disk() -> None:
+    root = short_tmpdir()
+    data = _small_disk(root)
+    if data is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        with open(data / "filler", "wb") as f:  # fill it
+            with contextlib.suppress(OSError):
+                while True:
+                    f.write(b"\0" * 65536)
+        r = subprocess.run([sys.executable, "-m", "memman_daemon", "--socket",
+                            str(root / "s" / "m.sock"), "--data-dir", str(data)],
+                           env=daemon_env(root), capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0
+        assert f"mounted at {data}) is full" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(data)], capture_output=True)

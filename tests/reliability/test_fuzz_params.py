@@ -89,11 +89,11 @@ class _State:
         store = d.app.store
         original = store.write
 
-        async def observed(ops):
+        async def observed(ops, **kw):
             ops = list(ops)
             if any(not any(t in sql for t in BACKGROUND) for sql, _ in ops):
                 self.writes += 1
-            return await original(ops)
+            return await original(ops, **kw)
 
         store.write = observed  # observation only: every write still goes to SQLite
 

@@ -281,3 +281,29 @@ async def test_undo_does_not_skip_a_shared_promotion(dsn: str) -> None:
         assert ei.value.data["promotion"]["target"] == "preference:drink"
         assert a not in [s["id"] for s in (await c.call(names.SCRATCHPAD_READ, "s"))["snippets"]]
         assert (await c.call(names.MEMORY_RECALL, "ana", "drink"))["value"] == "The user prefers tea"
+
+
+async def test_concurrent_business_promotions_on_a_tenant_without_agent_md(dsn: str) -> None:
+    """Issue 22: two daemons promote to business at the same moment, on a tenant that has no
+    agent.md row yet (nothing for SELECT ... FOR UPDATE to lock): both lines survive, in the
+    shared row and in both hosts' files. 20 rounds, a fresh tenant each."""
+    async with two_daemons(dsn, docs={"watch": False}) as (a, b), a.client() as ca, \
+            b.client() as cb:
+        for i in range(20):
+            tenant = f"t{i}"
+            await ca.session_open(f"sa{i}", {"user_id": "ana", "tenant_id": tenant})
+            await cb.session_open(f"sb{i}", {"user_id": "ana", "tenant_id": tenant})
+            x = await _snippet(ca, f"sa{i}", f"Invoices close on day {i} from A.")
+            y = await _snippet(cb, f"sb{i}", f"Refunds need approval {i} from B.")
+            res = await asyncio.gather(
+                ca.call(names.SCRATCHPAD_PROMOTE, f"sa{i}", x, "business"),
+                cb.call(names.SCRATCHPAD_PROMOTE, f"sb{i}", y, "business"),
+                return_exceptions=True)
+            assert not [r for r in res if isinstance(r, BaseException)], res
+            conn = await asyncpg.connect(dsn)
+            try:
+                content = await conn.fetchval("SELECT content FROM agent_md WHERE tenant_id=$1",
+                                              tenant)
+            finally:
+                await conn.close()
+            assert f"day {i} from A" in content and f"approval {i} from B" in content, content

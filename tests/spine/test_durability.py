@@ -126,10 +126,10 @@ async def test_requests_in_flight_at_shutdown_are_answered() -> None:
         entered, release = asyncio.Event(), asyncio.Event()
         original = store._transaction
 
-        async def held(ops):
+        async def held(ops, *args):
             entered.set()
             await release.wait()
-            await original(ops)
+            await original(ops, *args)
 
         store._transaction = held
         pending = asyncio.create_task(c.session_add("s", {"role": "user", "content": "in flight"}))

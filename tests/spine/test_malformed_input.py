@@ -66,6 +66,11 @@ CASES = [
     ("deep nesting (100,000 levels)", b"\x91" * 100_000 + b"\xc0", "close", errors.PARSE_ERROR),
     ("deep nesting inside params (500 levels)",
      b"\x94\x00\x09\xabmemman_ping" + b"\x91" * 500 + b"\xc0", "error", errors.INVALID_PARAMS),
+    # the cap is on the bytes of one frame whatever its shape: many small items are consumed
+    # as they arrive, so a declared-length check alone never sees them
+    ("frame of 200k empty maps (200 KB: under the byte cap, over one container per 8 bytes)",
+     b"\x94\x00\x0b\xabmemman_ping\x91\xdd\x00\x03\x0d\x40" + b"\x80" * 200_000, "close",
+     errors.PARSE_ERROR),
     ("junk stream (1 MiB random bytes)", junk(1 << 20), "close", None),
     ("junk after a valid request", PING + junk(4096, seed=2), "close", None),
 ]
@@ -92,6 +97,27 @@ async def test_malformed_input(name: str, data: bytes, expected: str, code: int 
         async with d.client("after") as fresh:
             assert await fresh.ping() == "pong"
         assert d.server.state.connections  # the bystander is still served
+
+
+@pytest.mark.parametrize("item", [b"\xcd\x01\x2c", b"\xa1x", b"\x90"],
+                         ids=["uint16", "one-letter string", "empty array"])
+async def test_frame_cap_holds_whatever_the_shape(item: bytes) -> None:
+    """A frame over limits.max_message_bytes made of arrays of many small items is refused
+    once the cap is reached (msgpack consumes such a frame as it arrives, so a check of declared
+    lengths or of unparsed bytes never sees it); the half-frame timeout is out of the way
+    here, and a bystander is served throughout."""
+    limits = {"frame_timeout_s": 120.0, "max_message_bytes": 1 << 20}
+    inner = b"\xdc\x40\x00" + item * 0x4000  # arrays of 16k items
+    n = 4 * (1 << 20) // len(inner) + 1  # 4 MB in all
+    frame = b"\x94\x00\x0a\xabmemman_ping\x91\xdc" + n.to_bytes(2, "big") + inner * n
+    async with running_daemon(limits=limits) as d, d.client("bystander") as bystander:
+        async with RawConn.open(d.socket) as rc:
+            sent_whole = await rc.send(frame)
+            out = await rc.outcome(GUARD)
+            assert out.closed, out.messages
+            assert not [m for m in out.messages if m[0] == 1], "the frame was parsed whole"
+            assert not sent_whole or errors.PARSE_ERROR in out.error_codes(), out.messages
+        assert await bystander.ping() == "pong"
 
 
 async def test_unknown_notifications_are_ignored() -> None:

@@ -4,7 +4,6 @@ socket, max clients, and refusal of other users (SO_PEERCRED)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import socket
@@ -151,6 +150,32 @@ async def _client(d):
     return await Client.connect(d.socket)
 
 
+@pytest.mark.parametrize("owner", ["ours", "another uid"])
+def test_a_symlinked_socket_directory_is_refused(root, owner: str) -> None:
+    """Issue 22: the socket directory is checked with lstat: a symlink is refused whoever owns
+    it (whoever can re-point it could take the socket's place), naming it."""
+    real = root / "real"
+    real.mkdir(mode=0o700)
+    link = root / "link"
+    link.symlink_to(real)
+    if owner == "another uid":
+        if os.geteuid() != 0:
+            pytest.skip("needs root to make a link owned by another uid")
+        os.lchown(link, 65534, 65534)
+    with pytest.raises(StartupError) as ei:
+        server_mod.prepare_socket_dir(link)
+    assert "is a symlink" in str(ei.value) and str(link) in str(ei.value)
+    cfg = make_config(root)
+    cfg.socket = link / "memman.sock"
+
+    async def start() -> None:
+        async with running_daemon(root, config=cfg):
+            pass
+    with pytest.raises(StartupError):
+        asyncio.run(start())
+    assert not (real / "memman.sock").exists()
+
+
 async def test_foreign_uid_refused(root, monkeypatch) -> None:
     """The refusal path, with SO_PEERCRED reporting another uid."""
     monkeypatch.setattr(server_mod, "peer_uid", lambda sock: os.getuid() + 4242)
@@ -164,17 +189,18 @@ async def test_foreign_uid_refused(root, monkeypatch) -> None:
         assert not [m for m in out.messages if m[0] == 1], "a refused peer got an answer"
 
 
+#: what the foreign user runs: the standard library only (nothing from the checkout or its
+#: venv, which that user may not be able to read); the raw bytes it got go out as hex
 REFUSED_CLIENT = r"""
-import json, socket, sys, msgpack
+import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(20)
 s.connect(sys.argv[1])
 try:
-    s.sendall(msgpack.packb([0, 1, "memman_ping", []]))
+    s.sendall(bytes.fromhex(sys.argv[2]))
 except OSError:
     pass
-u = msgpack.Unpacker(raw=False)
-out = []
+got = b""
 while True:
     try:
         data = s.recv(65536)
@@ -182,26 +208,48 @@ while True:
         break
     if not data:
         break
-    u.feed(data)
-    out.extend(u)
-print(json.dumps(out))
+    got += data
+print(got.hex())
 """
+
+
+def _python_for(uid: int) -> str | None:
+    """An interpreter the user ``uid`` can run (the system's first: the checkout and its venv
+    may sit under a directory only root can read), or None."""
+    candidates = ["/usr/bin/python3", "/usr/local/bin/python3",
+                  getattr(sys, "_base_executable", ""), sys.executable]
+    for exe in dict.fromkeys(c for c in candidates if c):
+        r = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                            exe, "-c", "import socket"], capture_output=True, cwd="/")
+        if r.returncode == 0:
+            return exe
+    return None
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="needs root and setpriv to connect as another user")
 async def test_real_foreign_uid_refused(root) -> None:
-    """A client really running as ``nobody`` (the socket made reachable only for this test)."""
+    """A client really running as ``nobody`` (the socket made reachable only for this test),
+    with a Python that user can run and nothing from the checkout."""
+    import msgpack
+
+    python = _python_for(65534)
+    if python is None:
+        pytest.skip("no Python interpreter is runnable by uid 65534 (the checkout and its venv "
+                    "are not readable by that user, and there is no system python3)")
     async with running_daemon(root) as d:
         for p, mode in ((root, 0o711), (d.socket.parent, 0o711), (d.socket, 0o666)):
             p.chmod(mode)
+        request = msgpack.packb([0, 1, "memman_ping", []]).hex()
         proc = await asyncio.create_subprocess_exec(
-            "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
-            "-c", REFUSED_CLIENT, str(d.socket),
+            "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python,
+            "-c", REFUSED_CLIENT, str(d.socket), request,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
         stdout, stderr = await asyncio.wait_for(proc.communicate(), GUARD)
         assert proc.returncode == 0, stderr.decode()
-        messages = json.loads(stdout)
+        u = msgpack.Unpacker(raw=False)
+        u.feed(bytes.fromhex(stdout.decode().strip()))
+        messages = list(u)
         assert [m[0] for m in messages] == [2], messages  # one event, no answer
         assert messages[0][1] == "memman_error_event"
         assert messages[0][2][0]["code"] == errors.FORBIDDEN

@@ -168,3 +168,72 @@ async def test_an_exchange_point_counts_history_as_the_context_answer_does() -> 
         point = (await c.call(names.SESSION_SERIES, "s1", {}))["points"][-1]
         assert point["kind"] == "exchange"
         assert point["history_tokens"] == answer["history_tokens"]
+
+
+@pytest.mark.parametrize("action", ["evict snippet", "evict cache entry", "pin"])
+@pytest.mark.parametrize("again", ["open", "import"])
+async def test_undo_never_writes_into_a_session_deleted_after_the_action(action: str,
+                                                                         again: str) -> None:
+    """Issue 22: act, delete the session, open (or import) the same id again, undo: refused
+    with a clear error, and the new session is left as it was. On the real clock."""
+    from memman.errors import CONFLICT
+
+    async with running_daemon() as d, d.client("tui") as c:
+        await c.session_open("s1")
+        export = None
+        if action == "evict snippet":
+            sn = (await c.call(names.SCRATCHPAD_WRITE, "s1", "the deploy key is K-42"))["snippet"]
+            await c.call(names.SCRATCHPAD_EVICT, "s1", sn["id"])
+        elif action == "evict cache entry":
+            await c.call(names.CACHE_PUT, "s1", "weather", {"city": "Oslo"}, "rain")
+            key = (await c.call(names.CACHE_LIST, "s1"))["entries"][0]["key"]
+            await c.call(names.CACHE_EVICT, "s1", key)
+        else:
+            ids = await _session(c, "s1b")
+            await c.call(names.SESSION_PIN, "s1b", ids[1], True)
+            export = await c.call(names.SESSION_EXPORT, "s1b")
+        sid = "s1b" if action == "pin" else "s1"
+        if export is None:
+            export = await c.call(names.SESSION_EXPORT, sid)
+        await c.call(names.SESSION_DELETE, sid)
+        if again == "open":
+            await c.session_open(sid)
+        else:
+            await c.call(names.SESSION_IMPORT, export, {"session_id": sid})
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.UNDO, {})
+        assert ei.value.code == CONFLICT and "deleted after this" in ei.value.message
+        assert d.app.scratchpad.peek(sid) == []
+        assert (await c.call(names.CACHE_LIST, sid))["entries"] == []
+
+
+@pytest.mark.parametrize("target", ["preference", "rule", "business"])
+async def test_undo_never_writes_into_a_scope_cleared_after_the_promotion(target: str) -> None:
+    """Issue 22: promote (replacing an earlier value), then clear that layer of the user's
+    memory (or remove the tenant's agent.md): undo refuses, and writes nothing back."""
+    from memman.errors import CONFLICT
+
+    async with running_daemon(docs={"watch": False}) as d, d.client("tui") as c:
+        await c.session_open("s", {"user_id": "u", "tenant_id": "t"})
+        if target == "preference":
+            await c.call(names.MEMORY_LEARN, "u", "drink", "coffee")
+        elif target == "rule":
+            await c.call(names.MEMORY_APPEND, "u", "procedural",
+                         {"condition": "asked for numbers", "action": "a chart"})
+        sn = (await c.call(names.SCRATCHPAD_WRITE, "s", "The user prefers tea"))["snippet"]["id"]
+        opts = {"preference": {"key": "drink", "replace": True},
+                "rule": {"condition": "asked for numbers", "replace": True},
+                "business": {"key": "drink", "replace": True}}[target]
+        await c.call(names.SCRATCHPAD_PROMOTE, "s", sn, target, opts)
+        if target == "business":
+            await c.call(names.DOCS_DELETE, "t", "agent.md")
+        else:
+            await c.call(names.MEMORY_CLEAR, "u", "semantic" if target == "preference"
+                         else "procedural")
+        with pytest.raises(MemmanError) as ei:
+            await c.call(names.UNDO, {})
+        assert ei.value.code == CONFLICT and "after this promotion" in ei.value.message
+        if target == "preference":
+            assert await c.call(names.MEMORY_RECALL, "u", "drink") is None
+        elif target == "rule":
+            assert (await c.call(names.MEMORY_STATS, "u"))["procedural_rule_count"] == 0

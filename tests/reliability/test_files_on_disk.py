@@ -1,0 +1,202 @@
+"""Files on disk (issue 22): config.toml and agent.md opened without blocking, anything but a
+regular file refused with a logged error, read off the event loop with a size cap; the config
+watcher survives its errors and shutdown always completes; a reloaded socket or data dir is
+"restart needed", not applied."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memman import names
+from memman.config import Config
+from memman.errors import CONFLICT, MemmanError
+from tests.helpers import daemon_env, running_daemon, short_tmpdir, wait_for_socket
+from tests.wire import blocking_ping
+
+
+async def until(cond, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.05)
+
+
+def _replace_with(path: Path, kind: str) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"# agent.md\n\n- caf\xe9 \xff\xfe is not UTF-8\n")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+async def test_config_replaced_by_a_fifo_or_directory_is_refused_and_the_watch_goes_on(
+        kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    root = short_tmpdir()
+    cfg_file = root / "config.toml"
+    cfg_file.write_text("[context]\nmax_tokens = 4000\n")
+    cfg = Config.load(cfg_file, socket=root / "s" / "m.sock", data_dir=root / "data")
+    async with running_daemon(root, config=cfg) as d, d.client() as c:
+        watch = d.app.config_watch
+        await until(lambda: watch._task is not None)
+        await asyncio.sleep(0.3)  # the watch is in place
+        _replace_with(cfg_file, kind)
+        await until(lambda: watch.last_error is not None and "not a regular file" in
+                    watch.last_error)
+        assert "a FIFO" in watch.last_error if kind == "fifo" else "a directory" in watch.last_error
+        assert await c.ping() == "pong"  # never blocked on the FIFO
+        assert d.app.config.context.max_tokens == 4000
+        # the watcher keeps running: a good file again is applied
+        _replace_with(cfg_file, "none")
+        cfg_file.unlink()
+        cfg_file.write_text("[context]\nmax_tokens = 5000\n")
+        await until(lambda: d.app.config.context.max_tokens == 5000)
+
+
+async def test_a_reloaded_socket_or_data_dir_is_restart_needed_not_applied(
+        caplog: pytest.LogCaptureFixture) -> None:
+    root = short_tmpdir()
+    cfg_file = root / "config.toml"
+    cfg_file.write_text("[context]\nmax_tokens = 4000\n")
+    cfg = Config.load(cfg_file, socket=root / "s" / "m.sock", data_dir=root / "data")
+    async with running_daemon(root, config=cfg) as d:
+        cfg_file.write_text(f'socket = "{root}/other.sock"\ndata_dir = "{root}/elsewhere"\n'
+                            "[context]\nmax_tokens = 4500\n")
+        with caplog.at_level("WARNING"):
+            assert d.app.config_watch.reload()
+        assert d.app.config.context.max_tokens == 4500
+        assert d.app.config.socket == root / "s" / "m.sock"
+        assert d.app.config.data_dir == root / "data"
+        said = [r.getMessage() for r in caplog.records if "restart needed" in r.getMessage()]
+        assert len(said) == 2 and "socket" in said[0] and "data_dir" in said[1], said
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_bad_config_at_start_is_refused_with_a_clear_message(kind: str) -> None:
+    root = short_tmpdir()
+    cfg_file = root / "config.toml"
+    _replace_with(cfg_file, kind)
+    env = {**daemon_env(root), "MEMMAN_CONFIG": str(cfg_file)}
+    r = subprocess.run([sys.executable, "-m", "memman_daemon", "--socket", str(root / "s" /
+                        "m.sock"), "--data-dir", str(root / "data")], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "not a regular file" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_sigterm_stops_the_daemon_after_a_watcher_error() -> None:
+    root = short_tmpdir()
+    cfg_file = root / "config.toml"
+    cfg_file.write_text("[context]\nmax_tokens = 4000\n")
+    env = {**daemon_env(root), "MEMMAN_CONFIG": str(cfg_file)}
+    sock = root / "s" / "m.sock"
+    with open(root / "log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "memman_daemon", "--socket", str(sock),
+                                 "--data-dir", str(root / "data")], env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        wait_for_socket(sock, proc)
+        deadline = time.monotonic() + 30
+        n = 4001
+        while "config reloaded" not in (root / "log").read_text():  # the watch is in place
+            assert time.monotonic() < deadline, (root / "log").read_text()
+            cfg_file.write_text(f"[context]\nmax_tokens = {n}\n")
+            n += 1
+            time.sleep(0.3)
+        _replace_with(cfg_file, "directory")
+        while "not a regular file" not in (root / "log").read_text():
+            assert time.monotonic() < deadline, (root / "log").read_text()
+            time.sleep(0.1)
+        assert blocking_ping(sock) == "pong"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+async def test_a_fifo_agent_md_at_start_does_not_block_readiness() -> None:
+    root = short_tmpdir()
+    tenant_dir = root / "data" / "tenants" / "acme"
+    tenant_dir.mkdir(parents=True)
+    os.mkfifo(tenant_dir / "agent.md")
+    async def start() -> None:
+        async with running_daemon(root) as d, d.client() as c:
+            assert await c.ping() == "pong"
+            assert d.app.agent_md.unreadable >= 1
+            st = await c.stats()
+            assert st["agent_md"]["unreadable"] >= 1
+    await asyncio.wait_for(start(), 60)
+
+
+@pytest.mark.parametrize("kind", ["invalid utf-8", "directory", "fifo"])
+async def test_promote_to_business_with_an_unusable_agent_md_is_a_clear_error(kind: str) -> None:
+    async with running_daemon(docs={"watch": False}) as d, d.client() as c:
+        await c.session_open("s", {"tenant_id": "acme", "user_id": "u"})
+        path = Path(d.app.config.agent_md_path("acme"))
+        w = await c.call(names.SCRATCHPAD_WRITE, "s", "Invoices close on the 5th.")
+        await c.call(names.SCRATCHPAD_PROMOTE, "s", w["snippet"]["id"], "business")
+        assert "Invoices close" in path.read_text()
+        _replace_with(path, kind.split()[-1] if kind != "invalid utf-8" else "bytes")
+        # the undo of that promotion meets the unusable file
+        with pytest.raises(MemmanError) as err:
+            await c.call(names.UNDO, {})
+        assert err.value.code == CONFLICT and str(path) in err.value.message, err.value
+        w = await c.call(names.SCRATCHPAD_WRITE, "s", "Refunds need approval.")
+        with pytest.raises(MemmanError) as err:
+            await c.call(names.SCRATCHPAD_PROMOTE, "s", w["snippet"]["id"], "business")
+        assert err.value.code == CONFLICT and str(path) in err.value.message, err.value
+        expected = {"invalid utf-8": "not UTF-8", "directory": "a directory",
+                    "fifo": "a FIFO"}[kind]
+        assert expected in err.value.message
+        assert await c.ping() == "pong"
+
+
+async def test_agent_md_over_its_cap_is_refused_with_the_limit_named() -> None:
+    async with running_daemon(docs={"watch": False, "agent_md_max_bytes": 1000}) as d, \
+            d.client() as c:
+        path = Path(d.app.config.agent_md_path("acme"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# agent.md\n" + "- a line of business context\n" * 100)
+        out = await d.app.agent_md.ingest("acme")
+        assert "docs.agent_md_max_bytes" in out["error"]
+        assert await c.ping() == "pong"
+
+
+async def test_the_agent_md_watch_survives_its_directory_going_away() -> None:
+    """The tenants directory is removed under the watcher, then made again: a new agent.md
+    in it is still ingested (the watch was logged and started again, or never stopped)."""
+    async with running_daemon() as d, d.client() as c:
+        md = d.app.agent_md
+        await until(lambda: md.watching is not None)
+        await asyncio.sleep(0.3)
+        shutil.rmtree(md.root)
+        await asyncio.sleep(1.5)
+        path = Path(d.app.config.agent_md_path("acme"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        before = md.ingests
+        deadline = time.monotonic() + 20
+        n = 0
+        while md.ingests == before:  # rewritten until seen: the watch may be starting again
+            assert time.monotonic() < deadline, md.stats()
+            path.write_text(f"# agent.md\n\n- Invoices close on the 5th ({n}).\n")
+            n += 1
+            await asyncio.sleep(0.5)
+        hits = (await c.call(names.DOCS_SEARCH, "acme", "invoices close"))["results"]
+        assert hits and hits[0]["doc_id"] == "agent.md"

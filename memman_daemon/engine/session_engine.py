@@ -157,7 +157,7 @@ class SessionEngine(Component):
                 except Exception as exc:  # noqa: BLE001 - quarantined, never a loop of tracebacks
                     # a failed commit restored the session from disk: the timeline cached for
                     # the entries it replaced must not be planned on again
-                    self.builder.forget(sid)
+                    self.timelines.forget(sid)
                     self._quarantine(s, exc)
                     return
                 if self.quarantine.pop(sid, None) is not None:

@@ -40,10 +40,13 @@ if TYPE_CHECKING:
 #: a question about time: this session's old entries show their dates
 TEMPORAL = re.compile(
     r"\b(?:when|what (?:day|date|time|year|month|week)|which (?:day|date|year|month|week)|"
-    r"how long|how many (?:days|weeks|months|years)|ago|since|before|after|until|last|first|"
-    r"earlier|later|recently|yesterday|today|tomorrow|date|dated|weekend|morning|evening|"
-    r"january|february|march|april|may|june|july|august|september|october|november|"
-    r"december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d{4})\b", re.I)
+    r"how long|how many (?:days|weeks|months|years)|ago|since when|"
+    r"(?:days?|weeks?|months?|years?|night|morning|evening) (?:before|after|later|earlier)|"
+    r"date|dated|yesterday|today|tomorrow|"
+    r"january|february|march|april|june|july|august|september|october|november|december|"
+    r"\d{4})\b", re.I)
+#: an entry whose text opens with its own date ("[Tue 5 Mar 2024 18:41] ...") needs no prefix
+STATES_ITS_DATE = re.compile(r"^\s*(?:\[[^\]]{0,40}\b(?:19|20)\d\d\b[^\]]{0,20}\]|(?:19|20)\d\d-\d\d-\d\d)")
 CACHE = 65_536  #: measured token counts kept (entries with a date or note, recalled lines)
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
@@ -132,7 +135,8 @@ class ContextBuilder:
 
         def day(i: int) -> str | None:
             e = units[i].first
-            if not temporal or units[i].mandatory == "system" or e.created_at >= old_before:
+            if not temporal or units[i].mandatory == "system" or e.created_at >= old_before \
+                    or STATES_ITS_DATE.match((e.content or "")[:64]):
                 return None
             return cand.day(e.created_at)
 

@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, Tab
 
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
+from memman_tui.feed import Feed
 from memman_tui.live import Drained
 from memman_tui.rows import as_list
 from memman_tui.screens.base import MonitorScreen
@@ -67,8 +68,8 @@ class MemoryScreen(MonitorScreen):
             super().__init__()
             self.data = data
 
-    def __init__(self, user_id: str = "default", tenant_id: str = "default", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, feed: Feed, user_id: str = "default", tenant_id: str = "default", **kwargs: Any) -> None:
+        super().__init__(feed, **kwargs)
         self.user_id = user_id
         self.tenant_id = tenant_id
         self.data: dict[str, Any] = {}
@@ -103,12 +104,12 @@ class MemoryScreen(MonitorScreen):
 
     # --- loading --------------------------------------------------------------------------------
     def reload(self) -> None:
-        if self.mm.backend is not None:
+        if self.feed.backend is not None:
             self.fetch(self.filter_text)
 
     @work(exclusive=True, group="memory")
     async def fetch(self, query: str = "") -> None:
-        backend = self.mm.backend
+        backend = self.feed.backend
         if backend is None:
             return
         types = ("semantic", "procedural", "episodic")
@@ -191,7 +192,7 @@ class MemoryScreen(MonitorScreen):
 
     def action_next_user(self) -> None:
         pairs = sorted({(ov.get("user_id", "default"), ov.get("tenant_id", "default"))
-                        for ov in self.mm.live.sessions.values()})
+                        for ov in self.feed.live.sessions.values()})
         if not pairs:
             return
         current = (self.user_id, self.tenant_id)

@@ -21,7 +21,9 @@ from memman_tui.settings import Settings
 
 @dataclass
 class Feed:
-    """The app's state a screen shows; the app alone writes it."""
+    """The app's state a screen shows. The app writes it; the one exception is a session
+    screen's first fetch, which fills in that session's past (``LiveState.load_series``,
+    ``load_evictions``) before it draws."""
 
     live: LiveState  #: sessions, series, counts and the event log, kept by the events
     settings: Settings

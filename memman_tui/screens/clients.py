@@ -62,7 +62,7 @@ class ClientsScreen(MonitorScreen):
         self.query_one("#clients").focus()
 
     def reload(self) -> None:
-        if self.feed.backend is not None:
+        if self.feed.reads is not None:
             self.fetch()
 
     def tick(self) -> None:
@@ -70,10 +70,10 @@ class ClientsScreen(MonitorScreen):
 
     @work(exclusive=True, group="clients")
     async def fetch(self) -> None:
-        backend = self.feed.backend
-        if backend is None:
+        reads = self.feed.reads
+        if reads is None:
             return
-        self.post_message(self.ClientsLoaded(await backend.clients_list()))
+        self.post_message(self.ClientsLoaded(await reads.clients_list()))
 
     def on_clients_screen_clients_loaded(self, message: ClientsLoaded) -> None:
         if self.feed.paused:

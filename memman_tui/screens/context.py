@@ -19,8 +19,8 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Label, Static
 
 from memman_tui import keymap
-from memman_tui.backend import UNAVAILABLE, Backend
-from memman_tui.feed import Feed
+from memman_tui.backend import UNAVAILABLE
+from memman_tui.feed import Feed, Reads
 from memman_tui.live import Drained
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.sent import LABEL, SHORT_LABEL, STYLE, Part, RecalledLine, SentView, recalled_lines
@@ -119,16 +119,16 @@ class ContextScreen(MonitorScreen):
 
     # --- loading --------------------------------------------------------------------------
     def reload(self) -> None:
-        if self.feed.backend is not None:
+        if self.feed.reads is not None:
             self.fetch()
 
     @work(exclusive=True, group="context-view")
     async def fetch(self) -> None:
-        backend = self.feed.backend
-        if backend is None:
+        reads = self.feed.reads
+        if reads is None:
             return
         try:
-            view = await backend.sent_view(self.session_id)
+            view = await reads.sent_view(self.session_id)
         except Exception as exc:  # shown in the panel; the screen stays usable
             self.post_message(self.SentLoaded(None, f"{type(exc).__name__}: {exc}"))
             return
@@ -215,7 +215,7 @@ class ContextScreen(MonitorScreen):
         if part is None:
             self.notify("No message selected: move to one with j/k", severity="warning")
             return
-        self.app.push_screen(ItemScreen.for_part(self.session_id, part, self.feed.backend))
+        self.app.push_screen(ItemScreen.for_part(self.session_id, part, self.feed.reads))
 
     def action_copy(self) -> None:
         part = self.selected_part()
@@ -250,9 +250,9 @@ class ItemScreen(ModalScreen[None]):
 
     def __init__(self, session_id: str, title: str, body: str, *,
                  summary_id: int | None = None, entry_ids: list[int] | None = None,
-                 backend: Backend | None = None) -> None:
+                 reads: Reads | None = None) -> None:
         super().__init__()
-        self.backend = backend  #: reads the entries a summary replaced; None: not shown
+        self.reads = reads  #: reads the entries a summary replaced; None: not shown
         self.session_id = session_id
         self.title_text = title
         self.body = body
@@ -261,14 +261,14 @@ class ItemScreen(ModalScreen[None]):
         self.replaced: list[dict[str, Any]] | None = None  #: filled by the expand fetch
 
     @classmethod
-    def for_part(cls, session_id: str, p: Part, backend: Backend | None = None) -> ItemScreen:
+    def for_part(cls, session_id: str, p: Part, reads: Reads | None = None) -> ItemScreen:
         title = (f"message {p.index + 1} · {LABEL.get(p.kind, p.kind)} · {p.role} · "
                  f"{p.tokens:,} tokens · {p.mark}")
         if p.entry_ids:
             title += f" · entries {', '.join(map(str, p.entry_ids[:8]))}"
         return cls(session_id, title, p.text, summary_id=p.summary_id,
                    entry_ids=p.entry_ids if p.kind in ("gap_summary", "omission_marker") else [],
-                   backend=backend)
+                   reads=reads)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog item", id="item-scroll"):
@@ -284,16 +284,16 @@ class ItemScreen(ModalScreen[None]):
 
     @work(exclusive=True, group="item")
     async def load_replaced(self) -> None:
-        backend = self.backend
-        if backend is None:
+        reads = self.reads
+        if reads is None:
             return
         entries: list[dict[str, Any]] = []
         if self.summary_id is not None:
-            result = await backend.session_expand(self.session_id, self.summary_id)
+            result = await reads.session_expand(self.session_id, self.summary_id)
             if isinstance(result, dict):
                 entries = [e for e in result.get("entries") or [] if isinstance(e, dict)]
         else:
-            result = await backend.session_get(self.session_id)
+            result = await reads.session_get(self.session_id)
             wanted = set(self.entry_ids)
             if isinstance(result, dict):
                 entries = [e for e in result.get("entries") or []

@@ -104,21 +104,21 @@ class MemoryScreen(MonitorScreen):
 
     # --- loading --------------------------------------------------------------------------------
     def reload(self) -> None:
-        if self.feed.backend is not None:
+        if self.feed.reads is not None:
             self.fetch(self.filter_text)
 
     @work(exclusive=True, group="memory")
     async def fetch(self, query: str = "") -> None:
-        backend = self.feed.backend
-        if backend is None:
+        reads = self.feed.reads
+        if reads is None:
             return
         types = ("semantic", "procedural", "episodic")
         if query:
-            calls = [backend.memory_search(self.user_id, t, query) for t in types]
-            calls.append(backend.docs_search(self.tenant_id, query))
+            calls = [reads.memory_search(self.user_id, t, query) for t in types]
+            calls.append(reads.docs_search(self.tenant_id, query))
         else:
-            calls = [backend.memory_list(self.user_id, t) for t in types]
-            calls.append(backend.docs_list(self.tenant_id))
+            calls = [reads.memory_list(self.user_id, t) for t in types]
+            calls.append(reads.docs_list(self.tenant_id))
         answers = dict(zip((*types, "docs"), await asyncio.gather(*calls, return_exceptions=True),
                            strict=True))
         data: dict[str, Any] = {}

@@ -173,19 +173,19 @@ class SessionScreen(MonitorScreen):
     # --- loading ----------------------------------------------------------------------------
     def reload(self) -> None:
         self.query_one("#log", EventLog).catch_up(list(self.feed.live.log))
-        if self.feed.backend is not None:
+        if self.feed.reads is not None:
             self.fetch()
 
     @work(exclusive=True, group="session-detail")
     async def fetch(self) -> None:
-        backend = self.feed.backend
-        if backend is None:
+        reads = self.feed.reads
+        if reads is None:
             return
         sid = self.session_id
         if not self._history_loaded:  # the past: the series and the evictions, once
             self._history_loaded = True
             series, audit = await asyncio.gather(
-                backend.session_series(sid), backend.audit_list({"session_id": sid,
+                reads.session_series(sid), reads.audit_list({"session_id": sid,
                                                                  "action": "evict"}),
                 return_exceptions=True)
             if isinstance(series, dict):
@@ -193,8 +193,8 @@ class SessionScreen(MonitorScreen):
             if isinstance(audit, dict):
                 self.feed.live.load_evictions(sid, audit.get("records") or [])
         results = await asyncio.gather(
-            backend.session_get(sid, {"limit": ENTRY_LIMIT}), backend.sent_view(sid),
-            backend.cache_list(sid), backend.scratchpad_candidates(sid), return_exceptions=True)
+            reads.session_get(sid, {"limit": ENTRY_LIMIT}), reads.sent_view(sid),
+            reads.cache_list(sid), reads.scratchpad_candidates(sid), return_exceptions=True)
         detail = Detail()
         for name, value in zip(("session", "sent", "cache", "candidates"), results, strict=True):
             if isinstance(value, BaseException):
@@ -541,7 +541,7 @@ class SessionScreen(MonitorScreen):
         panel = self.panel()
         if panel == "context":
             p = self.selected_part()
-            return None if p is None else ItemScreen.for_part(self.session_id, p, self.feed.backend)
+            return None if p is None else ItemScreen.for_part(self.session_id, p, self.feed.reads)
         if panel == "cache":
             c = self.selected_in("cache")
             if c is None:
@@ -571,7 +571,7 @@ class SessionScreen(MonitorScreen):
                                   f"{len(data.get('entry_ids') or [])} entries · "
                                   f"{data.get('original_tokens', '?')}→{data.get('tokens', '?')} "
                                   "tok", str(data.get("content", "")), summary_id=data.get("id"),
-                                  backend=self.feed.backend)
+                                  reads=self.feed.reads)
         return None
 
     def action_open(self) -> None:
@@ -601,9 +601,9 @@ class SessionScreen(MonitorScreen):
     @work(group="expand")
     async def expand_summary(self, node: Any) -> None:
         s = node.data
-        if not isinstance(s, dict) or self.feed.backend is None or node.children:
+        if not isinstance(s, dict) or self.feed.reads is None or node.children:
             return
-        result = await self.feed.backend.session_expand(self.session_id, s.get("id"))
+        result = await self.feed.reads.session_expand(self.session_id, s.get("id"))
         if result is UNAVAILABLE:
             entries = [e for e in as_list(self.detail.session, "entries")
                        if e.get("id") in set(s.get("entry_ids") or [])]

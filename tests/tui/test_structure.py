@@ -8,6 +8,9 @@ from pathlib import Path
 import grimp
 
 from memman import names
+from memman_tui.backend import Backend
+from memman_tui.feed import Reads
+from memman_tui.sample import SampleClient
 from tests.tui.conftest import connected, sample_app, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +32,13 @@ def test_no_import_cycle_in_the_tui_and_no_screen_names_the_app():
     for module in shown:
         imported = graph.find_modules_directly_imported_by(module)
         assert not imported & {"memman_tui.app", "memman_tui.actions"}, module
+
+
+def test_screens_get_reads_only():
+    """What a screen fetches through has no method that writes: a change is a message."""
+    reads = vars(Reads(Backend(SampleClient(), {})))
+    writes = {m.name for m in names.METHODS if m.writes}
+    assert reads and not {f"memman_{name}" for name in reads} & writes
 
 
 async def test_a_gap_in_the_events_reloads_the_sessions(sample_client):

@@ -1,8 +1,15 @@
 """memman tui: the Textual app that watches the daemon live and lets a person fix memory.
 
 The app owns the connection (with a reconnect loop and a banner), the live state fed by the
-subscription, and the refresh tick; screens own their widgets. Every daemon call runs in a
-worker; every action that changes state checks read-only mode first and asks before destroying.
+subscription, and the refresh tick; screens own their widgets. Data down, messages up: every
+screen is built with the app's :class:`~memman_tui.feed.Feed` and shows what it holds; for an
+action it posts a message, handled here once, through :mod:`memman_tui.actions` (each checks
+read-only mode first and asks before destroying). Every daemon call runs in a worker.
+
+An event's way to a screen: the client library checks its ``seq`` (a gap calls
+``on_event_gap``) and hands it to ``on_daemon_event``; ``LiveState.on_event`` records it;
+``EventsPending`` asks for one repaint, at most once per refresh interval (``flush``);
+``LiveState.drain`` gives the changes, and the monitor screen on top repaints them (``apply``).
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from textual import work
@@ -24,28 +31,18 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from memman.errors import (
-    CONFLICT,
-    FORBIDDEN,
-    INVALID_PARAMS,
-    NOT_FOUND,
-    ConnectionLost,
-    MemmanError,
-)
+from memman.errors import FORBIDDEN, INVALID_PARAMS, NOT_FOUND, ConnectionLost, MemmanError
+from memman.reconnect import EventGap
 from memman_tui import keymap
+from memman_tui.actions import Actions
 from memman_tui.backend import UNAVAILABLE, Backend, ClientFactory
+from memman_tui.feed import Feed
 from memman_tui.live import Drained, LiveState
 from memman_tui.rows import as_list, snippet_id
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.screens.clients import ClientsScreen
 from memman_tui.screens.context import ContextScreen
-from memman_tui.screens.dialogs import (
-    ConfirmScreen,
-    ConflictScreen,
-    ErrorScreen,
-    NoDaemonScreen,
-    PromoteScreen,
-)
+from memman_tui.screens.dialogs import ErrorScreen, NoDaemonScreen
 from memman_tui.screens.help import HelpScreen
 from memman_tui.screens.memory import MemoryScreen
 from memman_tui.screens.overview import OverviewScreen
@@ -77,10 +74,12 @@ class MemmanApp(App):
         self.factory = factory
         self.clock = clock or time.time
         self.reconnect_delay = reconnect_delay
-        self.backend: Backend | None = None
-        self.live = LiveState(max_pending=self.settings.max_pending, log_size=self.settings.log_size)
-        self.paused = False
-        self.connection_text = "connecting to the memman daemon…"
+        #: what every screen is built with (data down); the app alone writes it
+        self.feed = Feed(LiveState(max_pending=self.settings.max_pending,
+                                   log_size=self.settings.log_size),
+                         self.settings, self.clock,
+                         connection_text="connecting to the memman daemon…")
+        self.actions = Actions(self.feed, self.push_screen_wait, self.notify)
         self.ever_connected = False
         self.stats: dict[str, Any] | None = None
         self._last_flush = 0.0
@@ -89,9 +88,34 @@ class MemmanApp(App):
         self.started_daemon: subprocess.Popen | None = None
         self.quitting = False
 
+    # the feed's fields, as the app (and its tests) name them
+    @property
+    def live(self) -> LiveState:
+        return self.feed.live
+
+    @property
+    def backend(self) -> Backend | None:
+        return self.feed.backend
+
+    @backend.setter
+    def backend(self, backend: Backend | None) -> None:
+        self.feed.backend = backend
+
+    @property
+    def paused(self) -> bool:
+        return self.feed.paused
+
+    @paused.setter
+    def paused(self, paused: bool) -> None:
+        self.feed.paused = paused
+
+    @property
+    def connection_text(self) -> str:
+        return self.feed.connection_text
+
     # --- lifecycle ----------------------------------------------------------------------------
     def on_mount(self) -> None:
-        self.push_screen(OverviewScreen())
+        self.push_screen(OverviewScreen(self.feed))
         self._tick_timer = self.set_interval(self.settings.refresh_s, self.tick)
         self.connection_loop()
 
@@ -107,7 +131,8 @@ class MemmanApp(App):
         while True:
             backend = None
             try:
-                backend = await Backend.connect(self.settings.socket, self.factory)
+                backend = await Backend.connect(self.settings.socket, self.factory,
+                                                on_gap=self.on_event_gap)
                 await backend.subscribe(self.on_daemon_event)
                 rows = await backend.session_list()
             except Exception as exc:  # no daemon, refused, lost during setup
@@ -156,7 +181,7 @@ class MemmanApp(App):
                     "you quit")
 
     def set_connection(self, text: str) -> None:
-        self.connection_text = text
+        self.feed.connection_text = text
         self.update_banners()
         for screen in self.screen_stack:  # figures from before the loss are greyed out
             for widget in screen.query("DaemonHeader, #fullness, #session-title, SafeTable"):
@@ -177,6 +202,11 @@ class MemmanApp(App):
     def on_daemon_event(self, event: str, payload: dict[str, Any]) -> None:
         """Subscription callback (sync, hot): record, then ask for one coalesced repaint."""
         self.live.on_event(event, payload)
+        self.post_message(self.EventsPending())
+
+    def on_event_gap(self, _gap: EventGap) -> None:
+        """The client library saw events go missing (the one sequence check): reload all."""
+        self.live.missed()
         self.post_message(self.EventsPending())
 
     def on_memman_app_events_pending(self, _message: EventsPending) -> None:
@@ -381,41 +411,20 @@ class MemmanApp(App):
             ov = screen.overview()
         if ov:
             user, tenant = ov.get("user_id", user), ov.get("tenant_id", tenant)
-        self.push_screen(MemoryScreen(user, tenant))
+        self.push_screen(MemoryScreen(self.feed, user, tenant))
 
     def open_session(self, session_id: str) -> None:
-        self.push_screen(SessionScreen(session_id))
+        self.push_screen(SessionScreen(self.feed, session_id))
 
     def open_context(self, session_id: str) -> None:
-        self.push_screen(ContextScreen(session_id))
+        self.push_screen(ContextScreen(self.feed, session_id))
 
     def action_clients(self) -> None:
         if not isinstance(self.screen, ClientsScreen):
-            self.push_screen(ClientsScreen())
+            self.push_screen(ClientsScreen(self.feed))
 
     def action_undo(self) -> None:
-        self.undo()
-
-    @work(group="actions")
-    async def undo(self) -> None:
-        """Reverse this TUI's last pin, unpin, evict or promotion, through the daemon."""
-        if not self.can_change("undo"):
-            return
-        assert self.backend is not None
-        try:
-            result = await self.backend.undo({})
-        except MemmanError as exc:
-            if exc.code == NOT_FOUND:
-                self.notify("nothing to undo: no pin, unpin, evict or promotion of this TUI "
-                            "is left", severity="warning")
-                return
-            raise
-        if not self.report("undo", result):
-            return
-        rec = result.get("undone") or {}
-        self.notify(f"undid {rec.get('action', '?')} of {str(rec.get('what', ''))[:60]!r} "
-                    f"({rec.get('source', '')})")
-        self._after_change()
+        self.change(self.actions.undo)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -430,178 +439,39 @@ class MemmanApp(App):
             yield SystemCommand(f"Open session {sid}", "Session screen",
                                 lambda sid=sid: self.open_session(sid))
 
-    # --- changes (refused in read-only mode) ------------------------------------------------------
-    def can_change(self, what: str) -> bool:
-        if self.settings.read_only:
-            self.notify(f"read-only mode: {what} is disabled (restart without --read-only)",
-                        severity="warning")
-            return False
-        if self.backend is None:
-            self.notify(f"not connected: cannot {what} now", severity="error")
-            return False
-        return True
+    # --- actions: the screens' messages, each handled once (memman_tui/actions.py) ------------
+    def on_overview_screen_open_session(self, message: OverviewScreen.OpenSession) -> None:
+        self.open_session(message.session_id)
 
-    def report(self, what: str, result: Any) -> bool:
-        if result is UNAVAILABLE:
-            self.notify(f"{what}: not available (the daemon does not offer it yet)",
-                        severity="warning")
-            return False
-        return True
+    def on_monitor_screen_open_context(self, message: MonitorScreen.OpenContext) -> None:
+        self.open_context(message.session_id)
+
+    def on_monitor_screen_compact(self, message: MonitorScreen.Compact) -> None:
+        self.change(self.actions.compact, message.session_ids)
+
+    def on_overview_screen_delete_sessions(self, message: OverviewScreen.DeleteSessions) -> None:
+        self.change(self.actions.delete, message.session_ids)
+
+    def on_session_screen_pin(self, message: SessionScreen.Pin) -> None:
+        self.change(self.actions.pin, message.session_id, message.pins)
+
+    def on_session_screen_evict(self, message: SessionScreen.Evict) -> None:
+        self.change(self.actions.evict, message.session_id, message.tier, message.keys,
+                    message.labels)
+
+    def on_session_screen_promote(self, message: SessionScreen.Promote) -> None:
+        self.change(self.actions.promote, message.session_id, message.snippets)
 
     def on_context_screen_exclude_recalled(self, message: ContextScreen.ExcludeRecalled) -> None:
-        self.exclude_recalled(message.session_id, message.line.entry_id, message.line.session_id)
+        self.change(self.actions.exclude_recalled, message.session_id, message.line.entry_id,
+                    message.line.session_id)
 
     @work(group="actions")
-    async def exclude_recalled(self, session_id: str, entry_id: int, source: str) -> None:
-        """This session stops recalling an entry of an earlier session (audited; u undoes)."""
-        if not self.can_change("exclude from recall"):
-            return
-        assert self.backend is not None
-        result = await self.backend.recall_exclude(session_id, entry_id)
-        if not self.report("exclude from recall", result):
-            return
-        self.notify(f"session {session_id} no longer recalls entry {entry_id} of session "
-                    f"{source} (u undoes)")
-        self._after_change()
-
-    @work(group="actions")
-    async def pin_entries(self, session_id: str, pins: list[tuple[int, bool, Any, bool]]) -> None:
-        """``pins``: (entry id, pin it?, the part shown, is it a system entry?). Pinning or
-        unpinning a system entry asks first, naming its text."""
-        if not self.can_change("pinning"):
-            return
-        assert self.backend is not None
-        system = [(eid, pin, part) for eid, pin, part, is_sys in pins if is_sys]
-        if system:
-            lines = [f"{'pin' if pin else 'UNPIN'} entry {eid}: {_clip(part.text, 160)}"
-                     for eid, pin, part in system]
-            ok = await self.push_screen_wait(ConfirmScreen(
-                f"{'Unpin' if not system[0][1] else 'Pin'} a system entry of {session_id}?",
-                "\n".join(lines) + ("\nAn unpinned system prompt can be folded into a summary "
-                                    "by the next compaction. u undoes this." if
-                                    any(not p for _e, p, _x in system) else "")))
-            if not ok or self.backend is None:
-                return
-        for entry_id, pinned, _part, _sys in pins:
-            result = await self.backend.session_pin(session_id, entry_id, pinned)
-            if not self.report("pin", result):
-                return
-        verb = "pinned" if pins[0][1] else "unpinned"
-        self.notify(f"{verb} entr{'y' if len(pins) == 1 else 'ies'} "
-                    f"{', '.join(str(p[0]) for p in pins)} (u undoes)")
-        self._after_change()
-
-    @work(group="actions")
-    async def compact_sessions(self, session_ids: list[str]) -> None:
-        if not self.can_change("compaction"):
-            return
-        assert self.backend is not None
-        lines = []
-        for sid in session_ids[:5]:
-            preview = await self.backend.session_preview(sid)
-            plan = preview.get("compaction") if isinstance(preview, dict) else None
-            ids = list(plan.get("entry_ids") or []) if isinstance(plan, dict) else []
-            got = await self.backend.session_get(sid, {"limit": 400})
-            texts = {e.get("id"): e for e in as_list(got, "entries")}
-            lines.append(f"{sid}: {len(ids)} entries would fold into one summary"
-                         + "".join(f"\n  #{i} {_clip(str(texts.get(i, {}).get('content') or ''), 90)}"
-                                   for i in ids[:3]))
-        ok = await self.push_screen_wait(ConfirmScreen(
-            f"Compact {len(session_ids)} session(s) now?",
-            "\n".join(lines) + "\nThe originals stay in the log and can be expanded."))
-        if not ok or self.backend is None:
-            return
-        done, saved, reasons = 0, 0, set()
-        for sid in session_ids:
-            result = await self.backend.session_compact(sid)
-            if not self.report("compact", result):
-                return
-            if isinstance(result, dict) and result.get("summary") is None:
-                reasons.add(str(result.get("reason") or "nothing to compact"))
-                continue
-            done += 1
-            if isinstance(result, dict):
-                saved += int(result.get("tokens_saved") or 0)
-        if done:
-            self.notify(f"compacted {done} session(s), {saved:,} tokens saved")
-        for reason in reasons:
-            self.notify(f"not compacted: {reason}", severity="warning")
-        self._after_change()
-
-    @work(group="actions")
-    async def evict(self, session_id: str, tier: str, keys: list[Any],
-                    labels: list[str] | None = None) -> None:
-        if not self.can_change("eviction"):
-            return
-        what = "cache entr(ies)" if tier == "cache" else "scratchpad snippet(s)"
-        named = "\n".join(f"  {_clip(label, 200)}" for label in (labels or map(str, keys)))
-        ok = await self.push_screen_wait(ConfirmScreen(
-            f"Evict {len(keys)} {what} from {session_id}?",
-            f"{named}\nu undoes the eviction (the audit log keeps the item)."))
-        if not ok or self.backend is None:
-            return
-        for key in keys:
-            if tier == "cache":
-                result = await self.backend.cache_evict(session_id, key)
-            else:
-                result = await self.backend.scratchpad_evict(session_id, _snippet_key(key))
-            if not self.report("evict", result):
-                return
-        self.notify(f"evicted {len(keys)} {what}")
-        self._after_change()
-
-    @work(group="actions")
-    async def delete_sessions(self, session_ids: list[str]) -> None:
-        if not self.can_change("deleting sessions"):
-            return
-        rows = []
-        for sid in session_ids:
-            ov = self.live.sessions.get(sid, {})
-            rows.append(f"  {sid}: user {ov.get('user_id', '-')}, {ov.get('entries', '?')} "
-                        f"entries, {ov.get('exchanges', '?')} exchanges")
-        ok = await self.push_screen_wait(ConfirmScreen(
-            f"Delete {len(session_ids)} session(s)?",
-            "\n".join(rows) + "\nTheir entries, summaries and cache are removed for good "
-            "(this cannot be undone)."))
-        if not ok or self.backend is None:
-            return
-        for sid in session_ids:
-            await self.backend.session_delete(sid)
-        self.notify(f"deleted {len(session_ids)} session(s)")
-        self._after_change()
-
-    @work(group="actions")
-    async def promote(self, session_id: str, snippets: list[dict[str, Any]]) -> None:
-        if not self.can_change("promotion"):
-            return
-        choice = await self.push_screen_wait(PromoteScreen(snippets))
-        if not choice or self.backend is None:
-            return
-        target, opts = choice
-        done = 0
-        for snippet in snippets:
-            sid_key = _snippet_key(snippet["snippet_id"])
-            try:
-                result = await self.backend.scratchpad_promote(session_id, sid_key, target, opts)
-            except MemmanError as exc:
-                if exc.code != CONFLICT:
-                    raise
-                data = exc.data if isinstance(exc.data, dict) else {}
-                key = data.get("key") or data.get("condition") or data.get("flow") or sid_key
-                answer = await self.push_screen_wait(ConflictScreen(
-                    str(key), data.get("existing", "(the daemon did not send it)"),
-                    data.get("proposed", snippet.get("text", "?")), exc.message))
-                if answer != "overwrite":
-                    self.notify(f"kept the existing value of {key!r}")
-                    continue
-                result = await self.backend.scratchpad_promote(session_id, sid_key, target,
-                                                               {**opts, "replace": True})
-            if not self.report("promote", result):
-                return
-            done += 1
-        if done:
-            self.notify(f"promoted {done} snippet(s) to {target}")
-        self._after_change()
+    async def change(self, action: Callable[..., Awaitable[bool]], *args: Any) -> None:
+        """Run one action in its own worker (its dialogs wait here; a failure is shown once,
+        by on_worker_state_changed); a change clears the marks and reloads the screen."""
+        if await action(*args):
+            self._after_change()
 
     def _after_change(self) -> None:
         screen = self.screen
@@ -636,18 +506,6 @@ class MemmanApp(App):
         if self.backend is not None:
             await self.backend.close()
         self.exit()
-
-
-def _clip(text: str, n: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _snippet_key(key: Any) -> Any:
-    """Row keys are strings; snippet ids may be ints on the wire."""
-    if isinstance(key, str) and key.isdigit():
-        return int(key)
-    return key
 
 
 def _reason(exc: BaseException) -> str:

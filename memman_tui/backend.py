@@ -18,6 +18,7 @@ from typing import Any
 from memman import names
 from memman.errors import METHOD_NOT_FOUND, MemmanError
 from memman.methods import AsyncMethods
+from memman.reconnect import GapCallback
 
 
 class _Unavailable:
@@ -40,14 +41,15 @@ class _Unavailable:
 UNAVAILABLE: Any = _Unavailable()
 
 EventCallback = Callable[[str, dict[str, Any]], None]
-#: connect(socket_path) -> a client with call/subscribe/unsubscribe/close/closed/wait_closed
-ClientFactory = Callable[[str | None], Awaitable[Any]]
+#: connect(socket_path, on_gap) -> a client with call/subscribe/unsubscribe/close/closed/
+#: wait_closed that calls ``on_gap`` when events of a subscription went missing
+ClientFactory = Callable[[str | None, GapCallback | None], Awaitable[Any]]
 
 
-async def default_client_factory(socket_path: str | None) -> Any:
+async def default_client_factory(socket_path: str | None, on_gap: GapCallback | None) -> Any:
     from memman.client import Client
 
-    return await Client.connect(socket_path=socket_path, name="memman-tui")
+    return await Client.connect(socket_path=socket_path, name="memman-tui", on_gap=on_gap)
 
 
 class Backend(AsyncMethods):
@@ -61,9 +63,10 @@ class Backend(AsyncMethods):
         self.missing: set[str] = set()  #: methods that answered -32601 at run time
 
     @classmethod
-    async def connect(cls, socket_path: str | None = None,
-                      factory: ClientFactory | None = None) -> Backend:
-        client = await (factory or default_client_factory)(socket_path)
+    async def connect(cls, socket_path: str | None = None, factory: ClientFactory | None = None,
+                      on_gap: GapCallback | None = None) -> Backend:
+        """``on_gap``: events went missing (the client library checks ``seq``, the one check)."""
+        client = await (factory or default_client_factory)(socket_path, on_gap)
         try:
             info = await client.call(names.GET_API_INFO)
         except MemmanError:

@@ -3,8 +3,9 @@
 The event callback runs for every event (50/s or more); it only updates dictionaries and marks
 what changed. The app drains :class:`LiveState` at most once per refresh interval and repaints
 only the rows that changed — a flood on one session becomes one row update per tick. When the
-backlog grows past ``max_pending`` (backpressure) or a sequence number jumps, the detail is
-dropped and a full resync is requested instead.
+backlog grows past ``max_pending`` (backpressure) or events went missing (``missed``: the client
+library checks each subscription's ``seq``, ``memman.reconnect``; nothing here checks it again),
+the detail is dropped and a full resync is requested instead.
 
 No textual import here: this is plain data, tested on its own.
 """
@@ -103,7 +104,6 @@ class LiveState:
         self.dropped = 0  #: events folded into a resync because of backpressure
         self._pending = Drained()
         self.stats_event: dict[str, Any] | None = None
-        self._last_seq: dict[Any, int] = {}
         #: per-session usage series (memman_session_series, then series_point events)
         self.series: dict[str, list[dict[str, Any]]] = {}
         self.series_keep = 500
@@ -152,13 +152,6 @@ class LiveState:
         self.received += 1
         p = self._pending
         p.events += 1
-        seq = payload.get("seq")
-        sub = payload.get("subscription")
-        if isinstance(seq, int):
-            last = self._last_seq.get(sub)
-            if last is not None and seq != last + 1:
-                p.resync = True
-            self._last_seq[sub] = seq
         if p.events > self.max_pending:
             # backpressure: stop tracking detail, reload once on the next tick
             self.dropped += 1
@@ -298,6 +291,11 @@ class LiveState:
             return
         if sid in self.sessions:
             self._pending.sessions.add(sid)
+
+    def missed(self) -> None:
+        """Events went missing (a gap in ``seq``, seen by the client library): what is known
+        may be stale, so the next drain asks for a full reload."""
+        self._pending.resync = True
 
     # --- the refresh tick --------------------------------------------------------------------
     def has_pending(self) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 from memman import names
 from memman.config import DEFAULT_MODEL
 from memman.errors import METHOD_NOT_FOUND, MemmanError
+from memman.reconnect import Subscriptions
 
 #: the frozen "now" of every picture (unix seconds)
 NOW = 1_763_700_000.0
@@ -308,6 +309,8 @@ class SampleClient:
         self.missing = missing or set()
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.callback: Any = None
+        #: numbered events are checked as the real client checks them (memman.reconnect)
+        self.subscriptions = Subscriptions()
         self._closed = asyncio.Event()
 
     async def call(self, method: str, *params: Any) -> Any:
@@ -354,12 +357,14 @@ class SampleClient:
 
     async def subscribe(self, topics: Any = (), filter: Any = None, callback: Any = None) -> int:
         self.callback = callback
-        return 1
+        return self.subscriptions.add(1, list(topics), dict(filter or {}), callback).id
 
     def replay(self) -> None:
         """Deliver the canned events (numbered, as the daemon would)."""
         for seq, (event, payload) in enumerate(EVENTS, 1):
-            self.callback(event, {**payload, "seq": seq, "subscription": 1})
+            numbered = {**payload, "seq": seq, "subscription": 1}
+            if self.subscriptions.event(numbered, event) is not None:
+                self.callback(event, numbered)
 
     @property
     def closed(self) -> bool:
@@ -373,7 +378,8 @@ class SampleClient:
 
 
 def sample_factory(client: SampleClient):
-    async def factory(_socket: str | None) -> SampleClient:
+    async def factory(_socket: str | None, on_gap: Any = None) -> SampleClient:
+        client.subscriptions.on_gap = on_gap
         return client
 
     return factory

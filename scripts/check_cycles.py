@@ -1,10 +1,13 @@
-"""No import cycle in the daemon: run by ``make lint``; exits 1 naming the modules of any cycle.
+"""No import cycle in the daemon or the TUI: run by ``make lint``; exits 1 naming the modules of
+any cycle.
 
-Reads the imports of ``memman_daemon`` with grimp (import-linter's graph) and finds the
+Reads the imports of ``memman_daemon`` and ``memman_tui`` with grimp (import-linter's graph) and finds the
 strongly connected groups of modules (Tarjan). Imports under ``if TYPE_CHECKING:`` count too:
 a module that names another's type in its annotations depends on it as much as one that calls
 it, and every part gets the parts it uses as constructor arguments (``memman_daemon/app.py``),
-so nothing needs to name the app to reach a sibling. ``--run-time`` counts only the imports
+so nothing needs to name the app to reach a sibling. In the TUI, screens get what they show
+from the app and post messages for their actions (``memman_tui/app.py``), so no screen names the
+app either. ``--run-time`` counts only the imports
 that run.
 """
 
@@ -14,7 +17,7 @@ import sys
 
 import grimp
 
-PACKAGE = "memman_daemon"
+PACKAGES = ("memman_daemon", "memman_tui")
 
 
 def cycles(graph: grimp.ImportGraph, package: str) -> list[list[str]]:
@@ -58,16 +61,18 @@ def cycles(graph: grimp.ImportGraph, package: str) -> list[list[str]]:
 
 def main(argv: list[str]) -> int:
     type_checking = "--run-time" not in argv
-    graph = grimp.build_graph(PACKAGE, exclude_type_checking_imports=not type_checking,
+    graph = grimp.build_graph(*PACKAGES, exclude_type_checking_imports=not type_checking,
                               cache_dir=None)
-    found = cycles(graph, PACKAGE)
     what = "imports (type-checking ones included)" if type_checking else "run-time imports"
-    if not found:
-        print(f"no import cycle in {PACKAGE} ({what})")
-        return 0
-    for group in found:
-        print(f"import cycle in {PACKAGE} ({what}), {len(group)} modules: {', '.join(group)}")
-    return 1
+    status = 0
+    for package in PACKAGES:
+        found = cycles(graph, package)
+        if not found:
+            print(f"no import cycle in {package} ({what})")
+        for group in found:
+            print(f"import cycle in {package} ({what}), {len(group)} modules: {', '.join(group)}")
+            status = 1
+    return status
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ async def session_expanded(pilot: Any) -> None:
 
 async def memory(pilot: Any) -> None:
     await overview(pilot)
-    pilot.app.push_screen(MemoryScreen("alice", "acme"))
+    pilot.app.push_screen(MemoryScreen(pilot.app.feed, "alice", "acme"))
     await until(pilot, lambda: isinstance(pilot.app.screen, MemoryScreen)
                 and pilot.app.screen.loads > 0)
 

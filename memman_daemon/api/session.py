@@ -205,22 +205,10 @@ async def session_preview(call: Call, session_id: str, opts: dict[str, Any]) -> 
 @method(names.SESSION_PIN, Param("session_id", SESSION_ID), Param("entry_id", ROW_ID),
         Param("pinned", Bool(), default=True), writes=True)
 async def session_pin(call: Call, session_id: str, entry_id: int, pinned: bool) -> dict[str, Any]:
-    """Pin (or unpin) an entry: pinned entries always stay in the context. A change is
-    written to the audit log (action ``pin`` / ``unpin``), so ``memman_undo`` can reverse it."""
-    s = _session(call, session_id)
-    e = s.by_id.get(entry_id)
-    before = e.pinned if e is not None else None
-    out = await call.app.engine.pin(s, entry_id, pinned)
-    if e is not None and before != pinned:
-        text = e.content or ""
-        rec, op = call.app.audit.record(
-            "pin" if pinned else "unpin", text, f"session:{s.id}#{entry_id}",
-            "pinned" if pinned else "unpinned", call.client_name, session_id=s.id,
-            user_id=s.meta.user_id, tenant_id=s.meta.tenant_id, entry_id=entry_id,
-            previous=before, role=e.role, type=e.type)
-        await call.app.store.write([op])
-        out = {**out, "audit_id": rec.id}
-    return out
+    """Pin (or unpin) an entry: pinned entries always stay in the context. A change and its
+    audit row (action ``pin`` / ``unpin``) commit together, so ``memman_undo`` can reverse it."""
+    return await call.app.engine.pin(_session(call, session_id), entry_id, pinned,
+                                     client=call.client_name)
 
 
 @method(names.RECALL_EXCLUDE, Param("session_id", SESSION_ID), Param("entry_id", ROW_ID),

@@ -313,9 +313,7 @@ async def _unpin(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:
     s = _session_of(call, rec)
     entry_id = int(rec["data"]["entry_id"])
     previous = bool(rec["data"].get("previous"))
-    out = await call.app.engine.pin(s, entry_id, previous)
-    await call.app.store.write([uop])
-    return out
+    return await call.app.engine.pin(s, entry_id, previous, ops=[uop])
 
 
 async def _unexclude(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]:

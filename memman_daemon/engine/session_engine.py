@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from memman_daemon.llm.summarizer import Summarizer
     from memman_daemon.recall.index import RecallIndex
     from memman_daemon.search.embeddings import Embedder
+    from memman_daemon.store import Op
     from memman_daemon.tiers.audit import AuditLog
     from memman_daemon.tiers.cache import ToolCache
     from memman_daemon.tokens import TokenCounter
@@ -391,20 +392,36 @@ class SessionEngine(Component):
                 "entries": [s.by_id[i].to_wire() for i in sm.entry_ids if i in s.by_id]}
 
     # --- pin / clear / import / usage -----------------------------------------------
-    async def pin(self, s: Session, entry_id: int, pinned: bool) -> dict[str, Any]:
+    async def pin(self, s: Session, entry_id: int, pinned: bool, *, client: str | None = None,
+                  ops: list[Op] | None = None) -> dict[str, Any]:
+        """Pin or unpin an entry. With ``client``, a change is audited (``pin`` / ``unpin``,
+        ``audit_id`` in the answer); ``ops`` (undo's record) go along. The entry's row and
+        those rows commit in one transaction: no change stands without its audit row."""
         e = s.by_id.get(entry_id)
         if e is None:
             raise not_found("entry", entry_id)
+        ops = list(ops or [])
+        out: dict[str, Any] = {"entry_id": entry_id, "pinned": pinned}
+        audit_id = None
         if e.pinned != pinned:
+            before = e.pinned
             e.pinned = pinned
+            if client is not None:
+                rec, audit_op = self.audit.record(
+                    "pin" if pinned else "unpin", e.content or "", f"session:{s.id}#{entry_id}",
+                    "pinned" if pinned else "unpinned", client, **Sessions.scope(s),
+                    entry_id=entry_id, previous=before, role=e.role, type=e.type)
+                ops.append(audit_op)
+                audit_id = rec.id
             self.timelines.invalidate(s.id)
             try:
-                await self.sessions.commit(s, [rows.entry_op(e)])
+                await self.sessions.commit(s, [rows.entry_op(e), *ops])
             finally:
                 self.timelines.invalidate(s.id)
-        out = {"entry_id": entry_id, "pinned": pinned}
+        elif ops:
+            await self.sessions.commit(s, ops)
         self._publish(s, "pinned", out)
-        return out
+        return out if audit_id is None else {**out, "audit_id": audit_id}
 
     async def remove(self, s: Session, entry_id: int | None, client: str = "") -> dict[str, Any]:
         """Remove one entry (``entry_id``; None: the newest, i.e. pop) from the log, audited.

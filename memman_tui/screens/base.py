@@ -1,29 +1,45 @@
-"""What every monitor screen shares: the banner, the filter input, marks, and the app hooks."""
+"""What every monitor screen shares: the banner, the filter input, marks, the hooks the app
+calls, and the messages every screen may post.
+
+Data down, messages up: a screen is built with the app's :class:`~memman_tui.feed.Feed` and
+shows what it holds; for an action it posts a message (nested in the screen that sends it) and
+the app handles it. No screen names the app (``scripts/check_cycles.py`` keeps it so).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Input
 
+from memman_tui.feed import Feed
 from memman_tui.live import Drained
 from memman_tui.widgets.banner import Banner, RateLabel
-
-if TYPE_CHECKING:
-    from memman_tui.app import MemmanApp
 
 
 class MonitorScreen(Screen):
     """A screen the app feeds with drained live changes (``apply``) and full reloads."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.marks: dict[str, set[Any]] = {}  #: table id -> marked row keys
+    class OpenContext(Message):
+        """Show a session's context as sent, full screen."""
 
-    @property
-    def mm(self) -> MemmanApp:
-        return self.app  # type: ignore[return-value]
+        def __init__(self, session_id: str) -> None:
+            super().__init__()
+            self.session_id = session_id
+
+    class Compact(Message):
+        """Compact these sessions now (the app asks first)."""
+
+        def __init__(self, session_ids: list[str]) -> None:
+            super().__init__()
+            self.session_ids = session_ids
+
+    def __init__(self, feed: Feed, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.feed = feed
+        self.marks: dict[str, set[Any]] = {}  #: table id -> marked row keys
 
     # --- hooks the app calls ---------------------------------------------------------------
     def apply(self, changes: Drained) -> None:
@@ -41,10 +57,10 @@ class MonitorScreen(Screen):
 
     def update_banner(self) -> None:
         for banner in self.query(Banner):
-            banner.show_state(connection=self.mm.connection_text, paused=self.mm.paused,
-                              read_only=self.mm.settings.read_only)
+            banner.show_state(connection=self.feed.connection_text, paused=self.feed.paused,
+                              read_only=self.feed.settings.read_only)
         for label in self.query(RateLabel):
-            label.show_rate(self.mm.settings.refresh_s, self.mm.paused)
+            label.show_rate(self.feed.settings.refresh_s, self.feed.paused)
 
     # --- filter ----------------------------------------------------------------------------
     @property

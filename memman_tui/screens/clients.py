@@ -13,6 +13,7 @@ from textual.widgets import Footer, Static
 
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
+from memman_tui.feed import Feed
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.widgets.banner import Banner, RateLabel
 from memman_tui.widgets.countdown import ago
@@ -38,8 +39,8 @@ class ClientsScreen(MonitorScreen):
             super().__init__()
             self.result = result
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, feed: Feed, **kwargs: Any) -> None:
+        super().__init__(feed, **kwargs)
         self.clients: list[dict[str, Any]] = []
         self._last: dict[int, tuple[float, int]] = {}  #: id -> (at, requests) of the last load
         self.rates: dict[int, float] = {}
@@ -61,7 +62,7 @@ class ClientsScreen(MonitorScreen):
         self.query_one("#clients").focus()
 
     def reload(self) -> None:
-        if self.mm.backend is not None:
+        if self.feed.reads is not None:
             self.fetch()
 
     def tick(self) -> None:
@@ -69,13 +70,13 @@ class ClientsScreen(MonitorScreen):
 
     @work(exclusive=True, group="clients")
     async def fetch(self) -> None:
-        backend = self.mm.backend
-        if backend is None:
+        reads = self.feed.reads
+        if reads is None:
             return
-        self.post_message(self.ClientsLoaded(await backend.clients_list()))
+        self.post_message(self.ClientsLoaded(await reads.clients_list()))
 
     def on_clients_screen_clients_loaded(self, message: ClientsLoaded) -> None:
-        if self.mm.paused:
+        if self.feed.paused:
             return
         self.loads += 1
         table = self.query_one("#clients", SafeTable)
@@ -85,7 +86,7 @@ class ClientsScreen(MonitorScreen):
                                            "memman_clients_list)", "grey50"),
                                       "", "", "", "", "", ""))])
             return
-        at = float(result.get("at") or self.mm.clock())
+        at = float(result.get("at") or self.feed.clock())
         self.clients = [c for c in result.get("clients") or [] if isinstance(c, dict)]
         rows = []
         for c in self.clients:

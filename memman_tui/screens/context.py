@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Footer, Label, Static
 
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
+from memman_tui.feed import Feed, Reads
 from memman_tui.live import Drained
 from memman_tui.screens.base import MonitorScreen
 from memman_tui.sent import LABEL, SHORT_LABEL, STYLE, Part, RecalledLine, SentView, recalled_lines
@@ -87,8 +88,8 @@ class ContextScreen(MonitorScreen):
             self.view = view
             self.error = error
 
-    def __init__(self, session_id: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, feed: Feed, session_id: str, **kwargs: Any) -> None:
+        super().__init__(feed, **kwargs)
         self.session_id = session_id
         self.view: SentView | None = None
         self.loads = 0  #: completed fetches (tests wait on it)
@@ -118,23 +119,23 @@ class ContextScreen(MonitorScreen):
 
     # --- loading --------------------------------------------------------------------------
     def reload(self) -> None:
-        if self.mm.backend is not None:
+        if self.feed.reads is not None:
             self.fetch()
 
     @work(exclusive=True, group="context-view")
     async def fetch(self) -> None:
-        backend = self.mm.backend
-        if backend is None:
+        reads = self.feed.reads
+        if reads is None:
             return
         try:
-            view = await backend.sent_view(self.session_id)
+            view = await reads.sent_view(self.session_id)
         except Exception as exc:  # shown in the panel; the screen stays usable
             self.post_message(self.SentLoaded(None, f"{type(exc).__name__}: {exc}"))
             return
         self.post_message(self.SentLoaded(None if view is UNAVAILABLE else view))
 
     def on_context_screen_sent_loaded(self, message: SentLoaded) -> None:
-        if self.mm.paused:
+        if self.feed.paused:
             return
         self.loads += 1
         self.view = message.view
@@ -214,7 +215,7 @@ class ContextScreen(MonitorScreen):
         if part is None:
             self.notify("No message selected: move to one with j/k", severity="warning")
             return
-        self.app.push_screen(ItemScreen.for_part(self.session_id, part))
+        self.app.push_screen(ItemScreen.for_part(self.session_id, part, self.feed.reads))
 
     def action_copy(self) -> None:
         part = self.selected_part()
@@ -228,7 +229,7 @@ class ContextScreen(MonitorScreen):
         if self.view is None:
             self.notify("Nothing to write yet", severity="warning")
             return
-        path = export_path(self.mm.settings.export_dir, self.session_id, self.mm.clock())
+        path = export_path(self.feed.settings.export_dir, self.session_id, self.feed.clock())
         path.write_text(self.view.to_json(), encoding="utf-8")
         self.notify(f"wrote {len(self.view.parts)} messages to {path}")
 
@@ -248,8 +249,10 @@ class ItemScreen(ModalScreen[None]):
                 Binding("G,end", "bottom", "Bottom", show=False)]
 
     def __init__(self, session_id: str, title: str, body: str, *,
-                 summary_id: int | None = None, entry_ids: list[int] | None = None) -> None:
+                 summary_id: int | None = None, entry_ids: list[int] | None = None,
+                 reads: Reads | None = None) -> None:
         super().__init__()
+        self.reads = reads  #: reads the entries a summary replaced; None: not shown
         self.session_id = session_id
         self.title_text = title
         self.body = body
@@ -258,13 +261,14 @@ class ItemScreen(ModalScreen[None]):
         self.replaced: list[dict[str, Any]] | None = None  #: filled by the expand fetch
 
     @classmethod
-    def for_part(cls, session_id: str, p: Part) -> ItemScreen:
+    def for_part(cls, session_id: str, p: Part, reads: Reads | None = None) -> ItemScreen:
         title = (f"message {p.index + 1} · {LABEL.get(p.kind, p.kind)} · {p.role} · "
                  f"{p.tokens:,} tokens · {p.mark}")
         if p.entry_ids:
             title += f" · entries {', '.join(map(str, p.entry_ids[:8]))}"
         return cls(session_id, title, p.text, summary_id=p.summary_id,
-                   entry_ids=p.entry_ids if p.kind in ("gap_summary", "omission_marker") else [])
+                   entry_ids=p.entry_ids if p.kind in ("gap_summary", "omission_marker") else [],
+                   reads=reads)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog item", id="item-scroll"):
@@ -280,16 +284,16 @@ class ItemScreen(ModalScreen[None]):
 
     @work(exclusive=True, group="item")
     async def load_replaced(self) -> None:
-        backend = getattr(self.app, "backend", None)
-        if backend is None:
+        reads = self.reads
+        if reads is None:
             return
         entries: list[dict[str, Any]] = []
         if self.summary_id is not None:
-            result = await backend.session_expand(self.session_id, self.summary_id)
+            result = await reads.session_expand(self.session_id, self.summary_id)
             if isinstance(result, dict):
                 entries = [e for e in result.get("entries") or [] if isinstance(e, dict)]
         else:
-            result = await backend.session_get(self.session_id)
+            result = await reads.session_get(self.session_id)
             wanted = set(self.entry_ids)
             if isinstance(result, dict):
                 entries = [e for e in result.get("entries") or []

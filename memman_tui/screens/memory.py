@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, Tab
 
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
+from memman_tui.feed import Feed
 from memman_tui.live import Drained
 from memman_tui.rows import as_list
 from memman_tui.screens.base import MonitorScreen
@@ -67,8 +68,8 @@ class MemoryScreen(MonitorScreen):
             super().__init__()
             self.data = data
 
-    def __init__(self, user_id: str = "default", tenant_id: str = "default", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, feed: Feed, user_id: str = "default", tenant_id: str = "default", **kwargs: Any) -> None:
+        super().__init__(feed, **kwargs)
         self.user_id = user_id
         self.tenant_id = tenant_id
         self.data: dict[str, Any] = {}
@@ -103,21 +104,21 @@ class MemoryScreen(MonitorScreen):
 
     # --- loading --------------------------------------------------------------------------------
     def reload(self) -> None:
-        if self.mm.backend is not None:
+        if self.feed.reads is not None:
             self.fetch(self.filter_text)
 
     @work(exclusive=True, group="memory")
     async def fetch(self, query: str = "") -> None:
-        backend = self.mm.backend
-        if backend is None:
+        reads = self.feed.reads
+        if reads is None:
             return
         types = ("semantic", "procedural", "episodic")
         if query:
-            calls = [backend.memory_search(self.user_id, t, query) for t in types]
-            calls.append(backend.docs_search(self.tenant_id, query))
+            calls = [reads.memory_search(self.user_id, t, query) for t in types]
+            calls.append(reads.docs_search(self.tenant_id, query))
         else:
-            calls = [backend.memory_list(self.user_id, t) for t in types]
-            calls.append(backend.docs_list(self.tenant_id))
+            calls = [reads.memory_list(self.user_id, t) for t in types]
+            calls.append(reads.docs_list(self.tenant_id))
         answers = dict(zip((*types, "docs"), await asyncio.gather(*calls, return_exceptions=True),
                            strict=True))
         data: dict[str, Any] = {}
@@ -191,7 +192,7 @@ class MemoryScreen(MonitorScreen):
 
     def action_next_user(self) -> None:
         pairs = sorted({(ov.get("user_id", "default"), ov.get("tenant_id", "default"))
-                        for ov in self.mm.live.sessions.values()})
+                        for ov in self.feed.live.sessions.values()})
         if not pairs:
             return
         current = (self.user_id, self.tenant_id)

@@ -6,9 +6,11 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static
 
 from memman_tui import keymap
+from memman_tui.feed import Feed
 from memman_tui.live import Drained
 from memman_tui.rows import (
     OVERVIEW_COLUMNS,
@@ -27,8 +29,22 @@ from memman_tui.widgets.safe_table import SafeTable
 class OverviewScreen(MonitorScreen):
     BINDINGS = keymap.bindings(keymap.OVERVIEW)
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    class OpenSession(Message):
+        """Open a session's screen."""
+
+        def __init__(self, session_id: str) -> None:
+            super().__init__()
+            self.session_id = session_id
+
+    class DeleteSessions(Message):
+        """Delete these sessions (the app asks first)."""
+
+        def __init__(self, session_ids: list[str]) -> None:
+            super().__init__()
+            self.session_ids = session_ids
+
+    def __init__(self, feed: Feed, **kwargs: Any) -> None:
+        super().__init__(feed, **kwargs)
         self.sort_index = 0  # by session id: stable, rows never reorder by themselves
         self.sort_reverse = False
         self._order: list[str] = []
@@ -47,7 +63,7 @@ class OverviewScreen(MonitorScreen):
             table.add_column(label, key=key)
         yield table
         yield Input(placeholder="filter sessions: id, user, tenant, model", id="filter")
-        yield EventLog(id="log", max_lines=self.mm.settings.log_size)
+        yield EventLog(id="log", max_lines=self.feed.settings.log_size)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -61,7 +77,7 @@ class OverviewScreen(MonitorScreen):
         key, label = OVERVIEW_COLUMNS[self.sort_index]
         arrow = "▼" if self.sort_reverse else "▲"
         shown = table.row_count
-        total = len(self.mm.live.sessions)
+        total = len(self.feed.live.sessions)
         flt = f"  filter: {self.filter_text!r}" if self.filter_text else ""
         table.border_title = f"[1] sessions {shown}/{total}  sort: {label} {arrow}{flt}"
         table.border_subtitle = ("sent / hist: % of the session's budget (* a preview: no "
@@ -69,7 +85,7 @@ class OverviewScreen(MonitorScreen):
 
     # --- data ------------------------------------------------------------------------------
     def visible_ids(self) -> list[str]:
-        live = self.mm.live
+        live = self.feed.live
         q = self.filter_text
         key = OVERVIEW_COLUMNS[self.sort_index][0]
         ids = [sid for sid, ov in live.sessions.items() if overview_matches(ov, q)]
@@ -79,7 +95,7 @@ class OverviewScreen(MonitorScreen):
         return ids
 
     def _row(self, sid: str) -> tuple[Any, ...]:
-        live = self.mm.live
+        live = self.feed.live
         points = live.series.get(sid) or []
         width = self.spark_width()
         budget = int(live.sessions[sid].get("max_tokens") or 0)
@@ -89,7 +105,7 @@ class OverviewScreen(MonitorScreen):
         memo = self._series.get(sid)
         if memo is None or memo[0] != stamp:  # only a new usage point changes these cells
             memo = self._series[sid] = (stamp, series_cells(points, width, budget, preview))
-        return overview_row(live.sessions[sid], self.mm.clock(), *live.counts(sid),
+        return overview_row(live.sessions[sid], self.feed.clock(), *live.counts(sid),
                             marked=sid in self.marks.get("sessions", set()), series=memo[1])
 
     def spark_width(self) -> int:
@@ -120,7 +136,7 @@ class OverviewScreen(MonitorScreen):
         table = self.query_one("#sessions", DataTable)
         columns = [key for key, _ in OVERVIEW_COLUMNS]
         for sid in sids:
-            if sid not in self.mm.live.sessions or sid not in table.rows:
+            if sid not in self.feed.live.sessions or sid not in table.rows:
                 continue
             cells = self._row(sid)
             before = self._cells.get(sid, ())
@@ -142,7 +158,7 @@ class OverviewScreen(MonitorScreen):
         # "last activity" ages every second even without events: repaint that column only
         table = self.query_one("#sessions", DataTable)
         for sid in self._order:
-            if sid in self.mm.live.sessions and sid in table.rows:
+            if sid in self.feed.live.sessions and sid in table.rows:
                 cells = self._row(sid)
                 before = self._cells.get(sid)
                 if before is None or before[-1] != cells[-1]:
@@ -151,7 +167,7 @@ class OverviewScreen(MonitorScreen):
 
     def reload(self) -> None:
         self.rebuild()
-        self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
+        self.query_one("#log", EventLog).catch_up(list(self.feed.live.log))
 
     # --- keys ------------------------------------------------------------------------------
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
@@ -197,28 +213,28 @@ class OverviewScreen(MonitorScreen):
     def action_open_session(self) -> None:
         sid = self.selected_id()
         if sid:
-            self.mm.open_session(sid)
+            self.post_message(self.OpenSession(sid))
 
     def action_view_context(self) -> None:
         sid = self.selected_id()
         if sid:
-            self.mm.open_context(sid)
+            self.post_message(self.OpenContext(sid))
         else:
             self.notify("No session selected: move to one with j/k", severity="warning")
 
     def selected_session(self) -> dict[str, Any] | None:
         sid = self.selected_id()
-        return self.mm.live.sessions.get(sid) if sid else None
+        return self.feed.live.sessions.get(sid) if sid else None
 
     def action_compact(self) -> None:
         sids = self._targets()
         if sids:
-            self.mm.compact_sessions(sids)
+            self.post_message(self.Compact(sids))
 
     def action_delete(self) -> None:
         sids = self._targets()
         if sids:
-            self.mm.delete_sessions(sids)
+            self.post_message(self.DeleteSessions(sids))
 
     def action_freeze(self) -> None:
         frozen = self.query_one("#log", EventLog).toggle_freeze()

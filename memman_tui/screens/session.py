@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Input, Static, Tree
 from memman.fullness import Fullness, as_session_budget, fullness
 from memman_tui import keymap
 from memman_tui.backend import UNAVAILABLE
+from memman_tui.feed import Feed
 from memman_tui.live import Drained
 from memman_tui.rows import (
     as_list,
@@ -92,8 +93,35 @@ class SessionScreen(MonitorScreen):
             super().__init__()
             self.detail = detail
 
-    def __init__(self, session_id: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    class Pin(Message):
+        """Pin or unpin entries: (entry id, pin it?, the part shown, is it a system entry?)."""
+
+        def __init__(self, session_id: str, pins: list[tuple[int, bool, Part, bool]]) -> None:
+            super().__init__()
+            self.session_id = session_id
+            self.pins = pins
+
+    class Evict(Message):
+        """Evict cache entries or scratchpad snippets (``tier``), named by ``labels``."""
+
+        def __init__(self, session_id: str, tier: str, keys: list[Any],
+                     labels: list[str]) -> None:
+            super().__init__()
+            self.session_id = session_id
+            self.tier = tier
+            self.keys = keys
+            self.labels = labels
+
+    class Promote(Message):
+        """Promote scratchpad snippets (the app asks where to)."""
+
+        def __init__(self, session_id: str, snippets: list[dict[str, Any]]) -> None:
+            super().__init__()
+            self.session_id = session_id
+            self.snippets = snippets
+
+    def __init__(self, feed: Feed, session_id: str, **kwargs: Any) -> None:
+        super().__init__(feed, **kwargs)
         self.session_id = session_id
         self.detail = Detail()
         self.view: SentView | None = None
@@ -125,7 +153,7 @@ class SessionScreen(MonitorScreen):
             yield scratch
             yield Tree("summaries", id="summaries")
             yield EventLog(session_id=self.session_id, id="log",
-                           max_lines=self.mm.settings.log_size)
+                           max_lines=self.feed.settings.log_size)
         yield Input(placeholder="filter rows and log lines as you type", id="filter")
         yield Footer()
 
@@ -138,35 +166,35 @@ class SessionScreen(MonitorScreen):
         tree.auto_expand = False  # Enter opens in full; Space expands in place
         self.show_head()
         self.update_banner()
-        self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
+        self.query_one("#log", EventLog).catch_up(list(self.feed.live.log))
         self.fill_chart()
         self.query_one("#context", SafeTable).focus()
 
     # --- loading ----------------------------------------------------------------------------
     def reload(self) -> None:
-        self.query_one("#log", EventLog).catch_up(list(self.mm.live.log))
-        if self.mm.backend is not None:
+        self.query_one("#log", EventLog).catch_up(list(self.feed.live.log))
+        if self.feed.reads is not None:
             self.fetch()
 
     @work(exclusive=True, group="session-detail")
     async def fetch(self) -> None:
-        backend = self.mm.backend
-        if backend is None:
+        reads = self.feed.reads
+        if reads is None:
             return
         sid = self.session_id
         if not self._history_loaded:  # the past: the series and the evictions, once
             self._history_loaded = True
             series, audit = await asyncio.gather(
-                backend.session_series(sid), backend.audit_list({"session_id": sid,
+                reads.session_series(sid), reads.audit_list({"session_id": sid,
                                                                  "action": "evict"}),
                 return_exceptions=True)
             if isinstance(series, dict):
-                self.mm.live.load_series(sid, series.get("points") or [])
+                self.feed.live.load_series(sid, series.get("points") or [])
             if isinstance(audit, dict):
-                self.mm.live.load_evictions(sid, audit.get("records") or [])
+                self.feed.live.load_evictions(sid, audit.get("records") or [])
         results = await asyncio.gather(
-            backend.session_get(sid, {"limit": ENTRY_LIMIT}), backend.sent_view(sid),
-            backend.cache_list(sid), backend.scratchpad_candidates(sid), return_exceptions=True)
+            reads.session_get(sid, {"limit": ENTRY_LIMIT}), reads.sent_view(sid),
+            reads.cache_list(sid), reads.scratchpad_candidates(sid), return_exceptions=True)
         detail = Detail()
         for name, value in zip(("session", "sent", "cache", "candidates"), results, strict=True):
             if isinstance(value, BaseException):
@@ -176,7 +204,7 @@ class SessionScreen(MonitorScreen):
         self.post_message(self.DetailLoaded(detail))
 
     def on_session_screen_detail_loaded(self, message: DetailLoaded) -> None:
-        if self.mm.paused and self.loads > 0:  # pause freezes what is shown; resuming
+        if self.feed.paused and self.loads > 0:  # pause freezes what is shown; resuming
             return  # reloads (a screen opened while paused still shows its first fetch)
         self.show(message.detail)
 
@@ -194,7 +222,7 @@ class SessionScreen(MonitorScreen):
         self.fill_chart()
 
     def overview(self) -> dict[str, Any]:
-        ov = self.mm.live.sessions.get(self.session_id)
+        ov = self.feed.live.sessions.get(self.session_id)
         if ov is None and isinstance(self.detail.session, dict):
             ov = self.detail.session.get("session") or self.detail.session
         return ov or {"session_id": self.session_id}
@@ -218,7 +246,7 @@ class SessionScreen(MonitorScreen):
             ov["max_tokens"] = self.view.budget
         preview = None if self.view is None else {
             "sent_tokens": self.view.sent_tokens, "history_tokens": self.view.history_tokens}
-        return fullness(ov, self.mm.live.series.get(self.session_id) or [], preview)
+        return fullness(ov, self.feed.live.series.get(self.session_id) or [], preview)
 
     def _matches(self, *cells: Any) -> bool:
         q = self.filter_text.lower()
@@ -274,13 +302,13 @@ class SessionScreen(MonitorScreen):
 
     def fill_chart(self) -> None:
         self.query_one("#chart", UsageChart).points = as_session_budget(
-            list(self.mm.live.series.get(self.session_id, [])),
+            list(self.feed.live.series.get(self.session_id, [])),
             int(self.overview().get("max_tokens") or 0))
 
     def fill_cache(self) -> None:
         table = self.query_one("#cache", SafeTable)
         marks = self.marks.get("cache", set())
-        now = self.mm.clock()
+        now = self.feed.clock()
         rows = [(cache_key(c), cache_cells(c, now, cache_key(c) in marks))
                 for c in self.cache_items if self._matches(*c.values())]
         self._refill(table, rows, self.detail.cache is UNAVAILABLE)
@@ -289,7 +317,7 @@ class SessionScreen(MonitorScreen):
     def fill_scratch(self) -> None:
         table = self.query_one("#scratch", SafeTable)
         marks = self.marks.get("scratch", set())
-        live = self.mm.live
+        live = self.feed.live
         rows = []
         for s in self.scratch_items:
             if not self._matches(*s.values()):
@@ -465,7 +493,7 @@ class SessionScreen(MonitorScreen):
             eid = p.entry_ids[0]
             pinned = bool(entries.get(eid, {}).get("pinned")) or p.mark == "pinned"
             pins.append((eid, not pinned, p, is_system(p)))
-        self.mm.pin_entries(self.session_id, pins)
+        self.post_message(self.Pin(self.session_id, pins))
 
     def action_evict(self) -> None:
         panel = self.panel()
@@ -484,8 +512,8 @@ class SessionScreen(MonitorScreen):
         else:
             items = {str(snippet_id(s)): s for s in self.scratch_items}
             labels = [f"#{k} {items[k].get('text', '')}" if k in items else str(k) for k in keys]
-        self.mm.evict(self.session_id, "cache" if panel == "cache" else "scratchpad", keys,
-                      labels)
+        self.post_message(self.Evict(self.session_id, "cache" if panel == "cache" else "scratchpad",
+                                     keys, labels))
 
     def action_promote(self) -> None:
         if not self._need("scratch", "Promote"):
@@ -495,13 +523,14 @@ class SessionScreen(MonitorScreen):
             self.notify("No snippet selected: move to one with j/k", severity="warning")
             return
         by_id = {str(snippet_id(s)): s for s in self.scratch_items}
-        self.mm.promote(self.session_id, [by_id.get(k, {"id": k}) for k in keys])
+        self.post_message(self.Promote(self.session_id,
+                                       [by_id.get(k, {"id": k}) for k in keys]))
 
     def action_compact(self) -> None:
-        self.mm.compact_sessions([self.session_id])
+        self.post_message(self.Compact([self.session_id]))
 
     def action_view_context(self) -> None:
-        self.mm.open_context(self.session_id)
+        self.post_message(self.OpenContext(self.session_id))
 
     def action_freeze(self) -> None:
         frozen = self.query_one("#log", EventLog).toggle_freeze()
@@ -512,7 +541,7 @@ class SessionScreen(MonitorScreen):
         panel = self.panel()
         if panel == "context":
             p = self.selected_part()
-            return None if p is None else ItemScreen.for_part(self.session_id, p)
+            return None if p is None else ItemScreen.for_part(self.session_id, p, self.feed.reads)
         if panel == "cache":
             c = self.selected_in("cache")
             if c is None:
@@ -541,7 +570,8 @@ class SessionScreen(MonitorScreen):
                 return ItemScreen(self.session_id, f"linked summary #{data.get('id')} · "
                                   f"{len(data.get('entry_ids') or [])} entries · "
                                   f"{data.get('original_tokens', '?')}→{data.get('tokens', '?')} "
-                                  "tok", str(data.get("content", "")), summary_id=data.get("id"))
+                                  "tok", str(data.get("content", "")), summary_id=data.get("id"),
+                                  reads=self.feed.reads)
         return None
 
     def action_open(self) -> None:
@@ -571,9 +601,9 @@ class SessionScreen(MonitorScreen):
     @work(group="expand")
     async def expand_summary(self, node: Any) -> None:
         s = node.data
-        if not isinstance(s, dict) or self.mm.backend is None or node.children:
+        if not isinstance(s, dict) or self.feed.reads is None or node.children:
             return
-        result = await self.mm.backend.session_expand(self.session_id, s.get("id"))
+        result = await self.feed.reads.session_expand(self.session_id, s.get("id"))
         if result is UNAVAILABLE:
             entries = [e for e in as_list(self.detail.session, "entries")
                        if e.get("id") in set(s.get("entry_ids") or [])]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memman import names
 from memman.errors import METHOD_NOT_FOUND, MemmanError
+from memman.reconnect import Subscriptions
 from memman_tui.backend import UNAVAILABLE, Backend
 from memman_tui.live import LiveState
 from memman_tui.rows import overview_matches
@@ -27,9 +28,14 @@ def test_a_flood_on_one_session_is_one_row_update():
 
 
 def test_a_sequence_gap_asks_for_a_resync():
+    """The client library checks ``seq`` (the one check); its gap reaches the live state."""
     live = LiveState()
-    live.on_event(names.SESSION_EVENT, ev("s1", 1))
-    live.on_event(names.SESSION_EVENT, ev("s1", 5))
+    subs = Subscriptions(on_gap=lambda _gap: live.missed())
+    subs.add(1, [], {}, None)
+    for seq in (1, 5):
+        payload = ev("s1", seq)
+        subs.event(payload, names.SESSION_EVENT)
+        live.on_event(names.SESSION_EVENT, payload)
     assert live.drain().resync
 
 

@@ -36,7 +36,7 @@ async def _session(pilot) -> None:
 
 async def _memory(pilot) -> None:
     await _overview(pilot)
-    pilot.app.push_screen(MemoryScreen("alice", "acme"))
+    pilot.app.push_screen(MemoryScreen(pilot.app.feed, "alice", "acme"))
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, MemoryScreen)
                    and pilot.app.screen.loads > 0, "the memory screen")
 

@@ -45,6 +45,25 @@ async def test_undo_reverses_unpin_then_the_pin_before_it_and_audits_both() -> N
         assert len(records) == 2 and {r["data"]["undone_action"] for r in records} == {"pin", "unpin"}
 
 
+async def test_a_pin_and_its_audit_row_commit_in_one_transaction() -> None:
+    """An audit row that cannot be written takes the pin with it: no unaudited change."""
+    async with running_daemon(clock=FakeClock()) as d, d.client("tui") as c:
+        ids = await _session(c)
+        store = d.app.store  # the fault is set on the writer's own connection, on its thread
+        await store.on_writer(lambda db: db.execute(
+            "CREATE TEMP TRIGGER refuse_audit BEFORE INSERT ON audit "
+            "BEGIN SELECT RAISE(ABORT, 'audit refused'); END"))
+        with pytest.raises(MemmanError):
+            await c.call(names.SESSION_PIN, "s1", ids[1], True)
+        got = await c.session_get("s1", {})
+        assert not next(e for e in got["entries"] if e["id"] == ids[1]).get("pinned")
+        await store.on_writer(lambda db: db.execute("DROP TRIGGER refuse_audit"))
+        out = await c.call(names.SESSION_PIN, "s1", ids[1], True)
+        assert out == {"entry_id": ids[1], "pinned": True, "audit_id": out["audit_id"]}
+        records = (await c.call(names.AUDIT_LIST, {"session_id": "s1", "action": "pin"}))["records"]
+        assert [r["id"] for r in records] == [out["audit_id"]]
+
+
 async def test_undo_restores_an_evicted_snippet_and_cache_entry() -> None:
     async with running_daemon(clock=FakeClock()) as d, d.client("tui") as c:
         await c.session_open("s1")

@@ -57,7 +57,9 @@ def split_candidates(text: str, structured: bool) -> list[str]:
 
 
 def _looks_structured(line: str) -> bool:
-    return bool(_KV.match(line)) or line.startswith(("-", "*", "|", "{", "}", "[", "$", "#"))
+    # the pattern looks at a bounded head of the line, never at a whole raw line
+    return bool(_KV.match(line[:MAX_CANDIDATE_CHARS])) or line.startswith(
+        ("-", "*", "|", "{", "}", "[", "$", "#"))
 
 
 def _bounded(s: str) -> list[str]:
@@ -84,7 +86,9 @@ def _bounded(s: str) -> list[str]:
 
 
 # --- salience ---------------------------------------------------------------------------------
-_KV = re.compile(r"""^\s*[-*]?\s*["'`]?([A-Za-z_][\w .\-/]{0,40}?)["'`]?\s*[:=]\s*(?!//)(.+?)\s*,?$""")
+# the value runs to the end of the line (stripped in ``kv_of``): a lazy value followed by
+# ``\s*,?$`` backtracked over long runs of spaces (quadratic in the line's length)
+_KV = re.compile(r"""^\s*[-*]?\s*["'`]?([A-Za-z_][\w .\-/]{0,40}?)["'`]?\s*[:=][ \t]*(?!//)(.*?\S.*)$""")
 _NUMBER = re.compile(r"(?<![A-Za-z])[-+$€£]?\d[\d,._:/]*\s?(?:%|ms|s|kb|mb|gb|tb|k|m|h|x)?\b", re.I)
 _IDENT = re.compile(
     r"(?:[A-Za-z0-9]+(?:[_\-][A-Za-z0-9]+)+"  # snake_case, kebab-case, v2-beta
@@ -129,11 +133,11 @@ def is_chitchat(text: str) -> bool:
 
 
 def kv_of(line: str) -> tuple[str, str] | None:
-    m = _KV.match(line)
+    m = _KV.match(line[:MAX_CANDIDATE_CHARS])
     if not m:
         return None
     key = re.sub(r"[\s\-]+", "_", m.group(1).strip().lower())
-    value = m.group(2).strip().strip("\"'`,")
+    value = m.group(2).rstrip().rstrip(",").strip().strip("\"'`,")
     if not value or len(key) < 2 or key in _NOT_KEYS or len(value) > 200:
         return None
     return key, value

@@ -116,6 +116,7 @@ class ContextBuilder:
     async def build(self, s: Session, req: Request) -> Window:
         cfg = self.config.context
         model = req.model
+        await self.timelines.prepare(s)  # a large backlog in slices, off the others' way
         tl = self.timelines.timeline(s)
         c = cand.of_session(tl)
         query, query_id = question(s, req.query)

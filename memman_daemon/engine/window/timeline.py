@@ -10,8 +10,11 @@ the cached analysis after a pin or a config change.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from bisect import insort
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
     from memman_daemon.background import BackgroundShare
 
 PENDING = "tool call whose results are not (all) in the log yet"
+INLINE_ENTRIES = 2000  #: a request analyses this many new entries at once, more in slices
+ANALYSE_MAX_CHARS = 64_000  #: characters of one entry analysed (facts, words, supersession)
 
 
 @dataclass
@@ -79,8 +84,9 @@ class Analysis:
     def feed(self, entries: list[Entry], sc: Any) -> None:
         for e in entries:
             self.ids.append(e.id)
-            text = scoring.entry_text(e)
-            cands = facts.analyse(e.content, structured=e.role == "tool")
+            # bounded work: a huge entry is analysed by its head (it is stored and sent whole)
+            text = scoring.entry_text(e)[:ANALYSE_MAX_CHARS]
+            cands = facts.analyse(e.content[:ANALYSE_MAX_CHARS], structured=e.role == "tool")
             for c in e.tool_calls or []:  # a call's arguments: the command, rarely the fact
                 fn = c.get("function", {})
                 for cand in facts.analyse(f"{fn.get('name', '')}({fn.get('arguments', '')})",
@@ -290,13 +296,25 @@ class Timelines:
         """A timeline's key: (session object, entries in units, version, scoring config)."""
         return (id(s), entries, self.versions.get(s.id, 0), id(self.config.scoring))
 
-    async def catch_up(self, s: Session, background: BackgroundShare) -> None:
+    async def prepare(self, s: Session) -> None:
+        """Before a request: a backlog of more than ``INLINE_ENTRIES`` entries not analysed
+        yet (the first context after a burst of adds) is analysed in slices that yield to
+        other clients — this request waits for it, the others do not."""
+        tl = self._timelines.get(s.id)
+        done = tl.an.done if tl is not None and tl.an.session == id(s) else 0
+        if len(s.entries) - done > INLINE_ENTRIES:
+            await self.catch_up(s, None)
+
+    async def catch_up(self, s: Session, background: BackgroundShare | None) -> None:
         """Analyse the entries not analysed yet and group them into units, a few at a time
         within the background share (~50-100 µs an entry: a burst of adds is served first,
         this follows), so that the next ``timeline`` has nothing left to do. Returns once
-        every entry is in; while adds outrun the share, it keeps following them."""
+        every entry is in; while adds outrun the share, it keeps following them. Without a
+        share (a request waiting for it): slices of ``SLICE_S``, yielding between them."""
         while True:
-            async with background.turn():
+            if background is None:
+                await asyncio.sleep(0)
+            async with background.turn() if background is not None else _no_turn():
                 sc, keep_system = self.config.scoring, self.config.context.keep_system_prompts
                 tl = self._timelines.get(s.id)
                 if tl is None or tl.an.session != id(s):
@@ -316,3 +334,8 @@ class Timelines:
                 if an.done >= len(s.entries) and (tl.consumed >= len(s.entries) or not fresh):
                     return
 
+
+
+@contextlib.asynccontextmanager
+async def _no_turn() -> AsyncIterator[None]:
+    yield

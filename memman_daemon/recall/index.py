@@ -180,6 +180,7 @@ class _Pending:
     embedded: int = 0
     started: float = 0.0
     rate: float = 0.0  #: rows embedded per second of the last batches
+    inflight: int = 0  #: rows of the batch being embedded (taken off the queue, not set yet)
 
 
 class RecallIndex(Component):
@@ -246,7 +247,7 @@ class RecallIndex(Component):
         p = self._pending
         return {"scope": self.config.recall.scope, "corpora": len(self.corpora),
                 "entries": sum(c.bm25.live for c in self.corpora.values()),
-                "pending_vectors": len(p.queue), "embedded": p.embedded,
+                "pending_vectors": len(p.queue) + p.inflight, "embedded": p.embedded,
                 "drain_per_s": round(p.rate, 1), "model": self.embedder.model_id}
 
     # --- keeping up with the session log (hooks set by the app) ---------------------------
@@ -466,11 +467,14 @@ class RecallIndex(Component):
                 model = self.embedder.model_id
                 mark = self.background.requests()
                 t0 = time.perf_counter()
+                p.inflight = len(batch)
                 try:
                     vecs = await self.embedder.embed([c.texts[r] for c, _, r in batch])
                 except Exception:
                     log.exception("embedding %d entries for recall failed", len(batch))
                     vecs = None
+                finally:
+                    p.inflight = 0
                 took = time.perf_counter() - t0
                 if vecs is None:
                     await asyncio.sleep(1.0)  # the embedder is off or failing: later
@@ -530,7 +534,7 @@ class RecallIndex(Component):
     async def drained(self, timeout: float = 60.0) -> bool:
         """Wait until no vector is pending (tests and benchmarks)."""
         end = time.monotonic() + timeout
-        while self._pending.queue or self._unsaved:
+        while self._pending.queue or self._pending.inflight or self._unsaved:
             if time.monotonic() > end:
                 return False
             await asyncio.sleep(0.02)

@@ -356,6 +356,14 @@ def durable_adds(quick: bool) -> dict:
                                    ["active_entries"] > 100 and time.perf_counter() - t0 < 120):
                                 time.sleep(0.05)
                             caught_up = time.perf_counter() - t0
+                            # the recall index's search-model vectors: the backlog drains
+                            # in the background after the burst
+                            pending0 = (c.stats().get("recall") or {}).get("pending_vectors", 0)
+                            t1 = time.perf_counter()
+                            while ((c.stats().get("recall") or {}).get("pending_vectors", 0)
+                                   and time.perf_counter() - t1 < 600):
+                                time.sleep(0.25)
+                            drained = time.perf_counter() - t1
                             st = c.stats()
                     runs[provider].append({
                         "rate": round(r.rate), "p50_ms": round(r.p50_ms, 2),
@@ -365,7 +373,10 @@ def durable_adds(quick: bool) -> dict:
                         "background_s": st["background"]["work_s"],
                         "compressed_after_s": round(caught_up, 2),
                         "longest_slice_ms": st["background"]["longest_slice_ms"],
-                        "entries_compressed": st["session_engine"]["entries_compressed"]})
+                        "entries_compressed": st["session_engine"]["entries_compressed"],
+                        "recall_pending_after_burst": pending0,
+                        "recall_drained_s": round(drained, 1),
+                        "recall_drain_per_s": (st.get("recall") or {}).get("drain_per_s", 0)})
                 finally:
                     os.environ.pop("MEMMAN_EMBEDDINGS_PROVIDER", None)
     out: dict = {"rounds": runs}
@@ -437,7 +448,11 @@ def rows(quick: bool = False) -> list[dict]:
                 "value": f"{add['local']['rate']:,} entries/s (p50 {add['local']['p50_ms']} ms, "
                          f"{add['local']['cpu_us']} µs CPU/add; "
                          f"{add['local']['prefetched']:,} embedded in the background; backlog "
-                         f"compressed {add['local']['compressed_after_s']} s after the burst)",
+                         f"compressed {add['local']['compressed_after_s']} s after the burst; "
+                         f"recall vectors: {add['local']['recall_pending_after_burst']:,} "
+                         f"pending after it, drained at "
+                         f"{add['local']['recall_drain_per_s']:,.0f}/s in "
+                         f"{add['local']['recall_drained_s']} s)",
                 "baseline": f"provider none: {add['none']['rate']:,} entries/s "
                             f"(p50 {add['none']['p50_ms']} ms, {add['none']['cpu_us']} µs CPU/add);"
                             f" echo server {add['echo']['rate']:,} req/s",

@@ -74,6 +74,7 @@ class Supersession:
     _by_word: dict[str, list[tuple[int, int, Candidate]]] = field(
         default_factory=lambda: defaultdict(list))
     _recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
+    examined: int = 0  #: earlier candidates looked at so far (bounded: SCAN per statement)
 
     def feed(self, entry_id: int, cands: list[Candidate], scope: str) -> None:
         for i, c in enumerate(cands):
@@ -108,6 +109,7 @@ class Supersession:
         new = m.group(1)
         want = _shape(new)
         for eid, idx, c in reversed(self._recent):
+            self.examined += 1
             if eid == entry_id or (eid, idx) in self.by:
                 continue
             vals = [v for v in _WORDS.findall(c.text) if _VALUEISH.search(v)]
@@ -122,6 +124,7 @@ class Supersession:
         old_re = re.compile(r"(?<![\w])" + re.escape(old) + r"(?![\w])", re.I) if old else None
         key = old.lower() if old else (subject[0] if subject else "")
         for eid, idx, c in reversed(self._by_word.get(key, [])[-SCAN:]):
+            self.examined += 1
             if eid == entry_id or (eid, idx) in self.by:
                 continue
             low = c.text.lower()

@@ -6,6 +6,8 @@ inherits the no-op here."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 
@@ -23,3 +25,11 @@ class Component:
     def stats(self) -> dict[str, Any]:
         """This part's figures for ``memman_stats``."""
         return {}
+
+
+async def stop_task(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a part's background task and wait until it has stopped (``close``)."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memman_daemon.component import Component
+from memman_daemon.component import Component, stop_task
 from memman_daemon.engine.facts import terms as text_terms
 from memman_daemon.repositories import recall as rows
 
@@ -235,11 +235,8 @@ class RecallIndex(Component):
         self._wake.set()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
         with contextlib.suppress(Exception):
             await self._save()
 

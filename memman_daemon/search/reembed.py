@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memman.config import Config
-from memman_daemon.component import Component
+from memman_daemon.component import Component, stop_task
 from memman_daemon.events import EventBus
 
 if TYPE_CHECKING:
@@ -80,11 +80,8 @@ class VectorSync(Component):
         self._wake.set()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
 
     def wake(self) -> None:
         self._wake.set()

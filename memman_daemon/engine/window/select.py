@@ -7,8 +7,9 @@ In order, each only while it fits (every cost exact, by the daemon's own count):
 3. otherwise the exchange in progress (its question, then its newest steps, up to half), and
    ``[context] recent_share`` of the room for the newest turns (continuity);
 4. then the retrieved items best first, from this session and from past ones alike, each unit
-   with the turn that completes it and the statement that superseded a value it holds; a
-   retrieved unit too large to keep whole sends its lines that match the question;
+   with the statement that superseded a value it holds, and the turn that completes it as a
+   candidate of its own; a retrieved unit too large to keep whole sends its lines that match
+   the question (for a question that asks for many things: its fact lines, placed later);
 5. what is left goes to the next newest turns.
 
 Dates: an old unit opens with its date when the unit kept before it is of another day; the
@@ -148,7 +149,7 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
             break
     # what the question needs, best first, from this session and past ones alike; a unit
     # brings the statement that superseded a value it holds at once, and the turn that
-    # completes it as a candidate of its own, ranked at half its score
+    # completes it as a candidate of its own, at a share of its score (candidates.completing)
     heap: list[tuple[float, int, int, Any]] = []
     for k, i in enumerate(r.units):
         heap.append((-r.unit_score[i], k, 0, i))

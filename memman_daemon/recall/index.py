@@ -244,7 +244,9 @@ class RecallIndex(Component):
         p = self._pending
         return {"scope": self.config.recall.scope, "corpora": len(self.corpora),
                 "entries": sum(c.bm25.live for c in self.corpora.values()),
-                "pending_vectors": len(p.queue) + p.inflight, "embedded": p.embedded,
+                # with embeddings off no vector is coming: nothing is pending
+                "pending_vectors": (len(p.queue) + p.inflight) if self.embedder.enabled else 0,
+                "embedded": p.embedded,
                 "drain_per_s": round(p.rate, 1), "model": self.embedder.model_id}
 
     # --- keeping up with the session log (hooks set by the app) ---------------------------
@@ -531,7 +533,8 @@ class RecallIndex(Component):
     async def drained(self, timeout: float = 60.0) -> bool:
         """Wait until no vector is pending (tests and benchmarks)."""
         end = time.monotonic() + timeout
-        while self._pending.queue or self._pending.inflight or self._unsaved:
+        while (self._pending.queue or self._pending.inflight or self._unsaved) \
+                and self.embedder.enabled:
             if time.monotonic() > end:
                 return False
             await asyncio.sleep(0.02)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memman_daemon.background import SLICE_S
 from memman_daemon.component import Component, stop_task
 from memman_daemon.engine.facts import terms as text_terms
 from memman_daemon.repositories import recall as rows
@@ -198,6 +199,8 @@ class RecallIndex(Component):
         self._task: asyncio.Task[None] | None = None
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._unsaved: list[tuple[int, str, str, np.ndarray]] = []
+        #: (session, entries) appended and not indexed yet (see ``appended``)
+        self._incoming: deque[tuple[Session, list[Entry]]] = deque()
         #: text -> a row whose vector it has (repeated texts are embedded once)
         self._by_text: OrderedDict[str, tuple[Corpus, int]] = OrderedDict()
 
@@ -245,14 +248,26 @@ class RecallIndex(Component):
         return {"scope": self.config.recall.scope, "corpora": len(self.corpora),
                 "entries": sum(c.bm25.live for c in self.corpora.values()),
                 # with embeddings off no vector is coming: nothing is pending
-                "pending_vectors": (len(p.queue) + p.inflight) if self.embedder.enabled else 0,
+                "pending_vectors": (len(p.queue) + p.inflight
+                                    + sum(len(e) for _, e in self._incoming))
+                if self.embedder.enabled else 0,
                 "embedded": p.embedded,
                 "drain_per_s": round(p.rate, 1), "model": self.embedder.model_id}
 
     # --- keeping up with the session log (hooks set by the app) ---------------------------
     def appended(self, s: Session, entries: list[Entry], *, queue: bool = True) -> None:
-        c = self.corpus_of(s)
+        """New entries of ``s`` (the session log's hook). On the add path they are only
+        queued (an append): indexing them (~15 µs an entry) is done by the next read, or
+        by the background worker, whichever comes first."""
         self.scope_of[s.id] = self.key(s)
+        if queue:
+            self._incoming.append((s, entries))
+            self._wake.set()
+        else:
+            self._index(s, entries, queue=False)
+
+    def _index(self, s: Session, entries: list[Entry], *, queue: bool) -> None:
+        c = self.corpus_of(s)
         cap = self.config.recall.max_chars
         for e in entries:
             if not indexed(e) or e.id in c.row_of:
@@ -260,10 +275,30 @@ class RecallIndex(Component):
             c.add(e, entry_text(e, cap))
             if queue:
                 self._pending.queue.append((c, e.id))
-        if queue and entries:
-            self._wake.set()
+
+    def settle(self) -> None:
+        """Index every queued entry now (before a read that must see them all)."""
+        while self._incoming:
+            s, entries = self._incoming.popleft()
+            if self.sessions.by_id.get(s.id) is s:  # not deleted or replaced meanwhile
+                self._index(s, entries, queue=True)
+
+    async def settle_sliced(self) -> None:
+        """``settle`` in slices that yield to other clients (a burst of adds, then a read)."""
+        while self._incoming:
+            t0 = time.perf_counter()
+            while self._incoming and time.perf_counter() - t0 < SLICE_S:
+                s, entries = self._incoming.popleft()
+                if len(entries) > 256:  # a large import: a piece at a time
+                    self._incoming.appendleft((s, entries[256:]))
+                    entries = entries[:256]
+                if self.sessions.by_id.get(s.id) is s:
+                    self._index(s, entries, queue=True)
+            if self._incoming:
+                await asyncio.sleep(0)
 
     def removed(self, s: Session, entry_ids: list[int]) -> None:
+        self.settle()
         c = self.corpora.get(self.scope_of.get(s.id, self.key(s)))
         if c is not None:
             for eid in entry_ids:
@@ -272,6 +307,7 @@ class RecallIndex(Component):
     def session_gone(self, session_id: str) -> None:
         """The session was deleted, cleared or replaced: its rows leave the index (its
         vector rows left with the session's rows, in the same transaction)."""
+        self.settle()
         k = self.scope_of.pop(session_id, None)
         c = self.corpora.get(k) if k is not None else None
         if c is not None:
@@ -283,6 +319,7 @@ class RecallIndex(Component):
         self.session_gone(session_id)
 
     def model_changed(self) -> None:
+        self.settle()
         for c in self.corpora.values():
             c.has_vec[:] = False
             c.vec = None
@@ -330,6 +367,10 @@ class RecallIndex(Component):
         return got
 
     async def retrieve_facets(self, c: Corpus, query: str) -> Hits:
+        await self.settle_sliced()
+        return await self._retrieve_facets(c, query)
+
+    async def _retrieve_facets(self, c: Corpus, query: str) -> Hits:
         """``retrieve`` for a question that asks for several things: each facet (the whole
         question, and each of its clauses when it is long) is retrieved on its own and a row
         keeps its best facet's score — the facets' rankings interleave, so every thing asked
@@ -392,11 +433,12 @@ class RecallIndex(Component):
         """``memman_memory_search`` type ``session``: the user's session entries, best first,
         through the same retriever as the window (private entries never; one session with
         ``session_id``)."""
+        await self.settle_sliced()
         out: list[dict[str, Any]] = []
-        for key, c in self.corpora.items():
+        for key, c in list(self.corpora.items()):
             if key[1] != user_id and not (key[1] == "" and self.config.recall.scope == "tenant"):
                 continue
-            hits = await self.retrieve_facets(c, query)
+            hits = await self._retrieve_facets(c, query)
             mask = c.alive() & (np.frombuffer(c.private, dtype=np.int8, count=c.n) == 0)
             if session_id is not None:
                 mask &= c.of_session(session_id)
@@ -416,6 +458,7 @@ class RecallIndex(Component):
 
     def session_of_entry(self, user_id: str, entry_id: int) -> Session | None:
         """The session of ``user_id`` that holds entry ``entry_id`` (None if none does)."""
+        self.settle()
         for c in self.corpora.values():
             row = c.row_of.get(entry_id)
             if row is not None:
@@ -445,7 +488,11 @@ class RecallIndex(Component):
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while p.queue:
+            await self.settle_sliced()
+            while p.queue or self._incoming:
+                await self.settle_sliced()
+                if not p.queue:
+                    continue
                 if not self.embedder.enabled:
                     break
                 batch: list[tuple[Corpus, int, int]] = []
@@ -533,8 +580,8 @@ class RecallIndex(Component):
     async def drained(self, timeout: float = 60.0) -> bool:
         """Wait until no vector is pending (tests and benchmarks)."""
         end = time.monotonic() + timeout
-        while (self._pending.queue or self._pending.inflight or self._unsaved) \
-                and self.embedder.enabled:
+        while (self._pending.queue or self._pending.inflight or self._unsaved
+               or self._incoming) and self.embedder.enabled:
             if time.monotonic() > end:
                 return False
             await asyncio.sleep(0.02)

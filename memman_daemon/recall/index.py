@@ -49,6 +49,7 @@ QUERY_CACHE = 256  #: query vectors kept
 KNOWN_TEXTS = 100_000  #: texts remembered with the row that holds their vector
 #: a burst: more requests than this per second of embedding makes the worker yield
 BUSY_RATE = 500.0
+CALM_PROBE_S = 0.05  #: how long the embedder listens for a burst before each batch
 
 
 def entry_text(e: Entry, max_chars: int) -> str:
@@ -283,18 +284,21 @@ class RecallIndex(Component):
             if self.sessions.by_id.get(s.id) is s:  # not deleted or replaced meanwhile
                 self._index(s, entries, queue=True)
 
-    async def settle_sliced(self) -> None:
-        """``settle`` in slices that yield to other clients (a burst of adds, then a read)."""
+    async def settle_sliced(self, *, paced: bool = False) -> None:
+        """``settle`` in slices that yield to other clients (a burst of adds, then a read);
+        ``paced`` (the background worker): each slice within the background share, so a
+        burst of adds is served first."""
         while self._incoming:
-            t0 = time.perf_counter()
-            while self._incoming and time.perf_counter() - t0 < SLICE_S:
-                s, entries = self._incoming.popleft()
-                if len(entries) > 256:  # a large import: a piece at a time
-                    self._incoming.appendleft((s, entries[256:]))
-                    entries = entries[:256]
-                if self.sessions.by_id.get(s.id) is s:
-                    self._index(s, entries, queue=True)
-            if self._incoming:
+            async with self.background.turn() if paced else contextlib.nullcontext():
+                t0 = time.perf_counter()
+                while self._incoming and time.perf_counter() - t0 < SLICE_S:
+                    s, entries = self._incoming.popleft()
+                    if len(entries) > 256:  # a large import: a piece at a time
+                        self._incoming.appendleft((s, entries[256:]))
+                        entries = entries[:256]
+                    if self.sessions.by_id.get(s.id) is s:
+                        self._index(s, entries, queue=True)
+            if self._incoming and not paced:
                 await asyncio.sleep(0)
 
     def removed(self, s: Session, entry_ids: list[int]) -> None:
@@ -488,9 +492,9 @@ class RecallIndex(Component):
         while True:
             await self._wake.wait()
             self._wake.clear()
-            await self.settle_sliced()
+            await self.settle_sliced(paced=True)
             while p.queue or self._incoming:
-                await self.settle_sliced()
+                await self.settle_sliced(paced=True)
                 if not p.queue:
                     continue
                 if not self.embedder.enabled:
@@ -510,6 +514,7 @@ class RecallIndex(Component):
                     batch.append((c, eid, row))
                 if not batch:
                     continue
+                await self._calm()
                 model = self.embedder.model_id
                 mark = self.background.requests()
                 t0 = time.perf_counter()
@@ -562,6 +567,15 @@ class RecallIndex(Component):
         self._by_text[text] = (c, row)
         while len(self._by_text) > KNOWN_TEXTS:
             self._by_text.popitem(last=False)
+
+    async def _calm(self) -> None:
+        """Wait while requests arrive faster than ``BUSY_RATE`` a second (a burst of adds is
+        served first; a client asking one question after another is not a burst)."""
+        for _ in range(1200):  # bounded: at most a minute of waiting per batch
+            before = self.background.requests()
+            await asyncio.sleep(CALM_PROBE_S)
+            if (self.background.requests() - before) / CALM_PROBE_S < BUSY_RATE:
+                return
 
     async def _save(self) -> None:
         if not self._unsaved:

@@ -514,11 +514,11 @@ class RecallIndex(Component):
                     batch.append((c, eid, row))
                 if not batch:
                     continue
+                p.inflight = len(batch)  # taken off the queue: still pending while it waits
                 await self._calm()
                 model = self.embedder.model_id
                 mark = self.background.requests()
                 t0 = time.perf_counter()
-                p.inflight = len(batch)
                 try:
                     vecs = await self.embedder.embed([c.texts[r] for c, _, r in batch])
                 except Exception:

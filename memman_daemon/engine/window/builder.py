@@ -183,30 +183,30 @@ class ContextBuilder:
             for item in sel.recalled:
                 item.line = cand.recalled_line(item)
         days = {i: day(i) for i in sel.dated}
-        msgs, parts = render.messages(
-            c, sel, days=days, notes=notes, count=lambda m: self._msg_tokens(m, model),
-            gap_role=cfg.gap_role, parts_of=r.parts, cached=req.cached)
-        if learned is not None:
-            at = _after_system(c, sel)
-            msgs.insert(at, learned[0])
-            parts.insert(at, render.part("learned", learned[1], mark="recalled",
-                                         why="the user's preferences, rules and playbook "
-                                             "that bear on the question"))
         rolling = self._rolling(s, sel, c, qterms, room, model)
-        if rolling is not None:
-            msgs.insert(_after_system(c, sel), rolling[0])
-            parts.insert(_after_system(c, sel), render.part(
-                "rolling_summary", rolling[1], mark="summarized"))
-        tokens = sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
-        # the recalled message is measured whole: joining its lines may differ from their sum
-        # by a token; the lowest-ranked recalled lines give way (at most a few)
-        while tokens > req.budget and sel.recalled and not sel.over_budget:
-            sel.recalled.remove(min(sel.recalled, key=lambda x: x.score))
-            self.counters["trimmed"] += 1
+
+        def assemble() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
             msgs, parts = render.messages(
                 c, sel, days=days, notes=notes, count=lambda m: self._msg_tokens(m, model),
                 gap_role=cfg.gap_role, parts_of=r.parts, cached=req.cached)
-            tokens = sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
+            at = _after_system(c, sel)
+            if learned is not None:
+                msgs.insert(at, learned[0])
+                parts.insert(at, render.part("learned", learned[1], mark="recalled",
+                                             why="the user's preferences, rules and playbook "
+                                                 "that bear on the question"))
+            if rolling is not None:
+                msgs.insert(at, rolling[0])
+                parts.insert(at, render.part("rolling_summary", rolling[1], mark="summarized"))
+            return msgs, parts, sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
+
+        msgs, parts, tokens = assemble()
+        # the recalled message is measured whole: joining its lines (and a mark added after
+        # the selection) may cost a token more than their sum; the lowest-ranked give way
+        while tokens > req.budget and sel.recalled and not sel.over_budget:
+            sel.recalled.remove(min(sel.recalled, key=lambda x: x.score))
+            self.counters["trimmed"] += 1
+            msgs, parts, tokens = assemble()
         return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens,
                       "included" if rolling is not None else _no_rolling(s, sel))
 

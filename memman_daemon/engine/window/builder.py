@@ -90,22 +90,20 @@ class ContextBuilder:
                          "recalled": 0, "trimmed": 0}
 
     # --- exact costs, measured once --------------------------------------------------------
-    def _count(self, key: tuple, msg: dict[str, Any], model: str) -> int:
+    def _memo(self, key: tuple, measure: Callable[[], int]) -> int:
+        """A token count measured once (LRU of ``CACHE`` counts)."""
         n = self._measured.get(key)
         if n is None:
-            n = self._measured[key] = self.tokens.count_message(msg, model)
+            n = self._measured[key] = measure()
             if len(self._measured) > CACHE:
                 self._measured.popitem(last=False)
         return n
 
+    def _count(self, key: tuple, msg: dict[str, Any], model: str) -> int:
+        return self._memo(key, lambda: self.tokens.count_message(msg, model))
+
     def _count_text(self, text: str, model: str) -> int:
-        key = ("text", model, text)
-        n = self._measured.get(key)
-        if n is None:
-            n = self._measured[key] = self.tokens.count_text(text, model)
-            if len(self._measured) > CACHE:
-                self._measured.popitem(last=False)
-        return n
+        return self._memo(("text", model, text), lambda: self.tokens.count_text(text, model))
 
     def _msg_tokens(self, msg: dict[str, Any], model: str) -> int:
         return self._count(("msg", model, msg["role"], msg.get("content") or "",

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memman_daemon.model import Entry, Session  # noqa: E402
-from memman_daemon.repositories import sessions as session_rows  # noqa: E402
+from memman_daemon.storage.sqlite import sessions as session_rows  # noqa: E402
 from memman_daemon.tokens import REPLY_PRIMING  # noqa: E402
 from tests.helpers import running_daemon  # noqa: E402
 

@@ -55,7 +55,7 @@ from memman.client import Client  # noqa: E402
 from memman.config import Config  # noqa: E402
 from memman_daemon.search.local_embedder import LocalEmbedder  # noqa: E402
 from memman_daemon.server import Server  # noqa: E402
-from memman_daemon.store import Store  # noqa: E402
+from memman_daemon.storage.sqlite.store import Store  # noqa: E402
 from memman_daemon.tiers.user_memory import MemoryRecord  # noqa: E402
 
 USER = "ana"

@@ -42,7 +42,7 @@ from memman.client import Client  # noqa: E402
 from memman.config import Config  # noqa: E402
 from memman_daemon.search import fts  # noqa: E402
 from memman_daemon.server import Server  # noqa: E402
-from memman_daemon.store import Store  # noqa: E402
+from memman_daemon.storage.sqlite.store import Store  # noqa: E402
 from memman_daemon.tiers.user_memory import MemoryRecord  # noqa: E402
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "po", "da", "fi", "gu",

@@ -457,7 +457,7 @@ def cmd_systemd(args: argparse.Namespace) -> int:
 
 def cmd_shared(args: argparse.Namespace) -> int:
     from memman.config import Config
-    from memman_daemon.shared_store import migrate
+    from memman_daemon.storage.postgres import migrate
 
     config = Config.load(args.config, data_dir=args.data_dir)
     try:

@@ -24,8 +24,9 @@ from memman_daemon.recall.index import RecallIndex
 from memman_daemon.search.embeddings import Embedder
 from memman_daemon.search.reembed import VectorSync
 from memman_daemon.sessions import LoadError, Sessions
-from memman_daemon.shared_store import backend_for, connect
-from memman_daemon.store import Store, StoreError
+from memman_daemon.shared_store import connect, tiers_for
+from memman_daemon.storage import backend_for
+from memman_daemon.storage.sqlite.store import Store, StoreError
 from memman_daemon.tiers.cache import ToolCache
 from memman_daemon.tiers.injection import Injection
 from memman_daemon.tiers.promotion import Promotion
@@ -53,7 +54,7 @@ class App:
         self.store = Store(config.database_path, config.storage.synchronous,
                            config.storage.batch_max_rows)
         # where user memory, business context and their audit live: SQLite or PostgreSQL
-        self.backend = backend_for(config, self.clock)
+        self.backend = tiers_for(backend_for(config), self.clock)
         self.shared = self.backend.store
         self.events = self.backend.events
         self.tokens = TokenCounter()

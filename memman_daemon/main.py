@@ -11,7 +11,7 @@ from memman import paths
 from memman.config import Config
 from memman_daemon.server import Server, StartupError
 from memman_daemon.sessions import LoadError
-from memman_daemon.store import StoreError
+from memman_daemon.storage.sqlite.store import StoreError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

@@ -31,7 +31,7 @@ from memman_daemon.app import App
 from memman_daemon.clock import Clock
 from memman_daemon.connection import Connection, ServerState
 from memman_daemon.sessions import LoadError
-from memman_daemon.store import StoreError, disk_full
+from memman_daemon.storage.sqlite.store import StoreError, disk_full
 
 log = logging.getLogger("memman.daemon")
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from memman.errors import STORAGE_ERROR, MemmanError, invalid_params, not_found
 from memman_daemon.model import ENTRY_TYPES, ROLES, Entry, Session, SessionMeta, Summary
 from memman_daemon.params import INT64_MAX
-from memman_daemon.repositories import sessions as rows
-from memman_daemon.store import Op, Store, StoreError
+from memman_daemon.storage.sqlite import sessions as rows
+from memman_daemon.storage.sqlite.store import Op, Store, StoreError
 
 if TYPE_CHECKING:
     from memman.config import Config

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from memman_daemon.schema import SCHEMA_VERSION
-from memman_daemon.store import Store, StoreError
+from memman_daemon.storage.sqlite.schema import SCHEMA_VERSION
+from memman_daemon.storage.sqlite.store import Store, StoreError
 from tests.helpers import daemon_env, running_daemon, short_tmpdir
 
 
@@ -63,7 +63,7 @@ def test_corrupt_database_stops_start_up_naming_the_file() -> None:
 async def test_commits_on_the_loop_and_checkpoints_on_the_writer_thread(monkeypatch) -> None:
     """synchronous = NORMAL: small group commits run inline, the WAL is checkpointed from the
     writer's thread (so it does not grow without bound); FULL: every commit on the thread."""
-    import memman_daemon.store as store_mod
+    import memman_daemon.storage.sqlite.store as store_mod
     monkeypatch.setattr(store_mod, "CHECKPOINT_INTERVAL_S", 0.0)
     root = short_tmpdir()
     store = Store(root / "m.db")

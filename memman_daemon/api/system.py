@@ -27,9 +27,9 @@ from memman_daemon.params import (
     Stored,
     Str,
 )
-from memman_daemon.repositories import audit as audit_rows
 from memman_daemon.rpc import REGISTRY, Call, Param, method
-from memman_daemon.store import Op
+from memman_daemon.storage.sqlite import audit as audit_rows
+from memman_daemon.storage.sqlite.store import Op
 from memman_daemon.tokens import check_tools
 
 SCOPE_FILTER = Map({"session_id": Id(), "user_id": Id(), "tenant_id": Id()})

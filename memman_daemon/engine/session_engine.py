@@ -23,8 +23,8 @@ from memman_daemon.engine.window.builder import ContextBuilder
 from memman_daemon.engine.window.request import Request
 from memman_daemon.engine.window.timeline import Timelines
 from memman_daemon.model import Cycle, Exchange, Session, SessionMeta
-from memman_daemon.repositories import sessions as rows
 from memman_daemon.sessions import Sessions
+from memman_daemon.storage.sqlite import sessions as rows
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from memman_daemon.llm.summarizer import Summarizer
     from memman_daemon.recall.index import RecallIndex
     from memman_daemon.search.embeddings import Embedder
-    from memman_daemon.store import Op
+    from memman_daemon.storage.sqlite.store import Op
     from memman_daemon.tiers.audit import AuditLog
     from memman_daemon.tiers.cache import ToolCache
     from memman_daemon.tokens import TokenCounter

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memman_daemon.component import Component
-from memman_daemon.repositories import usage as usage_rows
-from memman_daemon.store import Op, Store
+from memman_daemon.storage.sqlite import usage as usage_rows
+from memman_daemon.storage.sqlite.store import Op, Store
 
 if TYPE_CHECKING:
     from memman.config import Config

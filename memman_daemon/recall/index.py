@@ -31,14 +31,14 @@ import numpy as np
 from memman_daemon.background import SLICE_S
 from memman_daemon.component import Component, stop_task
 from memman_daemon.engine.facts import terms as text_terms
-from memman_daemon.repositories import recall as rows
+from memman_daemon.storage.sqlite import recall as rows
 
 if TYPE_CHECKING:
     from memman.config import Config
     from memman_daemon.background import BackgroundShare
     from memman_daemon.model import Entry, Session
     from memman_daemon.search.embeddings import Embedder
-    from memman_daemon.store import Store
+    from memman_daemon.storage.sqlite.store import Store
 
 log = logging.getLogger(__name__)
 

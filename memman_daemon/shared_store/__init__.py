@@ -22,15 +22,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from memman.config import Config
 from memman_daemon.clock import Clock
 from memman_daemon.events import EventBus
+from memman_daemon.storage import Storage
 from memman_daemon.tiers.agentmd import AgentMd
 from memman_daemon.tiers.audit import AuditLog
 from memman_daemon.tiers.docs import BusinessDocs
 from memman_daemon.tiers.user_memory import UserMemory
-
-SCHEMES = ("postgresql://", "postgres://")
 
 
 @dataclass
@@ -46,29 +44,18 @@ class Backend:
     agent_md: Callable[..., AgentMd]  #: takes ``AgentMd``'s arguments
 
 
-def backend_for(config: Config, clock: Clock) -> Backend:
-    dsn = config.storage.shared.strip()
-    if not dsn:
-        from memman_daemon.shared_store.pg import LocalShared
-        return Backend("sqlite", LocalShared(), EventBus(), AuditLog, None, UserMemory,
+def tiers_for(storage: Storage, clock: Clock) -> Backend:
+    if storage.pg is None:
+        return Backend("sqlite", storage.store, storage.events, AuditLog, None, UserMemory,
                        BusinessDocs, AgentMd)
-    if not dsn.startswith(SCHEMES):
-        raise ValueError(f"storage.shared must be a postgresql://... URL (or empty for the "
-                         f"local SQLite file), not {dsn[:40]!r}")
     from memman_daemon.shared_store.agentmd import PgAgentMd
     from memman_daemon.shared_store.audit import MergedAuditLog, PgAuditLog
     from memman_daemon.shared_store.docs import PgBusinessDocs
-    from memman_daemon.shared_store.events import SharedEventBus
-    from memman_daemon.shared_store.pg import PgStore
     from memman_daemon.shared_store.user_memory import PgUserMemory
 
-    s = config.storage
-    store = PgStore(dsn, timeout_s=s.shared_timeout_s, pool_size=s.shared_pool_size,
-                    backoff_max_s=s.shared_backoff_max_s)
-    bus = SharedEventBus(send=store.notify, origin=store.origin)
-    store.on_notify = bus.receive
+    store = storage.pg
     shared_audit = PgAuditLog(store, clock)
-    return Backend("postgresql", store, bus, partial(MergedAuditLog, shared=shared_audit),
+    return Backend("postgresql", store, storage.events, partial(MergedAuditLog, shared=shared_audit),
                    shared_audit, partial(PgUserMemory, pg=store), partial(PgBusinessDocs, pg=store),
                    partial(PgAgentMd, pg=store, audit=shared_audit))
 

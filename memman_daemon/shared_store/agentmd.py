@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from memman.errors import MemmanError
-from memman_daemon.shared_store.ops import execute
+from memman_daemon.storage.postgres.ops import execute
 from memman_daemon.tiers.agentmd import (
     DOC_ID,
     HEADER,
@@ -44,7 +44,7 @@ from memman_daemon.tiers.agentmd import (
 
 if TYPE_CHECKING:
     from memman_daemon.shared_store.docs import PgBusinessDocs
-    from memman_daemon.shared_store.pg import PgStore
+    from memman_daemon.storage.postgres.pool import PgStore
     from memman_daemon.tiers.audit import Recorder
 
 log = logging.getLogger(__name__)

@@ -14,15 +14,15 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from memman_daemon.component import Component
-from memman_daemon.repositories.audit import COLUMNS as COLS
-from memman_daemon.repositories.audit import select_newest
-from memman_daemon.shared_store.ops import PgOp
+from memman_daemon.storage.postgres.ops import PgOp
+from memman_daemon.storage.sqlite.audit import COLUMNS as COLS
+from memman_daemon.storage.sqlite.audit import select_newest
 from memman_daemon.tiers.audit import AuditLog, AuditRecord
 
 if TYPE_CHECKING:
     from memman_daemon.clock import Clock
-    from memman_daemon.shared_store.pg import PgStore
-    from memman_daemon.store import Store
+    from memman_daemon.storage.postgres.pool import PgStore
+    from memman_daemon.storage.sqlite.store import Store
 
 
 class PgAuditLog(Component):

@@ -27,9 +27,9 @@ import asyncpg
 from memman.errors import CONFLICT, NOT_FOUND, MemmanError, invalid_params
 from memman_daemon.search import fts
 from memman_daemon.search.hybrid import content_words
-from memman_daemon.shared_store import vectors
-from memman_daemon.shared_store.ops import execute, split
-from memman_daemon.shared_store.pg import PgStore, SharedCounts
+from memman_daemon.storage.postgres import vectors
+from memman_daemon.storage.postgres.ops import execute, split
+from memman_daemon.storage.postgres.pool import PgStore, SharedCounts
 from memman_daemon.tiers.scratchpad import normalize
 from memman_daemon.tiers.user_memory import (
     MEMORY_TYPES,

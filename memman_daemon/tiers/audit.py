@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from memman_daemon.clock import Clock
 from memman_daemon.component import Component
-from memman_daemon.repositories import audit as audit_rows
-from memman_daemon.store import Op, Store
+from memman_daemon.storage.sqlite import audit as audit_rows
+from memman_daemon.storage.sqlite.store import Op, Store
 
 
 @dataclass

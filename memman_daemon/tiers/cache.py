@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from memman.cache_state import cache_key
 from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
 from memman_daemon.component import Component
-from memman_daemon.repositories import cache as cache_rows
-from memman_daemon.store import Op, Store, StoreError
+from memman_daemon.storage.sqlite import cache as cache_rows
+from memman_daemon.storage.sqlite.store import Op, Store, StoreError
 
 if TYPE_CHECKING:
     from memman.config import Config

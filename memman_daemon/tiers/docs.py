@@ -26,12 +26,12 @@ import numpy as np
 
 from memman.config import DEFAULT_MODEL
 from memman.errors import invalid_params, not_found
-from memman_daemon.repositories import docs as doc_rows
-from memman_daemon.repositories import fts as fts_rows
 from memman_daemon.search import fts
 from memman_daemon.search.hybrid import BM25, VECTOR, rrf
 from memman_daemon.search.vector_matrix import blobs_to_matrix
-from memman_daemon.store import Op
+from memman_daemon.storage.sqlite import docs as doc_rows
+from memman_daemon.storage.sqlite import fts as fts_rows
+from memman_daemon.storage.sqlite.store import Op
 from memman_daemon.tiers.chunking import chunk_text
 from memman_daemon.tiers.searchable import SearchableTier
 

@@ -26,14 +26,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, invalid_params
-from memman_daemon.shared_store.ops import write_mixed
+from memman_daemon.storage.postgres.ops import write_mixed
 from memman_daemon.tiers.scratchpad import Snippet
 
 if TYPE_CHECKING:
     from memman.config import Config
     from memman_daemon.events import EventBus
     from memman_daemon.sessions import Sessions
-    from memman_daemon.store import Store
+    from memman_daemon.storage.sqlite.store import Store
     from memman_daemon.tiers.agentmd import AgentMd
     from memman_daemon.tiers.audit import Recorder
     from memman_daemon.tiers.scratchpad import Scratchpad

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
 from memman_daemon.component import Component
-from memman_daemon.repositories import scratchpad as scratchpad_rows
 from memman_daemon.search.hybrid import may_be_duplicate
-from memman_daemon.store import Op
+from memman_daemon.storage.sqlite import scratchpad as scratchpad_rows
+from memman_daemon.storage.sqlite.store import Op
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from memman_daemon.events import EventBus
     from memman_daemon.search.embeddings import Embedder
     from memman_daemon.sessions import Sessions
-    from memman_daemon.store import Store
+    from memman_daemon.storage.sqlite.store import Store
     from memman_daemon.tiers.audit import Recorder
 
 

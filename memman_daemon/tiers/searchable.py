@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from memman_daemon.events import EventBus
     from memman_daemon.search.embeddings import Embedder
     from memman_daemon.search.reembed import VectorSync
-    from memman_daemon.store import Store
+    from memman_daemon.storage.sqlite.store import Store
     from memman_daemon.tiers.audit import Recorder
     from memman_daemon.tokens import TokenCounter
 

@@ -31,8 +31,6 @@ import numpy as np
 from memman.config import DEFAULT_MODEL
 from memman.errors import CONFLICT, NOT_FOUND, MemmanError, invalid_params
 from memman_daemon.params import MAX_ID_BYTES
-from memman_daemon.repositories import fts as fts_rows
-from memman_daemon.repositories import memories as memory_rows
 from memman_daemon.search import fts
 from memman_daemon.search.hybrid import (
     BM25,
@@ -43,7 +41,9 @@ from memman_daemon.search.hybrid import (
     rrf,
 )
 from memman_daemon.search.vector_matrix import blobs_to_matrix
-from memman_daemon.store import ConstraintError, Op
+from memman_daemon.storage.sqlite import fts as fts_rows
+from memman_daemon.storage.sqlite import memories as memory_rows
+from memman_daemon.storage.sqlite.store import ConstraintError, Op
 from memman_daemon.tiers.scratchpad import normalize
 from memman_daemon.tiers.searchable import SearchableTier
 
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from memman_daemon.search.embeddings import Embedder
     from memman_daemon.search.reembed import VectorSync
     from memman_daemon.sessions import Sessions
-    from memman_daemon.store import Store
+    from memman_daemon.storage.sqlite.store import Store
     from memman_daemon.tiers.audit import Recorder
     from memman_daemon.tiers.scratchpad import Scratchpad
     from memman_daemon.tokens import TokenCounter

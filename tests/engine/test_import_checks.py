@@ -134,7 +134,7 @@ async def test_an_import_is_written_in_batches_all_or_nothing(tmp_path_factory) 
 async def test_rows_of_an_unfinished_import_are_not_loaded() -> None:
     """Rows staged by an import that never finished (the daemon was killed between batches)
     are not loaded into the session of that name, and the next import of it drops them."""
-    from memman_daemon.repositories import sessions as rows
+    from memman_daemon.storage.sqlite import sessions as rows
     from tests.helpers import short_tmpdir
 
     root = short_tmpdir()

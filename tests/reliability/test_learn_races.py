@@ -77,7 +77,7 @@ async def test_duplicates_from_before_are_archived_by_the_migration() -> None:
     stays live, the other is archived (kept), and recall answers the newest."""
     import sqlite3
 
-    from memman_daemon.schema import MIGRATIONS
+    from memman_daemon.storage.sqlite.schema import MIGRATIONS
     from tests.helpers import short_tmpdir
 
     root = short_tmpdir()

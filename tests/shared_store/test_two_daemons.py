@@ -218,7 +218,7 @@ async def test_bad_shared_url_and_a_newer_schema_are_refused(dsn: str) -> None:
         await conn.execute("UPDATE memman_schema SET version = version + 1")
     finally:
         await conn.close()
-    from memman_daemon.store import StoreError
+    from memman_daemon.storage.sqlite.store import StoreError
     with pytest.raises(StoreError, match="newer than this memman understands"):
         async with running_daemon(storage={"shared": dsn}):
             pass

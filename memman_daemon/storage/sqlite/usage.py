@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memman_daemon.store import Op, Store
+from memman_daemon.storage.sqlite.store import Op, Store
 
 #: the columns in the order ``SeriesPoint`` takes them (``data`` as JSON text last)
 COLUMNS = "id, session_id, at, kind, exchange, sent_tokens, history_tokens, budget, data"

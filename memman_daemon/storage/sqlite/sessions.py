@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from memman_daemon.model import Entry, Session, SessionMeta, Summary
-from memman_daemon.repositories import recall
-from memman_daemon.store import Op, Store
+from memman_daemon.storage.sqlite import recall
+from memman_daemon.storage.sqlite.store import Op, Store
 
 
 def _dumps(obj: Any) -> str:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from memman_daemon.store import Op, Store
+from memman_daemon.storage.sqlite.store import Op, Store
 
 #: the columns in the order ``AuditRecord`` takes them (``data`` as JSON text last)
 COLUMNS = "id, at, action, what, source, target, client, session_id, user_id, tenant_id, data"

@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memman_daemon.store import Op
+from memman_daemon.storage.sqlite.store import Op
 
 if TYPE_CHECKING:
-    from memman_daemon.store import Store
+    from memman_daemon.storage.sqlite.store import Store
 
 
 @dataclass(frozen=True)

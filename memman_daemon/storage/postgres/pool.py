@@ -35,7 +35,7 @@ import asyncpg
 
 from memman.errors import SHARED_UNAVAILABLE, STORAGE_ERROR, MemmanError
 from memman_daemon.component import Component
-from memman_daemon.shared_store.schema import MIGRATIONS, PGVECTOR_DDL, SCHEMA_VERSION
+from memman_daemon.storage.postgres.schema import MIGRATIONS, PGVECTOR_DDL, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class PgStore(Component):
         try:
             await self._connect()
         except SchemaTooNew as exc:
-            from memman_daemon.store import StoreError
+            from memman_daemon.storage.sqlite.store import StoreError
             raise StoreError(str(exc)) from exc
         except Exception as exc:
             if not isinstance(exc, (*UNAVAILABLE_ERRORS, asyncio.TimeoutError)):
@@ -233,7 +233,7 @@ class PgStore(Component):
     async def _backfill_vectors(self, conn: asyncpg.Connection) -> None:
         """Embeddings stored before pgvector was there get their ``vec`` copy."""
         from memman_daemon.search.vectors import unpack
-        from memman_daemon.shared_store.vectors import literal
+        from memman_daemon.storage.postgres.vectors import literal
 
         for table in ("memory_vectors", "chunk_vectors"):
             while True:
@@ -413,17 +413,6 @@ class PgStore(Component):
                 "commits": self.commits, "schema_version": self.schema_version,
                 "vector_backend": self.vector_backend, "origin": self.origin,
                 "events_sent": self.events_sent, "events_received": self.events_received}
-
-
-class LocalShared(Component):
-    """The embedded default: the "shared" tiers live in the local SQLite file."""
-
-    stats_key = "shared"
-    backend = "sqlite"
-    state = "local"
-
-    def stats(self) -> dict[str, Any]:
-        return {"backend": self.backend, "state": self.state}
 
 
 class SharedCounts:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from memman_daemon.store import Op, Store
+from memman_daemon.storage.sqlite.store import Op, Store
 
 
 def _marks(n: int) -> str:

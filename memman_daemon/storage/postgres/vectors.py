@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from memman_daemon.search.vector_matrix import blobs_to_matrix
-from memman_daemon.shared_store.ops import PgOp
+from memman_daemon.storage.postgres.ops import PgOp
 
 
 def literal(vec: Any) -> str:

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from memman.errors import STORAGE_ERROR, MemmanError
-from memman_daemon.schema import MIGRATIONS, SCHEMA_VERSION
+from memman_daemon.storage.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 

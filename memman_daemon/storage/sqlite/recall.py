@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from memman_daemon.store import Op, Store
+from memman_daemon.storage.sqlite.store import Op, Store
 
 
 def vectors_op(rows: list[tuple[int, str, str, np.ndarray]]) -> list[Op]:

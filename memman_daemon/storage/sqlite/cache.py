@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memman_daemon.store import Op, Store
+from memman_daemon.storage.sqlite.store import Op, Store
 
 
 def put_op(session_id: str, key: str, wire: dict[str, Any]) -> Op:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from memman_daemon.store import Op, Store
+from memman_daemon.storage.sqlite.store import Op, Store
 
 COLUMNS = "id, user_id, type, kind, key, content, metadata, created_at, updated_at, archived_by"
 

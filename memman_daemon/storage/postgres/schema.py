@@ -14,7 +14,7 @@ condition, a playbook's flow + normalized query): the partial unique index on it
 the database decide between two daemons promoting the same key at once.
 """
 
-from memman_daemon.schema import AUDIT_COLUMNS
+from memman_daemon.storage.sqlite.schema import AUDIT_COLUMNS
 
 MIGRATIONS: list[str] = [
     # v1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memman_daemon.store import Op, Store
+from memman_daemon.storage.sqlite.store import Op, Store
 
 
 def put_op(snippet_id: int, session_id: str, wire: dict[str, Any]) -> Op:

@@ -1,0 +1,48 @@
+"""Where records are kept: the local SQLite file, and optionally a shared PostgreSQL.
+
+Sessions (entry log, summaries, cycles, tool cache, scratchpad) always live in the local SQLite
+file (``storage/sqlite/``). The *shared* table groups -- user memory, documents and chunks,
+agent.md, promotions, their audit and the recall index -- live in that same file by default,
+or in PostgreSQL (``storage/postgres/``) when ``[storage] shared`` (env
+``MEMMAN_STORAGE_SHARED``, flag ``--shared``) names one. ``backend_for(config)`` makes that
+choice once, at start; nothing above this package asks which backend it got.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memman.config import Config
+from memman_daemon.events import EventBus
+
+SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass
+class Storage:
+    """The chosen backend for the shared table groups."""
+
+    name: str  #: "sqlite" or "postgresql"
+    store: Any  #: LocalShared or PgStore (a component of the app, stats key "shared")
+    events: EventBus  #: with PostgreSQL, events cross daemons
+    pg: Any = None  #: the PgStore, or None with SQLite
+
+
+def backend_for(config: Config) -> Storage:
+    dsn = config.storage.shared.strip()
+    if not dsn:
+        from memman_daemon.storage.sqlite.shared import LocalShared
+        return Storage("sqlite", LocalShared(), EventBus())
+    if not dsn.startswith(SCHEMES):
+        raise ValueError(f"storage.shared must be a postgresql://... URL (or empty for the "
+                         f"local SQLite file), not {dsn[:40]!r}")
+    from memman_daemon.storage.postgres.events import SharedEventBus
+    from memman_daemon.storage.postgres.pool import PgStore
+
+    s = config.storage
+    store = PgStore(dsn, timeout_s=s.shared_timeout_s, pool_size=s.shared_pool_size,
+                    backoff_max_s=s.shared_backoff_max_s)
+    bus = SharedEventBus(send=store.notify, origin=store.origin)
+    store.on_notify = bus.receive
+    return Storage("postgresql", store, bus, store)

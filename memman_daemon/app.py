@@ -54,7 +54,7 @@ class App:
         self.store = Store(config.database_path, config.storage.synchronous,
                            config.storage.batch_max_rows)
         # where user memory, business context and their audit live: SQLite or PostgreSQL
-        self.backend = tiers_for(backend_for(config), self.clock)
+        self.backend = tiers_for(backend_for(config, self.store), self.clock)
         self.shared = self.backend.store
         self.events = self.backend.events
         self.tokens = TokenCounter()

@@ -10,11 +10,13 @@ choice once, at start; nothing above this package asks which backend it got.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from memman.config import Config
 from memman_daemon.events import EventBus
+from memman_daemon.storage.sqlite.store import Store
 
 SCHEMES = ("postgresql://", "postgres://")
 
@@ -26,14 +28,27 @@ class Storage:
     name: str  #: "sqlite" or "postgresql"
     store: Any  #: LocalShared or PgStore (a component of the app, stats key "shared")
     events: EventBus  #: with PostgreSQL, events cross daemons
+    local: Store  #: the local SQLite file (sessions; with SQLite, the shared groups too)
     pg: Any = None  #: the PgStore, or None with SQLite
 
+    async def write(self, ops: Iterable[Any]) -> None:
+        """Commit the operations of the shared table groups in one transaction: ``Op``
+        (``(sql, params)`` for the local file) and, with PostgreSQL, ``PgOp``. With PostgreSQL
+        the shared part commits first (the record of the change), then the local part (a
+        snippet's "promoted" mark, say). A row refused by a unique index raises
+        ``ConstraintError`` on either backend: another writer got there first."""
+        if self.pg is None:
+            await self.local.write(list(ops))
+            return
+        from memman_daemon.storage.postgres.ops import write_mixed
+        await write_mixed(self.pg, self.local, ops)
 
-def backend_for(config: Config) -> Storage:
+
+def backend_for(config: Config, local: Store) -> Storage:
     dsn = config.storage.shared.strip()
     if not dsn:
         from memman_daemon.storage.sqlite.shared import LocalShared
-        return Storage("sqlite", LocalShared(), EventBus())
+        return Storage("sqlite", LocalShared(), EventBus(), local)
     if not dsn.startswith(SCHEMES):
         raise ValueError(f"storage.shared must be a postgresql://... URL (or empty for the "
                          f"local SQLite file), not {dsn[:40]!r}")
@@ -45,4 +60,4 @@ def backend_for(config: Config) -> Storage:
                     backoff_max_s=s.shared_backoff_max_s)
     bus = SharedEventBus(send=store.notify, origin=store.origin)
     store.on_notify = bus.receive
-    return Storage("postgresql", store, bus, store)
+    return Storage("postgresql", store, bus, local, store)

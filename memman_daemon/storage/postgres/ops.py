@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memman_daemon.storage.sqlite.store import Op
+import asyncpg
+
+from memman_daemon.storage.sqlite.store import ConstraintError, Op
 
 if TYPE_CHECKING:
     from memman_daemon.storage.sqlite.store import Store
@@ -46,6 +48,9 @@ async def write_mixed(shared_store: Any, store: Store, ops: Iterable[Any]) -> No
     then the local ones in ``store``."""
     shared, local = split(ops)
     if shared:
-        await shared_store.run(lambda conn: execute(conn, shared))
+        try:
+            await shared_store.run(lambda conn: execute(conn, shared))
+        except asyncpg.UniqueViolationError as exc:  # the same signal as SQLite's
+            raise ConstraintError(f"another writer got there first: {exc}") from exc
     if local:
         await store.write(local)

@@ -17,10 +17,10 @@ from typing import Any
 import asyncpg
 
 from memman.errors import invalid_params, not_found
-from memman_daemon.shared_store.user_memory import SharedVectorBackend, informative_query
 from memman_daemon.storage.postgres import vectors
 from memman_daemon.storage.postgres.ops import execute
 from memman_daemon.storage.postgres.pool import PgStore, SharedCounts
+from memman_daemon.storage.postgres.search import SharedVectorBackend, informative_query
 from memman_daemon.tiers.agentmd import DOC_ID
 from memman_daemon.tiers.docs import (
     BusinessDocs,

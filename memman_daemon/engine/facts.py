@@ -23,6 +23,7 @@ MAX_CANDIDATE_CHARS = 320  #: longer sentences are split at clause boundaries (n
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9`*-])")
 _CLAUSE = re.compile(r"(?<=[;,])\s+")
 _CODE_FENCE = re.compile(r"^\s*```")
+_ITEM = re.compile(r"(?:[-*+]|\d{1,3}[.)])\s+")  #: a list item's marker: "- ", "2. "
 
 
 @dataclass(slots=True)
@@ -36,23 +37,57 @@ class Candidate:
 
 
 def split_candidates(text: str, structured: bool) -> list[str]:
-    """Lines for tool output and code (each line is a unit of meaning), sentences for prose."""
+    """Lines for tool output and code (each line is a unit of meaning), sentences for prose.
+
+    Prose wrapped over several lines is joined first, and so is a list item with its indented
+    continuation lines: a sentence (or a value) that runs over a line break stays one
+    candidate instead of two halves that each miss what the other holds."""
     out: list[str] = []
+    para: list[str] = []  #: the prose paragraph or list item being gathered
+    item = False  #: ``para`` is a list item (continued only by indented lines)
+
+    def flush() -> None:
+        if para:
+            text = " ".join(para)
+            marker = _ITEM.match(text) if item else None
+            head = marker.group(0) if marker else ""  # "2. " is no sentence of its own
+            for i, sent in enumerate(_SENTENCE_END.split(text[len(head):])):
+                sent = sent.strip()
+                if sent:
+                    out.extend(_bounded(head + sent if i == 0 else sent))
+            para.clear()
+
     in_code = False
     for raw in text.splitlines():
         line = raw.strip()
         if _CODE_FENCE.match(line):
+            flush()
             in_code = not in_code
             continue
         if not line:
+            flush()
             continue
-        if structured or in_code or _looks_structured(line):
+        if structured or in_code:
             out.extend(_bounded(line))
             continue
-        for sent in _SENTENCE_END.split(line):
-            sent = sent.strip()
-            if sent:
-                out.extend(_bounded(sent))
+        if _ITEM.match(line):
+            flush()
+            para.append(line)
+            item = True
+            continue
+        if para and item and raw[:1].isspace():
+            para.append(line)  # a list item's indented continuation, whatever it looks like
+            continue
+        if _looks_structured(line):
+            flush()
+            out.extend(_bounded(line))
+            continue
+        if para and item:
+            flush()  # a list item continues only on indented lines
+        if not para:
+            item = False
+        para.append(line)
+    flush()
     return out
 
 
@@ -269,13 +304,25 @@ def stem(w: str) -> str:
     return w
 
 
+#: a camelCase or PascalCase identifier (``BenchmarkSlidingAllow``, ``parseHTTPHeader``)
+_CAMEL_HINT = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
+_CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
 def terms(text: str) -> list[str]:
-    """Lower-cased, stemmed words (identifiers also split into their parts), no stop words."""
+    """Lower-cased, stemmed words (identifiers also split into their parts: ``snake_case`` and
+    ``a.b`` by the word pattern, ``camelCase`` here, so "benchmark" finds
+    ``BenchmarkSlidingAllow``), no stop words."""
     out = []
-    for w in _WORD.findall(text.lower()):
-        if len(w) < 2 or w in STOPWORDS:
-            continue
-        out.append(stem(w))
+    for w in _WORD.findall(text):
+        lw = w.lower()
+        if len(lw) >= 2 and lw not in STOPWORDS:
+            out.append(stem(lw))
+        if not w.islower() and _CAMEL_HINT.search(w):
+            for part in _CAMEL_PART.findall(w):
+                lp = part.lower()
+                if len(lp) >= 2 and lp not in STOPWORDS and lp != lw:
+                    out.append(stem(lp))
     return out
 
 

@@ -49,3 +49,36 @@ def test_salience_sees_dates_and_plain_lines_alike() -> None:
     assert not any(p.search(plain) for p in (facts._DECISION, facts._INSTRUCTION,
                                              facts._OUTCOME))
     assert facts.salience(plain) == pytest.approx(0.1)
+
+
+def test_wrapped_prose_and_list_items_are_whole_candidates() -> None:
+    # a pasted design note wraps its sentences; the value sits on the line after the words
+    # that say what it is, so a line-by-line split would leave each half without the other
+    text = ("## Layout\n"
+            "- Keys are hashed onto a fixed array of shards to keep lock contention low:\n"
+            "  `DefaultShards = 16`. Each shard has its own mutex and map; each key has its own\n"
+            "  mutex for the counters.\n"
+            "- The in-memory store evicts idle keys.\n"
+            "Counters are written with the prefix `thr:v2:` so v1 and\n"
+            "v2 keys never collide.\n\n"
+            "1. Land the limiter.\n"
+            "2. Land the Redis store.\n")
+    got = facts.split_candidates(text, structured=False)
+    assert "- Keys are hashed onto a fixed array of shards to keep lock contention low: " \
+           "`DefaultShards = 16`." in got
+    assert "Each shard has its own mutex and map; each key has its own mutex for the " \
+           "counters." in got
+    assert "- The in-memory store evicts idle keys." in got
+    assert "Counters are written with the prefix `thr:v2:` so v1 and v2 keys never " \
+           "collide." in got
+    assert "1. Land the limiter." in got and "2. Land the Redis store." in got
+    # tool output keeps one candidate per line
+    assert facts.split_candidates("a\n  b", structured=True) == ["a", "b"]
+
+
+def test_camel_case_identifiers_are_found_by_their_parts() -> None:
+    got = facts.terms("BenchmarkSlidingAllow-2 parseHTTPHeader")
+    for word in ("benchmark", "slid", "allow", "parse", "http", "head"):
+        assert facts.stem(word) in got, word
+    assert "benchmarkslidingallow" in got  # the whole identifier still matches itself
+    assert facts.terms("plain words only") == ["plain", "word", "only"]

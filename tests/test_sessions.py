@@ -164,3 +164,19 @@ async def test_reopening_as_another_owner_is_refused_unless_reassigned() -> None
         with pytest.raises(MemmanError) as err:
             await c.session_open("ana-chat", {"reassign": "yes"})
         assert err.value.code == INVALID_PARAMS and "opts.reassign" in err.value.message
+
+
+async def test_a_reassignment_and_its_audit_row_commit_in_one_transaction() -> None:
+    root = short_tmpdir()
+    async with running_daemon(root) as d, d.client() as c:
+        await c.session_open("chat", {"user_id": "ana", "tenant_id": "acme"})
+        await d.app.store.flush()
+        before = d.app.store.commits
+        moved = await c.session_open("chat", {"user_id": "bob", "reassign": True})
+        await d.app.store.flush()
+        assert d.app.store.commits - before == 1
+    async with running_daemon(root) as d, d.client() as c:
+        assert (await c.session_get("chat", {"entries": False}))["user_id"] == "bob"
+        records = (await c.audit_list({"action": "reassign"}))["records"]
+        assert [r["id"] for r in records] == [moved["audit_id"]]
+        assert records[0]["user_id"] == "bob" and records[0]["target"] == "user:bob"

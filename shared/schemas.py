@@ -142,21 +142,21 @@ CHAT_MESSAGE = Map({"role": Str(), "content": Nullable(Stored()), "name": Nullab
 # --- the export file (memman_session_export's answer, memman_session_import's data) ----------
 FORMAT = "memman.session/1"
 
-_EXCHANGE = Map({"question": Str(), "answer": Str(), "answer_bytes": COUNT, "summarized": Bool(),
+EXCHANGE = Map({"question": Str(), "answer": Str(), "answer_bytes": COUNT, "summarized": Bool(),
                  "at": TIMESTAMP, "first_id": ROW_ID, "last_id": ROW_ID},
                 required=("question", "answer", "answer_bytes", "summarized", "at"),
                 empty_array_ok=False)
-_CYCLE = Map({"user_question": Str(), "agent_message_ids": Array(ROW_ID),
+CYCLE = Map({"user_question": Str(), "agent_message_ids": Array(ROW_ID),
               "final_answer": Nullable(Str()), "start_id": ROW_ID}, empty_array_ok=False)
-_USAGE = Map({"at": TIMESTAMP, "prompt_tokens": TOKENS, "completion_tokens": TOKENS,
+USAGE = Map({"at": TIMESTAMP, "prompt_tokens": TOKENS, "completion_tokens": TOKENS,
               "memman_tokens": Nullable(TOKENS), "drift": Nullable(Int(-(2**41), 2**41))},
              required=("at", "prompt_tokens", "completion_tokens"), empty_array_ok=False)
 META = Map({
     "user_id": Id(), "tenant_id": Id(), "model": Id(),
     "max_tokens": MAX_TOKENS,
     "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "opened_at": TIMESTAMP, "summary": Str(),
-    "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "injection_done": Bool(), "recall": Bool(),
-    "counters": Map(rest=COUNT), "usage": Array(_USAGE, max_items=10_000),
+    "exchanges": Array(EXCHANGE), "cycle": CYCLE, "injection_done": Bool(), "recall": Bool(),
+    "counters": Map(rest=COUNT), "usage": Array(USAGE, max_items=10_000),
 })
 ENTRY = Map({
     "id": ROW_ID, "session_id": Str(), "type": Str(choices=ENTRY_TYPES),
@@ -178,7 +178,7 @@ EXPORT = Map({
     "format": Str(choices=(FORMAT,)), "session_id": Nullable(Id()), "meta": META,
     "entries": Array(ENTRY), "summaries": Array(SUMMARY),
     "links": Array(Map({"summary_id": ROW_ID, "entry_ids": Array(ROW_ID)}, empty_array_ok=False)),
-    "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "stats": Map(rest=Stored()),
+    "exchanges": Array(EXCHANGE), "cycle": CYCLE, "stats": Map(rest=Stored()),
     "total_entries": COUNT, "next_after_id": Nullable(ROW_ID),
 }, empty_array_ok=False, doc="a map produced by memman_session_export")
 

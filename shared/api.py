@@ -184,14 +184,16 @@ METHODS: tuple[Method, ...] = (
        (_P("session_id", SESSION_ID), _P("question", Str()), _P("answer", Str())), "Finalized",
        "End the current Q&A cycle: record the exchange, fold old ones into the rolling summary.",
        writes=True),
-    _M(names.SESSION_CONTEXT, (_P("session_id", SESSION_ID), _P("opts", CONTEXT_OPTS, default=dict)),
+    _M(names.SESSION_CONTEXT,
+       (_P("session_id", SESSION_ID), _P("opts", CONTEXT_OPTS, default=dict)),
        "ContextAnswer",
        "The budgeted message list for the chat API, with tokens, band and what was dropped "
        "(opts: max_tokens, query, tools, ...).\n\n"
        "``opts.peek`` (true): the same answer with no side effects — no compression check, no "
        "``pruned`` event, no usage-series point (a viewer such as the TUI looks without "
        "changing what it looks at)."),
-    _M(names.SESSION_PREVIEW, (_P("session_id", SESSION_ID), _P("opts", CONTEXT_OPTS, default=dict)),
+    _M(names.SESSION_PREVIEW,
+       (_P("session_id", SESSION_ID), _P("opts", CONTEXT_OPTS, default=dict)),
        "Preview",
        "What context would keep, drop and summarize now, per entry with score and reason."),
     _M(names.SESSION_PIN,
@@ -236,7 +238,8 @@ METHODS: tuple[Method, ...] = (
         _P("tool_results", Array(INJECTED_RESULT), default=list)), "Injected",
        "One-time context injection; a second call fails with ALREADY_DONE (-32006).",
        writes=True),
-    _M(names.SESSION_REPORT, (_P("session_id", SESSION_ID), _P("opts", CONTEXT_OPTS, default=dict)),
+    _M(names.SESSION_REPORT,
+       (_P("session_id", SESSION_ID), _P("opts", CONTEXT_OPTS, default=dict)),
        "Report",
        "The MEMORY STATE text (what `memman show` prints) and the data behind it."),
     # --- tool cache ----------------------------------------------------------------------
@@ -286,7 +289,8 @@ METHODS: tuple[Method, ...] = (
     _M(names.AUDIT_LIST,
        (_P("filter", Map({"session_id": Nullable(Id()), "user_id": Nullable(Id()),
                           "tenant_id": Nullable(Id()), "action": Nullable(Str(max_bytes=64)),
-                          "before_id": Nullable(ROW_ID), "limit": Nullable(LIMIT)}), default=dict),),
+                          "before_id": Nullable(ROW_ID), "limit": Nullable(LIMIT)}),
+           default=dict),),
        "AuditList",
        "Audit records, newest first; filter: session_id, user_id, tenant_id, action, "
        "before_id, limit (100)."),
@@ -308,7 +312,8 @@ METHODS: tuple[Method, ...] = (
         _P("opts", Map({"limit": Nullable(LIMIT), "kind": Nullable(Str(max_bytes=64)),
                         "flow": Nullable(Str()), "session_id": Nullable(Id()),
                         "threshold": Nullable(COSINE),
-                        "mode": Nullable(Str(choices=("hybrid", "fts", "vector")))}), default=dict)),
+                        "mode": Nullable(Str(choices=("hybrid", "fts", "vector")))}),
+           default=dict)),
        "MemorySearch",
        "Best first with scores; opts: limit, kind, flow (exact id first, then similarity), "
        "threshold, mode (hybrid, fts, vector), session_id.\n\n"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from memman import names
+from memman import api
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, tuple[str, argparse.ArgumentParser]]:
@@ -46,7 +46,7 @@ def _words(cmd: str, sub: argparse.ArgumentParser) -> list[str]:
     """What completes after ``memman <cmd>``: flags, fixed choices, nested commands, methods."""
     words = _flags(sub) + _choices(sub) + list(_commands(sub))
     if cmd == "call":
-        words += [m.name for m in names.METHODS]
+        words += [m.name for m in api.METHODS]
     return words
 
 

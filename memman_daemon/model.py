@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ENTRY_TYPES = ("message", "tool_call", "tool_result", "context", "summary")
-ROLES = ("system", "user", "assistant", "tool")
+from memman.schemas import ENTRY_TYPES, ROLES  # noqa: F401 - the one list, with the schema
 
 
 @dataclass

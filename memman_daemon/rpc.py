@@ -1,14 +1,22 @@
-"""The method registry: protocol method names -> handlers, with parameter checking.
+"""The method registry: each declared method (``memman.api``) bound to its handler.
 
-A handler takes a ``Call`` and its declared parameters by name, and never touches the socket.
-It is an ``async def`` when it awaits anything (writes, LLM calls); a pure in-memory read may be
-a plain ``def``, which the server answers inline without creating a task. Params arrive as a msgpack array (positional, as msgpack-rpc has it);
-trailing optional parameters may be left out. Every parameter has a declared spec
-(``memman_daemon.params``); a bad value anywhere inside it is answered with -32602 naming its path
-(``opts.limit``), before the handler runs.
+A method is declared once, in ``shared/api.py`` (name, parameters with their schemas and
+defaults, result type, ``writes``, doc); its handler here takes a ``Call`` and the declared
+parameters by name, and never touches the socket:
 
-    @method("memman_session_get", Param("session_id", str))
-    async def session_get(call: Call, session_id: str) -> dict: ...
+    @handles(names.SESSION_GET)
+    async def session_get(call: Call, session_id: str, opts: dict) -> dict: ...
+
+A handler is an ``async def`` when it awaits anything (writes, LLM calls); a pure in-memory
+read may be a plain ``def``, which the server answers inline without creating a task. Params
+arrive as a msgpack array (positional, as msgpack-rpc has it); trailing optional parameters may
+be left out. A bad value anywhere inside one is answered with -32602 naming its path
+(``opts.limit``) before the handler runs — the declared schema is the one check.
+
+Binding is checked when the handler's module is imported: a name that is not declared, a
+second handler for one method, or parameters that differ from the declaration (names and
+order) raise at once; ``Registry.check_complete`` (run by ``api.load_all``) refuses a declared
+method that has no handler. The doc is the declaration's: a handler carries none.
 """
 
 from __future__ import annotations
@@ -18,41 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memman.errors import METHOD_NOT_FOUND, MemmanError, invalid_params
-from memman_daemon.params import Map, Spec, from_type
+from memman import api
+from memman.errors import METHOD_NOT_FOUND, MemmanError
+from memman.params import Param
 
 if TYPE_CHECKING:
     from memman_daemon.app import App
 
-_MISSING = object()
-
-
-@dataclass
-class Param:
-    """One positional parameter: its name and its declared spec (memman_daemon.params). A plain
-    Python type is accepted as shorthand (``str`` -> ``Str()``, ``dict`` -> an open map)."""
-
-    name: str
-    types: Any = object  #: a params.Spec, or a Python type / tuple of types
-    default: Any = _MISSING  #: leave out for a required parameter
-    doc: str = ""
-    spec: Spec = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.spec = from_type(self.types)
-
-    @property
-    def required(self) -> bool:
-        return self.default is _MISSING
-
-    def check(self, value: Any) -> Any:
-        if not self.required and value is None and self._nil_means_default():
-            return self.default() if callable(self.default) else self.default
-        return self.spec.check(value, self.name)
-
-    def _nil_means_default(self) -> bool:
-        # nil for an optional options map means "no options" (as an omitted parameter)
-        return isinstance(self.spec, Map)
+__all__ = ["REGISTRY", "Call", "Method", "Param", "Registry", "handles"]
 
 
 @dataclass
@@ -69,46 +50,82 @@ Handler = Callable[..., Any]  #: async def, or a plain def for in-memory reads
 
 @dataclass
 class Method:
-    name: str
+    """A declared method and the handler bound to it."""
+
+    decl: api.Method
     handler: Handler
-    params: tuple[Param, ...]
-    doc: str = ""
-    writes: bool = False  #: refused when the daemon runs read-only
     is_async: bool = True  #: a plain function is answered inline (in-memory reads)
-    #: its parameters may be large (an import file): checked on a worker thread, not the loop
-    offload: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.decl.name
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        return self.decl.params
+
+    @property
+    def doc(self) -> str:
+        return self.decl.doc
+
+    @property
+    def writes(self) -> bool:
+        """Refused when the daemon runs read-only."""
+        return self.decl.writes
+
+    @property
+    def offload(self) -> bool:
+        """Its parameters may be large (an import file): checked on a worker thread."""
+        return self.decl.offload
 
     def bind(self, params: Any) -> dict[str, Any]:
-        if not isinstance(params, (list, tuple)):
-            raise MemmanError(-32602, f"invalid params for {self.name}: params must be an array, "
-                                      f"got {type(params).__name__}")
-        if len(params) > len(self.params):
-            raise MemmanError(-32602, f"invalid params for {self.name}: takes at most "
-                                      f"{len(self.params)} parameters, got {len(params)}")
-        kwargs: dict[str, Any] = {}
-        for i, p in enumerate(self.params):
-            if i < len(params):
-                kwargs[p.name] = p.check(params[i])
-            elif p.required:
-                raise invalid_params(p.name, f"missing (required parameter {i + 1} of {self.name})")
-            else:
-                kwargs[p.name] = p.default() if callable(p.default) else p.default
-        return kwargs
+        return self.decl.bind(params)
+
+
+def _mismatch(decl: api.Method, fn: Handler) -> str | None:
+    """Why ``fn`` cannot serve ``decl`` (None when it can)."""
+    params = list(inspect.signature(fn).parameters.values())
+    if not params or params[0].name != "call":
+        return "its first parameter must be `call`"
+    got = [p.name for p in params[1:]]
+    want = [p.name for p in decl.params]
+    if got != want:
+        return f"it takes ({', '.join(got)}) but the declaration has ({', '.join(want)})"
+    if any(p.default is not inspect.Parameter.empty for p in params[1:]):
+        return "defaults belong to the declaration, not the handler"
+    if fn.__doc__:
+        return "the doc belongs to the declaration (memman/api.py), not the handler"
+    return None
 
 
 @dataclass
 class Registry:
     methods: dict[str, Method] = field(default_factory=dict)
+    declared: dict[str, api.Method] = field(default_factory=lambda: dict(api.BY_NAME))
 
-    def method(self, name: str, *params: Param, writes: bool = False,
-               offload: bool = False) -> Callable[[Handler], Handler]:
+    def handles(self, name: str) -> Callable[[Handler], Handler]:
+        """Bind the decorated function to the declared method ``name``."""
         def register(fn: Handler) -> Handler:
+            where = f"{fn.__module__}.{fn.__qualname__}"
+            decl = self.declared.get(name)
+            if decl is None:
+                raise RuntimeError(f"{where} handles {name!r}, which memman/api.py does not "
+                                   "declare: add a Method(...) there")
             if name in self.methods:
-                raise RuntimeError(f"method {name} registered twice")
-            self.methods[name] = Method(name, fn, params, (fn.__doc__ or "").strip(), writes,
-                                        inspect.iscoroutinefunction(fn), offload)
+                raise RuntimeError(f"method {name} has two handlers: "
+                                   f"{self.methods[name].handler.__qualname__} and {where}")
+            why = _mismatch(decl, fn)
+            if why is not None:
+                raise RuntimeError(f"{where} cannot handle {name}: {why}")
+            self.methods[name] = Method(decl, fn, inspect.iscoroutinefunction(fn))
             return fn
         return register
+
+    def check_complete(self) -> None:
+        """Every declared method has its handler (raises naming those that do not)."""
+        missing = sorted(set(self.declared) - set(self.methods))
+        if missing:
+            raise RuntimeError(f"declared in memman/api.py without a handler: {missing}")
 
     def lookup(self, name: str) -> Method:
         try:
@@ -117,7 +134,6 @@ class Registry:
             raise MemmanError(METHOD_NOT_FOUND, f"unknown method '{name}'") from None
 
 
-
 #: the one registry; API modules in memman_daemon.api register into it on import
 REGISTRY = Registry()
-method = REGISTRY.method
+handles = REGISTRY.handles

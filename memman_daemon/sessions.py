@@ -17,11 +17,11 @@ import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import STORAGE_ERROR, MemmanError, invalid_params, not_found
-from memman_daemon.model import ENTRY_TYPES, ROLES, Entry, Session, SessionMeta, Summary
+from memman.schemas import DEFAULT_ROLE
+from memman_daemon.model import Entry, Session, SessionMeta, Summary
 from memman_daemon.params import INT64_MAX
 from memman_daemon.storage.sqlite import sessions as rows
 from memman_daemon.storage.sqlite.store import Op, Store, StoreError
@@ -40,10 +40,6 @@ COUNT_OFF_LOOP_CHARS = 64 * 1024
 
 #: a component's reaction to a deleted session: ``await hook(session_id, client)``
 DeletedHook = Callable[[str, str], Awaitable[Any]]
-
-# entry type -> role used when the caller names none
-_DEFAULT_ROLE = {"message": "user", "tool_call": "assistant", "tool_result": "tool",
-                 "context": "system", "summary": "system"}
 
 
 class Sessions:
@@ -155,21 +151,11 @@ class Sessions:
             raise not_found("session", session_id) from None
 
     # --- mutations -----------------------------------------------------------------------
-    async def open(self, session_id: str, opts: dict[str, Any]) -> tuple[Session, bool]:
-        """Create the session if it does not exist; returns (session, created)."""
-        if not session_id:
-            raise invalid_params("session_id", "must not be empty")
-        known = {"user_id", "tenant_id", "model", "max_tokens", "recall"}
-        for k in opts:
-            if k not in known:
-                raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(known))}")
-        for k in ("user_id", "tenant_id", "model"):
-            if k in opts and not isinstance(opts[k], str):
-                raise invalid_params(f"opts.{k}", "expected a string")
-        if "max_tokens" in opts and (not isinstance(opts["max_tokens"], int) or opts["max_tokens"] <= 0):
-            raise invalid_params("opts.max_tokens", "expected a positive integer")
-        if "recall" in opts and not isinstance(opts["recall"], bool):
-            raise invalid_params("opts.recall", "expected true or false")
+    async def open(self, session_id: str, opts: dict[str, Any],
+                   extra: list[Op] | tuple[Op, ...] = ()) -> tuple[Session, bool]:
+        """Create the session if it does not exist; returns (session, created). ``opts`` (any
+        of user_id, tenant_id, model, max_tokens, recall) is checked by the method's schema
+        (``memman_session_open``); ``extra`` rows commit with the session's (an audit row)."""
         existing = self.by_id.get(session_id)
         if existing is not None:
             changed = {k: v for k, v in opts.items() if getattr(existing.meta, k) != v}
@@ -177,7 +163,7 @@ class Sessions:
                 for k, v in changed.items():
                     setattr(existing.meta, k, v)
                 existing.meta.updated_at = self.clock.now()
-                await self.commit(existing, [rows.meta_op(existing)])
+                await self.commit(existing, [rows.meta_op(existing), *extra])
                 if {"user_id", "tenant_id"} & changed.keys():
                     self._reindex(existing)  # its entries now belong to another scope
             return existing, False
@@ -188,45 +174,26 @@ class Sessions:
             setattr(meta, k, v)
         s = Session(session_id, meta)
         self.by_id[session_id] = s
-        await self.commit(s, [rows.meta_op(s)])
+        await self.commit(s, [rows.meta_op(s), *extra])
         self.events.publish("session", "opened", {"session": s.overview()}, **self.scope(s))
         return s, True
 
     def build_entry(self, session: Session, raw: dict[str, Any], *, count: bool = True) -> Entry:
-        """Validate an entry map from a client, give it its id and count its tokens (once,
-        here; ``count=False``: the caller counts them, see ``add``). It enters the log through
-        ``append``."""
-        if not isinstance(raw, dict):
-            raise invalid_params("entry", "expected a map")
+        """An entry from a map shaped as ``memman.schemas.ENTRY_IN`` (a client's, checked by
+        ``memman_session_add``'s schema, or the daemon's own): its id, default role, tool calls
+        in the chat API's shape, and its tokens counted (once, here; ``count=False``: the caller
+        counts them, see ``add``). It enters the log through ``append``."""
         etype = raw.get("type", "message")
-        if etype not in ENTRY_TYPES:
-            raise invalid_params("entry.type", f"must be one of {', '.join(ENTRY_TYPES)}; got {etype!r}")
-        role = raw.get("role") or _DEFAULT_ROLE[etype]
-        if role not in ROLES:
-            raise invalid_params("entry.role", f"must be one of {', '.join(ROLES)}; got {role!r}")
-        content = raw.get("content", "")
-        if content is None:
-            content = ""
-        if not isinstance(content, str):
-            raise invalid_params("entry.content", "expected a string")
-        for k in ("name", "tool_call_id"):
-            if raw.get(k) is not None and not isinstance(raw[k], str):
-                raise invalid_params(f"entry.{k}", "expected a string")
         tool_calls = raw.get("tool_calls")
         if tool_calls is not None:
-            if not isinstance(tool_calls, list) or not all(
-                    isinstance(c, dict) and isinstance(c.get("id"), str) for c in tool_calls):
-                raise invalid_params("entry.tool_calls", "expected an array of maps each with an 'id'")
             tool_calls = [normalize_call(c) for c in tool_calls]
-        if role == "tool" and not raw.get("tool_call_id"):
-            raise invalid_params("entry.tool_call_id", "a tool result needs the id of the call it answers")
-        metadata = raw.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise invalid_params("entry.metadata", "expected a map")
-        e = Entry(id=self.next_id(), session_id=session.id, type=etype, role=role, content=content, tokens=0,
-                  created_at=_created_at(raw.get("created_at"), self.clock.now()),
+        created_at = raw.get("created_at")
+        e = Entry(id=self.next_id(), session_id=session.id, type=etype,
+                  role=raw.get("role") or DEFAULT_ROLE[etype], content=raw.get("content") or "",
+                  tokens=0, created_at=self.clock.now() if created_at is None else created_at,
                   name=raw.get("name"),
-                  tool_call_id=raw.get("tool_call_id"), tool_calls=tool_calls, metadata=metadata,
+                  tool_call_id=raw.get("tool_call_id"), tool_calls=tool_calls,
+                  metadata=raw.get("metadata") or {},
                   pinned=bool(raw.get("pinned", False)))
         if count:
             e.tokens = self.tokens.count_message(e.chat_message(), session.meta.model)
@@ -235,7 +202,7 @@ class Sessions:
     async def add(self, session_id: str, raw: dict[str, Any]) -> Entry:
         """``session_add``: one entry from a client."""
         s = self.get(session_id)
-        big = len(raw.get("content") or "") > COUNT_OFF_LOOP_CHARS if isinstance(raw, dict) else False
+        big = len(raw.get("content") or "") > COUNT_OFF_LOOP_CHARS
         e = self.build_entry(s, raw, count=not big)
         if big:  # tiktoken on megabytes (a single 5 MB word) takes seconds: not on the loop
             e.tokens = await asyncio.to_thread(self.tokens.count_message, e.chat_message(),
@@ -325,29 +292,6 @@ class Sessions:
     @staticmethod
     def scope(s: Session) -> dict[str, str]:
         return {"session_id": s.id, "user_id": s.meta.user_id, "tenant_id": s.meta.tenant_id}
-
-
-def _created_at(raw: Any, now: float) -> float:
-    """A client may date an entry (replayed history): unix seconds, or ISO 8601 text."""
-    if raw is None:
-        return now
-    if isinstance(raw, bool):
-        raise invalid_params("entry.created_at", "expected unix seconds or an ISO 8601 date")
-    if isinstance(raw, int | float):
-        ts = float(raw)
-    elif isinstance(raw, str):
-        from datetime import datetime
-        try:
-            d = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise invalid_params("entry.created_at", "expected unix seconds or an ISO 8601 "
-                                 f"date; got {raw[:40]!r}") from None
-        ts = (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
-    else:
-        raise invalid_params("entry.created_at", "expected unix seconds or an ISO 8601 date")
-    if not (0.0 <= ts < 32503680000.0):  # 1970 .. 3000
-        raise invalid_params("entry.created_at", "expected a time between 1970 and 3000")
-    return ts
 
 
 def normalize_call(c: dict[str, Any], where: str = "entry.tool_calls") -> dict[str, Any]:

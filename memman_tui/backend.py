@@ -1,7 +1,7 @@
 """The TUI's one door to the daemon: the typed client methods plus graceful degradation.
 
 :class:`Backend` is ``memman.methods.AsyncMethods`` (the methods generated from
-``memman.names.METHODS``, each returning its shape from ``memman.types``) over a connected
+``memman.api.METHODS``, each returning its shape from ``memman.types``) over a connected
 client, with one change: a method the daemon does not offer (absent from
 ``memman_get_api_info`` or answered with -32601) yields :data:`UNAVAILABLE` instead of raising,
 so a panel can say "not available" instead of crashing. Parameter shapes and field names are

@@ -6,7 +6,7 @@
     sub = await client.subscribe(["session"], {"session_id": "s1"}, callback=print)
 
 Every protocol method is a typed method (``memman.methods.AsyncMethods``, generated from
-``memman.names.METHODS``); ``call(name, *params)`` reaches any method, including ones newer
+``memman.api.METHODS``); ``call(name, *params)`` reaches any method, including ones newer
 than this client (so does ``client.<name>(...)`` at run time).
 
 **Surviving a daemon restart.** A lost connection is re-opened on the next call, and a call

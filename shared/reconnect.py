@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from memman import names
+from memman import api
 from memman.errors import FORBIDDEN, LIMIT_EXCEEDED, Busy, ConnectionLost, MemmanError
 
 #: methods that only read (safe to send again after a connection was lost in flight)
-READ_ONLY: frozenset[str] = frozenset(m.name for m in names.METHODS if not m.writes)
+READ_ONLY: frozenset[str] = frozenset(m.name for m in api.METHODS if not m.writes)
 
 
 @dataclass(frozen=True)

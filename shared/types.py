@@ -15,9 +15,14 @@ from typing import Any, NotRequired, TypedDict
 
 
 class MethodInfo(TypedDict):
+    """One method of ``memman_get_api_info``, as declared in ``memman.api``."""
+
     name: str
-    params: list[str]
+    params: list[str]  #: the parameter names, in order
     writes: bool
+    signature: str  #: the parameters as Python writes them: ``session_id: str, opts: dict = {}``
+    returns: str  #: the result shape (a name in ``memman.types``, or a builtin)
+    doc: str  #: the first paragraph of the method's doc
 
 
 class ApiInfo(TypedDict):

@@ -164,3 +164,44 @@ async def test_reopening_as_another_owner_is_refused_unless_reassigned() -> None
         with pytest.raises(MemmanError) as err:
             await c.session_open("ana-chat", {"reassign": "yes"})
         assert err.value.code == INVALID_PARAMS and "opts.reassign" in err.value.message
+
+
+async def test_a_reassignment_and_its_audit_row_commit_in_one_transaction() -> None:
+    root = short_tmpdir()
+    async with running_daemon(root) as d, d.client() as c:
+        await c.session_open("chat", {"user_id": "ana", "tenant_id": "acme"})
+        await d.app.store.flush()
+        before = d.app.store.commits
+        moved = await c.session_open("chat", {"user_id": "bob", "reassign": True})
+        await d.app.store.flush()
+        assert d.app.store.commits - before == 1
+    async with running_daemon(root) as d, d.client() as c:
+        assert (await c.session_get("chat", {"entries": False}))["user_id"] == "bob"
+        records = (await c.audit_list({"action": "reassign"}))["records"]
+        assert [r["id"] for r in records] == [moved["audit_id"]]
+        assert records[0]["user_id"] == "bob" and records[0]["target"] == "user:bob"
+
+
+async def test_the_declared_schema_is_the_one_check() -> None:
+    """What the schema refuses is -32602 naming the parameter (nothing below re-checks it);
+    what it normalizes (a dated entry) arrives normalized."""
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("s1")
+        for call, path in ((c.session_open("s1", {"bogus": 1}), "opts.bogus"),
+                           (c.session_open("s1", {"max_tokens": 0}), "opts.max_tokens"),
+                           (c.audit_list({"nope": 1}), "filter.nope"),
+                           (c.session_series("s1", {"limit": -1}), "opts.limit"),
+                           (c.undo({"dry_run": "yes"}), "opts.dry_run"),
+                           (c.session_add("s1", {"created_at": "yesterday"}), "entry.created_at"),
+                           (c.session_add("s1", {"created_at": -5}), "entry.created_at"),
+                           (c.session_inject("s1", "ctx", [{"result": 1}]),
+                            "tool_results[0].tool"),
+                           (c.set_client_info("x" * 129), "name")):
+            with pytest.raises(MemmanError) as exc:
+                await call
+            assert exc.value.code == INVALID_PARAMS, (path, exc.value)
+            assert f"'{path}'" in exc.value.message, (path, exc.value.message)
+        dated = await c.session_add("s1", {"content": "old news", "created_at": "2024-05-01"})
+        assert dated["created_at"] == 1714521600.0
+        assert d.app.sessions.get("s1").entries[-1].created_at == 1714521600.0
+        assert not d.app.sessions.get("s1").meta.injection_done

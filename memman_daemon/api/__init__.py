@@ -1,11 +1,12 @@
 """The protocol's methods, one module per noun (session, cache, scratchpad, memory, docs, system).
 
-Importing a module registers its methods into ``rpc.REGISTRY``; ``load_all`` imports them all.
+Each method is declared in ``memman/api.py``; importing a module here binds its handlers into
+``rpc.REGISTRY``; ``load_all`` imports them all and checks that every declared method has one.
 """
 
 
 def load_all() -> None:
-    """Import every API module (idempotent)."""
+    """Import every API module (idempotent); raises when a declared method has no handler."""
     from memman_daemon.api import (  # noqa: F401
         cache,
         docs,
@@ -14,3 +15,6 @@ def load_all() -> None:
         session,
         system,
     )
+    from memman_daemon.rpc import REGISTRY
+
+    REGISTRY.check_complete()

@@ -11,94 +11,49 @@ import struct
 import time
 from typing import Any
 
-from memman import __version__, names
-from memman.errors import CONFLICT, ERROR_STYLES, MemmanError, invalid_params, not_found
-from memman_daemon.api.shapes import MODEL
-from memman_daemon.params import (
-    CHAT_TOOL_CALL,
-    METADATA,
-    ROW_ID,
-    AnyOf,
-    Array,
-    Bool,
-    Id,
-    Map,
-    Nullable,
-    Stored,
-    Str,
-)
-from memman_daemon.rpc import REGISTRY, Call, Param, method
+from memman import __version__, api, names
+from memman.config import DEFAULT_MODEL
+from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
+from memman_daemon.rpc import Call, handles
 from memman_daemon.storage.sqlite import audit as audit_rows
 from memman_daemon.storage.sqlite.store import Op
 from memman_daemon.tokens import check_tools
 
-SCOPE_FILTER = Map({"session_id": Id(), "user_id": Id(), "tenant_id": Id()})
-#: a chat message as the API takes it (memman_count_tokens)
-CHAT_MESSAGE = Map({"role": Str(), "content": Nullable(Stored()), "name": Nullable(Str()),
-                    "tool_call_id": Nullable(Str()), "tool_calls": Nullable(Array(CHAT_TOOL_CALL))},
-                   rest=Stored(), empty_array_ok=False)
 UNDOABLE = ("pin", "unpin", "evict", "promote", "recall_exclude", "recall_include")
-_OPTS = {"client", "session_id", "audit_id", "dry_run"}
 _SCAN = 500  #: audit records looked at for the newest undoable one
 
 
-@method(names.GET_API_INFO)
+@handles(names.GET_API_INFO)
 def get_api_info(call: Call) -> dict[str, Any]:
-    """The api level, version, and every method (with its parameters) and event."""
     return {
         "api_level": names.API_LEVEL,
         "version": __version__,
-        "methods": [
-            {"name": m.name, "params": [p.name for p in m.params], "writes": m.writes}
-            for m in sorted(REGISTRY.methods.values(), key=lambda m: m.name)
-        ],
+        "methods": [m.info() for m in sorted(api.METHODS, key=lambda m: m.name)],
         "events": sorted({*names.TOPICS.values(), names.ERROR_EVENT}),
         "topics": list(names.TOPICS),
     }
 
 
-@method(names.PING)
+@handles(names.PING)
 def ping(call: Call) -> str:
     return "pong"
 
 
-@method(names.SET_CLIENT_INFO, Param("name", Str(min_len=1, max_bytes=512)),
-        Param("info", METADATA, default=dict))
+@handles(names.SET_CLIENT_INFO)
 def set_client_info(call: Call, name: str, info: dict[str, Any]) -> dict[str, Any]:
-    """Name this connection (as Neovim's nvim_set_client_info): the audit log and stats show it.
-
-    ``info.errors = "nvim"`` sends this connection's errors Neovim-style, ``[0, "[code]
-    message"]``, so that ``vim.rpcrequest`` shows the message; ``"memman"`` (the default) is
-    ``[code, message]``.
-    """
-    if not name or len(name) > 128:
-        raise invalid_params("name", "expected 1 to 128 characters")
-    style = info.get("errors", "memman")
-    if isinstance(style, bytes):
-        style = style.decode(errors="replace")
-    if style not in ERROR_STYLES:
-        raise invalid_params("info.errors", f"expected one of {', '.join(ERROR_STYLES)}, "
-                             f"got {style!r}")
-    call.connection.error_style = style
+    call.connection.error_style = info.get("errors", "memman")
     call.connection.name = name
     call.connection.client_info = dict(info)
     return {"connection": call.connection.id, "name": name}
 
 
-@method(names.STATS)
+@handles(names.STATS)
 def stats(call: Call) -> dict[str, Any]:
     return call.app.stats(call.connection.server.state.stats())
 
 
-@method(names.SUBSCRIBE, Param("topics", Array(Str(max_bytes=64), max_items=64), default=list),
-        Param("filter", SCOPE_FILTER, default=dict))
+@handles(names.SUBSCRIBE)
 def subscribe(call: Call, topics: list[Any], filter: dict[str, Any]) -> dict[str, Any]:
-    """Start receiving events on this connection; returns the subscription id."""
-    topics = [t.decode() if isinstance(t, bytes) else t for t in topics]
-    if not all(isinstance(t, str) for t in topics):
-        raise invalid_params("topics", "expected an array of strings")
-    if not all(isinstance(v, str) for v in filter.values()):
-        raise invalid_params("filter", "values must be strings")
     conn = call.connection
     try:
         sub = call.app.events.subscribe(topics, filter, conn.deliver_event)
@@ -109,7 +64,7 @@ def subscribe(call: Call, topics: list[Any], filter: dict[str, Any]) -> dict[str
             "filter": sub.filter}
 
 
-@method(names.UNSUBSCRIBE, Param("subscription", ROW_ID))
+@handles(names.UNSUBSCRIBE)
 def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
     conn = call.connection
     removed = subscription in conn.subscriptions and call.app.events.unsubscribe(subscription)
@@ -117,39 +72,16 @@ def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
     return {"removed": bool(removed)}
 
 
-@method(names.COUNT_TOKENS, Param("messages", Array(CHAT_MESSAGE)),
-        Param("model", AnyOf((MODEL, Map({"model": MODEL, "tools": Array(Stored())},
-                                         empty_array_ok=False))), default="gpt-4o-mini",
-              doc="a model name, or an options map {model, tools}"),
-        Param("tools", AnyOf((Array(Stored()), Map({"tools": Nullable(Array(Stored()))}))),
-              default=list,
-              doc="the tools= list as sent to the chat API, or an options map {tools: [...]}"))
+@handles(names.COUNT_TOKENS)
 def count_tokens(call: Call, messages: list[Any], model: str | dict[str, Any],
                  tools: list[Any] | dict[str, Any]) -> dict[str, Any]:
-    """Prompt tokens of a chat request as the API bills it, and the encoding that counted.
-
-    ``tools`` (the function definitions as sent to the API) are counted with the cookbook's
-    billing formula and reported apart as ``tool_tokens``; ``tokens`` includes them. The
-    second parameter may also be an options map ``{model, tools}``.
-    """
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise invalid_params(f"messages[{i}]", "expected a map with role and content")
     where = "tools"
     if isinstance(model, dict):
-        opts = model
-        unknown = sorted(set(opts) - {"model", "tools"})
-        if unknown:
-            raise invalid_params(f"model.{unknown[0]}", "unknown option (known: model, tools)")
+        opts = model  # the options map {model, tools} (keys checked by the declaration)
         if "tools" in opts:
             tools, where = opts["tools"], "model.tools"
-        model = opts.get("model", "gpt-4o-mini")
-        if not isinstance(model, str) or not model:
-            raise invalid_params("model.model", "expected a model name")
+        model = opts.get("model", DEFAULT_MODEL)
     if isinstance(tools, dict):
-        unknown = sorted(set(tools) - {"tools"})
-        if unknown:
-            raise invalid_params(f"tools.{unknown[0]}", "unknown option (known: tools)")
         tools, where = tools.get("tools") or [], "tools.tools"
     check_tools(tools, where)
     counter = call.app.tokens
@@ -176,9 +108,8 @@ def _peer_pid(conn: Any) -> int | None:
     return pid or None
 
 
-@method(names.CLIENTS_LIST)
+@handles(names.CLIENTS_LIST)
 def clients_list(call: Call) -> dict[str, Any]:
-    """Every open connection, oldest first; ``you`` marks the caller's own."""
     conns = sorted(call.connection.server.state.connections, key=lambda c: c.id)
     now = time.time()
     subs = call.app.events.subscriptions
@@ -228,27 +159,12 @@ def _undoable(action: str, data: dict[str, Any]) -> bool:
     return True
 
 
-@method(names.UNDO, Param("opts", Map({
-    "client": Str(min_len=1, max_bytes=512), "session_id": Nullable(Id()),
-    "audit_id": Nullable(ROW_ID), "dry_run": Bool()}), default=dict), writes=True)
+@handles(names.UNDO)
 async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
-    """Reverse the newest pin / unpin / evict / promote of this client (see the module doc).
-    Returns ``{undone: <the audit record>, audit_id, result}``; -32001 when nothing is left."""
-    for k in opts:
-        if k not in _OPTS:
-            raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(_OPTS))}")
     client = opts.get("client", call.client_name)
-    if not isinstance(client, str) or not client:
-        raise invalid_params("opts.client", "expected a client name")
     session_id = opts.get("session_id")
-    if session_id is not None and not isinstance(session_id, str):
-        raise invalid_params("opts.session_id", "expected a string")
     audit_id = opts.get("audit_id")
-    if audit_id is not None and (not isinstance(audit_id, int) or isinstance(audit_id, bool)):
-        raise invalid_params("opts.audit_id", "expected an integer (an audit record id)")
     dry_run = opts.get("dry_run", False)
-    if not isinstance(dry_run, bool):
-        raise invalid_params("opts.dry_run", "expected a boolean")
     done = await _undone(call)
     rec: dict[str, Any] | None = None
     for row in await _candidates(call, client, session_id):

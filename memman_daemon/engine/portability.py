@@ -3,7 +3,8 @@
 An export is a plain map: the session meta (rolling summary, exchanges, cycle, usage), every
 entry (compressed ones included), every summary, the summary -> entries links and stats.
 
-An import is checked whole against ``EXPORT`` (every field's type and range, with the path of
+An import is checked whole against ``memman.schemas.EXPORT`` (memman_session_import's declared
+``data``: every field's type and range, with the path of
 the first bad value, e.g. ``data.entries[3].id``) and for consistency (no duplicate ids, links
 only to entries and summaries in the same file) before anything changes; then every entry and
 summary gets a fresh id from the daemon's sequence (same order, links rewritten) — ids in a
@@ -17,10 +18,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import LIMIT_EXCEEDED, MemmanError, invalid_params
+from memman.schemas import FORMAT
 from memman_daemon.engine import usage
 from memman_daemon.model import (
-    ENTRY_TYPES,
-    ROLES,
     Cycle,
     Entry,
     Exchange,
@@ -28,71 +28,11 @@ from memman_daemon.model import (
     SessionMeta,
     Summary,
 )
-from memman_daemon.params import (
-    COUNT,
-    MAX_TOKENS,
-    METADATA,
-    ROW_ID,
-    TIMESTAMP,
-    TOKENS,
-    TOOL_CALL,
-    Array,
-    Bool,
-    Float,
-    Id,
-    Int,
-    Map,
-    Nullable,
-    Stored,
-    Str,
-)
 from memman_daemon.sessions import normalize_call
 
 if TYPE_CHECKING:
     from memman.config import LimitsConfig
     from memman_daemon.sessions import Sessions
-
-FORMAT = "memman.session/1"
-
-_EXCHANGE = Map({"question": Str(), "answer": Str(), "answer_bytes": COUNT, "summarized": Bool(),
-                 "at": TIMESTAMP, "first_id": ROW_ID, "last_id": ROW_ID},
-                required=("question", "answer", "answer_bytes", "summarized", "at"),
-                empty_array_ok=False)
-_CYCLE = Map({"user_question": Str(), "agent_message_ids": Array(ROW_ID),
-              "final_answer": Nullable(Str()), "start_id": ROW_ID}, empty_array_ok=False)
-_USAGE = Map({"at": TIMESTAMP, "prompt_tokens": TOKENS, "completion_tokens": TOKENS,
-              "memman_tokens": Nullable(TOKENS), "drift": Nullable(Int(-(2**41), 2**41))},
-             required=("at", "prompt_tokens", "completion_tokens"), empty_array_ok=False)
-META = Map({
-    "user_id": Id(), "tenant_id": Id(), "model": Id(),
-    "max_tokens": MAX_TOKENS,
-    "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "opened_at": TIMESTAMP, "summary": Str(),
-    "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "injection_done": Bool(), "recall": Bool(),
-    "counters": Map(rest=COUNT), "usage": Array(_USAGE, max_items=10_000),
-})
-ENTRY = Map({
-    "id": ROW_ID, "session_id": Str(), "type": Str(choices=ENTRY_TYPES),
-    "role": Str(choices=ROLES), "content": Str(), "tokens": TOKENS, "created_at": TIMESTAMP,
-    # the same shapes as memman_session_add's (api/session.py ENTRY_IN)
-    "name": Nullable(Str(max_bytes=1024)), "tool_call_id": Nullable(Str(max_bytes=1024)),
-    "tool_calls": Nullable(Array(TOOL_CALL)),
-    "metadata": METADATA, "pinned": Bool(), "summary_id": Nullable(ROW_ID),
-}, required=("id", "type", "role", "content", "tokens", "created_at"), empty_array_ok=False)
-SUMMARY = Map({
-    "id": ROW_ID, "session_id": Str(), "content": Str(), "entry_ids": Array(ROW_ID),
-    "tokens": TOKENS, "original_tokens": TOKENS, "ratio": Float(0.0, 1e12),
-    "start": TIMESTAMP, "end": TIMESTAMP, "created_at": TIMESTAMP, "source": Str(),
-    "removed_entry_ids": Array(ROW_ID),
-}, required=("id", "content", "entry_ids", "tokens", "original_tokens", "ratio", "start", "end",
-             "created_at"), empty_array_ok=False)
-#: what memman_session_import accepts as ``data`` (what memman_session_export produces)
-EXPORT = Map({
-    "format": Str(choices=(FORMAT,)), "session_id": Nullable(Id()), "meta": META,
-    "entries": Array(ENTRY), "summaries": Array(SUMMARY),
-    "links": Array(Map({"summary_id": ROW_ID, "entry_ids": Array(ROW_ID)}, empty_array_ok=False)),
-    "exchanges": Array(_EXCHANGE), "cycle": _CYCLE, "stats": Map(rest=Stored()),
-    "total_entries": COUNT, "next_after_id": Nullable(ROW_ID),
-}, empty_array_ok=False, doc="a map produced by memman_session_export")
 
 
 def export(s: Session, entries: list[Entry] | None = None) -> dict[str, Any]:
@@ -141,7 +81,7 @@ async def parse_off_loop(data: dict[str, Any], session_id: str, sessions: Sessio
 
 
 def parse(data: dict[str, Any], session_id: str, next_id: Callable[[], int]) -> Session:
-    """Build the Session an export describes (``data`` already checked against ``EXPORT``),
+    """Build the Session an export describes (``data`` already checked against ``memman.schemas.EXPORT``),
     with fresh ids from ``next_id``. Raises -32602 for an inconsistent file."""
     raw_meta = dict(data.get("meta") or {})
     raw_meta["exchanges"] = [Exchange(**x) for x in raw_meta.get("exchanges", [])]

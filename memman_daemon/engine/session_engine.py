@@ -490,7 +490,7 @@ class SessionEngine(Component):
             return out
 
     async def import_(self, data: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
-        """Restore an export (``data`` checked whole against ``portability.EXPORT`` by the
+        """Restore an export (``data`` checked whole against ``memman.schemas.EXPORT`` by the
         method's schema) under fresh ids, in one transaction; memory changes after the commit."""
         sessions = self.sessions
         sid = opts.get("session_id") or data.get("session_id")

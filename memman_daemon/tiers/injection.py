@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memman.errors import ALREADY_DONE, MemmanError, invalid_params
+from memman.errors import ALREADY_DONE, MemmanError
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -42,17 +42,9 @@ class Injection:
             raise MemmanError(ALREADY_DONE, f"context injection for session {session_id!r} was "
                               "already done; it happens once per session")
         entries = []
-        for i, tr in enumerate(tool_results):
-            if not isinstance(tr, dict):
-                raise invalid_params(f"tool_results[{i}]", "expected a map with tool, params, result")
+        for tr in tool_results:  # shaped as memman.schemas.INJECTED_RESULT (checked there)
             tool = tr.get("tool") or tr.get("tool_name")
             params = tr.get("params", tr.get("parameters", {}))
-            if not isinstance(tool, str) or not tool:
-                raise invalid_params(f"tool_results[{i}].tool", "expected the tool's name")
-            if not isinstance(params, dict):
-                raise invalid_params(f"tool_results[{i}].params", "expected a map")
-            if "result" not in tr:
-                raise invalid_params(f"tool_results[{i}].result", "missing")
             opts = {k: tr[k] for k in ("duration", "ttl_s", "call_id") if k in tr}
             entries.append(self.cache.build(session_id, tool, params, tr["result"], opts))
         text = self.config.cache.injection_template.format(prompt_injection=prompt_injection)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from memman import names, types
+from memman import api, names, types
 from tests.helpers import running_daemon
 
 
@@ -25,7 +25,7 @@ def _check(label: str, td: type, answer: Any, problems: list[str]) -> None:
 
 
 def _returns(method: str) -> type:
-    spec = next(m for m in names.METHODS if m.name == method)
+    spec = api.BY_NAME[method]
     name = spec.returns.removeprefix("list[").removesuffix("]").split("|")[0].strip()
     return getattr(types, name)
 
@@ -105,7 +105,7 @@ async def test_answers_have_the_declared_fields() -> None:
 
 
 def test_every_listed_result_type_exists() -> None:
-    for spec in names.METHODS:
+    for spec in api.METHODS:
         for part in spec.returns.replace("list[", "").replace("]", "").split("|"):
             part = part.strip()
             if part not in ("dict", "list", "Any", "None", "str", "int", "float", "bool"):

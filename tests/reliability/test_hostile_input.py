@@ -231,11 +231,11 @@ def test_the_import_schema_covers_every_field_of_the_model() -> None:
     importing): every dataclass field has a declared spec."""
     import dataclasses
 
-    from memman_daemon.engine import portability as pt
+    from memman import schemas as sc
     from memman_daemon.model import Cycle, Entry, Exchange, SessionMeta, Summary
 
-    pairs = [(SessionMeta, pt.META), (Exchange, pt._EXCHANGE), (Cycle, pt._CYCLE),
-             (Entry, pt.ENTRY), (Summary, pt.SUMMARY)]
+    pairs = [(SessionMeta, sc.META), (Exchange, sc.EXCHANGE), (Cycle, sc.CYCLE),
+             (Entry, sc.ENTRY), (Summary, sc.SUMMARY)]
     for cls, spec in pairs:
         missing = {f.name for f in dataclasses.fields(cls)} - set(spec.fields)
         assert not missing, f"{cls.__name__}: {missing} not in the import schema"

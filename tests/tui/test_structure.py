@@ -7,7 +7,7 @@ from pathlib import Path
 
 import grimp
 
-from memman import names
+from memman import api, names
 from memman_tui.backend import Backend
 from memman_tui.feed import Reads
 from memman_tui.sample import SampleClient
@@ -37,7 +37,7 @@ def test_no_import_cycle_in_the_tui_and_no_screen_names_the_app():
 def test_screens_get_reads_only():
     """What a screen fetches through has no method that writes: a change is a message."""
     reads = vars(Reads(Backend(SampleClient(), {})))
-    writes = {m.name for m in names.METHODS if m.writes}
+    writes = {m.name for m in api.METHODS if m.writes}
     assert reads and not {f"memman_{name}" for name in reads} & writes
 
 

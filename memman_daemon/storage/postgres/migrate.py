@@ -38,8 +38,8 @@ import asyncpg
 
 from memman.config import Config
 from memman_daemon.shared_store.user_memory import UPSERT, dedup_of, upsert_args
-from memman_daemon.storage.postgres.pool import PgStore, redact
 from memman_daemon.storage.agentmd import DOC_ID, sha
+from memman_daemon.storage.postgres.pool import PgStore, redact
 from memman_daemon.tiers.user_memory import MemoryRecord
 
 SHARED_ACTIONS = ("promote", "clear", "import")

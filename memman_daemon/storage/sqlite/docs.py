@@ -79,9 +79,9 @@ class SqliteDocs:
             "SELECT id FROM doc_chunks WHERE doc=?", (pk,))]
 
     async def chunks(self, ids: list[int]) -> list[ChunkRow]:
-        return await self.store.fetchall(
+        return [(r[0], r[1], r[2], r[3]) for r in await self.store.fetchall(
             f"SELECT id, doc, seq, content FROM doc_chunks WHERE id IN ({','.join('?' * len(ids))})",
-            ids)
+            ids)]
 
     # --- writes ----------------------------------------------------------------------------
     def upsert_ops(self, d: Doc, chunks: list[NewChunk], vecs: np.ndarray | None, model: str,
@@ -158,7 +158,7 @@ class SqliteDocs:
             "WHERE v.id IS NULL OR v.model <> ?", (model,)))[0]
 
     async def backlog(self, after: int, model: str, limit: int) -> list[tuple[int, str, str]]:
-        return await self.store.fetchall(
+        return [(r[0], r[1], r[2]) for r in await self.store.fetchall(
             "SELECT c.id, c.tenant_id, c.content FROM doc_chunks c "
             "LEFT JOIN chunk_vectors v ON v.id = c.id WHERE c.id > ? "
-            "AND (v.id IS NULL OR v.model <> ?) ORDER BY c.id LIMIT ?", (after, model, limit))
+            "AND (v.id IS NULL OR v.model <> ?) ORDER BY c.id LIMIT ?", (after, model, limit))]

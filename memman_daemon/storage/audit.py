@@ -87,7 +87,9 @@ def select_promotion(client: str, session_id: str | None, after: float | None,
 
 
 class AuditStore(Protocol):
-    host: str | None  #: the daemon written into each row (``data.host``), None locally
+    @property
+    def host(self) -> str | None:
+        """The daemon written into each row (``data.host``); None locally."""
 
     async def load(self) -> None:
         """Ready to hand out ids."""

@@ -63,7 +63,8 @@ Match = tuple[int, int, int, str, float]
 class VectorRanking(Protocol):
     """How a group's vectors are ranked (stats): ``backend`` names it."""
 
-    backend: str
+    @property
+    def backend(self) -> str: ...
 
     def open(self) -> None: ...
 
@@ -73,7 +74,8 @@ class VectorRanking(Protocol):
 class DocsStore(Protocol):
     """Documents, chunks and chunk vectors of every tenant."""
 
-    vectors: VectorRanking
+    @property
+    def vectors(self) -> VectorRanking: ...
 
     async def load(self) -> None:
         """Ready to hand out ids (the SQLite file: after the highest in use)."""
@@ -87,7 +89,7 @@ class DocsStore(Protocol):
     async def of_chunk(self, tenant_id: str, chunk_id: int) -> Doc | None:
         """The document a chunk of this tenant belongs to."""
 
-    async def list(self, tenant_id: str) -> list[Doc]:
+    async def of_tenant(self, tenant_id: str) -> list[Doc]:
         """The tenant's documents, oldest first."""
 
     async def counts(self) -> dict[str, int]:

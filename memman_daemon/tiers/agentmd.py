@@ -488,6 +488,7 @@ class AgentMd(Component):
             except ConstraintError:
                 if attempt == ATTEMPTS - 1:
                     raise
+        assert new is not None
         await self._regenerate(tenant_id, path, new)
         return path, new, answer
 

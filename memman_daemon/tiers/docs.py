@@ -90,7 +90,8 @@ def rerank_features(query: str, text: str) -> tuple[float, float, float]:
     proximity = 0.0
     if len(present) >= 2:
         events = sorted((p, t) for t in present for p in positions[t])
-        need, have, left, best = len(present), {}, 0, len(words) + 1
+        have: dict[str, int] = {}
+        need, left, best = len(present), 0, len(words) + 1
         for pos, t in events:
             have[t] = have.get(t, 0) + 1
             while len(have) == need:
@@ -137,7 +138,8 @@ def rerank(query: str, cands: list[dict[str, Any]], top_k: int, per_doc: int,
                       "coverage": round(cov, 4), "proximity": round(prox, 4), "phrase": phrase}
         c["score"] = round(w[0] * lex + w[1] * sem + w[2] * cov + w[3] * prox + w[4] * phrase, 6)
     cands.sort(key=lambda c: (-c["score"], c["chunk_id"]))
-    out, per = [], {}
+    out: list[dict[str, Any]] = []
+    per: dict[int, int] = {}
     for c in cands:
         if per.get(c["doc"], 0) >= per_doc:
             continue
@@ -244,7 +246,7 @@ class BusinessDocs(SearchableTier):
         self.storage = storage
         self.rows = storage.docs
         self.vectors = self.rows.vectors  # type: ignore[assignment]
-        self.cache = DocCache(self.rows.list)
+        self.cache = DocCache(self.rows.of_tenant)
         self.counts = BackgroundCounts(self.rows.counts, ("tenants", "documents", "chunks"))
         self._locks: dict[str, asyncio.Lock] = {}
         #: set by the app: called (awaited) with the tenant when its agent.md document was
@@ -300,14 +302,6 @@ class BusinessDocs(SearchableTier):
 
     def _publish(self, kind: str, tenant_id: str, **data: Any) -> None:
         self.events.publish("docs", kind, data, tenant_id=tenant_id)
-
-    # --- reads -----------------------------------------------------------------------------
-    async def get(self, tenant_id: str, doc_id: str) -> Doc | None:
-        return (await self.cache.docs(tenant_id)).get(doc_id)
-
-    async def list(self, tenant_id: str) -> list[dict[str, Any]]:
-        docs = (await self.cache.docs(tenant_id)).values()
-        return [d.to_wire() for d in sorted(docs, key=lambda d: d.pk)]
 
     # --- add -------------------------------------------------------------------------------
     def _lock(self, tenant_id: str) -> asyncio.Lock:
@@ -471,3 +465,11 @@ class BusinessDocs(SearchableTier):
         by_pk = {d.pk: d for d in (await self.cache.docs(tenant_id)).values()}
         return search_answer(query, cands, fused_parts, by_pk, top_k, cfg.max_chunks_per_doc,
                              qv is not None)
+
+    # --- reads (last: ``list`` would shadow the type in the annotations above) -----------------------------------------------------------------------------
+    async def get(self, tenant_id: str, doc_id: str) -> Doc | None:
+        return (await self.cache.docs(tenant_id)).get(doc_id)
+
+    async def list(self, tenant_id: str) -> list[dict[str, Any]]:
+        docs = (await self.cache.docs(tenant_id)).values()
+        return [d.to_wire() for d in sorted(docs, key=lambda d: d.pk)]

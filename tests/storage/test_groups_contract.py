@@ -46,7 +46,7 @@ async def test_a_document_is_stored_read_replaced_and_deleted(storage: Storage) 
     assert sorted(await s.docs.chunks(ids)) == [(ids[0], d.pk, 0, "the launch plan for november"),
                                                (ids[1], d.pk, 1, "budget")]
     d2, _ = await _add(s, "acme", "notes", ["weekly notes"])
-    assert [x.doc_id for x in await s.docs.list("acme")] == ["plan", "notes"]  # oldest first
+    assert [x.doc_id for x in await s.docs.of_tenant("acme")] == ["plan", "notes"]  # oldest first
     assert await s.docs.counts() == {"tenants": 1, "documents": 2, "chunks": 3}
     # replaced: the same key, every old chunk gone
     d3, new_ids = await _add(s, "acme", "plan", ["a new plan"], old=d)

@@ -49,7 +49,7 @@ class PgDocs:
                                    chunk_id, tenant_id)
         return _doc(r) if r else None
 
-    async def list(self, tenant_id: str) -> list[Doc]:
+    async def of_tenant(self, tenant_id: str) -> list[Doc]:
         return [_doc(r) for r in await self.pg.fetch(
             "SELECT id, data FROM docs WHERE tenant_id=$1 ORDER BY id", tenant_id)]
 
@@ -57,6 +57,7 @@ class PgDocs:
         r = await self.pg.fetchrow(
             "SELECT (SELECT count(DISTINCT tenant_id) FROM docs), (SELECT count(*) FROM docs), "
             "(SELECT count(*) FROM doc_chunks)")
+        assert r is not None
         return {"tenants": r[0], "documents": r[1], "chunks": r[2]}
 
     async def chunk_ids(self, pk: int) -> list[int]:

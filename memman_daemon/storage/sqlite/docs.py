@@ -65,7 +65,7 @@ class SqliteDocs:
                             "WHERE c.id=? AND c.tenant_id=?", (chunk_id, tenant_id))
         return _doc(*r) if r else None
 
-    async def list(self, tenant_id: str) -> list[Doc]:
+    async def of_tenant(self, tenant_id: str) -> list[Doc]:
         return [_doc(*r) for r in await self.store.fetchall(
             "SELECT id, data FROM docs WHERE tenant_id=? ORDER BY id", (tenant_id,))]
 

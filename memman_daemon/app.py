@@ -54,7 +54,8 @@ class App:
         self.store = Store(config.database_path, config.storage.synchronous,
                            config.storage.batch_max_rows)
         # where user memory, business context and their audit live: SQLite or PostgreSQL
-        self.backend = tiers_for(backend_for(config, self.store), self.clock)
+        self.storage = backend_for(config, self.store)
+        self.backend = tiers_for(self.storage, self.clock)
         self.shared = self.backend.store
         self.events = self.backend.events
         self.tokens = TokenCounter()
@@ -68,7 +69,7 @@ class App:
                                  self.embedder)
         self.summarizer = Summarizer(config, self.tokens)  # the LLM client and its fallback
         # promotions and evictions, readable over the protocol
-        self.audit = self.backend.audit(self.store, self.clock)
+        self.audit = self.backend.audit
         #: where changes to shared tiers are audited (the audit itself with SQLite)
         self.shared_audit = self.backend.shared_audit or self.audit
         self.cache = ToolCache(config=config, clock=self.clock, store=self.store,
@@ -93,12 +94,14 @@ class App:
                       self.vector_sync, self.shared_audit)
         self.user_memory = self.backend.user_memory(*searchable, self.sessions, self.scratchpad,
                                                     read_only=read_only)
-        self.docs = self.backend.docs(*searchable)
+        self.docs = self.backend.docs(config, self.clock, self.storage, self.events, self.tokens,
+                                      self.embedder, self.vector_sync, self.shared_audit)
         # watches each tenant's agent.md
-        self.agent_md = self.backend.agent_md(config, self.events, self.docs, read_only=read_only)
+        self.agent_md = self.backend.agent_md(config, self.events, self.docs, self.storage,
+                                              self.shared_audit, read_only=read_only)
         self.promotion = Promotion(config, self.events, self.sessions, self.scratchpad,
                                    self.user_memory, self.agent_md, audit=self.shared_audit,
-                                   store=self.store, shared=self.shared)
+                                   storage=self.storage)
         # sent / history tokens over time (the TUI's chart)
         self.series = UsageSeries(config=config, clock=self.clock, store=self.store,
                                   events=self.events, sessions=self.sessions, engine=self.engine)

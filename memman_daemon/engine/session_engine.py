@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from memman_daemon.recall.index import RecallIndex
     from memman_daemon.search.embeddings import Embedder
     from memman_daemon.storage.sqlite.store import Op
-    from memman_daemon.tiers.audit import AuditLog
+    from memman_daemon.tiers.audit import Recorder
     from memman_daemon.tiers.cache import ToolCache
     from memman_daemon.tokens import TokenCounter
 
@@ -47,7 +47,7 @@ class SessionEngine(Component):
 
     def __init__(self, *, config: Config, clock: Clock, events: EventBus,
                  tokens: TokenCounter, sessions: Sessions, summarizer: Summarizer,
-                 embedder: Embedder, audit: AuditLog, cache: ToolCache,
+                 embedder: Embedder, audit: Recorder, cache: ToolCache,
                  background: BackgroundShare, recall: RecallIndex | None = None) -> None:
         self.config, self.clock, self.events, self.tokens = config, clock, events, tokens
         #: automatic compression is background work: it runs within this time budget

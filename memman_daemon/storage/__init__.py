@@ -16,7 +16,12 @@ from typing import Any
 
 from memman.config import Config
 from memman_daemon.events import EventBus
-from memman_daemon.storage.sqlite.store import Store
+from memman_daemon.storage.agentmd import AgentMdStore
+from memman_daemon.storage.audit import AuditStore
+from memman_daemon.storage.docs import DocsStore
+from memman_daemon.storage.sqlite.store import ConstraintError, Store
+
+__all__ = ["ConstraintError", "Storage", "backend_for"]
 
 SCHEMES = ("postgresql://", "postgres://")
 
@@ -30,6 +35,11 @@ class Storage:
     events: EventBus  #: with PostgreSQL, events cross daemons
     local: Store  #: the local SQLite file (sessions; with SQLite, the shared groups too)
     pg: Any = None  #: the PgStore, or None with SQLite
+    # the table groups (storage/<group>.py) in the chosen backend; ``audit``: where changes
+    # to the shared tiers are audited
+    docs: DocsStore = None  # type: ignore[assignment]
+    agent_md: AgentMdStore = None  # type: ignore[assignment]
+    audit: AuditStore = None  # type: ignore[assignment]
 
     async def write(self, ops: Iterable[Any]) -> None:
         """Commit the operations of the shared table groups in one transaction: ``Op``
@@ -47,11 +57,18 @@ class Storage:
 def backend_for(config: Config, local: Store) -> Storage:
     dsn = config.storage.shared.strip()
     if not dsn:
+        from memman_daemon.storage.sqlite.agentmd import SqliteAgentMd
+        from memman_daemon.storage.sqlite.audit import SqliteAudit
+        from memman_daemon.storage.sqlite.docs import SqliteDocs
         from memman_daemon.storage.sqlite.shared import LocalShared
-        return Storage("sqlite", LocalShared(), EventBus(), local)
+        return Storage("sqlite", LocalShared(), EventBus(), local, docs=SqliteDocs(local),
+                       agent_md=SqliteAgentMd(local), audit=SqliteAudit(local))
     if not dsn.startswith(SCHEMES):
         raise ValueError(f"storage.shared must be a postgresql://... URL (or empty for the "
                          f"local SQLite file), not {dsn[:40]!r}")
+    from memman_daemon.storage.postgres.agentmd import PgAgentMd
+    from memman_daemon.storage.postgres.audit import PgAudit
+    from memman_daemon.storage.postgres.docs import PgDocs
     from memman_daemon.storage.postgres.events import SharedEventBus
     from memman_daemon.storage.postgres.pool import PgStore
 
@@ -60,4 +77,5 @@ def backend_for(config: Config, local: Store) -> Storage:
                     backoff_max_s=s.shared_backoff_max_s)
     bus = SharedEventBus(send=store.notify, origin=store.origin)
     store.on_notify = bus.receive
-    return Storage("postgresql", store, bus, local, store)
+    return Storage("postgresql", store, bus, local, store, docs=PgDocs(store),
+                   agent_md=PgAgentMd(store), audit=PgAudit(store))

@@ -7,13 +7,30 @@ path: it becomes one file-name component through ``memman.paths.id_to_filename``
 resolve outside its root (a symlinked tenant directory) is refused. At start every existing
 agent.md is ingested as the tenant's document ``agent.md``; then the directory above the
 ``{tenant}`` part is watched with watchfiles (50 ms debounce), so an edit on disk is
-re-ingested well within a second. A deleted file removes the document.
+re-ingested well within a second.
 
-Promotion to business appends to agent.md atomically — the new content goes to a temporary
-file in the same directory, is fsynced, and replaces the old one with ``os.replace`` — then
-ingests it at once (the watcher sees the same content and skips it). With a ``key`` the line
-is ``- **key**: text`` and a different existing line for that key is a conflict unless
-replaced.
+Written once over the agent.md group (``storage/agentmd.py``), which says where the content
+is kept besides the file:
+
+- In PostgreSQL, the shared row is the truth; the tenant's ``agent.md`` document (chunks,
+  vectors) is written in the same transaction. Each host's file is regenerated from the row
+  (atomically) when the row changes: at start, after a reconnection, and when another
+  daemon's event says so; a deleted file is regenerated too.
+- In the SQLite file there is no copy: the row read back is the document's hash, so a
+  deleted file removes the document.
+- An edit on disk is imported (audited ``import``, in the same transaction): the file's hash
+  differs from what this daemon last synced and, if the row changed since as well, the file
+  is the newer of the two (its mtime against the row's ``updated_at``, wall clock) — last
+  writer wins.
+- A promotion to business edits the content as last stored: the new content and the
+  document commit together, naming the version they were made from, so of two daemons
+  promoting at once the second edits again from the first's (and gets -32002 for the same
+  key unless it asked to replace); then the file is replaced atomically (a temporary file in
+  the same directory, fsynced, ``os.replace``). With a ``key`` the line is ``- **key**: text``
+  and a different existing line for that key is a conflict unless replaced.
+- Removing the ``agent.md`` document (``memman_docs_delete`` / ``memman_docs_remove``)
+  removes the content, and each host then deletes its file (unless it was edited there
+  meanwhile: then that edit is imported).
 """
 
 from __future__ import annotations
@@ -24,6 +41,8 @@ import logging
 import os
 import re
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,15 +50,21 @@ from memman.errors import CONFLICT, FORBIDDEN, MemmanError
 from memman.files import NotARegularFile, read_regular
 from memman.paths import filename_to_id, id_to_filename
 from memman_daemon.component import Component
+from memman_daemon.storage import ConstraintError
+from memman_daemon.storage.agentmd import DOC_ID, AgentMdRow, sha
 
 if TYPE_CHECKING:
     from memman.config import Config
     from memman_daemon.events import EventBus
-    from memman_daemon.tiers.docs import BusinessDocs
+    from memman_daemon.storage import Storage
+    from memman_daemon.tiers.audit import Recorder
+    from memman_daemon.tiers.docs import BusinessDocs, Prepared
 
 log = logging.getLogger(__name__)
 
-DOC_ID = "agent.md"
+__all__ = ["DOC_ID", "HEADER", "AgentMd", "AgentMdUnreadable", "atomic_write", "edit_text"]
+#: an edit made from content another writer changed meanwhile is made again, this many times
+ATTEMPTS = 3
 HEADER = "# agent.md\n\nBusiness context for this tenant. memman appends promoted snippets below.\n"
 
 
@@ -132,18 +157,49 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _read(path: Path, max_bytes: int) -> tuple[str | None, float]:
+    """The file's text and mtime (None, 0 when absent); ``AgentMdUnreadable`` otherwise."""
+    text = read_agent_md(path, max_bytes)
+    if text is None:
+        return None, 0.0
+    try:
+        return text, path.stat().st_mtime
+    except FileNotFoundError:
+        return None, 0.0
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def _without_line(current: str, line: str) -> str | None:
+    lines = current.splitlines()
+    if line not in lines:
+        return None
+    lines.remove(line)
+    return "\n".join(lines) + "\n"
+
+
 class AgentMd(Component):
     """Each tenant's agent.md file: ingested into ``docs`` when it changes, appended to by
     promotions."""
 
     stats_key = "agent_md"
 
-    def __init__(self, config: Config, events: EventBus, docs: BusinessDocs, *,
-                 read_only: bool = False) -> None:
+    def __init__(self, config: Config, events: EventBus, docs: BusinessDocs, storage: Storage,
+                 audit: Recorder, *, read_only: bool = False) -> None:
         self.config = config
         self.events = events
         self.docs = docs
+        self.storage = storage
+        self.rows = storage.agent_md
+        self.audit = audit  #: where imports are audited (the shared audit with PostgreSQL)
         self.read_only = read_only
+        #: hash of the file content this daemon last read from or wrote to disk, per tenant
+        self._known: dict[str, str] = {}
+        self.imports = 0
+        self.regenerated = 0
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._locks: dict[str, asyncio.Lock] = {}
@@ -209,14 +265,22 @@ class AgentMd(Component):
                                                                  name="memman-agent-md-watch")
 
     async def rescan(self) -> None:
-        """Ingest every agent.md on disk whose content changed (unchanged ones cost a hash)."""
-        for path in self._existing():
-            tenant = self.tenant_of(str(path))
-            if tenant:
-                try:
-                    await self.ingest(tenant)
-                except Exception:
-                    log.exception("ingesting %s failed", path)
+        """Sync every agent.md on disk and every tenant with stored content (unchanged ones
+        cost a hash)."""
+        tenants = {t for p in self._existing() if (t := self.tenant_of(str(p)))}
+        try:
+            stored = await self.rows.tenants()
+        except MemmanError:
+            stored = []  # the shared store is down: done again when it is back
+        one_file = "{tenant}" not in self.template
+        tenants |= {t for t in stored if not one_file or t == "default"}
+        for tenant in sorted(tenants):
+            try:
+                await self.ingest(tenant)
+            except MemmanError as exc:
+                log.info("agent.md of tenant %s not synced now: %s", tenant, exc.message)
+            except Exception:
+                log.exception("syncing agent.md of tenant %s failed", tenant)
 
     def _existing(self) -> list[Path]:
         if "{tenant}" not in self.template:
@@ -235,7 +299,28 @@ class AgentMd(Component):
 
     def stats(self) -> dict[str, Any]:
         return {"watching": self.watching, "ingests": self.ingests, "unreadable": self.unreadable,
-                "watch_errors": self.watch_errors}
+                "watch_errors": self.watch_errors, "imports": self.imports,
+                "regenerated": self.regenerated}
+
+    async def removed(self, tenant_id: str) -> None:
+        """The tenant's agent.md document was removed: this host's file follows now, the
+        others' on the event."""
+        self.events.publish("docs", "agent_md_ingested",
+                            {"path": str(self.path(tenant_id)), "changed": True, "chunks": 0,
+                             "removed": True}, tenant_id=tenant_id)
+        await self.ingest(tenant_id)
+
+    def on_remote(self, topic: str, kind: str, scope: dict[str, Any]) -> None:
+        """Another daemon changed a tenant's agent.md: bring the local file in line."""
+        tenant_id = scope.get("tenant_id")
+        if topic == "docs" and kind == "agent_md_ingested" and tenant_id:
+            asyncio.get_running_loop().create_task(self._quiet_ingest(tenant_id))
+
+    async def _quiet_ingest(self, tenant_id: str) -> None:
+        try:
+            await self.ingest(tenant_id)
+        except Exception as exc:
+            log.info("agent.md of tenant %s not synced now: %s", tenant_id, exc)
 
     async def _watch(self) -> None:
         """Watch until closed; a watch that fails (its directory removed, say) is logged and
@@ -286,72 +371,145 @@ class AgentMd(Component):
         finally:
             self.watching = None
 
-    # --- ingest and append ---------------------------------------------------------------
+    # --- sync ----------------------------------------------------------------------------
     async def ingest(self, tenant_id: str) -> dict[str, Any]:
-        """Bring the tenant's ``agent.md`` document in line with the file on disk."""
+        """Bring the tenant's file, its stored content and its ``agent.md`` document in line."""
         async with self._lock(tenant_id):
             return await self._ingest(tenant_id)
 
     async def _ingest(self, tenant_id: str) -> dict[str, Any]:
-        docs = self.docs
         path = self.path(tenant_id)
         try:
-            text = await self.read(path)
+            text, mtime = await asyncio.to_thread(_read, path,
+                                                  self.config.docs.agent_md_max_bytes)
         except AgentMdUnreadable as exc:  # logged, the document kept as it was
             self.unreadable += 1
             log.error("agent.md of tenant %s not ingested: %s", tenant_id, exc.message)
             return {"changed": False, "chunks": 0, "error": exc.message}
-        if text is None:
-            if docs.get(tenant_id, DOC_ID) is not None:
-                await docs.delete(tenant_id, DOC_ID)
-                self.events.publish("docs", "agent_md_ingested",
-                                         {"path": str(path), "changed": True, "chunks": 0,
-                                          "removed": True}, tenant_id=tenant_id)
+        row = await self.rows.get(tenant_id)
+        fh = sha(text) if text is not None else None
+        blank = text is None or not text.strip()
+        if row is None:
+            if blank:
+                return {"changed": False, "chunks": 0}
+            if fh == self._known.get(tenant_id):  # removed since this daemon synced: follow
+                await asyncio.to_thread(_unlink, path)
+                self._known.pop(tenant_id, None)
+                return {"changed": True, "chunks": 0, "removed": True}
+            assert text is not None
+            return await self._import(tenant_id, path, text)
+        if fh == row.hash:
+            self._known[tenant_id] = row.hash
             return {"changed": False, "chunks": 0}
-        if not text.strip():
-            return {"changed": False, "chunks": 0}
-        res = await docs.add(tenant_id, {"doc_id": DOC_ID, "title": "agent.md",
-                                         "source": str(path), "content": text})
-        if res["changed"]:
-            self.ingests += 1
+        if text is None and row.content is None:  # the file was the only copy: the document
+            await self.docs.remove(tenant_id, DOC_ID, follow=False)  # goes with it
+            self._known.pop(tenant_id, None)
             self.events.publish("docs", "agent_md_ingested",
-                                     {"path": str(path), "changed": True,
-                                      "chunks": res["doc"]["chunks"]}, tenant_id=tenant_id)
-        return {"changed": res["changed"], "chunks": res["doc"]["chunks"]}
+                                {"path": str(path), "changed": True, "chunks": 0,
+                                 "removed": True}, tenant_id=tenant_id)
+            return {"changed": False, "chunks": 0}
+        known = self._known.get(tenant_id)
+        edited = not blank and fh != known
+        if edited and known != row.hash:
+            # both the file and the stored content changed since this daemon last synced (or
+            # it has not synced yet): the later write wins
+            edited = mtime >= row.updated_at
+        if row.content is None or edited:
+            if blank:
+                return {"changed": False, "chunks": 0}
+            assert text is not None
+            return await self._import(tenant_id, path, text)
+        await self._regenerate(tenant_id, path, row.content)
+        return {"changed": False, "chunks": 0, "regenerated": True}
+
+    async def _regenerate(self, tenant_id: str, path: Path, content: str) -> None:
+        await asyncio.to_thread(atomic_write, path, content)
+        self._known[tenant_id] = sha(content)
+        self.regenerated += 1
+
+    async def _commit(self, tenant_id: str, path: Path, text: str, read: AgentMdRow | None, *,
+                      imported: Callable[[], list[Any]] | None = None) -> Prepared:
+        """Store ``text`` as the content with its document, in one transaction: an edit made
+        from ``read``, or (``imported``: the audit operations) the file's content, whatever
+        is stored."""
+        p = await self.docs.prepare(tenant_id, {"doc_id": DOC_ID, "title": "agent.md",
+                                                "source": str(path), "content": text})
+        force = imported is not None
+        ops = [*self.rows.put_ops(tenant_id, text, time.time(), read, force=force),
+               *p.ops, *(imported() if imported is not None else [])]
+        await self.storage.write(ops)
+        self.docs.committed(p)
+        self.ingests += 1
+        if p.changed:
+            self.events.publish("docs", "agent_md_ingested",
+                                {"path": str(path), "changed": True, "chunks": p.doc.chunks},
+                                tenant_id=tenant_id)
+        return p
+
+    async def _import(self, tenant_id: str, path: Path, text: str) -> dict[str, Any]:
+        """The file on disk is the newest write: make it the stored content (audited)."""
+        await self.audit.ensure_ids(ATTEMPTS)
+
+        def audited() -> list[Any]:
+            _, aop = self.audit.record("import", text[:2000], f"file:{path}",
+                                       f"agent.md:{tenant_id}", "agent.md", tenant_id=tenant_id,
+                                       hash=sha(text))
+            return [aop]
+
+        for attempt in range(ATTEMPTS):
+            try:
+                p = await self._commit(tenant_id, path, text, None, imported=audited)
+                break
+            except ConstraintError:  # the document first written by another daemon
+                if attempt == ATTEMPTS - 1:
+                    raise
+        self._known[tenant_id] = sha(text)
+        self.imports += 1
+        return {"changed": p.changed, "chunks": p.doc.chunks}
+
+    # --- edits -----------------------------------------------------------------------------
+    async def _edit(self, tenant_id: str, change: Callable[[str], tuple[str | None, Any]]
+                    ) -> tuple[Path, str | None, Any]:
+        """Apply ``change`` (current content -> ``(new or None, answer)``) to the content as
+        last stored (or the file, or ``HEADER``), commit it with its document and replace the
+        file. Made again from the newer content when another writer got there first."""
+        path = self.path(tenant_id)
+        for attempt in range(ATTEMPTS):
+            local, _ = await asyncio.to_thread(_read, path, self.config.docs.agent_md_max_bytes)
+            row = await self.rows.get(tenant_id)
+            current = row.content if row is not None and row.content is not None else (
+                local if local and local.strip() else HEADER)
+            new, answer = change(current)
+            if new is None:
+                return path, None, answer
+            try:
+                await self._commit(tenant_id, path, new, row)
+                break
+            except ConstraintError:
+                if attempt == ATTEMPTS - 1:
+                    raise
+        assert new is not None
+        await self._regenerate(tenant_id, path, new)
+        return path, new, answer
 
     async def unappend(self, tenant_id: str, ref: str, text: str, previous: str | None) -> None:
         """Reverse a promotion to ``ref`` (``agent.md:<tenant>[#key]``) that appended
         ``text`` (``memman_undo``): a keyed line gets its ``previous`` text back, else the
-        appended line is taken out; the file is ingested again."""
+        appended line is taken out."""
         key = ref.split("#", 1)[1] if "#" in ref else None
         if key and previous is not None:
             await self.append(tenant_id, previous, key=key, replace=True)
             return
+        line = _key_line(key, text) if key else f"- {' '.join(text.split())}"
         async with self._lock(tenant_id):
-            path = self.path(tenant_id)
-            current = await self.read(path)
-            if current is None:
-                return
-            line = _key_line(key, text) if key else f"- {' '.join(text.split())}"
-            lines = current.splitlines()
-            if line not in lines:
-                return
-            lines.remove(line)
-            await asyncio.to_thread(atomic_write, path, "\n".join(lines) + "\n")
-            await self._ingest(tenant_id)
+            await self._edit(tenant_id, lambda current: (_without_line(current, line), None))
 
     async def append(self, tenant_id: str, text: str, *, key: str | None = None,
                      replace: bool = False) -> dict[str, Any]:
         """Append ``text`` (as ``- text`` or ``- **key**: text``) and ingest. Returns
         ``{path, changed, previous}``; identical text already present is no change."""
+        await self.audit.ensure_ids(1)  # for the promotion's audit record
         async with self._lock(tenant_id):
-            path = self.path(tenant_id)
-            current = await self.read(path)
-            if current is None:
-                current = HEADER
-            new, previous = edit_text(current, tenant_id, text, key=key, replace=replace)
-            if new is None:
-                return {"path": str(path), "changed": False, "previous": previous}
-            await asyncio.to_thread(atomic_write, path, new)
-            await self._ingest(tenant_id)
-            return {"path": str(path), "changed": True, "previous": previous}
+            path, new, previous = await self._edit(tenant_id, lambda current: edit_text(
+                current, tenant_id, text, key=key, replace=replace))
+            return {"path": str(path), "changed": new is not None, "previous": previous}

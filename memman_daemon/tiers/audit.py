@@ -1,64 +1,33 @@
 """The audit log: every promotion and eviction — what, from where, to where, by whom, when.
 
-Rows are appended in the same transaction as the change they describe (callers add
-``AuditLog.op(...)`` to their write), so the log never claims a change that did not commit and
-never misses one that did. Read it with ``memman_audit_list``.
+Rows are appended in the same transaction as the change they describe (callers add the
+operation ``record(...)`` returns to their write), so the log never claims a change that did
+not commit and never misses one that did. Read it with ``memman_audit_list``.
+
+``AuditLog`` is written once over the audit group (``storage/audit.py``): the local file's,
+or PostgreSQL's for shared-tier changes (each record then names its daemon, ``data.host``).
+With PostgreSQL, ``MergedAuditLog`` puts the two together: session-tier actions (evictions,
+pins) are recorded locally, beside their sessions, so they keep working while the shared store
+is down, and ``list`` returns both, newest first by time (the two number their records
+independently).
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from memman_daemon.clock import Clock
 from memman_daemon.component import Component
-from memman_daemon.storage.sqlite import audit as audit_rows
-from memman_daemon.storage.sqlite.store import Op, Store
+from memman_daemon.storage.audit import AuditRecord, AuditStore
 
-
-@dataclass
-class AuditRecord:
-    """One audited action."""
-
-    id: int
-    at: float  #: unix seconds
-    action: str  #: promote, evict, expire, replace, ...
-    what: str  #: the text or cache call the action moved or removed
-    source: str  #: where it came from, e.g. "scratchpad:s1#7" or "cache:s1/<key>"
-    target: str  #: where it went, e.g. "preference:theme", "agent.md:acme" or "-" for an eviction
-    client: str  #: the connection's client name
-    session_id: str | None = None
-    user_id: str | None = None
-    tenant_id: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)  #: reason, previous value, ...
-
-    def to_wire(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def row(self) -> tuple[Any, ...]:
-        """Every column but ``data``, in the order of the table's columns."""
-        return (self.id, self.at, self.action, self.what, self.source, self.target,
-                self.client, self.session_id, self.user_id, self.tenant_id)
-
-    @classmethod
-    def new(cls, id: int, at: float, action: str, what: str, source: str, target: str,
-            client: str, session_id: str | None, user_id: str | None, tenant_id: str | None,
-            data: dict[str, Any]) -> AuditRecord:
-        """A new record: ``what`` cut to 2000 characters, an unnamed client as "-"."""
-        return cls(id, at, action, what[:2000], source, target, client or "-", session_id,
-                   user_id, tenant_id, data)
-
-    @classmethod
-    def from_row(cls, r: Any) -> AuditRecord:
-        """From a row of the audit table (either store): ``data`` is its JSON text."""
-        return cls(*r[:10], data=json.loads(r[10]))
+__all__ = ["AuditLog", "AuditRecord", "MergedAuditLog", "Recorder"]
 
 
 class Recorder(Protocol):
-    """Where a tier's changes are audited: ``AuditLog`` here, ``PgAuditLog`` with a shared
-    store. ``record`` gives the record and the operation to commit with the change."""
+    """Where a tier's changes are audited. ``record`` gives the record and the operation to
+    commit with the change; ``ensure_ids`` first (a shared store's ids are reserved ahead)."""
+
+    async def ensure_ids(self, n: int) -> None: ...
 
     def record(self, action: str, what: str, source: str, target: str, client: str, *,
                session_id: str | None = None, user_id: str | None = None,
@@ -66,32 +35,72 @@ class Recorder(Protocol):
 
 
 class AuditLog(Component):
-    """The audit log in the local SQLite file: ``record`` gives the row to commit with the
-    change; ``list`` reads it back."""
+    """One audit table: ``record`` gives the row to commit with the change; ``list`` reads
+    it back."""
 
-    stats_key = "audit"
-
-    def __init__(self, store: Store, clock: Clock) -> None:
-        self.store = store
+    def __init__(self, rows: AuditStore, clock: Clock, stats_key: str = "audit") -> None:
+        self.rows = rows
         self.clock = clock
-        self._ids = itertools.count(1)
+        self.stats_key = stats_key
         self.written = 0
 
     async def load(self) -> None:
-        self._ids = itertools.count(await audit_rows.max_id(self.store) + 1)
+        await self.rows.load()
 
     def stats(self) -> dict[str, Any]:
         return {"written": self.written}
 
+    async def ensure_ids(self, n: int) -> None:
+        await self.rows.ensure_ids(n)
+
     def record(self, action: str, what: str, source: str, target: str, client: str, *,
                session_id: str | None = None, user_id: str | None = None,
-               tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, Op]:
+               tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, Any]:
         """A new record and the operation that stores it (commit it with the change)."""
-        rec = AuditRecord.new(next(self._ids), self.clock.now(), action, what, source, target,
-                              client, session_id, user_id, tenant_id, data)
+        if self.rows.host is not None:
+            data = {**data, "host": self.rows.host}
+        rec = AuditRecord.new(self.rows.take_id(), self.clock.now(), action, what, source,
+                              target, client, session_id, user_id, tenant_id, data)
         self.written += 1
-        return rec, audit_rows.insert_op(rec.row(), rec.data)
+        return rec, self.rows.insert_op(rec)
 
     async def list(self, filt: dict[str, Any]) -> list[dict[str, Any]]:
         """Newest first. ``filt``: session_id, user_id, tenant_id, action, before_id, limit."""
-        return [AuditRecord.from_row(r).to_wire() for r in await audit_rows.newest(self.store, filt)]
+        return [r.to_wire() for r in await self.rows.newest(filt)]
+
+    async def newest_promotion(self, client: str, session_id: str | None,
+                               after: float | None) -> dict[str, Any] | None:
+        """The client's newest promotion (of this session) made after ``after``, or None —
+        ``memman_undo`` does not reverse shared promotions and must not skip one silently."""
+        rec = await self.rows.newest_promotion(client, session_id, after)
+        return rec.to_wire() if rec is not None else None
+
+
+class MergedAuditLog(Component):
+    """The audit log with a shared store: records in ``local`` (session tiers), lists both."""
+
+    stats_key = "audit"
+
+    def __init__(self, local: AuditLog, shared: AuditLog) -> None:
+        self.local = local
+        self.shared = shared
+
+    async def load(self) -> None:
+        await self.local.load()
+
+    def stats(self) -> dict[str, Any]:
+        return self.local.stats()
+
+    async def ensure_ids(self, n: int) -> None:
+        await self.local.ensure_ids(n)
+
+    def record(self, action: str, what: str, source: str, target: str, client: str, *,
+               session_id: str | None = None, user_id: str | None = None,
+               tenant_id: str | None = None, **data: Any) -> tuple[AuditRecord, Any]:
+        return self.local.record(action, what, source, target, client, session_id=session_id,
+                                 user_id=user_id, tenant_id=tenant_id, **data)
+
+    async def list(self, filt: dict[str, Any]) -> list[dict[str, Any]]:
+        both = await self.local.list(filt) + await self.shared.list(filt)
+        limit = int(filt.get("limit") or 100)
+        return sorted(both, key=lambda r: (-r["at"], -r["id"]))[:limit]

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from memman_daemon.clock import Clock
     from memman_daemon.events import EventBus
     from memman_daemon.sessions import Sessions
-    from memman_daemon.tiers.audit import AuditLog
+    from memman_daemon.tiers.audit import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class ToolCache(Component):
     stats_key = "cache"
 
     def __init__(self, *, config: Config, clock: Clock, store: Store, events: EventBus,
-                 sessions: Sessions, audit: AuditLog, read_only: bool) -> None:
+                 sessions: Sessions, audit: Recorder, read_only: bool) -> None:
         self.config, self.clock, self.store, self.events = config, clock, store, events
         self.sessions, self.audit, self.read_only = sessions, audit, read_only
         self.by_session: dict[str, dict[str, CacheEntry]] = {}

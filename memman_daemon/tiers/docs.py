@@ -9,31 +9,46 @@ BM25 score, the cosine similarity, query-term coverage, term proximity and an ex
 bonus, then keeps at most ``docs.max_chunks_per_doc`` chunks of one document so one long
 document cannot fill the top 10. docs/tiers.md gives the weights and the reasoning.
 
-Document metadata is held in memory (list is a dict read); chunks live in SQLite.
+Written once over the documents group (``storage/docs.py``), for the local SQLite file and
+PostgreSQL alike: what differs (BM25 from FTS5 or ``ts_rank`` from a ``tsvector``, vectors
+ranked by pgvector or in this daemon's matrix, ids counted here or from the shared sequence)
+is below that interface. Each tenant's documents are read through an explicit cache
+(``DocCache``) that this daemon's writes and other daemons' events (``on_remote``) invalidate;
+the matrices of loaded vectors (``vscopes``) are dropped the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import re
-from collections.abc import Hashable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memman.config import DEFAULT_MODEL
 from memman.errors import invalid_params, not_found
-from memman_daemon.search import fts
 from memman_daemon.search.hybrid import BM25, VECTOR, rrf
-from memman_daemon.search.vector_matrix import blobs_to_matrix
-from memman_daemon.storage.sqlite import docs as doc_rows
-from memman_daemon.storage.sqlite import fts as fts_rows
-from memman_daemon.storage.sqlite.store import Op
+from memman_daemon.storage import ConstraintError
+from memman_daemon.storage.agentmd import DOC_ID
+from memman_daemon.storage.counts import BackgroundCounts
+from memman_daemon.storage.docs import Doc, NewChunk
 from memman_daemon.tiers.chunking import chunk_text
 from memman_daemon.tiers.searchable import SearchableTier
+
+if TYPE_CHECKING:
+    from memman.config import Config
+    from memman_daemon.clock import Clock
+    from memman_daemon.events import EventBus
+    from memman_daemon.search.embeddings import Embedder
+    from memman_daemon.search.reembed import VectorSync
+    from memman_daemon.storage import Storage
+    from memman_daemon.tiers.audit import Recorder
+    from memman_daemon.tokens import TokenCounter
+
+__all__ = ["BusinessDocs", "Doc", "DocCache", "rerank", "rerank_features"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -47,27 +62,6 @@ OFF_LOOP_CHARS = 256 * 1024
 
 def _digest(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
-
-
-@dataclass
-class Doc:
-    """A business document of one tenant."""
-
-    pk: int
-    tenant_id: str
-    doc_id: str
-    title: str
-    source: str  #: where it came from (a path for agent.md, a URL, "upload", "promotion")
-    hash: str  #: sha256 of the content; re-adding the same content changes nothing
-    chunks: int
-    tokens: int  #: tokens of the whole document
-    bytes: int
-    created_at: float
-    updated_at: float
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_wire(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _stem(term: str) -> str:
@@ -96,7 +90,8 @@ def rerank_features(query: str, text: str) -> tuple[float, float, float]:
     proximity = 0.0
     if len(present) >= 2:
         events = sorted((p, t) for t in present for p in positions[t])
-        need, have, left, best = len(present), {}, 0, len(words) + 1
+        have: dict[str, int] = {}
+        need, left, best = len(present), 0, len(words) + 1
         for pos, t in events:
             have[t] = have.get(t, 0) + 1
             while len(have) == need:
@@ -143,7 +138,8 @@ def rerank(query: str, cands: list[dict[str, Any]], top_k: int, per_doc: int,
                       "coverage": round(cov, 4), "proximity": round(prox, 4), "phrase": phrase}
         c["score"] = round(w[0] * lex + w[1] * sem + w[2] * cov + w[3] * prox + w[4] * phrase, 6)
     cands.sort(key=lambda c: (-c["score"], c["chunk_id"]))
-    out, per = [], {}
+    out: list[dict[str, Any]] = []
+    per: dict[int, int] = {}
     for c in cands:
         if per.get(c["doc"], 0) >= per_doc:
             continue
@@ -195,108 +191,178 @@ def search_answer(query: str, cands: dict[int, dict[str, Any]],
     return out
 
 
+class DocCache:
+    """Each tenant's documents as last read: the read-through cache of ``list``, ``get`` and
+    search answers. ``invalidate`` drops a tenant (or all); a read that raced an
+    invalidation is not kept."""
+
+    def __init__(self, read: Callable[[str], Awaitable[list[Doc]]]) -> None:
+        self._read = read
+        self.by_tenant: dict[str, dict[str, Doc]] = {}
+        self._generation = 0
+
+    async def docs(self, tenant_id: str) -> dict[str, Doc]:
+        got = self.by_tenant.get(tenant_id)
+        if got is None:
+            generation = self._generation
+            got = {d.doc_id: d for d in await self._read(tenant_id)}
+            if generation == self._generation:
+                self.by_tenant[tenant_id] = got
+        return got
+
+    def invalidate(self, tenant_id: str | None = None) -> None:
+        self._generation += 1
+        if tenant_id is None:
+            self.by_tenant.clear()
+        else:
+            self.by_tenant.pop(tenant_id, None)
+
+
+@dataclass
+class Prepared:
+    """A document's change, ready to commit (``ops``) and then to announce (``committed``)."""
+
+    doc: Doc
+    old: Doc | None
+    ops: list[Any]
+    ids: list[int]
+    vecs: Any
+    model: str
+    old_ids: list[int]
+    changed: bool = True
+
+
 class BusinessDocs(SearchableTier):
-    """Every tenant's documents (metadata in memory), their chunks and vectors. Vector
-    scopes are tenant ids. Built with ``SearchableTier``'s arguments."""
+    """Every tenant's documents, their chunks and vectors, over ``storage.docs``. Vector
+    scopes are tenant ids."""
 
     stats_key = "docs"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.docs: dict[str, dict[str, Doc]] = {}
-        self._doc_ids = itertools.count(1)
-        self._chunk_ids = itertools.count(1)
+    def __init__(self, config: Config, clock: Clock, storage: Storage, events: EventBus,
+                 tokens: TokenCounter, embedder: Embedder, vector_sync: VectorSync,
+                 audit: Recorder) -> None:
+        super().__init__(config, clock, storage.local, events, tokens, embedder, vector_sync,
+                         audit)
+        self.storage = storage
+        self.rows = storage.docs
+        self.vectors = self.rows.vectors  # type: ignore[assignment]
+        self.cache = DocCache(self.rows.of_tenant)
+        self.counts = BackgroundCounts(self.rows.counts, ("tenants", "documents", "chunks"))
+        self._locks: dict[str, asyncio.Lock] = {}
+        #: set by the app: called (awaited) with the tenant when its agent.md document was
+        #: removed, so the file on each host follows
+        self.on_agent_md_removed: list[Callable[[str], Awaitable[Any]]] = []
 
     async def load(self) -> None:
-        self.docs.clear()
-        for pk, tenant, doc_id, d in await doc_rows.all_docs(self.store):
-            self.docs.setdefault(tenant, {})[doc_id] = Doc(**{**d, "pk": pk})
-        top_doc, top_chunk = await doc_rows.max_ids(self.store)
-        self._doc_ids = itertools.count(top_doc + 1)
-        self._chunk_ids = itertools.count(top_chunk + 1)
+        await self.rows.load()
         self.vectors.open()
+        await self.counts.refresh()
 
     async def close(self) -> None:
+        self.counts.close()
         self.vectors.close()
 
     def stats(self) -> dict[str, Any]:
-        return {"tenants": len(self.docs), "documents": sum(len(v) for v in self.docs.values()),
-                "chunks": sum(d.chunks for v in self.docs.values() for d in v.values()),
-                "searches": self.searches, "vector_backend": self.vectors.backend,
+        """Counts as of the previous call (refreshed in the background: stats are sync)."""
+        return {**self.counts.current(), "searches": self.searches,
+                "vector_backend": self.vectors.backend, "backend": self.storage.name,
                 "vector_index": self.vscopes.stats()}
+
+    def invalidate(self, tenant_id: str | None = None) -> None:
+        """Forget what was read of ``tenant_id`` (every tenant: None): documents, vectors."""
+        self.cache.invalidate(tenant_id)
+        if tenant_id is None:
+            self.vscopes.scopes.clear()
+        else:
+            self.vscopes.scopes.pop(tenant_id, None)
+
+    def on_remote(self, topic: str, kind: str, scope: dict[str, Any]) -> None:
+        """Another daemon changed a tenant's documents."""
+        if topic == "docs" and scope.get("tenant_id"):
+            self.invalidate(scope["tenant_id"])
 
     # --- vectors ---------------------------------------------------------------------------
     async def _load_scope(self, key: Hashable) -> tuple[list[int], np.ndarray]:
-        dim = self.vscopes.dim or 0
-        found = await doc_rows.scope_vectors(self.store, str(key), self.embedder.model_id, dim)
-        return [r[0] for r in found], blobs_to_matrix([r[1] for r in found], dim)
+        return await self.rows.scope_vectors(str(key), self.embedder.model_id,
+                                             self.vscopes.dim or 0)
 
     async def count_vector_backlog(self, model_id: str) -> int:
-        return await doc_rows.count_vector_backlog(self.store, model_id)
+        return await self.rows.count_backlog(model_id)
 
     async def vector_backlog(self, after: int, model_id: str, limit: int) -> list[tuple[int, str]]:
-        rows = await doc_rows.vector_backlog(self.store, after, model_id, limit)
+        rows = await self.rows.backlog(after, model_id, limit)
         for cid, tenant, _ in rows:
             self._backlog_scope[cid] = tenant
         return [(cid, text) for cid, _, text in rows]
 
     async def store_vectors(self, ids: list[int], vecs: np.ndarray, model_id: str) -> None:
-        await self.store.write([doc_rows.late_vector_op(i, v, model_id)
-                                for i, v in zip(ids, vecs, strict=True)])
+        await self.storage.write(self.rows.late_vector_ops(ids, vecs, model_id))
         if self.embedder.model_id == model_id:
             self.vscopes.add_stored(self._backlog_scope, ids, vecs)
 
     def _publish(self, kind: str, tenant_id: str, **data: Any) -> None:
         self.events.publish("docs", kind, data, tenant_id=tenant_id)
 
-    def get(self, tenant_id: str, doc_id: str) -> Doc | None:
-        return self.docs.get(tenant_id, {}).get(doc_id)
+    # --- add -------------------------------------------------------------------------------
+    def _lock(self, tenant_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(tenant_id, asyncio.Lock())
 
     async def add(self, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
         """Add or replace a document; returns ``{doc, changed}`` (same content: unchanged)."""
         check_doc(tenant_id, doc)
+        async with self._lock(tenant_id):  # one writer of a tenant's documents per daemon
+            for attempt in range(3):
+                p = await self.prepare(tenant_id, doc)
+                try:
+                    await self.storage.write(p.ops)
+                    break
+                except ConstraintError:  # another daemon added it first: replace that one
+                    if attempt == 2:
+                        raise
+        self.committed(p)
+        return {"doc": p.doc.to_wire(), "changed": p.changed}
+
+    async def prepare(self, tenant_id: str, doc: dict[str, Any]) -> Prepared:
+        """The checked ``doc`` as the operations storing it (none when its content is
+        unchanged). Commit ``ops`` (with whatever else must commit with them), then call
+        ``committed``; a ``ConstraintError`` means: prepare again."""
         # a large document (a 50 MB agent.md) is hashed and chunked on a worker thread
         big = len(doc["content"]) > OFF_LOOP_CHARS
         digest = (await asyncio.to_thread(_digest, doc["content"]) if big
                   else _digest(doc["content"]))
         doc_id = doc.get("doc_id") or digest[:16]
-        old = self.get(tenant_id, doc_id)
+        old = await self.rows.get(tenant_id, doc_id)
         if old is not None and old.hash == digest:
-            return {"doc": old.to_wire(), "changed": False}
-        pk = old.pk if old else next(self._doc_ids)
+            return Prepared(old, old, [], [], None, "", [], changed=False)
+        pk = old.pk if old else await self.rows.new_doc_id()
         if big:
             d, chunks = await asyncio.to_thread(self._chunked, tenant_id, doc, digest, old, pk)
         else:
             d, chunks = self._chunked(tenant_id, doc, digest, old, pk)
-        data = {k: v for k, v in d.to_wire().items() if k != "pk"}
-        ops: list[Op] = []
-        if old is not None:
-            ops += doc_rows.delete_chunks_ops(pk)
-        ops.append(doc_rows.put_op(pk, tenant_id, doc_id, data))
-        ids = [next(self._chunk_ids) for _ in chunks]
-        ops += [doc_rows.chunk_op(cid, pk, tenant_id, c.seq, c.tokens, c.text)
-                for cid, c in zip(ids, chunks, strict=True)]
+        ids = await self.rows.new_chunk_ids(len(chunks))
+        new = [NewChunk(cid, c.seq, c.tokens, c.text) for cid, c in zip(ids, chunks, strict=True)]
         if big:
-            await asyncio.sleep(0)  # the rows of many chunks were just built: let others in
+            await asyncio.sleep(0)  # the chunks were just built: let others in
         emb = self.embedder
         model = emb.model_id
         vecs = await emb.embed([c.text for c in chunks]) if emb.embeds_now(len(chunks)) else None
-        if vecs is not None:
-            ops += [doc_rows.vector_op(cid, tenant_id, v, model)
-                    for cid, v in zip(ids, vecs, strict=True)]
-        old_ids = []
-        if old is not None:
-            old_ids = await doc_rows.chunk_ids(self.store, pk)
-        await self.store.write(ops)
-        if vecs is None and emb.enabled:
+        old_ids = await self.rows.chunk_ids(pk) if old is not None else []
+        return Prepared(d, old, self.rows.upsert_ops(d, new, vecs, model, old is not None), ids,
+                        vecs, model, old_ids)
+
+    def committed(self, p: Prepared) -> None:
+        """After ``p.ops`` committed: the caches follow, the change is announced."""
+        if not p.changed:
+            return
+        tenant_id = p.doc.tenant_id
+        if p.vecs is None and p.ids and self.embedder.enabled:
             self.vector_sync.request()  # after the commit: the worker must see the rows
-        self.vscopes.remove(tenant_id, old_ids)
-        if vecs is not None and emb.model_id == model:
-            self.vscopes.add(tenant_id, ids, vecs)
-        self.docs.setdefault(tenant_id, {})[doc_id] = d
-        self._publish("updated" if old else "added", tenant_id, doc=d.to_wire(),
-                      vectors=vecs is not None)
-        return {"doc": d.to_wire(), "changed": True}
+        self.cache.invalidate(tenant_id)
+        self.vscopes.remove(tenant_id, p.old_ids)
+        if p.vecs is not None and self.embedder.model_id == p.model:
+            self.vscopes.add(tenant_id, p.ids, p.vecs)
+        self._publish("updated" if p.old else "added", tenant_id, doc=p.doc.to_wire(),
+                      vectors=p.vecs is not None)
 
     def _chunked(self, tenant_id: str, doc: dict[str, Any], digest: str, old: Doc | None,
                  pk: int) -> tuple[Doc, list[Any]]:
@@ -315,40 +381,44 @@ class BusinessDocs(SearchableTier):
                 updated_at=now, metadata=doc.get("metadata") or {})
         return d, chunks
 
-    def list(self, tenant_id: str) -> list[dict[str, Any]]:
-        return [d.to_wire() for d in sorted(self.docs.get(tenant_id, {}).values(),
-                                            key=lambda d: d.pk)]
-
+    # --- remove ----------------------------------------------------------------------------
     async def delete(self, tenant_id: str, doc_id: str, client: str = "") -> dict[str, Any]:
         out = await self.remove(tenant_id, doc_id, client)
         return {"deleted": doc_id, "chunks": out["chunks"]}
 
-    async def remove(self, tenant_id: str, ref: str | int, client: str = "") -> dict[str, Any]:
-        """Remove one document with all its chunks, audited. ``ref`` is its ``doc_id``, or the
-        id of one of its chunks (``chunk_id`` in search results): the source of that chunk."""
+    async def remove(self, tenant_id: str, ref: str | int, client: str = "", *,
+                     follow: bool = True) -> dict[str, Any]:
+        """Remove one document with all its chunks, audited in the same transaction. ``ref``
+        is its ``doc_id``, or the id of one of its chunks (``chunk_id`` in search results):
+        the source of that chunk. Removing agent.md removes its content too, and (``follow``)
+        each host's file follows."""
         if isinstance(ref, int) and not isinstance(ref, bool):
-            pk = await doc_rows.doc_of_chunk(self.store, ref, tenant_id)
-            by_pk = {d.pk: d for d in self.docs.get(tenant_id, {}).values()}
-            d = by_pk.get(pk) if pk is not None else None
+            d = await self.rows.of_chunk(tenant_id, ref)
             if d is None:
                 raise not_found("chunk", ref)
         elif isinstance(ref, str) and ref:
-            d = self.get(tenant_id, ref)
+            d = await self.rows.get(tenant_id, ref)
             if d is None:
                 raise not_found("document", ref)
         else:
             raise invalid_params("ref", "expected a doc_id (text) or a chunk id (integer)")
+        await self.audit.ensure_ids(1)
         rec, aop = self.audit.record(
             "remove", d.title, f"docs:{tenant_id}/{d.doc_id}", "-", client, tenant_id=tenant_id,
             doc=d.to_wire(), ref=ref)
-        chunk_ids = await doc_rows.chunk_ids(self.store, d.pk)
-        await self.store.write([*doc_rows.delete_ops(d.pk), aop])
-        del self.docs[tenant_id][d.doc_id]
+        chunk_ids = await self.rows.chunk_ids(d.pk)
+        agent_md = self.storage.agent_md.delete_ops(tenant_id) if d.doc_id == DOC_ID else []
+        await self.storage.write([*agent_md, *self.rows.delete_ops(d), aop])
+        self.cache.invalidate(tenant_id)
         self.vscopes.remove(tenant_id, chunk_ids)
         self._publish("deleted", tenant_id, doc_id=d.doc_id, chunks=d.chunks, doc=d.to_wire(),
                       audit_id=rec.id, client=client)
+        if follow and d.doc_id == DOC_ID:  # each host's file follows (this one now, others
+            for hook in self.on_agent_md_removed:  # by the event)
+                await hook(tenant_id)
         return {"removed": d.to_wire(), "chunks": d.chunks, "audit_id": rec.id}
 
+    # --- search ----------------------------------------------------------------------------
     def _search_sizes(self, query: str, opts: dict[str, Any]) -> tuple[int, int]:
         """A search's query checked and counted; ``(top_k, candidates)`` from ``opts`` or
         ``[docs]``."""
@@ -359,40 +429,47 @@ class BusinessDocs(SearchableTier):
         return int(opts.get("limit") or cfg.top_k), int(opts.get("candidates") or cfg.candidates)
 
     async def search(self, tenant_id: str, query: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
-        """Top chunks, best first: ``{doc_id, title, seq, text, score, parts, ...}``."""
+        """Top chunks, best first: ``{doc_id, title, seq, text, score, parts, ...}``:
+        full-text and nearest-vector candidates fused by reciprocal rank
+        (``search/hybrid.rrf``), then the local reranker."""
         top_k, n_cand = self._search_sizes(query, opts)
         cfg = self.config.docs
-        store = self.store
         cands: dict[int, dict[str, Any]] = {}
-        total = sum(d.chunks for v in self.docs.values() for d in v.values())
-        match = fts.match_expr(await fts_rows.informative(store, "doc_chunks_fts",
-                                                          fts.words(query), total))
-        if match:
-            # words that common everywhere: rank only the newest max_scan matching chunks,
-            # unless that leaves this tenant fewer than top_k (see user_memory for the same)
-            low = await fts_rows.newest_bound(store, "doc_chunks_fts", match, cfg.max_scan)
-            found = await doc_rows.fts_ranked(store, match, low, tenant_id, n_cand)
-            if low and len(found) < top_k:
-                found = await doc_rows.fts_ranked(store, match, 0, tenant_id, n_cand)
-            for cid, doc, seq, text, r in found:
-                cands[cid] = candidate(cid, doc, seq, text, -r)
+        for cid, doc, seq, text, score in await self.rows.full_text(
+                tenant_id, query, n_cand, top_k, cfg.max_scan):
+            cands[cid] = candidate(cid, doc, seq, text, score)
         emb = self.embedder
         emb.check_config()
         qv = await emb.embed([query]) if emb.enabled else None
         fused_parts: dict[int, dict[str, Any]] = {}
         if qv is not None:
-            # hybrid: ~n_cand nearest chunks joined to the BM25 candidates, fused by
+            # hybrid: ~n_cand nearest chunks joined to the full-text candidates, fused by
             # reciprocal rank; the n_cand best fused go on to the reranker
-            self.vscopes.dim = int(qv.shape[1])
-            m = await self.vscopes.get(tenant_id, int(qv.shape[1]))
-            hits = m.search(qv[0], n_cand)
+            hits = await self.rows.nearest(tenant_id, qv[0], emb.model_id, n_cand)
+            m = None
+            if hits is None:  # ranked here: this daemon's matrix of the tenant's vectors
+                self.vscopes.dim = int(qv.shape[1])
+                m = await self.vscopes.get(tenant_id, int(qv.shape[1]))
+                hits = m.search(qv[0], n_cand)
             missing = [cid for cid, _ in hits if cid not in cands]
             if missing:
-                for cid, doc, seq, text in await doc_rows.chunks(store, missing):
+                for cid, doc, seq, text in await self.rows.chunks(missing):
                     cands[cid] = candidate(cid, doc, seq, text)
-            for cid, sim in m.similarities(qv[0], list(cands)).items():
-                cands[cid]["semantic"] = max(0.0, sim)
+            sims = dict(hits)
+            if m is not None:
+                sims.update(m.similarities(qv[0], list(cands)))
+            for cid, sim in sims.items():
+                if cid in cands:
+                    cands[cid]["semantic"] = max(0.0, sim)
             cands, fused_parts = fuse_chunks(cands, hits, self.config.memory, n_cand)
-        by_pk = {d.pk: d for d in self.docs.get(tenant_id, {}).values()}
+        by_pk = {d.pk: d for d in (await self.cache.docs(tenant_id)).values()}
         return search_answer(query, cands, fused_parts, by_pk, top_k, cfg.max_chunks_per_doc,
                              qv is not None)
+
+    # --- reads (last: ``list`` would shadow the type in the annotations above) -----------------------------------------------------------------------------
+    async def get(self, tenant_id: str, doc_id: str) -> Doc | None:
+        return (await self.cache.docs(tenant_id)).get(doc_id)
+
+    async def list(self, tenant_id: str) -> list[dict[str, Any]]:
+        docs = (await self.cache.docs(tenant_id)).values()
+        return [d.to_wire() for d in sorted(docs, key=lambda d: d.pk)]

@@ -26,14 +26,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, invalid_params
-from memman_daemon.storage.postgres.ops import write_mixed
 from memman_daemon.tiers.scratchpad import Snippet
 
 if TYPE_CHECKING:
     from memman.config import Config
     from memman_daemon.events import EventBus
     from memman_daemon.sessions import Sessions
-    from memman_daemon.storage.sqlite.store import Store
+    from memman_daemon.storage import Storage
     from memman_daemon.tiers.agentmd import AgentMd
     from memman_daemon.tiers.audit import Recorder
     from memman_daemon.tiers.scratchpad import Scratchpad
@@ -104,7 +103,7 @@ class Promotion:
 
     def __init__(self, config: Config, events: EventBus, sessions: Sessions,
                  scratchpad: Scratchpad, user_memory: UserMemory, agent_md: AgentMd, *,
-                 audit: Recorder, store: Store, shared: Any) -> None:
+                 audit: Recorder, storage: Storage) -> None:
         self.config = config
         self.events = events
         self.sessions = sessions
@@ -112,8 +111,7 @@ class Promotion:
         self.user_memory = user_memory
         self.agent_md = agent_md
         self.audit = audit  #: where shared-tier changes are audited
-        self.store = store
-        self.shared = shared  #: the shared store (``LocalShared`` or ``PgStore``)
+        self.storage = storage  #: commits the shared audit with the snippet's mark
         self.promoted = 0
         self.conflicts = 0
 
@@ -195,7 +193,7 @@ class Promotion:
             if change is not None:
                 await self.user_memory.commit(change, extra, client=client)
             else:
-                await write_mixed(self.shared, self.store, extra)  # the shared audit first, then the snippet
+                await self.storage.write(extra)  # the shared audit first, then the snippet
         except Exception:
             sn.promoted[:] = before
             raise

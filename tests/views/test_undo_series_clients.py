@@ -107,12 +107,12 @@ async def test_undo_of_a_promotion_to_agent_md_takes_the_line_out_and_reingests(
         await c.call(names.SCRATCHPAD_PROMOTE, "s1", sn["snippet"]["id"], "business", {})
         path = d.app.agent_md.path("acme")
         assert "- invoices are due within 30 days" in path.read_text(encoding="utf-8")
-        doc = d.app.docs.get("acme", "agent.md")
+        doc = await d.app.docs.get("acme", "agent.md")
         assert doc is not None and doc.chunks >= 1
         undo = await c.call(names.UNDO, {})
         assert undo["undone"]["action"] == "promote" and undo["undone"]["target"] == "agent.md:acme"
         assert "invoices are due" not in path.read_text(encoding="utf-8")
-        after = d.app.docs.get("acme", "agent.md")
+        after = await d.app.docs.get("acme", "agent.md")
         assert after is not None and after.hash != doc.hash  # the file was ingested again
 
 

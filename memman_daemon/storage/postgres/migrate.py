@@ -38,8 +38,8 @@ import asyncpg
 
 from memman.config import Config
 from memman_daemon.shared_store.user_memory import UPSERT, dedup_of, upsert_args
+from memman_daemon.storage.agentmd import DOC_ID, sha
 from memman_daemon.storage.postgres.pool import PgStore, redact
-from memman_daemon.tiers.agentmd import DOC_ID
 from memman_daemon.tiers.user_memory import MemoryRecord
 
 SHARED_ACTIONS = ("promote", "clear", "import")
@@ -243,7 +243,6 @@ class Migration:
             self.progress(f"docs {n}/{len(rows)}")
 
     async def _agent_md(self, src: sqlite3.Connection, conn: asyncpg.Connection) -> None:
-        from memman_daemon.shared_store.agentmd import sha
 
         tenants = [r[0] for r in src.execute(
             "SELECT tenant_id FROM docs WHERE doc_id=? ORDER BY tenant_id", (DOC_ID,))]

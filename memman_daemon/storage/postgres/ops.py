@@ -28,6 +28,9 @@ class PgOp:
 
     sql: str
     args: tuple[Any, ...]
+    #: the rows the statement must touch; another number means another writer changed them
+    #: meanwhile: the transaction is rolled back with ``ConstraintError`` (look again, retry)
+    expect: int | None = None
 
 
 def split(ops: Iterable[Any]) -> tuple[list[PgOp], list[Op]]:
@@ -40,7 +43,9 @@ def split(ops: Iterable[Any]) -> tuple[list[PgOp], list[Op]]:
 
 async def execute(conn: Any, ops: list[PgOp]) -> None:
     for op in ops:
-        await conn.execute(op.sql, *op.args)
+        status = await conn.execute(op.sql, *op.args)
+        if op.expect is not None and int(status.rsplit(" ", 1)[-1]) != op.expect:
+            raise ConstraintError(f"another writer got there first ({status})")
 
 
 async def write_mixed(shared_store: Any, store: Store, ops: Iterable[Any]) -> None:

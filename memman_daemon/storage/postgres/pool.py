@@ -35,6 +35,7 @@ import asyncpg
 
 from memman.errors import SHARED_UNAVAILABLE, STORAGE_ERROR, MemmanError
 from memman_daemon.component import Component
+from memman_daemon.storage.counts import BackgroundCounts
 from memman_daemon.storage.postgres.schema import MIGRATIONS, PGVECTOR_DDL, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -415,30 +416,12 @@ class PgStore(Component):
                 "events_sent": self.events_sent, "events_received": self.events_received}
 
 
-class SharedCounts:
-    """A shared tier's counts for ``stats`` (which is sync): each call answers what the last
-    read found (zeros before the first) and starts the next read in the background. ``sql``
-    selects one row: the counts, in the order of ``keys``."""
+class SharedCounts(BackgroundCounts):
+    """A shared tier's counts for ``stats``: ``sql`` selects one row, the counts in the order
+    of ``keys`` (see ``BackgroundCounts``)."""
 
     def __init__(self, pg: PgStore, sql: str, keys: tuple[str, ...]) -> None:
-        self.pg = pg
-        self.sql = sql
-        self.counts: dict[str, int] = dict.fromkeys(keys, 0)
-        self._task: asyncio.Task[None] | None = None
-
-    def current(self) -> dict[str, int]:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self.refresh())
-        return dict(self.counts)
-
-    async def refresh(self) -> None:
-        try:
-            row = await self.pg.fetchrow(self.sql)
-        except MemmanError:
-            return
-        if row is not None:
-            self.counts = dict(zip(self.counts, row, strict=True))
-
-    def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        async def read() -> dict[str, int]:
+            row = await pg.fetchrow(sql)
+            return dict(zip(keys, row, strict=True)) if row is not None else {}
+        super().__init__(read, keys)

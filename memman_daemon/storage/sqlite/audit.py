@@ -1,58 +1,51 @@
-"""The SQL of the ``audit`` table (the local audit log): the row a change commits with, the
-filtered reads of ``memman_audit_list`` and the reads of ``memman_undo``. Callers:
-``tiers/audit.py`` (``AuditLog``) and ``api/system.py`` (undo)."""
+"""The ``audit`` table of the local SQLite file: the audit group (``SqliteAudit``, under
+``tiers/audit.py``'s ``AuditLog``) and the reads of ``memman_undo`` (``api/system.py``)."""
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable
 from typing import Any
 
+from memman_daemon.storage.audit import COLUMNS, AuditRecord, select_newest, select_promotion
 from memman_daemon.storage.sqlite.store import Op, Store
 
-#: the columns in the order ``AuditRecord`` takes them (``data`` as JSON text last)
-COLUMNS = "id, at, action, what, source, target, client, session_id, user_id, tenant_id, data"
+
+class SqliteAudit:
+    """The audit group (``storage/audit.py``) in the local file; ids count up from the
+    highest in use."""
+
+    host = None
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._ids = itertools.count(1)
+
+    async def load(self) -> None:
+        rows = await self.store.fetchall("SELECT max(id) FROM audit")
+        self._ids = itertools.count((rows[0][0] or 0) + 1)
+
+    async def ensure_ids(self, n: int) -> None:
+        pass  # counted here, never short
+
+    def take_id(self) -> int:
+        return next(self._ids)
+
+    def insert_op(self, rec: AuditRecord) -> Op:
+        return (f"INSERT INTO audit({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rec.row())
+
+    async def newest(self, filt: dict[str, Any]) -> list[AuditRecord]:
+        return [AuditRecord.from_row(r)
+                for r in await self.store.fetchall(*select_newest(filt, lambda n: "?"))]
+
+    async def newest_promotion(self, client: str, session_id: str | None,
+                               after: float | None) -> AuditRecord | None:
+        rows = await self.store.fetchall(*select_promotion(client, session_id, after,
+                                                           lambda n: "?"))
+        return AuditRecord.from_row(rows[0]) if rows else None
 
 
-def insert_op(row: tuple[Any, ...], data: dict[str, Any]) -> Op:
-    """The row ``row`` (every column but ``data``, in ``COLUMNS`` order) with ``data``."""
-    return (f"INSERT INTO audit({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (*row, json.dumps(data, ensure_ascii=False, default=str)))
-
-
-async def max_id(store: Store) -> int:
-    rows = await store.fetchall("SELECT max(id) FROM audit")
-    return rows[0][0] or 0
-
-
-def select_newest(filt: dict[str, Any], mark: Callable[[int], str] = lambda n: "?"
-                  ) -> tuple[str, list[Any]]:
-    """The query of ``memman_audit_list`` and its parameters, newest first. ``filt``:
-    session_id, user_id, tenant_id, action, before_id, limit. ``mark(n)`` is the n-th
-    parameter's placeholder (``?`` here, ``$n`` in PostgreSQL, whose audit has the same
-    columns)."""
-    where: list[str] = []
-    params: list[Any] = []
-    for k in ("session_id", "user_id", "tenant_id", "action"):
-        if filt.get(k) is not None:
-            params.append(filt[k])
-            where.append(f"{k}={mark(len(params))}")
-    if filt.get("before_id") is not None:
-        params.append(int(filt["before_id"]))
-        where.append(f"id<{mark(len(params))}")
-    sql = f"SELECT {COLUMNS} FROM audit"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    params.append(int(filt.get("limit") or 100))
-    return sql + f" ORDER BY id DESC LIMIT {mark(len(params))}", params
-
-
-async def newest(store: Store, filt: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """Newest first: see ``select_newest``."""
-    sql, params = select_newest(filt)
-    return await store.fetchall(sql, params)
-
-
+# --- memman_undo's reads ----------------------------------------------------------------------
 async def of_client(store: Store, client: str, actions: tuple[str, ...], session_id: str | None,
                     limit: int) -> list[tuple[Any, ...]]:
     """The client's newest ``limit`` records of these actions (of one session), newest first."""

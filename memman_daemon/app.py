@@ -29,6 +29,7 @@ from memman_daemon.storage import backend_for
 from memman_daemon.storage.sqlite.store import Store, StoreError
 from memman_daemon.tiers.cache import ToolCache
 from memman_daemon.tiers.injection import Injection
+from memman_daemon.tiers.memory import UserMemory
 from memman_daemon.tiers.promotion import Promotion
 from memman_daemon.tiers.scratchpad import Scratchpad
 from memman_daemon.tokens import TokenCounter
@@ -54,7 +55,8 @@ class App:
         self.store = Store(config.database_path, config.storage.synchronous,
                            config.storage.batch_max_rows)
         # where user memory, business context and their audit live: SQLite or PostgreSQL
-        self.backend = tiers_for(backend_for(config, self.store), self.clock)
+        self.storage = backend_for(config, self.store)
+        self.backend = tiers_for(self.storage, self.clock)
         self.shared = self.backend.store
         self.events = self.backend.events
         self.tokens = TokenCounter()
@@ -91,8 +93,9 @@ class App:
         self.summarizer.notes = self.scratchpad.snippets  # summaries quote the agent's notes
         searchable = (config, self.clock, self.store, self.events, self.tokens, self.embedder,
                       self.vector_sync, self.shared_audit)
-        self.user_memory = self.backend.user_memory(*searchable, self.sessions, self.scratchpad,
-                                                    read_only=read_only)
+        self.user_memory = UserMemory(config, self.clock, self.storage, self.events, self.tokens,
+                                      self.embedder, self.vector_sync, self.shared_audit,
+                                      self.sessions, self.scratchpad, read_only=read_only)
         self.docs = self.backend.docs(*searchable)
         # watches each tenant's agent.md
         self.agent_md = self.backend.agent_md(config, self.events, self.docs, read_only=read_only)

@@ -8,7 +8,7 @@ from typing import Any
 
 from memman import names
 from memman.errors import NOT_FOUND, MemmanError, invalid_params
-from memman_daemon.api.shapes import LIMIT, answer
+from memman_daemon.api.shapes import LIMIT
 from memman_daemon.params import METADATA, ROW_ID, Bool, Float, Id, Int, Map, Nullable, Stored, Str
 from memman_daemon.rpc import Call, Param, method
 
@@ -106,7 +106,7 @@ async def memory_learn(call: Call, user_id: str, key: str, value: Any,
 
 @method(names.MEMORY_RECALL, Param("user_id", USER_ID), Param("key", Id("answer_style")))
 async def memory_recall(call: Call, user_id: str, key: str) -> dict[str, Any] | None:
-    return await answer(call.app.user_memory.recall(user_id, key))
+    return await call.app.user_memory.recall(user_id, key)
 
 
 @method(names.MEMORY_COMPACT, Param("user_id", USER_ID), Param("type", MEMORY_TYPE),

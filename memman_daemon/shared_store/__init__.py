@@ -28,7 +28,6 @@ from memman_daemon.storage import Storage
 from memman_daemon.tiers.agentmd import AgentMd
 from memman_daemon.tiers.audit import AuditLog
 from memman_daemon.tiers.docs import BusinessDocs
-from memman_daemon.tiers.user_memory import UserMemory
 
 
 @dataclass
@@ -39,24 +38,22 @@ class Backend:
     #: the audit log: ``(store, clock)`` -> records session-tier actions locally, lists all
     audit: Callable[..., AuditLog]
     shared_audit: Any  #: where shared-tier changes are audited (None: the audit log itself)
-    user_memory: Callable[..., UserMemory]  #: takes ``UserMemory``'s arguments
     docs: Callable[..., BusinessDocs]  #: takes ``BusinessDocs``' arguments
     agent_md: Callable[..., AgentMd]  #: takes ``AgentMd``'s arguments
 
 
 def tiers_for(storage: Storage, clock: Clock) -> Backend:
     if storage.pg is None:
-        return Backend("sqlite", storage.store, storage.events, AuditLog, None, UserMemory,
-                       BusinessDocs, AgentMd)
+        return Backend("sqlite", storage.store, storage.events, AuditLog, None, BusinessDocs,
+                       AgentMd)
     from memman_daemon.shared_store.agentmd import PgAgentMd
     from memman_daemon.shared_store.audit import MergedAuditLog, PgAuditLog
     from memman_daemon.shared_store.docs import PgBusinessDocs
-    from memman_daemon.shared_store.user_memory import PgUserMemory
 
     store = storage.pg
     shared_audit = PgAuditLog(store, clock)
     return Backend("postgresql", store, storage.events, partial(MergedAuditLog, shared=shared_audit),
-                   shared_audit, partial(PgUserMemory, pg=store), partial(PgBusinessDocs, pg=store),
+                   shared_audit, partial(PgBusinessDocs, pg=store),
                    partial(PgAgentMd, pg=store, audit=shared_audit))
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from memman.config import Config
 from memman_daemon.events import EventBus
+from memman_daemon.storage.memories import MemoryRows
 from memman_daemon.storage.sqlite.store import Store
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -30,6 +31,7 @@ class Storage:
     events: EventBus  #: with PostgreSQL, events cross daemons
     local: Store  #: the local SQLite file (sessions; with SQLite, the shared groups too)
     pg: Any = None  #: the PgStore, or None with SQLite
+    memories: MemoryRows = None  # type: ignore[assignment]  # set by backend_for
 
     async def write(self, ops: Iterable[Any]) -> None:
         """Commit the operations of the shared table groups in one transaction: ``Op``
@@ -47,12 +49,15 @@ class Storage:
 def backend_for(config: Config, local: Store) -> Storage:
     dsn = config.storage.shared.strip()
     if not dsn:
+        from memman_daemon.storage.sqlite.memories import SqliteMemories
         from memman_daemon.storage.sqlite.shared import LocalShared
-        return Storage("sqlite", LocalShared(), EventBus(), local)
+        return Storage("sqlite", LocalShared(), EventBus(), local,
+                       memories=SqliteMemories(local))
     if not dsn.startswith(SCHEMES):
         raise ValueError(f"storage.shared must be a postgresql://... URL (or empty for the "
                          f"local SQLite file), not {dsn[:40]!r}")
     from memman_daemon.storage.postgres.events import SharedEventBus
+    from memman_daemon.storage.postgres.memories import PgMemories
     from memman_daemon.storage.postgres.pool import PgStore
 
     s = config.storage
@@ -60,4 +65,4 @@ def backend_for(config: Config, local: Store) -> Storage:
                     backoff_max_s=s.shared_backoff_max_s)
     bus = SharedEventBus(send=store.notify, origin=store.origin)
     store.on_notify = bus.receive
-    return Storage("postgresql", store, bus, local, store)
+    return Storage("postgresql", store, bus, local, store, memories=PgMemories(store))

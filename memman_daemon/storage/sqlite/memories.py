@@ -14,14 +14,8 @@ import numpy as np
 from memman_daemon.search import fts
 from memman_daemon.search.vector_matrix import blobs_to_matrix
 from memman_daemon.search.vectors import VectorIndex
-from memman_daemon.storage.memories import (
-    COLUMNS,
-    MemoryRecord,
-    UserCounts,
-    dedup_of,
-    newest_where,
-    to_json,
-)
+from memman_daemon.storage import memories as model
+from memman_daemon.storage.memories import COLUMNS, MemoryRecord, UserCounts
 from memman_daemon.storage.sqlite import fts as fts_rows
 from memman_daemon.storage.sqlite.store import Op, Store
 
@@ -102,13 +96,13 @@ class SqliteMemories:
         key = dedup.split("\n", 1)[0] if kind == "playbook" else dedup
         found = await self._select("WHERE user_id=? AND kind=? AND key=? AND archived_by IS NULL "
                                    "ORDER BY id", (user_id, kind, key))
-        return next((r for r in found if dedup_of(r) == dedup), None)
+        return next((r for r in found if model.dedup_of(r) == dedup), None)
 
     async def newest(self, user_id: str, type_: str, *, limit: int,
                      include_archived: bool = False, kind: str | None = None,
                      before_id: int | None = None) -> list[MemoryRecord]:
-        where, params = newest_where(user_id, type_, include_archived=include_archived,
-                                     kind=kind, before_id=before_id)
+        where, params = model.newest_where(user_id, type_, include_archived=include_archived,
+                                           kind=kind, before_id=before_id)
         return await self._select(f"WHERE {where} ORDER BY id DESC LIMIT ?", [*params, limit])
 
     async def oldest_live(self, user_id: str, type_: str) -> list[MemoryRecord]:
@@ -219,14 +213,14 @@ class SqliteMemories:
 
     def touch(self, record_id: int, metadata: dict[str, Any], updated_at: float) -> Op:
         return ("UPDATE memories SET metadata=?, updated_at=? WHERE id=?",
-                (to_json(metadata), updated_at, record_id))
+                (model.to_json(metadata), updated_at, record_id))
 
     def archive(self, ids: list[int], summary_id: int) -> list[Op]:
         return [("UPDATE memories SET archived_by=? WHERE id=?", (summary_id, i)) for i in ids]
 
     def rewrite(self, record_id: int, content: str, metadata: dict[str, Any]) -> Op:
         return ("UPDATE memories SET content=?, metadata=? WHERE id=?",
-                (content, to_json(metadata), record_id))
+                (content, model.to_json(metadata), record_id))
 
     def relink(self, summary_id: int) -> Op:
         return ("UPDATE memories SET archived_by=0 WHERE archived_by=?", (summary_id,))

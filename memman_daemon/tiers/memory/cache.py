@@ -13,6 +13,7 @@ that reached this daemon.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from memman.errors import MemmanError
@@ -101,16 +102,15 @@ class LatestCounts:
             ("users", "episodic", "preferences", "rules", "playbooks"), 0)
         self._task: asyncio.Task[None] | None = None
 
+    async def refresh(self) -> None:
+        with contextlib.suppress(MemmanError):  # the store is down: the figures stay
+            self.counts = await self.rows.counts()
+
     def current(self) -> dict[str, int]:
-        if self._task is None or self._task.done():
+        reading = self._task
+        if reading is None or reading.done():
             self._task = asyncio.get_running_loop().create_task(self.refresh())
         return dict(self.counts)
-
-    async def refresh(self) -> None:
-        try:
-            self.counts = await self.rows.counts()
-        except MemmanError:  # the store is down: the figures stay as they were
-            return
 
     def close(self) -> None:
         if self._task is not None:

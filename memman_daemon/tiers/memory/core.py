@@ -55,23 +55,24 @@ class RaceLost(MemmanError):
     """Another writer committed a live record with the same key first."""
 
 
+@dataclass
 class MemoryCore:
     """The parts every layer uses: the rows (``storage.memories``), the keyed cache, the
     loaded vector matrices (scopes ``(user_id, type)``), the embedder, events and audit."""
 
-    def __init__(self, config: Config, clock: Clock, storage: Storage, events: EventBus,
-                 embedder: Embedder, vector_sync: VectorSync, audit: Recorder) -> None:
-        self.config = config
-        self.clock = clock
-        self.storage = storage
-        self.rows = storage.memories
-        self.events = events
-        self.embedder = embedder
-        self.vector_sync = vector_sync  #: asked for a pass when records were stored without vectors
-        self.audit = audit  #: where changes are audited (the shared audit with PostgreSQL)
+    config: Config
+    clock: Clock
+    storage: Storage
+    events: EventBus
+    embedder: Embedder
+    vector_sync: VectorSync  #: asked for a pass when records were stored without vectors
+    audit: Recorder  #: where changes are audited (the shared audit with PostgreSQL)
+    races: int = 0
+
+    def __post_init__(self) -> None:
+        self.rows = self.storage.memories
         self.cache = KeyedCache(self.rows)
         self.vscopes = VectorScopes(self._load_scope)
-        self.races = 0
 
     def new(self, user_id: str, type_: str, kind: str, key: str | None, content: str,
             metadata: dict[str, Any], at: float | None = None) -> MemoryRecord:
@@ -88,8 +89,8 @@ class MemoryCore:
         return memory_vector_text(rec.kind, rec.key, rec.content, rec.metadata)
 
     async def _load_scope(self, key: Hashable) -> tuple[list[int], np.ndarray]:
-        user_id, type_ = key  # type: ignore[misc]
-        return await self.rows.scope_vectors(user_id, type_, self.embedder.model_id,
+        scope: tuple[str, str] = key  # type: ignore[assignment]  # (user_id, type)
+        return await self.rows.scope_vectors(*scope, self.embedder.model_id,
                                              self.vscopes.dim or 0)
 
     async def scope(self, user_id: str, type_: str, dim: int) -> VectorMatrix:

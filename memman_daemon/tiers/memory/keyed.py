@@ -19,48 +19,43 @@ from memman_daemon.storage.memories import MemoryRecord
 from memman_daemon.tiers.memory.core import Change, MemoryCore
 
 
-def _preference_conflict(user_id: str, key: str, old: MemoryRecord, value: str,
-                         meta: dict[str, Any]) -> MemmanError:
-    return MemmanError(CONFLICT, f"preference {key!r} of user {user_id!r} is already "
-                       f"{old.content!r}; the new value {value!r} differs. Pass "
-                       "replace=true to overwrite it, or keep the existing one",
-                       {"key": key, "existing": old.content, "proposed": value})
-
-
-def _rule_conflict(user_id: str, condition: str, old: MemoryRecord, action: str,
-                   meta: dict[str, Any]) -> MemmanError:
-    return MemmanError(CONFLICT, f"rule for condition {condition!r} already says "
-                       f"{old.content!r}; the new action {action!r} differs. Pass "
-                       "replace=true to overwrite it, or keep the existing one",
-                       {"condition": condition, "existing": old.content, "proposed": action})
-
-
-def _playbook_conflict(user_id: str, flow: str, old: MemoryRecord, content: str,
-                       meta: dict[str, Any]) -> MemmanError:
-    return MemmanError(CONFLICT, f"a playbook for flow {flow!r} and this query already "
-                       f"exists with outcome {old.metadata.get('outcome')!r}; pass "
-                       "replace=true to overwrite it",
-                       {"flow": flow, "existing": old.metadata, "proposed": meta})
-
-
 @dataclass(frozen=True)
 class KeyedKind:
-    """How one kind of keyed record is stored and compared."""
+    """How one kind of keyed record is stored, compared and refused."""
 
     type: str  #: its layer
     event: str  #: the memory event of a change
     #: is (content, metadata) what ``old`` already holds?
     same: Callable[[MemoryRecord, str, dict[str, Any]], bool]
-    conflict: Callable[[str, str, MemoryRecord, str, dict[str, Any]], MemmanError]
+    #: the CONFLICT message: (user, key, old, new content)
+    says: Callable[[str, str, MemoryRecord, str], str]
+    #: the CONFLICT's data: (key, old, new content, new metadata)
+    data: Callable[[str, MemoryRecord, str, dict[str, Any]], dict[str, Any]]
+
+    def conflict(self, user_id: str, key: str, old: MemoryRecord, content: str,
+                 meta: dict[str, Any]) -> MemmanError:
+        return MemmanError(CONFLICT, self.says(user_id, key, old, content),
+                           self.data(key, old, content, meta))
 
 
+_REPLACE = "Pass replace=true to overwrite it, or keep the existing one"
 KINDS = {
-    "preference": KeyedKind("semantic", "learned", lambda old, c, m: old.content == c,
-                            _preference_conflict),
-    "rule": KeyedKind("procedural", "appended", lambda old, c, m: old.content == c,
-                      _rule_conflict),
-    "playbook": KeyedKind("procedural", "appended", lambda old, c, m: old.metadata == m,
-                          _playbook_conflict),
+    "preference": KeyedKind(
+        "semantic", "learned", lambda old, c, m: old.content == c,
+        lambda u, k, old, c: f"preference {k!r} of user {u!r} is already {old.content!r}; "
+                             f"the new value {c!r} differs. {_REPLACE}",
+        lambda k, old, c, m: {"key": k, "existing": old.content, "proposed": c}),
+    "rule": KeyedKind(
+        "procedural", "appended", lambda old, c, m: old.content == c,
+        lambda u, k, old, c: f"rule for condition {k!r} already says {old.content!r}; the "
+                             f"new action {c!r} differs. {_REPLACE}",
+        lambda k, old, c, m: {"condition": k, "existing": old.content, "proposed": c}),
+    "playbook": KeyedKind(
+        "procedural", "appended", lambda old, c, m: old.metadata == m,
+        lambda u, k, old, c: f"a playbook for flow {k!r} and this query already exists with "
+                             f"outcome {old.metadata.get('outcome')!r}; pass replace=true to "
+                             "overwrite it",
+        lambda k, old, c, m: {"flow": k, "existing": old.metadata, "proposed": m}),
 }
 
 
@@ -85,8 +80,11 @@ class Keyed:
         if old is not None:
             rec.id, rec.created_at = old.id, old.created_at
         vops, vindex = await core.vector_ops([rec])
-        return Change(rec, [*core.rows.upsert(rec), *vops],
-                      lambda: (core.cache.put(rec), vindex()), spec.event, previous=old)
+
+        def apply() -> None:
+            core.cache.put(rec)
+            vindex()
+        return Change(rec, [*core.rows.upsert(rec), *vops], apply, spec.event, previous=old)
 
     async def prepare_preference(self, user_id: str, key: str, value: str, *, replace: bool,
                                  metadata: dict[str, Any] | None = None) -> Change:

@@ -192,11 +192,12 @@ class MemorySearch:
             m = core.vscopes.scopes.get((user_id, t))
             if m is not None and need:
                 sims.update(m.similarities(q, need))
-        scored = []
+        ranked = []
         for f in fused:
-            rec = rows.get(f.id)
-            if rec is None:
+            found = rows.get(f.id)
+            if found is None:
                 continue
+            rec = found
             if (rec.kind in KEYED_KINDS and BM25 not in f.parts
                     and sims.get(f.id, 0.0) < core.embedder.threshold(
                         "similarity", cfg.similarity_threshold)):
@@ -204,10 +205,10 @@ class MemorySearch:
             rec_bonus = self._recency(rec.updated_at, now)
             rec_part = cfg.rrf_recency * (rec_bonus / cfg.recency_bonus if cfg.recency_bonus
                                           else 0.0)
-            scored.append((round(f.rrf + rec_part, 6), rec, f, rec_bonus, rec_part))
-        scored.sort(key=lambda t: (-t[0], -t[1].id))
+            ranked.append((round(f.rrf + rec_part, 6), rec, f, rec_bonus, rec_part))
+        ranked.sort(key=lambda t: (-t[0], -t[1].id))
         out = []
-        for sc, rec, f, rec_bonus, rec_part in scored[:limit]:
+        for sc, rec, f, rec_bonus, rec_part in ranked[:limit]:
             sem = sims.get(f.id)
             out.append({**rec.to_wire(), "score": sc,
                         "lexical": round(lexical.get(f.id, 0.0), 6),

@@ -217,20 +217,6 @@ class UserMemory(Component):
         return [sn for sid in self.finder.user_sessions(user_id)
                 for sn in self.scratchpad.peek(sid)]
 
-    async def list(self, user_id: str, type_: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
-        """Newest first; ``opts``: limit (50), before_id, kind, include_archived."""
-        check_type(type_)
-        limit = int(opts.get("limit") or 50)
-        if type_ == "working":
-            sns = sorted(self._working(user_id), key=lambda s: -s.id)
-            return [{**s.to_wire(), "type": "working"} for s in sns[:limit]]
-        before = opts.get("before_id")
-        found = await self.rows.newest(user_id, type_, limit=limit,
-                                       include_archived=bool(opts.get("include_archived")),
-                                       kind=opts.get("kind") or None,
-                                       before_id=int(before) if before is not None else None)
-        return [r.to_wire() for r in found]
-
     async def compact(self, user_id: str, type_: str, opts: dict[str, Any],
                       client: str = "") -> dict[str, Any]:
         """The four-layer design's compact: keep the newest ``keep_last`` live, fold the older
@@ -312,7 +298,7 @@ class UserMemory(Component):
     async def delete(self, record: MemoryRecord | None, extra: list[Any]) -> None:
         """Delete ``record`` (a promotion's new record, ``memman_undo``) with ``extra`` in
         the same transaction; with no record, commit ``extra`` alone."""
-        ops: list[Any] = list(extra)
+        ops = list(extra)
         if record is not None:
             ops = [*self.rows.delete(record.id), *extra]
         await self.storage.write(ops)
@@ -352,3 +338,18 @@ class UserMemory(Component):
                 self.finder.user_sessions(user_id), client)
         self.core.publish("cleared", user_id, types=list(types), counts=cleared)
         return {"cleared": cleared}
+
+    # (last: below it, ``list`` in an annotation would name this method)
+    async def list(self, user_id: str, type_: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
+        """Newest first; ``opts``: limit (50), before_id, kind, include_archived."""
+        check_type(type_)
+        limit = int(opts.get("limit") or 50)
+        if type_ == "working":
+            sns = sorted(self._working(user_id), key=lambda s: -s.id)
+            return [{**s.to_wire(), "type": "working"} for s in sns[:limit]]
+        before = opts.get("before_id")
+        found = await self.rows.newest(user_id, type_, limit=limit,
+                                       include_archived=bool(opts.get("include_archived")),
+                                       kind=opts.get("kind") or None,
+                                       before_id=int(before) if before is not None else None)
+        return [r.to_wire() for r in found]

@@ -55,8 +55,9 @@ from memman.client import Client  # noqa: E402
 from memman.config import Config  # noqa: E402
 from memman_daemon.search.local_embedder import LocalEmbedder  # noqa: E402
 from memman_daemon.server import Server  # noqa: E402
+from memman_daemon.storage.memories import MemoryRecord  # noqa: E402
+from memman_daemon.storage.sqlite.memories import SqliteMemories  # noqa: E402
 from memman_daemon.storage.sqlite.store import Store  # noqa: E402
-from memman_daemon.tiers.user_memory import MemoryRecord  # noqa: E402
 
 USER = "ana"
 STOP = set("""a an and are as at be by can do does did for from has have he her his how i in
@@ -199,8 +200,8 @@ async def seed_100k(root: Path, n: int) -> None:
         for k, (t, v) in enumerate(zip(part, vecs, strict=True)):
             rid = 1 + start + k  # the labelled memories are ids 1..208
             at = now - rng.random() * 30 * 86_400
-            ops.append(MemoryRecord(rid, USER, "episodic", "entry", None, t, {}, at, at)
-                       .insert_op())
+            ops += SqliteMemories(store).upsert(
+                MemoryRecord(rid, USER, "episodic", "entry", None, t, {}, at, at))
             ops.append(("INSERT INTO memory_vectors(id, dim, embedding, model) VALUES (?,?,?,?)",
                         (rid, int(v.shape[0]), v.tobytes(), emb.model_id)))
         await store.write(ops)
@@ -213,7 +214,7 @@ async def latency(root: Path, n: int) -> dict:
     seeded = time.perf_counter() - t0
     cfg = config(root)
     async with Daemon(cfg) as server, await Client.connect(cfg.socket, name="bench") as c:
-        stored = server.app.user_memory.episodic_count.get(USER, 0)
+        stored = (await server.app.user_memory.rows.user_counts(USER)).episodic
         targets = {m: i + 1 for i, (m, _) in enumerate(PAIRS)}
         qs = [q for _, q in PAIRS]
         for q in qs[:5]:  # warm up: the first search loads the user's vectors

@@ -42,8 +42,9 @@ from memman.client import Client  # noqa: E402
 from memman.config import Config  # noqa: E402
 from memman_daemon.search import fts  # noqa: E402
 from memman_daemon.server import Server  # noqa: E402
+from memman_daemon.storage.memories import MemoryRecord  # noqa: E402
+from memman_daemon.storage.sqlite.memories import SqliteMemories  # noqa: E402
 from memman_daemon.storage.sqlite.store import Store  # noqa: E402
-from memman_daemon.tiers.user_memory import MemoryRecord  # noqa: E402
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "po", "da", "fi", "gu",
              "he", "ja", "ko", "lu", "ma", "no", "pi", "qua", "re", "si", "to", "ul", "va"]
@@ -114,7 +115,7 @@ async def seed(cfg: Config, entries: int, chunks: int, zipf: Zipf) -> None:
         at = now - rng.random() * 30 * 86_400  # over the last 30 days
         rec = MemoryRecord(i + 1, "bench-user", "episodic", "entry", None,
                            zipf.text(rng.randint(12, 40)), {"n": i}, at, at)
-        batch.append(rec.insert_op())
+        batch += SqliteMemories(store).upsert(rec)
         if len(batch) >= 5000:
             await store.write(batch)
             batch = []

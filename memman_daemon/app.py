@@ -27,8 +27,11 @@ from memman_daemon.sessions import LoadError, Sessions
 from memman_daemon.shared_store import connect, tiers_for
 from memman_daemon.storage import backend_for
 from memman_daemon.storage.sqlite.store import Store, StoreError
+from memman_daemon.tiers.agentmd import AgentMd
 from memman_daemon.tiers.cache import ToolCache
+from memman_daemon.tiers.docs import BusinessDocs
 from memman_daemon.tiers.injection import Injection
+from memman_daemon.tiers.memory import UserMemory
 from memman_daemon.tiers.promotion import Promotion
 from memman_daemon.tiers.scratchpad import Scratchpad
 from memman_daemon.tokens import TokenCounter
@@ -90,14 +93,13 @@ class App:
         self.scratchpad = Scratchpad(config, self.clock, self.store, self.events, self.sessions,
                                      self.embedder, self.audit, read_only=read_only)
         self.summarizer.notes = self.scratchpad.snippets  # summaries quote the agent's notes
-        searchable = (config, self.clock, self.store, self.events, self.tokens, self.embedder,
-                      self.vector_sync, self.shared_audit)
-        self.user_memory = self.backend.user_memory(*searchable, self.sessions, self.scratchpad,
-                                                    read_only=read_only)
-        self.docs = self.backend.docs(config, self.clock, self.storage, self.events, self.tokens,
+        self.user_memory = UserMemory(config, self.clock, self.storage, self.events, self.tokens,
+                                      self.embedder, self.vector_sync, self.shared_audit,
+                                      self.sessions, self.scratchpad, read_only=read_only)
+        self.docs = BusinessDocs(config, self.clock, self.storage, self.events, self.tokens,
                                       self.embedder, self.vector_sync, self.shared_audit)
         # watches each tenant's agent.md
-        self.agent_md = self.backend.agent_md(config, self.events, self.docs, self.storage,
+        self.agent_md = AgentMd(config, self.events, self.docs, self.storage,
                                               self.shared_audit, read_only=read_only)
         self.promotion = Promotion(config, self.events, self.sessions, self.scratchpad,
                                    self.user_memory, self.agent_md, audit=self.shared_audit,

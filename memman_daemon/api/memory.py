@@ -8,7 +8,6 @@ from typing import Any
 
 from memman import names
 from memman.errors import NOT_FOUND, MemmanError
-from memman_daemon.api.shapes import answer
 from memman_daemon.rpc import Call, handles
 
 
@@ -64,7 +63,7 @@ async def memory_learn(call: Call, user_id: str, key: str, value: Any,
 
 @handles(names.MEMORY_RECALL)
 async def memory_recall(call: Call, user_id: str, key: str) -> dict[str, Any] | None:
-    return await answer(call.app.user_memory.recall(user_id, key))
+    return await call.app.user_memory.recall(user_id, key)
 
 
 @handles(names.MEMORY_COMPACT)

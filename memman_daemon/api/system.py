@@ -316,14 +316,11 @@ async def _unpromote(call: Call, rec: dict[str, Any], uop: Op) -> dict[str, Any]
             change = await prep(user, key, previous, replace=True)
             await um.commit(change, extra)
             return {"ref": ref, "restored": previous}
-        table = um.prefs if kind == "preference" else um.rules
-        record = table.get(user, {}).get(key)
-        await um.delete(record, extra)
+        await um.delete(await um.record(user, kind, key), extra)
         return {"ref": ref, "restored": None}
     if kind == "playbook":
         rid = int(ref.rsplit("#", 1)[-1])
-        record = next((b for b in um.playbooks.get(user, []) if b.id == rid), None)
-        await um.delete(record, extra)
+        await um.delete(await um.record(user, kind, record_id=rid), extra)
         return {"ref": ref, "restored": None}
     if kind == "business":
         await app.agent_md.unappend(tenant, ref, rec["what"], previous)

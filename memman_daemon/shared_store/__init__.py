@@ -1,24 +1,19 @@
-"""Where the shared tiers live: the local SQLite file (default) or PostgreSQL.
+"""How the shared tiers are tied together once ``storage.backend_for`` chose where they live.
 
-User memory, business context (documents, chunks, agent.md), promotions and the audit of
-their changes are the *shared* tiers; sessions (entry log, summaries, cycles, tool cache,
-scratchpad) always stay in the local SQLite file. ``[storage] shared`` (env
-``MEMMAN_STORAGE_SHARED``, flag ``--shared``) chooses, once, at start:
+User memory, business context (documents, chunks, agent.md), promotions and the audit of their
+changes are the *shared* tiers: one class each, for both backends, over the storage groups of
+``Storage``. What still depends on the choice lives here, in two functions:
 
-- empty: ``LocalShared`` and the tier classes of ``memman_daemon.tiers`` — one SQLite file;
-- ``postgresql://...``: ``PgStore``; user memory's tier is still a subclass in this package.
-  Documents, agent.md and the audit are the same classes on both, over the storage groups
-  ``backend_for`` chose. Every daemon naming the same database shares them.
-
-``Backend`` is that choice: the store component, the event bus, the shared audit and one
-constructor per shared tier. ``connect`` ties the parts together once the tiers exist.
+- ``tiers_for``: the audit logs. With SQLite one log holds everything; with PostgreSQL the
+  shared tiers' changes are audited in the shared store and ``memman_audit_list`` merges that
+  with the session-tier actions recorded locally (``MergedAuditLog``).
+- ``connect``: the hooks between the tiers once they exist; with PostgreSQL, other daemons'
+  changes (events across daemons) invalidate this daemon's caches and a reconnection resyncs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from memman_daemon.clock import Clock
@@ -28,7 +23,6 @@ from memman_daemon.storage.sqlite.audit import SqliteAudit
 from memman_daemon.tiers.agentmd import AgentMd
 from memman_daemon.tiers.audit import AuditLog, MergedAuditLog
 from memman_daemon.tiers.docs import BusinessDocs
-from memman_daemon.tiers.user_memory import UserMemory
 
 
 @dataclass
@@ -39,22 +33,16 @@ class Backend:
     #: the audit log: records session-tier actions locally, lists all
     audit: AuditLog | MergedAuditLog
     shared_audit: AuditLog | None  #: where shared-tier changes are audited (None: ``audit``)
-    user_memory: Callable[..., UserMemory]  #: takes ``UserMemory``'s arguments
-    docs: Callable[..., BusinessDocs]  #: takes ``BusinessDocs``' arguments
-    agent_md: Callable[..., AgentMd]  #: takes ``AgentMd``'s arguments
 
 
 def tiers_for(storage: Storage, clock: Clock) -> Backend:
     if storage.pg is None:
         return Backend("sqlite", storage.store, storage.events, AuditLog(storage.audit, clock),
-                       None, UserMemory, BusinessDocs, AgentMd)
-    from memman_daemon.shared_store.user_memory import PgUserMemory
-
+                       None)
     store = storage.pg
     shared_audit = AuditLog(storage.audit, clock, stats_key="shared_audit")
     audit = MergedAuditLog(AuditLog(SqliteAudit(storage.local), clock), shared_audit)
-    return Backend("postgresql", store, storage.events, audit, shared_audit,
-                   partial(PgUserMemory, pg=store), BusinessDocs, AgentMd)
+    return Backend("postgresql", store, storage.events, audit, shared_audit)
 
 
 def connect(backend: Backend, user_memory: Any, docs: BusinessDocs, agent_md: AgentMd) -> None:

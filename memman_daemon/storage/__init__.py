@@ -19,6 +19,7 @@ from memman_daemon.events import EventBus
 from memman_daemon.storage.agentmd import AgentMdStore
 from memman_daemon.storage.audit import AuditStore
 from memman_daemon.storage.docs import DocsStore
+from memman_daemon.storage.memories import MemoryRows
 from memman_daemon.storage.sqlite.store import ConstraintError, Store
 
 __all__ = ["ConstraintError", "Storage", "backend_for"]
@@ -40,6 +41,7 @@ class Storage:
     docs: DocsStore = None  # type: ignore[assignment]
     agent_md: AgentMdStore = None  # type: ignore[assignment]
     audit: AuditStore = None  # type: ignore[assignment]
+    memories: MemoryRows = None  # type: ignore[assignment]  # set by backend_for
 
     async def write(self, ops: Iterable[Any]) -> None:
         """Commit the operations of the shared table groups in one transaction: ``Op``
@@ -60,9 +62,11 @@ def backend_for(config: Config, local: Store) -> Storage:
         from memman_daemon.storage.sqlite.agentmd import SqliteAgentMd
         from memman_daemon.storage.sqlite.audit import SqliteAudit
         from memman_daemon.storage.sqlite.docs import SqliteDocs
+        from memman_daemon.storage.sqlite.memories import SqliteMemories
         from memman_daemon.storage.sqlite.shared import LocalShared
         return Storage("sqlite", LocalShared(), EventBus(), local, docs=SqliteDocs(local),
-                       agent_md=SqliteAgentMd(local), audit=SqliteAudit(local))
+                       agent_md=SqliteAgentMd(local), audit=SqliteAudit(local),
+                       memories=SqliteMemories(local))
     if not dsn.startswith(SCHEMES):
         raise ValueError(f"storage.shared must be a postgresql://... URL (or empty for the "
                          f"local SQLite file), not {dsn[:40]!r}")
@@ -70,6 +74,7 @@ def backend_for(config: Config, local: Store) -> Storage:
     from memman_daemon.storage.postgres.audit import PgAudit
     from memman_daemon.storage.postgres.docs import PgDocs
     from memman_daemon.storage.postgres.events import SharedEventBus
+    from memman_daemon.storage.postgres.memories import PgMemories
     from memman_daemon.storage.postgres.pool import PgStore
 
     s = config.storage
@@ -78,4 +83,4 @@ def backend_for(config: Config, local: Store) -> Storage:
     bus = SharedEventBus(send=store.notify, origin=store.origin)
     store.on_notify = bus.receive
     return Storage("postgresql", store, bus, local, store, docs=PgDocs(store),
-                   agent_md=PgAgentMd(store), audit=PgAudit(store))
+                   agent_md=PgAgentMd(store), audit=PgAudit(store), memories=PgMemories(store))

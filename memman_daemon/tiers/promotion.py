@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from memman_daemon.storage import Storage
     from memman_daemon.tiers.agentmd import AgentMd
     from memman_daemon.tiers.audit import Recorder
+    from memman_daemon.tiers.memory import UserMemory
     from memman_daemon.tiers.scratchpad import Scratchpad
-    from memman_daemon.tiers.user_memory import UserMemory
 
 TARGETS = ("preference", "rule", "playbook", "business")
 

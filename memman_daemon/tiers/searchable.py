@@ -1,4 +1,4 @@
-"""What the two searchable tiers, user memory (``user_memory.py``) and business documents
+"""What the two searchable tiers, user memory (``memory/``) and business documents
 (``docs.py``), share: the parts they are built with, and the vectors of their rows — the
 sqlite-vec connection (``vectors``), the matrices loaded per scope (``vscopes``: a user's
 layer, a tenant's chunks) and the rows the background re-embed is filling in."""

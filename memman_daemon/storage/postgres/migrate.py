@@ -37,10 +37,10 @@ from typing import Any
 import asyncpg
 
 from memman.config import Config
-from memman_daemon.shared_store.user_memory import UPSERT, dedup_of, upsert_args
 from memman_daemon.storage.agentmd import DOC_ID, sha
+from memman_daemon.storage.memories import MemoryRecord, dedup_of
+from memman_daemon.storage.postgres.memories import UPSERT, upsert_args
 from memman_daemon.storage.postgres.pool import PgStore, redact
-from memman_daemon.tiers.user_memory import MemoryRecord
 
 SHARED_ACTIONS = ("promote", "clear", "import")
 Progress = Callable[[str], None]

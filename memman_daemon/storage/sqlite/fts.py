@@ -1,6 +1,6 @@
 """The FTS5 queries both full-text indexes share (``memories_fts``, ``doc_chunks_fts``): how
 many rows match a word (``informative``) and where the newest matches begin (``newest_bound``).
-Callers: ``tiers/user_memory.py`` and ``tiers/docs.py``; the query text itself is built by
+Callers: ``storage/sqlite/memories.py`` and ``tiers/docs.py``; the query text itself is built by
 ``search/fts.py``.
 
 Words that occur in more than half of the indexed rows are dropped when rarer words remain:

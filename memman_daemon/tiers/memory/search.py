@@ -1,0 +1,350 @@
+"""Finding user memory: hybrid search of the stored layers (full text plus the four-layer
+design's recency bonus; with embeddings, vectors fused by reciprocal rank), the term search of
+working memory, the three-tier design's lookup (exact flow first, then similarity), the
+playbook for a request, and what bears on a question (the window's ``learned`` part)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memman.errors import invalid_params
+from memman_daemon.search import fts
+from memman_daemon.search.hybrid import BM25, VECTOR, content_words, rrf
+from memman_daemon.storage.memories import KEYED_KINDS, MemoryRecord
+from memman_daemon.tiers.memory.core import MEMORY_TYPES, STORED_TYPES, MemoryCore, check_type
+
+if TYPE_CHECKING:
+    from memman_daemon.sessions import Sessions
+    from memman_daemon.tiers.scratchpad import Scratchpad
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def term_score(text: str, terms: list[str]) -> float:
+    """The four-layer design's term score: 2 per exact word occurrence, 1 for a term inside a
+    word."""
+    lowered = text.lower()
+    words = _WORD.findall(lowered)
+    score = 0.0
+    for t in terms:
+        exact = sum(1 for w in words if w == t)
+        if exact:
+            score += 2 * exact
+        elif t in lowered:
+            score += 1
+    return score
+
+
+def playbook_snippet(pb: MemoryRecord) -> str:
+    """A playbook as one scratchpad snippet: the recipe the skill can follow or adapt."""
+    m = pb.metadata
+    calls = ", ".join(
+        str(c.get("tool_id") or c.get("tool") or c.get("name") or c) if isinstance(c, dict)
+        else str(c) for c in (m.get("tool_calls") or []))
+    slots = ", ".join(f"{k}={v}" for k, v in (m.get("slots") or {}).items())
+    parts = [f"Playbook for flow {pb.key}: a past request \"{m.get('user_query', '')}\""]
+    if slots:
+        parts.append(f"slots {slots}")
+    if calls:
+        parts.append(f"tool calls {calls}")
+    if m.get("outcome"):
+        parts.append(f"outcome: {m['outcome']}")
+    return "; ".join(parts) + "."
+
+
+def _threshold(value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not -1 <= value <= 1:
+        raise invalid_params("opts.threshold", "expected a cosine similarity from -1 to 1")
+    return float(value)
+
+
+class MemorySearch:
+    """Search, lookup and playbooks over every layer of a user."""
+
+    def __init__(self, core: MemoryCore, sessions: Sessions, scratchpad: Scratchpad, *,
+                 read_only: bool) -> None:
+        self.core = core
+        self.sessions = sessions
+        self.scratchpad = scratchpad
+        self.read_only = read_only
+        self.searches = 0
+
+    def user_sessions(self, user_id: str) -> list[str]:
+        return [sid for sid, s in self.sessions.by_id.items() if s.meta.user_id == user_id]
+
+    async def search(self, user_id: str, type_: str, query: str,
+                     opts: dict[str, Any]) -> list[dict[str, Any]]:
+        """Best first, each with ``score`` and its parts (``lexical``, ``semantic``,
+        ``recency``; in hybrid mode also ``matched`` and ``parts``: rank and score in each
+        list, fused score). ``type_`` "" or "all" searches the stored layers together.
+        ``opts.flow``: the three-tier design's lookup -- exact flow id matches first, then
+        (with a query) records similar to the query above ``memory.similarity_threshold``."""
+        self.searches += 1
+        self.core.embedder.check_config()
+        limit = int(opts.get("limit") or self.core.config.memory.search_limit)
+        if type_ in ("", "all"):
+            types: tuple[str, ...] = STORED_TYPES
+        else:
+            check_type(type_, MEMORY_TYPES)
+            types = (type_,)
+        if types == ("working",):
+            return self._search_working(user_id, query, limit, opts.get("session_id"))
+        kind = opts.get("kind")
+        flow = opts.get("flow")
+        if flow is not None:
+            if not isinstance(flow, str):
+                raise invalid_params("opts.flow", "expected the flow id (a string)")
+            return await self._lookup(user_id, types, flow, query, limit, kind,
+                                      opts.get("threshold"))
+        if not query.strip():
+            raise invalid_params("query", "must not be empty (or pass opts.flow for playbooks)")
+        return await self._search_stored(user_id, types, query, limit, kind,
+                                         self.mode_for(opts))
+
+    def mode_for(self, opts: dict[str, Any]) -> str:
+        """``opts.mode``: "hybrid" (default with embeddings on), "fts" or "vector"; with
+        embeddings off every mode is "fts"."""
+        mode = opts.get("mode")
+        if mode is not None and mode not in ("hybrid", "fts", "vector"):
+            raise invalid_params("opts.mode", "expected hybrid, fts or vector")
+        if not self.core.embedder.enabled:
+            return "fts"
+        return mode or "hybrid"
+
+    def _recency(self, at: float, now: float) -> float:
+        cfg = self.core.config.memory
+        age = max(0.0, now - at)
+        if age >= cfg.recency_window_s:
+            return 0.0
+        return cfg.recency_bonus * (1.0 - age / cfg.recency_window_s)
+
+    async def _full_text(self, user_id: str, types: tuple[str, ...], query: str, limit: int,
+                         kind: str | None, content_only: bool
+                         ) -> tuple[dict[int, float], dict[int, MemoryRecord]]:
+        """Full-text candidates: ``({id: score (higher is better)}, {id: record})``, best
+        first. ``content_only``: stop words left out of the query (the hybrid half)."""
+        cfg = self.core.config.memory
+        words = fts.words(query)
+        if content_only:
+            words = content_words(words)
+        # in a hybrid search the vectors carry the meaning, so full text needs fewer rows
+        found = await self.core.rows.full_text(
+            user_id, types, words, kind, cfg.candidates,
+            scan=cfg.hybrid_max_scan if content_only else cfg.max_scan, want=limit)
+        return {r.id: s for r, s in found}, {r.id: r for r, _ in found}
+
+    async def _nearest(self, user_id: str, types: tuple[str, ...], qv: np.ndarray,
+                       k: int) -> list[tuple[int, float]]:
+        """The ``k`` records of these layers nearest to ``qv``: ``(id, cosine)`` best first;
+        ranked by the store where it can, else in the loaded matrices."""
+        core = self.core
+        hits = await core.rows.nearest(user_id, types, qv, core.embedder.model_id, k)
+        if hits is not None:
+            return hits
+        hits = []
+        for t in types:
+            m = await core.scope(user_id, t, int(qv.shape[0]))
+            hits += m.search(qv, k)
+        hits.sort(key=lambda h: -h[1])
+        return hits[:k]
+
+    async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,
+                             limit: int, kind: str | None,
+                             mode: str = "hybrid") -> list[dict[str, Any]]:
+        core = self.core
+        cfg = core.config.memory
+        now = core.clock.now()
+        lexical: dict[int, float] = {}
+        rows: dict[int, MemoryRecord] = {}
+        if mode != "vector":
+            lexical, rows = await self._full_text(user_id, types, query, limit, kind,
+                                                  content_only=mode == "hybrid")
+        qv = await core.embedder.embed([query]) if mode != "fts" else None
+        if qv is None:  # full text only: its score plus the four-layer design's recency bonus
+            scored = []
+            for rid, rec in rows.items():
+                rec_bonus = self._recency(rec.updated_at, now)
+                lex = lexical[rid]
+                scored.append((round(lex + rec_bonus, 6), rec, lex, rec_bonus))
+            scored.sort(key=lambda t: (-t[0], -t[1].id))
+            return [{**rec.to_wire(), "score": sc, "lexical": round(lex, 6), "semantic": None,
+                     "recency": round(bonus, 6), "matched": [BM25]}
+                    for sc, rec, lex, bonus in scored[:limit]]
+        # hybrid: ~candidates from full text and from vectors, fused by reciprocal rank
+        q = qv[0]
+        nearest = await self._nearest(user_id, types, q, cfg.candidates)
+        missing = [i for i, _ in nearest if i not in rows]
+        rows.update(await core.rows.live(missing))
+        if kind:
+            rows = {i: r for i, r in rows.items() if r.kind == kind}
+        vec_list = [(i, s) for i, s in nearest if i in rows]
+        lex_list = sorted(lexical.items(), key=lambda t: -t[1])
+        fused = rrf({BM25: lex_list, VECTOR: vec_list}, cfg.rrf_k,
+                    {BM25: cfg.bm25_weight, VECTOR: cfg.vector_weight})
+        sims = {i: s for i, s in vec_list}
+        need = [f.id for f in fused[:limit * 4] if f.id not in sims]
+        for t in types:  # cosine for full-text-only hits too, where their vector is loaded
+            m = core.vscopes.scopes.get((user_id, t))
+            if m is not None and need:
+                sims.update(m.similarities(q, need))
+        ranked = []
+        for f in fused:
+            found = rows.get(f.id)
+            if found is None:
+                continue
+            rec = found
+            if (rec.kind in KEYED_KINDS and BM25 not in f.parts
+                    and sims.get(f.id, 0.0) < core.embedder.threshold(
+                        "similarity", cfg.similarity_threshold)):
+                continue  # the three-tier design: a preference or rule applies or not
+            rec_bonus = self._recency(rec.updated_at, now)
+            rec_part = cfg.rrf_recency * (rec_bonus / cfg.recency_bonus if cfg.recency_bonus
+                                          else 0.0)
+            ranked.append((round(f.rrf + rec_part, 6), rec, f, rec_bonus, rec_part))
+        ranked.sort(key=lambda t: (-t[0], -t[1].id))
+        out = []
+        for sc, rec, f, rec_bonus, rec_part in ranked[:limit]:
+            sem = sims.get(f.id)
+            out.append({**rec.to_wire(), "score": sc,
+                        "lexical": round(lexical.get(f.id, 0.0), 6),
+                        "semantic": None if sem is None else round(sem, 6),
+                        "recency": round(rec_bonus, 6), "matched": f.matched,
+                        "parts": {**f.to_wire(), "recency": round(rec_part, 6)}})
+        return out
+
+    # --- the three-tier design's lookup: exact id (flow) first, then similarity -----------
+    async def _keyed(self, user_id: str, types: tuple[str, ...],
+                     kind: str | None) -> list[MemoryRecord]:
+        """The live keyed records (preferences, rules, playbooks) of these layers, in id
+        order."""
+        recs = [r for r in (await self.core.cache.user(user_id)).values() if r.type in types
+                and (not kind or r.kind == kind)]
+        return sorted(recs, key=lambda r: r.id)
+
+    async def similar(self, user_id: str, types: tuple[str, ...], query: str,
+                      kind: str | None = None) -> list[tuple[MemoryRecord, float]]:
+        """Keyed records by cosine to ``query``, best first (empty with embeddings off)."""
+        recs = await self._keyed(user_id, types, kind)
+        if not recs or not query.strip():
+            return []
+        qv = await self.core.embedder.embed([query])
+        if qv is None:
+            return []
+        sims: dict[int, float] = {}
+        for t in {r.type for r in recs}:
+            m = await self.core.scope(user_id, t, int(qv.shape[1]))
+            sims.update(m.similarities(qv[0], [r.id for r in recs if r.type == t]))
+        scored = [(r, sims[r.id]) for r in recs if r.id in sims]
+        scored.sort(key=lambda t: (-t[1], -t[0].updated_at))
+        return scored
+
+    async def _lookup(self, user_id: str, types: tuple[str, ...], flow: str, query: str,
+                      limit: int, kind: str | None, threshold: Any) -> list[dict[str, Any]]:
+        types = tuple(t for t in types if t in ("semantic", "procedural")) or ("procedural",)
+        exact = [r for r in await self._keyed(user_id, types, kind) if r.key == flow]
+        exact.sort(key=lambda r: -r.updated_at)
+        out = [{**r.to_wire(), "score": 1.0, "match": "flow", "matched": ["flow"]}
+               for r in exact]
+        if query.strip():
+            th = _threshold(threshold, self.core.embedder.threshold(
+                "similarity", self.core.config.memory.similarity_threshold))
+            seen = {r.id for r in exact}
+            for r, sim in await self.similar(user_id, types, query, kind):
+                if sim >= th and r.id not in seen:
+                    out.append({**r.to_wire(), "score": round(sim, 6), "semantic": round(sim, 6),
+                                "match": "similarity", "matched": [VECTOR], "threshold": th})
+        return out[:limit]
+
+    async def bearing_on(self, s: Any, query: str) -> list[str]:
+        """The preferences and rules of the session's user that bear on ``query`` (found as
+        memory search finds them: hybrid, with the similarity floor for a match by meaning
+        alone) and the playbook that matches it, as window lines, best first. Only for a user
+        of whom this daemon holds keyed records: building a window never waits on a store."""
+        user = s.meta.user_id
+        if not self.core.cache.peek(user):
+            return []
+        out: list[str] = []
+        for type_ in ("semantic", "procedural"):
+            for r in await self.search(user, type_, query, {"limit": 5}):
+                if r.get("kind") in ("preference", "rule"):
+                    out.append(f"- {r['kind']} {r.get('key') or ''}: {r.get('content', '')}")
+        got = await self.playbook(user, query, {"write": False})
+        pb = got.get("playbook")
+        if pb:
+            out.append(f"- playbook for '{pb.get('key') or ''}': {pb.get('content', '')}")
+        return list(dict.fromkeys(out))
+
+    async def playbook(self, user_id: str, query: str, opts: dict[str, Any],
+                       client: str = "") -> dict[str, Any]:
+        """The three-tier design: the playbook for this request -- the newest playbook of
+        ``opts.flow`` if there is one, else the one most similar to ``query`` at or above
+        ``memory.playbook_threshold`` (``opts.threshold``). With ``opts.session_id`` it is
+        written to that session's scratchpad (before the skill runs), unless ``opts.write``
+        is false."""
+        for k in opts:
+            if k not in ("flow", "session_id", "threshold", "write"):
+                raise invalid_params(f"opts.{k}", "unknown option; known: flow, session_id, "
+                                     "threshold, write")
+        flow = opts.get("flow")
+        if flow is not None and not isinstance(flow, str):
+            raise invalid_params("opts.flow", "expected the flow id (a string)")
+        sid = opts.get("session_id")
+        if sid is not None:
+            if not isinstance(sid, str):
+                raise invalid_params("opts.session_id", "expected a session id (a string)")
+            s = self.sessions.get(sid)
+            if s.meta.user_id != user_id:
+                raise invalid_params("opts.session_id", f"session {sid!r} belongs to user "
+                                     f"{s.meta.user_id!r}, not {user_id!r}")
+        core = self.core
+        th = _threshold(opts.get("threshold"), core.embedder.threshold(
+            "playbook", core.config.memory.playbook_threshold))
+        if not query.strip() and not flow:
+            raise invalid_params("query", "must not be empty (or pass opts.flow)")
+        core.embedder.check_config()
+        chosen: MemoryRecord | None = None
+        match, sim = None, None
+        if flow:
+            books = sorted((b for b in await self._keyed(user_id, ("procedural",), "playbook")
+                            if b.key == flow), key=lambda b: -b.updated_at)
+            if books:
+                chosen, match, sim = books[0], "flow", 1.0
+        ranked = await self.similar(user_id, ("procedural",), query, "playbook")
+        if chosen is None and ranked and ranked[0][1] >= th:
+            chosen, match, sim = ranked[0][0], "similarity", ranked[0][1]
+        snippet = None
+        if chosen is not None and sid and opts.get("write", True) and not self.read_only:
+            res = await self.scratchpad.write(sid, playbook_snippet(chosen), {
+                "flow": chosen.key, "metadata": {"source": "playbook", "playbook_id": chosen.id,
+                                                 "match": match}}, client)
+            snippet = res["snippet"]
+        return {"playbook": chosen.to_wire() if chosen else None, "match": match,
+                "similarity": None if sim is None else round(sim, 6), "threshold": th,
+                "mode": "hybrid" if core.embedder.enabled else "flow",
+                "candidates": [{"id": r.id, "flow": r.key, "user_query":
+                                r.metadata.get("user_query"), "similarity": round(s, 6)}
+                               for r, s in ranked[:3]],
+                "snippet": snippet}
+
+    def _search_working(self, user_id: str, query: str, limit: int,
+                        session_id: str | None) -> list[dict[str, Any]]:
+        terms = [t for t in _WORD.findall(query.lower())]
+        now = self.core.clock.now()
+        out = []
+        for sid in self.user_sessions(user_id):
+            if session_id and sid != session_id:
+                continue
+            for sn in self.scratchpad.peek(sid):
+                base = term_score(sn.text, terms)
+                if base <= 0:
+                    continue
+                bonus = self._recency(sn.last_used_at, now)
+                out.append({**sn.to_wire(), "type": "working", "score": round(base + bonus, 6),
+                            "lexical": base, "semantic": None, "recency": round(bonus, 6)})
+        out.sort(key=lambda d: (-d["score"], -d["id"]))
+        return out[:limit]

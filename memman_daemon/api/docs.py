@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from memman import names
-from memman_daemon.api.shapes import answer
 from memman_daemon.rpc import Call, handles
 
 
@@ -28,7 +27,7 @@ async def docs_search(call: Call, tenant_id: str, query: str, opts: dict[str, An
 
 @handles(names.DOCS_LIST)
 async def docs_list(call: Call, tenant_id: str) -> dict[str, Any]:
-    return {"docs": await answer(call.app.docs.list(tenant_id)),
+    return {"docs": await call.app.docs.list(tenant_id),
             "agent_md": str(call.app.agent_md.path(tenant_id))}
 
 

@@ -54,7 +54,8 @@ class App:
         self.store = Store(config.database_path, config.storage.synchronous,
                            config.storage.batch_max_rows)
         # where user memory, business context and their audit live: SQLite or PostgreSQL
-        self.backend = tiers_for(backend_for(config, self.store), self.clock)
+        storage = backend_for(config, self.store)
+        self.backend = tiers_for(storage, self.clock)
         self.shared = self.backend.store
         self.events = self.backend.events
         self.tokens = TokenCounter()
@@ -76,7 +77,7 @@ class App:
                                read_only=read_only)
         # every entry of a user's sessions, indexed as it arrives: the one retriever the
         # window and memory search share, across sessions
-        self.recall = RecallIndex(config=config, store=self.store, embedder=self.embedder,
+        self.recall = RecallIndex(config=config, storage=storage.recall, embedder=self.embedder,
                                   background=self.background, sessions=self.sessions)
         # cycles, compression, the budgeted context
         self.engine = SessionEngine(config=config, clock=self.clock, events=self.events, tokens=self.tokens,

@@ -30,6 +30,8 @@ class Storage:
     events: EventBus  #: with PostgreSQL, events cross daemons
     local: Store  #: the local SQLite file (sessions; with SQLite, the shared groups too)
     pg: Any = None  #: the PgStore, or None with SQLite
+    #: the recall index's storage (``storage/recall.py``): local, or shared across hosts
+    recall: Any = None
 
     async def write(self, ops: Iterable[Any]) -> None:
         """Commit the operations of the shared table groups in one transaction: ``Op``
@@ -47,8 +49,9 @@ class Storage:
 def backend_for(config: Config, local: Store) -> Storage:
     dsn = config.storage.shared.strip()
     if not dsn:
+        from memman_daemon.storage.sqlite.recall import LocalRecall
         from memman_daemon.storage.sqlite.shared import LocalShared
-        return Storage("sqlite", LocalShared(), EventBus(), local)
+        return Storage("sqlite", LocalShared(), EventBus(), local, recall=LocalRecall(local))
     if not dsn.startswith(SCHEMES):
         raise ValueError(f"storage.shared must be a postgresql://... URL (or empty for the "
                          f"local SQLite file), not {dsn[:40]!r}")
@@ -59,5 +62,6 @@ def backend_for(config: Config, local: Store) -> Storage:
     store = PgStore(dsn, timeout_s=s.shared_timeout_s, pool_size=s.shared_pool_size,
                     backoff_max_s=s.shared_backoff_max_s)
     bus = SharedEventBus(send=store.notify, origin=store.origin)
+    from memman_daemon.storage.postgres.recall import SharedRecall
     store.on_notify = bus.receive
-    return Storage("postgresql", store, bus, local, store)
+    return Storage("postgresql", store, bus, local, store, SharedRecall(store, bus, local))

@@ -222,8 +222,9 @@ class RecallIndex(Component):
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
         #: (session, entries) appended and not indexed yet (see ``appended``)
         self._incoming: deque[tuple[Session, list[Entry]]] = deque()
-        #: other daemons' rows: corpus id -> (its corpus, the model its origin embeds with)
-        self._remote_in: dict[int, tuple[Corpus, str]] = {}
+        #: other daemons' rows: corpus id -> (its corpus, the model its origin embeds with,
+        #: its user)
+        self._remote_in: dict[int, tuple[Corpus, str, str]] = {}
         #: text -> a row whose vector it has (repeated texts are embedded once)
         self._by_text: OrderedDict[str, tuple[Corpus, int]] = OrderedDict()
 
@@ -387,7 +388,7 @@ class RecallIndex(Component):
             c = self.corpora[k] = Corpus()
         e = Entry(r.id, r.session_id, r.type, r.role, r.content, 0, r.created_at, name=r.name)
         c.add(e, r.text[: self.config.recall.max_chars], origin=r.origin)
-        self._remote_in[r.id] = (c, r.model)
+        self._remote_in[r.id] = (c, r.model, r.user_id)
         if not self._origin_embeds(c, r.id):
             self._pending.queue.append((c, r.id))
 
@@ -558,6 +559,13 @@ class RecallIndex(Component):
                 if s is not None and s.meta.user_id == user_id and entry_id in s.by_id:
                     return s
         return None
+
+    def remote_entry(self, user_id: str, entry_id: int) -> Entry | None:
+        """An entry of ``user_id``'s session on another host, as recalled here (or None)."""
+        got = self._remote_in.get(entry_id)
+        if got is None:
+            return None
+        return got[0].remote.get(entry_id) if got[2] == user_id else None
 
     def _stand_ins(self, c: Corpus, missing: np.ndarray) -> None:
         """Static vectors for rows still waiting for theirs: the newest first, at most

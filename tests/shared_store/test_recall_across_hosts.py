@@ -1,14 +1,14 @@
 """Recall across hosts: two daemons, each with its own socket and SQLite file, on one real
 PostgreSQL. What ana said in a session on A comes back, dated and sourced, in a fresh session
 of hers on B; her sessions stay on A; forgetting or deleting on A removes it from B's recall;
-a private entry never reaches the shared table; an entry logged while A had no shared store
-reaches B once A has one."""
+a private entry never reaches the shared table; an entry logged while A had no shared store,
+or while PostgreSQL was down, reaches B once A has it again."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pytest
 
 from memman_daemon.clock import FakeClock
 from tests.helpers import RunningDaemon, running_daemon, short_tmpdir
-from tests.pg_server import fresh_db, session_server
+from tests.pg_server import PgServer, fresh_db, require_pg, session_server
 
 MARCH = 1709373600.0  # 2024-03-02 10:00 UTC
 MAY = 1714557600.0  # 2024-05-01 10:00 UTC
@@ -106,6 +106,14 @@ async def test_a_fact_said_on_a_is_recalled_on_b_and_leaves_with_it(dsn: str) ->
         await until(by_search_model)
         assert b.app.recall.stats()["embedded"] <= 2  # B's own question, not A's entries
 
+        # a person on B stops recalling A's entry in this session, and undoes it
+        lena = next(r["entry_id"] for r in (await cb.session_preview(
+            "q", {"max_tokens": 1000}))["recalled"] if r["session_id"] == "s2")
+        await cb.recall_exclude("q", lena)
+        assert await _lacks(cb, "Lena moved")
+        await cb.recall_exclude("q", lena, False)
+        assert not await _lacks(cb, "Lena moved")
+
         # forgetting the entry on A, then deleting a session on A: gone from B's recall
         await ca.memory_forget("ana", fact["id"])
         await until(lambda: _lacks(cb, "Miso is allergic"))
@@ -133,3 +141,39 @@ async def test_an_entry_logged_without_the_shared_store_reaches_it_later(dsn: st
                 await cb.session_context("q", {"max_tokens": 1000}))
 
         await until(recalled)
+
+
+@pytest.fixture(scope="module")
+def own_pg() -> Iterator[PgServer]:
+    """Its own server: the outage test stops it."""
+    require_pg()
+    with PgServer() as server:
+        yield server
+
+
+async def test_entries_logged_while_postgres_was_down_reach_the_other_host(
+        own_pg: PgServer) -> None:
+    storage = {"shared": own_pg.create_db("rcl"), "shared_timeout_s": 3.0,
+               "shared_backoff_max_s": 0.5}
+    async with running_daemon(clock=FakeClock(), storage=storage) as a, \
+            running_daemon(clock=FakeClock(), storage=storage) as b, \
+            a.client() as ca, b.client() as cb:
+        await ca.session_open("s1", {"user_id": "ana"})
+        await asyncio.to_thread(own_pg.stop, "immediate")
+
+        async def down() -> bool:
+            return a.app.shared.state == "down" and b.app.shared.state == "down"
+
+        await until(down)
+        # acknowledged by A's session log while nothing can reach the shared table
+        await ca.session_add("s1", {"role": "user", "content": FACT, "created_at": MARCH})
+        await cb.session_open("q", {"user_id": "ana"})
+        await cb.session_add("q", {"role": "user", "content": "Which food must my cat avoid?"})
+        assert "Miso" not in body(await cb.session_context("q", {"max_tokens": 1000}))
+        await asyncio.to_thread(own_pg.start)
+
+        async def recalled() -> bool:
+            return "[2024-03-02 · session s1]" in body(
+                await cb.session_context("q", {"max_tokens": 1000}))
+
+        await until(recalled, 60)

@@ -38,7 +38,7 @@ from memman_daemon.background import SLICE_S
 from memman_daemon.component import Component, stop_task
 from memman_daemon.engine.facts import terms as text_terms
 from memman_daemon.model import Entry
-from memman_daemon.storage.recall import REMOTE_BASE, Change, RemoteRow
+from memman_daemon.storage.recall import Change, RemoteRow
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -280,7 +280,8 @@ class RecallIndex(Component):
                 if self.embedder.enabled else 0,
                 "embedded": p.embedded,
                 "drain_per_s": round(p.rate, 1), "model": self.embedder.model_id,
-                **self.storage.stats()}
+                # with a shared store: this daemon's part of the shared rows
+                **({"shared": got} if (got := self.storage.stats()) else {})}
 
     # --- keeping up with the session log (hooks set by the app) ---------------------------
     def appended(self, s: Session, entries: list[Entry], *, queue: bool = True) -> None:

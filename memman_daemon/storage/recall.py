@@ -62,10 +62,11 @@ class Change:
 class RecallStorage(Protocol):
     """Where the recall index keeps what it does not compute from the session log."""
 
-    def attach(self, local: Callable[[], Iterable[tuple[Session, list[Entry]]]],
+    def attach(self, local: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]],
                on_change: Callable[[Change], None], model: Callable[[], str]) -> None:
-        """``local()``: this daemon's shareable entries by session, at the moment of the call
-        (the truth a shared table is brought in line with after an outage); ``on_change``:
+        """``local()``: this daemon's shareable entries by session, each with the text it is
+        indexed as, at the moment of the call (the truth a shared table is brought in line
+        with after an outage); ``on_change``:
         where other daemons' changes go; ``model()``: the search model in force."""
 
     async def load(self) -> None:
@@ -87,8 +88,9 @@ class RecallStorage(Protocol):
 
     def include_op(self, session_id: str, entry_id: int) -> Any: ...
 
-    def arrived(self, s: Session, entries: list[Entry]) -> None:
-        """Entries of ``s`` were indexed (private ones are never handed over). Queues."""
+    def arrived(self, s: Session, entries: list[tuple[Entry, str]]) -> None:
+        """Entries of ``s`` were indexed, each with its text (private ones, and those of a
+        session that opted out of recall, are never handed over). Queues."""
 
     def removed(self, entry_ids: list[int]) -> None:
         """This daemon's entries left their session (deleted, forgotten). Queues."""

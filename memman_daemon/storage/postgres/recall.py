@@ -61,8 +61,9 @@ _ROW = ("INSERT INTO recall_rows(origin, entry_id, session_id, tenant_id, user_i
         "role=EXCLUDED.role, name=EXCLUDED.name, content=EXCLUDED.content, text=EXCLUDED.text, "
         "created_at=EXCLUDED.created_at, model=EXCLUDED.model, gone=false, seq=EXCLUDED.seq "
         "WHERE recall_rows.gone")
-_GONE = ("UPDATE recall_rows SET gone=true, content='', text='', seq=nextval('recall_seq') "
-         "WHERE origin=$1 AND NOT gone AND ")
+_GONE = ("WITH g AS (UPDATE recall_rows SET gone=true, content='', text='', "
+         "seq=nextval('recall_seq') WHERE origin=$1 AND NOT gone AND {} RETURNING id) "
+         "DELETE FROM recall_row_vectors v USING g WHERE v.id=g.id")
 _VEC_OWN = ("INSERT INTO recall_row_vectors(id, model, embedding, seq) "
             "SELECT id, $3, $4, nextval('recall_seq') FROM recall_rows "
             "WHERE origin=$1 AND entry_id=$2 AND NOT gone "
@@ -230,12 +231,10 @@ class SharedRecall:
             if rows:
                 await conn.executemany(_ROW, rows)
             if gone:
-                await conn.execute(_GONE + "entry_id = ANY($2::bigint[])", self.origin, gone)
+                await conn.execute(_GONE.format("entry_id = ANY($2::bigint[])"), self.origin,
+                                   gone)
             for sid in sessions:
-                await conn.execute(_GONE + "session_id=$2", self.origin, sid)
-            if gone or sessions:
-                await conn.execute("DELETE FROM recall_row_vectors v USING recall_rows r "
-                                   "WHERE v.id=r.id AND r.gone AND r.origin=$1", self.origin)
+                await conn.execute(_GONE.format("session_id=$2"), self.origin, sid)
             if own:
                 await conn.executemany(_VEC_OWN, own)
             if shared:

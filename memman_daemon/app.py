@@ -80,7 +80,7 @@ class App:
                                read_only=read_only)
         # every entry of a user's sessions, indexed as it arrives: the one retriever the
         # window and memory search share, across sessions
-        self.recall = RecallIndex(config=config, store=self.store, embedder=self.embedder,
+        self.recall = RecallIndex(config=config, storage=self.storage.recall, embedder=self.embedder,
                                   background=self.background, sessions=self.sessions)
         # cycles, compression, the budgeted context
         self.engine = SessionEngine(config=config, clock=self.clock, events=self.events, tokens=self.tokens,

@@ -158,17 +158,18 @@ async def recall_exclude(call: Call, session_id: str, entry_id: int,
     s = _session(call, session_id)
     recall = call.app.recall
     src = recall.session_of_entry(s.meta.user_id, entry_id)
-    if src is None or src.id == s.id:
+    # or an entry of the user's session on another host (shared store)
+    e = src.by_id[entry_id] if src is not None else recall.remote_entry(s.meta.user_id, entry_id)
+    if e is None or (src is not None and src.id == s.id):
         raise invalid_params("entry_id", f"entry {entry_id} is not an entry of another session "
                              f"of user {s.meta.user_id!r}")
     before = entry_id in recall.excluded.get(session_id, set())
     out: dict[str, Any] = {"session_id": session_id, "entry_id": entry_id, "excluded": excluded}
     if before == excluded:
         return out
-    e = src.by_id[entry_id]
     rec, audit_op = call.app.audit.record(
         "recall_exclude" if excluded else "recall_include", e.content or "",
-        f"session:{src.id}#{entry_id}", "recall", call.client_name, session_id=s.id,
+        f"session:{e.session_id}#{entry_id}", "recall", call.client_name, session_id=s.id,
         user_id=s.meta.user_id, tenant_id=s.meta.tenant_id, entry_id=entry_id,
         previous=before)
     op = (recall.exclude_op(session_id, entry_id, call.app.clock.now()) if excluded

@@ -8,6 +8,12 @@ computed in the background, in batches in a worker thread, and written to
 ``recall_vectors`` so that a restart does not re-embed; while a row's vector is pending the
 static model (microseconds a text) stands in for it, and the answer says so.
 
+Storage (``storage/recall.py``, chosen by ``backend_for``): the vectors and exclusions are kept
+there, and with a shared store the index hands it each entry it indexes (off the add path)
+and takes in the rows other daemons' sessions logged (``_changed``): with ``[storage]
+shared``, a user's recall spans hosts. Another daemon's entry has its own id here
+(``REMOTE_BASE`` + its shared row's id) and names its session on that host.
+
 ``retrieve`` is the one retriever: BM25 and cosine rankings fused by reciprocal rank fusion
 (``search/hybrid.py``'s formula), over the rows of one session and of the scope's other
 sessions alike. The window (``engine/window``) and ``memman_memory_search`` (type
@@ -31,14 +37,15 @@ import numpy as np
 from memman_daemon.background import SLICE_S
 from memman_daemon.component import Component, stop_task
 from memman_daemon.engine.facts import terms as text_terms
-from memman_daemon.storage.sqlite import recall as rows
+from memman_daemon.model import Entry
+from memman_daemon.storage.recall import Change, RemoteRow
 
 if TYPE_CHECKING:
     from memman.config import Config
     from memman_daemon.background import BackgroundShare
-    from memman_daemon.model import Entry, Session
+    from memman_daemon.model import Session
     from memman_daemon.search.embeddings import Embedder
-    from memman_daemon.storage.sqlite.store import Store
+    from memman_daemon.storage.recall import RecallStorage
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,11 @@ def entry_text(e: Entry, max_chars: int) -> str:
     return text[:max_chars]
 
 
+def shareable(s: Session, e: Entry) -> bool:
+    """Other hosts may recall it: not private, in a session that takes part in recall."""
+    return s.meta.recall is not False and (e.metadata or {}).get("private") is not True
+
+
 def indexed(e: Entry) -> bool:
     """System prompts are the session's instructions, never evidence to recall; everything
     else is (a pasted document or injected ``context`` entry included, whatever its role)."""
@@ -82,6 +94,8 @@ class Corpus:
         self.at = array("d")
         self.private = array("b")
         self.row_of: dict[int, int] = {}
+        #: rows of other daemons' sessions: corpus id -> the entry as it is quoted
+        self.remote: dict[int, Entry] = {}
         self.vec: np.ndarray | None = None  #: (capacity, dim) search-model vectors
         self.has_vec = np.zeros(0, dtype=bool)
         self.svec: np.ndarray | None = None  #: stand-in vectors of the static model
@@ -92,15 +106,20 @@ class Corpus:
     def n(self) -> int:
         return self.bm25.n
 
-    def add(self, e: Entry, text: str) -> int:
+    def add(self, e: Entry, text: str, origin: str = "") -> int:
+        """A row for ``e``; ``origin``: the other daemon whose session logged it (its session
+        is another one than any of this daemon's of the same id)."""
         row = self.bm25.add(text_terms(text))
         self.eids.append(e.id)
         self.sids.append(e.session_id)
-        self.codes.append(self.code_of.setdefault(e.session_id, len(self.code_of)))
+        code = f"{origin}\x00{e.session_id}" if origin else e.session_id
+        self.codes.append(self.code_of.setdefault(code, len(self.code_of)))
         self.at.append(float(e.created_at))
         self.private.append(1 if (e.metadata or {}).get("private") is True else 0)
         self.texts.append(text)
         self.row_of[e.id] = row
+        if origin:
+            self.remote[e.id] = e
         if row >= len(self.has_vec):
             cap = max(64, 2 * len(self.has_vec))
             self.has_vec = np.concatenate([self.has_vec, np.zeros(cap - len(self.has_vec), bool)])
@@ -119,6 +138,7 @@ class Corpus:
             self.has_vec[row] = False
             self.has_svec[row] = False
             self.texts[row] = ""
+            self.remote.pop(entry_id, None)
 
     def of_session(self, session_id: str) -> np.ndarray:
         """Mask of the rows of one session."""
@@ -188,9 +208,9 @@ class _Pending:
 class RecallIndex(Component):
     stats_key = "recall"
 
-    def __init__(self, *, config: Config, store: Store, embedder: Embedder,
+    def __init__(self, *, config: Config, storage: RecallStorage, embedder: Embedder,
                  background: BackgroundShare, sessions: Any) -> None:
-        self.config, self.store, self.embedder = config, store, embedder
+        self.config, self.storage, self.embedder = config, storage, embedder
         self.background, self.sessions = background, sessions
         self.corpora: dict[tuple[str, str], Corpus] = {}
         self.scope_of: dict[str, tuple[str, str]] = {}  #: session id -> its corpus key
@@ -199,9 +219,12 @@ class RecallIndex(Component):
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
-        self._unsaved: list[tuple[int, str, str, np.ndarray]] = []
+        self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
         #: (session, entries) appended and not indexed yet (see ``appended``)
         self._incoming: deque[tuple[Session, list[Entry]]] = deque()
+        #: other daemons' rows: corpus id -> (its corpus, the model its origin embeds with,
+        #: its user)
+        self._remote_in: dict[int, tuple[Corpus, str, str]] = {}
         #: text -> a row whose vector it has (repeated texts are embedded once)
         self._by_text: OrderedDict[str, tuple[Corpus, int]] = OrderedDict()
 
@@ -223,7 +246,7 @@ class RecallIndex(Component):
         for s in self.sessions.by_id.values():
             self.appended(s, s.entries, queue=False)
         model = self.embedder.model_id
-        stored = dict(await rows.vectors(self.store, model)) if model else {}
+        stored = dict(await self.storage.vectors(model)) if model else {}
         for c in self.corpora.values():
             for eid, row in c.row_of.items():
                 blob = stored.get(eid)
@@ -232,8 +255,10 @@ class RecallIndex(Component):
                     self._remember(c.texts[row], c, row)
                 else:
                     self._pending.queue.append((c, eid))
-        for sid, eid in await rows.exclusions(self.store):
+        for sid, eid in await self.storage.exclusions():
             self.excluded.setdefault(sid, set()).add(eid)
+        self.storage.attach(self._shareable, self._changed, lambda: self.embedder.model_id)
+        await self.storage.load()  # with a shared store: the other daemons' rows
         self._task = asyncio.get_running_loop().create_task(self._embed_loop(),
                                                             name="memman-recall-embed")
         self._wake.set()
@@ -243,6 +268,7 @@ class RecallIndex(Component):
         self._task = None
         with contextlib.suppress(Exception):
             await self._save()
+        await self.storage.close()
 
     def stats(self) -> dict[str, Any]:
         p = self._pending
@@ -253,7 +279,9 @@ class RecallIndex(Component):
                                     + sum(len(e) for _, e in self._incoming))
                 if self.embedder.enabled else 0,
                 "embedded": p.embedded,
-                "drain_per_s": round(p.rate, 1), "model": self.embedder.model_id}
+                "drain_per_s": round(p.rate, 1), "model": self.embedder.model_id,
+                # with a shared store: this daemon's part of the shared rows
+                **({"shared": got} if (got := self.storage.stats()) else {})}
 
     # --- keeping up with the session log (hooks set by the app) ---------------------------
     def appended(self, s: Session, entries: list[Entry], *, queue: bool = True) -> None:
@@ -270,12 +298,25 @@ class RecallIndex(Component):
     def _index(self, s: Session, entries: list[Entry], *, queue: bool) -> None:
         c = self.corpus_of(s)
         cap = self.config.recall.max_chars
+        shared: list[tuple[Entry, str]] = []
         for e in entries:
             if not indexed(e) or e.id in c.row_of:
                 continue
-            c.add(e, entry_text(e, cap))
+            text = entry_text(e, cap)
+            c.add(e, text)
             if queue:
                 self._pending.queue.append((c, e.id))
+                if shareable(s, e):
+                    shared.append((e, text))
+        if shared:  # the storage queues them (other hosts recall them)
+            self.storage.arrived(s, shared)
+
+    def _shareable(self) -> list[tuple[Session, list[tuple[Entry, str]]]]:
+        """This daemon's entries other hosts may recall, by session (the storage's truth
+        after an outage)."""
+        cap = self.config.recall.max_chars
+        return [(s, [(e, entry_text(e, cap)) for e in s.entries if indexed(e) and shareable(s, e)])
+                for s in list(self.sessions.by_id.values())]
 
     def settle(self) -> None:
         """Index every queued entry now (before a read that must see them all)."""
@@ -307,6 +348,7 @@ class RecallIndex(Component):
         if c is not None:
             for eid in entry_ids:
                 c.remove(eid)
+        self.storage.removed(entry_ids)
 
     def session_gone(self, session_id: str) -> None:
         """The session was deleted, cleared or replaced: its rows leave the index (its
@@ -315,9 +357,56 @@ class RecallIndex(Component):
         k = self.scope_of.pop(session_id, None)
         c = self.corpora.get(k) if k is not None else None
         if c is not None:
-            for eid in [eid for eid, r in c.row_of.items() if c.sids[r] == session_id]:
+            code = c.code_of.get(session_id, -1)  # this daemon's session, not another's
+            for eid in [eid for eid, r in c.row_of.items() if c.codes[r] == code]:
                 c.remove(eid)
         self.excluded.pop(session_id, None)
+        self.storage.session_removed(session_id)
+
+    def _changed(self, change: Change) -> None:
+        """Other daemons' rows (the storage's reader): new ones join their scope's corpus,
+        removed ones leave it, vectors embedded elsewhere are set."""
+        for r in change.rows:
+            if r.id not in self._remote_in:
+                self._add_remote(r)
+        for key in change.gone:
+            got = self._remote_in.pop(key, None)
+            if got is not None:
+                got[0].remove(key)
+        for key, blob in change.vectors:
+            got = self._remote_in.get(key)
+            row = got[0].row_of.get(key) if got is not None else None
+            if got is not None and row is not None:
+                got[0].set_vec(row, np.frombuffer(blob, dtype="<f4"))
+                self._remember(got[0].texts[row], got[0], row)
+        self._wake.set()
+
+    def _add_remote(self, r: RemoteRow) -> None:
+        tenant = self.config.recall.scope == "tenant"
+        k = (r.tenant_id, "" if tenant else r.user_id)
+        c = self.corpora.get(k)
+        if c is None:
+            c = self.corpora[k] = Corpus()
+        e = Entry(r.id, r.session_id, r.type, r.role, r.content, 0, r.created_at, name=r.name)
+        c.add(e, r.text[: self.config.recall.max_chars], origin=r.origin)
+        self._remote_in[r.id] = (c, r.model, r.user_id)
+        if not self._origin_embeds(c, r.id):
+            self._pending.queue.append((c, r.id))
+
+    def _origin_embeds(self, c: Corpus, eid: int) -> bool:
+        """Another daemon's row whose own daemon embeds it with the model in force here: its
+        vector comes from there (the static model stands in meanwhile)."""
+        got = self._remote_in.get(eid)
+        return got is not None and bool(got[1]) and got[1] == self.embedder.model_id
+
+    def entry_at(self, c: Corpus, row: int) -> tuple[Entry | None, Session | None]:
+        """A row's entry and its session on this daemon (None: another daemon's session)."""
+        eid = c.eids[row]
+        e = c.remote.get(eid)
+        if e is not None:
+            return e, None
+        s = self.sessions.by_id.get(c.sids[row])
+        return (s.by_id.get(eid) if s is not None else None), s
 
     async def on_session_deleted(self, session_id: str, client: str = "") -> None:
         self.session_gone(session_id)
@@ -328,17 +417,18 @@ class RecallIndex(Component):
             c.has_vec[:] = False
             c.vec = None
             for eid in c.row_of:
-                self._pending.queue.append((c, eid))
+                if not self._origin_embeds(c, eid):
+                    self._pending.queue.append((c, eid))
         self._queries.clear()
         self._by_text.clear()
         self._wake.set()
 
     # --- exclusions (a person's "not in this session") --------------------------------------
     def exclude_op(self, session_id: str, entry_id: int, at: float) -> Any:
-        return rows.exclude_op(session_id, entry_id, at)
+        return self.storage.exclude_op(session_id, entry_id, at)
 
     def include_op(self, session_id: str, entry_id: int) -> Any:
-        return rows.include_op(session_id, entry_id)
+        return self.storage.include_op(session_id, entry_id)
 
     def set_excluded(self, session_id: str, entry_id: int, excluded: bool) -> None:
         got = self.excluded.setdefault(session_id, set())
@@ -450,9 +540,9 @@ class RecallIndex(Component):
                 if not hits.related(row):
                     continue
                 sid, eid = c.sids[row], c.eids[row]
-                s = self.sessions.by_id.get(sid)
-                e = s.by_id.get(eid) if s is not None else None
-                if e is None or (s.meta.user_id != user_id and self.config.recall.scope != "tenant"):
+                e, s = self.entry_at(c, row)
+                if e is None or (s is not None and s.meta.user_id != user_id
+                                 and self.config.recall.scope != "tenant"):
                     continue
                 out.append({"id": eid, "session_id": sid, "role": e.role, "text": e.content,
                             "created_at": e.created_at, "score": float(hits.fused[row]),
@@ -470,6 +560,13 @@ class RecallIndex(Component):
                 if s is not None and s.meta.user_id == user_id and entry_id in s.by_id:
                     return s
         return None
+
+    def remote_entry(self, user_id: str, entry_id: int) -> Entry | None:
+        """An entry of ``user_id``'s session on another host, as recalled here (or None)."""
+        got = self._remote_in.get(entry_id)
+        if got is None:
+            return None
+        return got[0].remote.get(entry_id) if got[2] == user_id else None
 
     def _stand_ins(self, c: Corpus, missing: np.ndarray) -> None:
         """Static vectors for rows still waiting for theirs: the newest first, at most
@@ -508,7 +605,7 @@ class RecallIndex(Component):
                     known = self._known_vector(c.texts[row])
                     if known is not None:  # the same text was embedded already
                         c.set_vec(row, known)
-                        self._unsaved.append((eid, c.sids[row], self.embedder.model_id, known))
+                        self._unsaved.append((c, eid, c.sids[row], self.embedder.model_id, known))
                         p.embedded += 1
                         continue
                     batch.append((c, eid, row))
@@ -538,7 +635,7 @@ class RecallIndex(Component):
                     if c.row_of.get(eid) == row:
                         c.set_vec(row, v)
                         self._remember(c.texts[row], c, row)
-                        self._unsaved.append((eid, c.sids[row], model, v))
+                        self._unsaved.append((c, eid, c.sids[row], model, v))
                 p.embedded += len(batch)
                 rate = len(batch) / max(took, 1e-6)
                 p.rate = rate if not p.rate else 0.8 * p.rate + 0.2 * rate
@@ -581,12 +678,10 @@ class RecallIndex(Component):
         if not self._unsaved:
             return
         batch, self._unsaved = self._unsaved, []
-        live = [(eid, sid, m, v) for eid, sid, m, v in batch
-                if (k := self.scope_of.get(sid)) is not None
-                and eid in self.corpora[k].row_of]
+        live = [(eid, sid, m, v) for c, eid, sid, m, v in batch if eid in c.row_of]
         if live:
             try:
-                await self.store.write(rows.vectors_op(live))
+                await self.storage.save_vectors(live)
             except Exception:
                 log.warning("storing %d recall vectors failed; they are re-embedded after a "
                             "restart", len(live), exc_info=True)

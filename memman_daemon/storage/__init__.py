@@ -42,6 +42,8 @@ class Storage:
     agent_md: AgentMdStore = None  # type: ignore[assignment]
     audit: AuditStore = None  # type: ignore[assignment]
     memories: MemoryRows = None  # type: ignore[assignment]  # set by backend_for
+    #: the recall index's storage (``storage/recall.py``): local, or shared across hosts
+    recall: Any = None
 
     async def write(self, ops: Iterable[Any]) -> None:
         """Commit the operations of the shared table groups in one transaction: ``Op``
@@ -63,10 +65,11 @@ def backend_for(config: Config, local: Store) -> Storage:
         from memman_daemon.storage.sqlite.audit import SqliteAudit
         from memman_daemon.storage.sqlite.docs import SqliteDocs
         from memman_daemon.storage.sqlite.memories import SqliteMemories
+        from memman_daemon.storage.sqlite.recall import LocalRecall
         from memman_daemon.storage.sqlite.shared import LocalShared
         return Storage("sqlite", LocalShared(), EventBus(), local, docs=SqliteDocs(local),
                        agent_md=SqliteAgentMd(local), audit=SqliteAudit(local),
-                       memories=SqliteMemories(local))
+                       memories=SqliteMemories(local), recall=LocalRecall(local))
     if not dsn.startswith(SCHEMES):
         raise ValueError(f"storage.shared must be a postgresql://... URL (or empty for the "
                          f"local SQLite file), not {dsn[:40]!r}")
@@ -81,6 +84,8 @@ def backend_for(config: Config, local: Store) -> Storage:
     store = PgStore(dsn, timeout_s=s.shared_timeout_s, pool_size=s.shared_pool_size,
                     backoff_max_s=s.shared_backoff_max_s)
     bus = SharedEventBus(send=store.notify, origin=store.origin)
+    from memman_daemon.storage.postgres.recall import SharedRecall
     store.on_notify = bus.receive
     return Storage("postgresql", store, bus, local, store, docs=PgDocs(store),
-                   agent_md=PgAgentMd(store), audit=PgAudit(store), memories=PgMemories(store))
+                   agent_md=PgAgentMd(store), audit=PgAudit(store), memories=PgMemories(store),
+                   recall=SharedRecall(store, bus, local))

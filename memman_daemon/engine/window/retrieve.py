@@ -93,15 +93,19 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
         if not hits.related(row):
             continue
         eid, sid = c.eids[row], c.sids[row]
-        src = sessions.get(sid)
-        if src is None or src.meta.recall is False or eid in excluded:
-            continue
-        e = src.by_id.get(eid)
+        e = c.remote.get(eid)  # an entry of another daemon's session (shared store)
+        src = None if e is not None else sessions.get(sid)
         if e is None:
+            if src is None or src.meta.recall is False:
+                continue
+            e = src.by_id.get(eid)
+        if e is None or eid in excluded:
             continue
         item = Recalled(e, sid, row, float(hits.fused[row]), hits)
         out.recalled.append(item)
         out.stand_ins += bool(hits.stand_in[row])
+        if src is None:
+            continue
         # the statement that replaced a value it holds comes with it
         if sid not in replaced:
             replaced[sid] = superseded(src)

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 SHARED_TOPICS = ("memory", "docs")
 SHARED_KINDS = {"scratchpad": ("promoted", "conflict")}
+#: signals between daemons only (``storage/postgres/recall.py``): never a subscriber's event
+INTERNAL_TOPICS = ("recall",)
 MAX_PAYLOAD = 7900
 CUT = 500
 
@@ -92,9 +94,10 @@ class SharedEventBus(EventBus):
         if origin == self.origin:
             return
         self.remote_received += 1
-        EventBus.publish(self, topic, kind, {**data, "origin": origin},
-                         session_id=scope.get("session_id"), user_id=scope.get("user_id"),
-                         tenant_id=scope.get("tenant_id"))
+        if topic not in INTERNAL_TOPICS:
+            EventBus.publish(self, topic, kind, {**data, "origin": origin},
+                             session_id=scope.get("session_id"), user_id=scope.get("user_id"),
+                             tenant_id=scope.get("tenant_id"))
         for fn in self.on_remote:
             try:
                 fn(topic, kind, scope)

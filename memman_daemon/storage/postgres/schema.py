@@ -100,6 +100,40 @@ MIGRATIONS: list[str] = [
     ALTER TABLE memory_vectors ADD COLUMN model TEXT NOT NULL DEFAULT '';
     ALTER TABLE chunk_vectors ADD COLUMN model TEXT NOT NULL DEFAULT '';
     """,
+    # v3 (part rcl, recall across hosts; storage/postgres/recall.py): one row per entry of a
+    # user's sessions, keyed by the daemon's database and the entry's id there; every change
+    # takes the next recall_seq (the others read what changed since the last one they saw)
+    """
+    CREATE SEQUENCE recall_seq;
+    CREATE TABLE recall_rows (
+        id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        origin     TEXT NOT NULL,           -- host:path of the daemon's SQLite file
+        entry_id   BIGINT NOT NULL,         -- the entry's id in that file
+        session_id TEXT NOT NULL,           -- the session on that host
+        tenant_id  TEXT NOT NULL,
+        user_id    TEXT NOT NULL,
+        type       TEXT NOT NULL,
+        role       TEXT NOT NULL,
+        name       TEXT,
+        content    TEXT NOT NULL,
+        text       TEXT NOT NULL,           -- what it is indexed as
+        created_at DOUBLE PRECISION NOT NULL,
+        model      TEXT NOT NULL DEFAULT '', -- the search model its origin embeds with
+        gone       BOOLEAN NOT NULL DEFAULT false, -- removed (a tombstone, text emptied)
+        seq        BIGINT NOT NULL,
+        UNIQUE (origin, entry_id)
+    );
+    CREATE INDEX recall_rows_seq ON recall_rows(seq);
+    CREATE INDEX recall_rows_session ON recall_rows(origin, session_id);
+    CREATE TABLE recall_row_vectors (
+        id        BIGINT NOT NULL REFERENCES recall_rows(id) ON DELETE CASCADE,
+        model     TEXT NOT NULL,
+        embedding BYTEA NOT NULL,           -- float32 little-endian, unit length
+        seq       BIGINT NOT NULL,
+        PRIMARY KEY (id, model)
+    );
+    CREATE INDEX recall_row_vectors_seq ON recall_row_vectors(seq);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -42,3 +42,47 @@ async def vectors(store: Store, model: str) -> list[tuple[int, bytes]]:
 async def exclusions(store: Store) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in await store.fetchall(
         "SELECT session_id, entry_id FROM recall_exclusions")]
+
+
+class LocalRecall:
+    """The recall index's storage in the local file: vectors and exclusions. Nothing crosses
+    hosts, so the hand-over calls are no-ops (``storage/recall.py``, ``RecallStorage``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def attach(self, local: Any, on_change: Any, model: Any) -> None:
+        pass
+
+    async def load(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def vectors(self, model: str) -> list[tuple[int, bytes]]:
+        return await vectors(self.store, model)
+
+    async def save_vectors(self, rows: list[tuple[int, str, str, np.ndarray]]) -> None:
+        await self.store.write(vectors_op(rows))
+
+    async def exclusions(self) -> list[tuple[str, int]]:
+        return [(r[0], r[1]) for r in await exclusions(self.store)]
+
+    def exclude_op(self, session_id: str, entry_id: int, at: float) -> Op:
+        return exclude_op(session_id, entry_id, at)
+
+    def include_op(self, session_id: str, entry_id: int) -> Op:
+        return include_op(session_id, entry_id)
+
+    def arrived(self, s: Any, entries: Any) -> None:
+        pass
+
+    def removed(self, entry_ids: list[int]) -> None:
+        pass
+
+    def session_removed(self, session_id: str) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {}

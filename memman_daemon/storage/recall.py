@@ -1,0 +1,101 @@
+"""The recall index's storage interface (``recall/index.py`` is its one user).
+
+The index's corpus is every entry of a user's sessions. This daemon's own entries come from its
+session log (sessions always stay in the local SQLite file); what is kept beside them is the
+search model's vector of each entry and the entries a session no longer recalls. With a shared
+store, the corpus also holds the entries other daemons' sessions logged: ``arrived`` and
+``removed`` hand this daemon's changes over (queued, never awaited on the add path), and
+``on_change`` receives the others' rows, removals and vectors as they come.
+
+Two implementations: ``storage/sqlite/recall.py`` (``LocalRecall``: nothing crosses hosts) and
+``storage/postgres/recall.py`` (``SharedRecall``: the same local part, plus a shared table of
+recall rows). ``backend_for`` chooses; the index never asks which one it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memman_daemon.model import Entry, Session
+
+#: ids of other daemons' entries in this daemon's corpus: this plus the shared row's id. Entry
+#: ids are per host (SQLite's), so a shared row cannot keep its own; 2**52 is far above any
+#: local id and still exact in JSON (below 2**53)
+REMOTE_BASE = 1 << 52
+
+#: (corpus id, session id, model, unit vector) — a vector to keep
+VectorRow = tuple[int, str, str, "np.ndarray"]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteRow:
+    """An entry of another daemon's session, as the shared table holds it."""
+
+    id: int  #: its id in this corpus (``REMOTE_BASE`` + the shared row's id)
+    origin: str  #: the daemon's database it was logged in (host:path)
+    session_id: str  #: the session on that host (the recalled line names it)
+    tenant_id: str
+    user_id: str
+    type: str
+    role: str
+    name: str | None
+    content: str
+    text: str  #: what it is indexed as (its content, or a call's name and arguments)
+    created_at: float
+    model: str  #: the search model its origin embeds with ('' when none)
+
+
+@dataclass
+class Change:
+    """What other daemons changed since the last ``Change``."""
+
+    rows: list[RemoteRow] = field(default_factory=list)
+    gone: list[int] = field(default_factory=list)  #: corpus ids removed
+    vectors: list[tuple[int, bytes]] = field(default_factory=list)  #: (corpus id, float32)
+
+
+class RecallStorage(Protocol):
+    """Where the recall index keeps what it does not compute from the session log."""
+
+    def attach(self, local: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]],
+               on_change: Callable[[Change], None], model: Callable[[], str]) -> None:
+        """``local()``: this daemon's shareable entries by session, each with the text it is
+        indexed as, at the moment of the call (the truth a shared table is brought in line
+        with after an outage); ``on_change``:
+        where other daemons' changes go; ``model()``: the search model in force."""
+
+    async def load(self) -> None:
+        """Start (after the index built its corpus from the session log)."""
+
+    async def close(self) -> None: ...
+
+    async def vectors(self, model: str) -> list[tuple[int, bytes]]:
+        """Every stored vector of ``model`` of this daemon's entries: (entry id, float32)."""
+
+    async def save_vectors(self, rows: list[VectorRow]) -> None:
+        """Keep vectors (of this daemon's entries and, shared, of others' rows)."""
+
+    async def exclusions(self) -> list[tuple[str, int]]:
+        """(session id, corpus id) pairs: what a session no longer recalls."""
+
+    def exclude_op(self, session_id: str, entry_id: int, at: float) -> Any:
+        """The operation (for the local file's ``write``) that excludes one entry."""
+
+    def include_op(self, session_id: str, entry_id: int) -> Any: ...
+
+    def arrived(self, s: Session, entries: list[tuple[Entry, str]]) -> None:
+        """Entries of ``s`` were indexed, each with its text (private ones, and those of a
+        session that opted out of recall, are never handed over). Queues."""
+
+    def removed(self, entry_ids: list[int]) -> None:
+        """This daemon's entries left their session (deleted, forgotten). Queues."""
+
+    def session_removed(self, session_id: str) -> None:
+        """Every entry of this daemon's session left (deleted, cleared). Queues."""
+
+    def stats(self) -> dict[str, Any]: ...

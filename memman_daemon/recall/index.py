@@ -15,7 +15,7 @@ shared``, a user's recall spans hosts. Another daemon's entry has its own id her
 (``REMOTE_BASE`` + its shared row's id) and names its session on that host.
 
 ``retrieve`` is the one retriever: BM25 and cosine rankings fused by reciprocal rank fusion
-(``search/hybrid.py``'s formula), over the rows of one session and of the scope's other
+(``search/hybrid.py``'s ``rrf_dense``: the fusion memory and docs search use), over the rows of one session and of the scope's other
 sessions alike. The window (``engine/window``) and ``memman_memory_search`` (type
 ``session``) call it; deleting a session or an entry removes its rows.
 """
@@ -36,8 +36,9 @@ import numpy as np
 
 from memman_daemon.background import SLICE_S
 from memman_daemon.component import Component, stop_task
-from memman_daemon.engine.facts import terms as text_terms
 from memman_daemon.model import Entry
+from memman_daemon.search.hybrid import dense_ranks, rrf_dense
+from memman_daemon.search.words import terms as text_terms
 from memman_daemon.storage.recall import Change, RemoteRow
 
 if TYPE_CHECKING:
@@ -512,12 +513,10 @@ class RecallIndex(Component):
                     mu, sd = 0.1, 0.1
                 cos[got] = (raw - mu_s) / sd_s * sd + mu
                 stand_in[got] = True
-        bm25_rank = _ranks(bm, alive)
-        vec_rank = _ranks(np.where(have | stand_in, cos, -np.inf), alive & (have | stand_in))
-        fused = np.zeros(n, dtype=np.float64)
-        for r in (bm25_rank, vec_rank):
-            m = r > 0
-            fused[m] += 1.0 / (RRF_K + r[m])
+        bm25_rank = dense_ranks(bm, alive, TOP)
+        vec_rank = dense_ranks(np.where(have | stand_in, cos, -np.inf), alive & (have | stand_in),
+                               TOP)
+        fused = rrf_dense([bm25_rank, vec_rank], RRF_K)  # memory search's fusion
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()))
@@ -714,19 +713,4 @@ def facets(query: str) -> list[str]:
             out.append(clause)
         if len(out) > MAX_FACETS:
             break
-    return out
-
-
-def _ranks(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """1-based rank among ``mask`` rows with a positive (or finite) score, for the top ``TOP``;
-    0 elsewhere."""
-    n = len(scores)
-    out = np.zeros(n, dtype=np.int64)
-    cand = np.flatnonzero(mask & np.isfinite(scores) & (scores != 0))
-    if not len(cand):
-        return out
-    k = min(TOP, len(cand))
-    part = cand[np.argpartition(-scores[cand], k - 1)[:k]] if len(cand) > k else cand
-    best = part[np.argsort(-scores[part], kind="stable")]
-    out[best] = np.arange(1, len(best) + 1)
     return out

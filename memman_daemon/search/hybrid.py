@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 BM25 = "bm25"
 VECTOR = "vector"
 
@@ -55,6 +57,32 @@ def rrf(lists: dict[str, list[tuple[int, float]]], k: int = 60,
             f.parts[name] = {"rank": rank, "score": score}
             f.rrf += w / (k + rank)
     return sorted(fused.values(), key=lambda f: -f.rrf)
+
+
+def dense_ranks(scores: np.ndarray, mask: np.ndarray, top: int) -> np.ndarray:
+    """A whole corpus at once: the 1-based rank of each ``mask`` row with a finite, non-zero
+    score, for the best ``top``; 0 elsewhere (not in the list)."""
+    n = len(scores)
+    out = np.zeros(n, dtype=np.int64)
+    cand = np.flatnonzero(mask & np.isfinite(scores) & (scores != 0))
+    if not len(cand):
+        return out
+    k = min(top, len(cand))
+    part = cand[np.argpartition(-scores[cand], k - 1)[:k]] if len(cand) > k else cand
+    best = part[np.argsort(-scores[part], kind="stable")]
+    out[best] = np.arange(1, len(best) + 1)
+    return out
+
+
+def rrf_dense(ranks: list[np.ndarray], k: int = 60) -> np.ndarray:
+    """``rrf`` over a whole corpus at once (the recall index's form): ``ranks[i][row]`` is the
+    row's rank in list ``i`` (0: not in it); the row's fused score is the same sum of
+    ``1 / (k + rank)``."""
+    fused = np.zeros(len(ranks[0]) if ranks else 0, dtype=np.float64)
+    for r in ranks:
+        m = r > 0
+        fused[m] += 1.0 / (k + r[m])
+    return fused
 
 
 def memory_vector_text(kind: str, key: str | None, content: str,

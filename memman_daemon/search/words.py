@@ -1,0 +1,48 @@
+"""The words of a text, as every retriever and the context window compare them: lower-cased,
+lightly stemmed, stop words out, identifiers also split into their parts. One tokenizer for the
+recall index's BM25, the window's relevance and supersession, and the fact lines."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+STOPWORDS = frozenset("""a an and are as at be but by can could did do does for from had has have
+he her his how i if in into is it its just me my no not of on or our she so than that the their
+them then there these they this to was we were what when where which who why will with would
+you your yes ok okay please thanks thank also about any all some been being here more most very
+let lets us one get got""".split())
+
+
+@lru_cache(maxsize=65536)  # words repeat: most of a log's words are seen before
+def stem(w: str) -> str:
+    """A light suffix stripper: deploy / deploys / deployed / deploying / deployment meet."""
+    for suf in ("ments", "ment", "ings", "ing", "ers", "er", "ions", "ion", "ies", "ed", "es",
+                "ly", "s"):
+        if len(w) > len(suf) + 2 and w.endswith(suf):
+            w = w[: -len(suf)] + ("y" if suf == "ies" else "")
+            break
+    return w
+
+
+#: a camelCase or PascalCase identifier (``BenchmarkSlidingAllow``, ``parseHTTPHeader``)
+_CAMEL_HINT = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
+_CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased, stemmed words (identifiers also split into their parts: ``snake_case`` and
+    ``a.b`` by the word pattern, ``camelCase`` here, so "benchmark" finds
+    ``BenchmarkSlidingAllow``), no stop words."""
+    out = []
+    for w in _WORD.findall(text):
+        lw = w.lower()
+        if len(lw) >= 2 and lw not in STOPWORDS:
+            out.append(stem(lw))
+        if not w.islower() and _CAMEL_HINT.search(w):
+            for part in _CAMEL_PART.findall(w):
+                lp = part.lower()
+                if len(lp) >= 2 and lp not in STOPWORDS and lp != lw:
+                    out.append(stem(lp))
+    return out

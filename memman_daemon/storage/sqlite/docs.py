@@ -127,7 +127,9 @@ class SqliteDocs:
 
     async def full_text(self, tenant_id: str, query: str, limit: int, at_least: int,
                         max_scan: int) -> list[Match]:
-        total = (await self._one("SELECT count(*) FROM doc_chunks"))[0]
+        # as many as the highest id (one b-tree descent; count(*) reads every page): see
+        # storage/sqlite/memories.py's full_text
+        total = (await self._one("SELECT coalesce(max(rowid), 0) FROM doc_chunks"))[0]
         match = fts.match_expr(await fts_rows.informative(self.store, "doc_chunks_fts",
                                                           fts.words(query), total))
         if not match:

@@ -113,8 +113,10 @@ class SqliteMemories:
                         kind: str | None, candidates: int, *, scan: int,
                         want: int) -> list[tuple[MemoryRecord, float]]:
         store = self.store
-        # the rows FTS5 indexes (archived ones too): count(*) of a table is a b-tree count
-        total = (await store.fetchall("SELECT count(*) FROM memories"))[0][0]
+        # the rows FTS5 indexes (archived ones too), as the highest id: one b-tree descent,
+        # where count(*) reads every page (ms at 100k rows, on every search). Ids only grow and
+        # deletions are rare, and the rule only asks whether a word is in most rows
+        total = (await store.fetchall("SELECT coalesce(max(rowid), 0) FROM memories"))[0][0]
         match = fts.match_expr(await fts_rows.informative(store, "memories_fts", words, total))
         if not match:
             return []

@@ -115,6 +115,7 @@ class App:
         self.sessions.on_appended = [self.recall.appended]
         self.engine.builder.learned = self.user_memory.bearing_on
         self.sessions.on_reset = [self.recall.session_gone]
+        self.sessions.on_recall_changed = [self.recall.recall_changed]
         self.embedder.reembed_progress = self.vector_sync.progress
         # what a deleted session takes along with it, in this order
         self.sessions.on_deleted = [self.cache.on_session_deleted,

@@ -51,9 +51,10 @@ class Sessions:
         #: cache, the scratchpad, the usage series) is dropped with it, in this order
         self.on_deleted: list[DeletedHook] = []
         #: set by the app: the recall index follows the log (entries in; a session's entries
-        #: out when it is cleared, replaced or deleted)
+        #: out when it is cleared, replaced or deleted; its recall flag changed)
         self.on_appended: list[Callable[[Session, list[Entry]], None]] = []
         self.on_reset: list[Callable[[str], None]] = []
+        self.on_recall_changed: list[Callable[[Session], None]] = []
         self.by_id: dict[str, Session] = {}
         self._ids = itertools.count(1)
 
@@ -166,6 +167,9 @@ class Sessions:
                 await self.commit(existing, [rows.meta_op(existing), *extra])
                 if {"user_id", "tenant_id"} & changed.keys():
                     self._reindex(existing)  # its entries now belong to another scope
+                elif "recall" in changed:
+                    for hook in self.on_recall_changed:
+                        hook(existing)
             return existing, False
         now = self.clock.now()
         meta = SessionMeta(created_at=now, updated_at=now, opened_at=now,

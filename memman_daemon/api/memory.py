@@ -20,10 +20,29 @@ async def memory_forget(call: Call, user_id: str, record_id: int) -> dict[str, A
             raise
         s = call.app.recall.session_of_entry(user_id, record_id)
         if s is None:
-            raise
+            sid, audit_id = await _forget_remote(call, user_id, record_id, exc)
+            return {"forgotten": True, "id": record_id, "session_id": sid,
+                    "kind": "session_entry", "audit_id": audit_id}
     out = await call.app.engine.remove(s, record_id, call.client_name)
     return {"forgotten": True, "id": record_id, "session_id": s.id, "kind": "session_entry",
             "audit_id": out["audit_id"]}
+
+
+async def _forget_remote(call: Call, user_id: str, record_id: int,
+                         exc: MemmanError) -> tuple[str, int]:
+    """An entry of the user's session on another host, as recalled here (shared store): it
+    leaves recall on every host; its session, there, keeps it. Audited here as a removal
+    (no session of this host: the target names the session, ``origin`` its host)."""
+    recall = call.app.recall
+    row = recall.remote_row(record_id)
+    if row is None or row.user_id != user_id:
+        raise exc
+    rec, op = call.app.audit.record(
+        "remove", row.content, f"session:{row.session_id}#{record_id}", "-", call.client_name,
+        user_id=row.user_id, tenant_id=row.tenant_id, entry_id=record_id, type=row.type,
+        role=row.role, tokens=0, summary_ids=[], pop=False, origin=row.origin)
+    await recall.forget_remote(record_id, [op])
+    return row.session_id, rec.id
 
 
 @handles(names.AUDIT_LIST)

@@ -216,6 +216,9 @@ class RecallIndex(Component):
         self.corpora: dict[tuple[str, str], Corpus] = {}
         self.scope_of: dict[str, tuple[str, str]] = {}  #: session id -> its corpus key
         self.excluded: dict[str, set[int]] = {}  #: session id -> entry ids it does not recall
+        #: this daemon's entries forgotten for recall on another host (``forget_remote`` there):
+        #: their own session keeps them, no other session recalls them
+        self.forgotten: set[int] = set()
         self._pending = _Pending()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -223,9 +226,8 @@ class RecallIndex(Component):
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
         #: (session, entries) appended and not indexed yet (see ``appended``)
         self._incoming: deque[tuple[Session, list[Entry]]] = deque()
-        #: other daemons' rows: corpus id -> (its corpus, the model its origin embeds with,
-        #: its user)
-        self._remote_in: dict[int, tuple[Corpus, str, str]] = {}
+        #: other daemons' rows: corpus id -> (its corpus, the row)
+        self._remote_in: dict[int, tuple[Corpus, RemoteRow]] = {}
         #: text -> a row whose vector it has (repeated texts are embedded once)
         self._by_text: OrderedDict[str, tuple[Corpus, int]] = OrderedDict()
 
@@ -258,6 +260,7 @@ class RecallIndex(Component):
                     self._pending.queue.append((c, eid))
         for sid, eid in await self.storage.exclusions():
             self.excluded.setdefault(sid, set()).add(eid)
+        self._forgot(await self.storage.forgotten())
         self.storage.attach(self._shareable, self._changed, lambda: self.embedder.model_id)
         await self.storage.load()  # with a shared store: the other daemons' rows
         self._task = asyncio.get_running_loop().create_task(self._embed_loop(),
@@ -307,7 +310,7 @@ class RecallIndex(Component):
             c.add(e, text)
             if queue:
                 self._pending.queue.append((c, e.id))
-                if shareable(s, e):
+                if shareable(s, e) and e.id not in self.forgotten:
                     shared.append((e, text))
         if shared:  # the storage queues them (other hosts recall them)
             self.storage.arrived(s, shared)
@@ -316,7 +319,8 @@ class RecallIndex(Component):
         """This daemon's entries other hosts may recall, by session (the storage's truth
         after an outage)."""
         cap = self.config.recall.max_chars
-        return [(s, [(e, entry_text(e, cap)) for e in s.entries if indexed(e) and shareable(s, e)])
+        return [(s, [(e, entry_text(e, cap)) for e in s.entries
+                     if indexed(e) and shareable(s, e) and e.id not in self.forgotten])
                 for s in list(self.sessions.by_id.values())]
 
     def settle(self) -> None:
@@ -349,6 +353,7 @@ class RecallIndex(Component):
         if c is not None:
             for eid in entry_ids:
                 c.remove(eid)
+        self.forgotten.difference_update(entry_ids)
         self.storage.removed(entry_ids)
 
     def session_gone(self, session_id: str) -> None:
@@ -361,12 +366,44 @@ class RecallIndex(Component):
             code = c.code_of.get(session_id, -1)  # this daemon's session, not another's
             for eid in [eid for eid, r in c.row_of.items() if c.codes[r] == code]:
                 c.remove(eid)
+                self.forgotten.discard(eid)
         self.excluded.pop(session_id, None)
         self.storage.session_removed(session_id)
 
+    def recall_changed(self, s: Session) -> None:
+        """``s``'s recall flag changed (``memman_session_open``): here the window reads the
+        flag as it recalls; other hosts learn it from the shared rows (they leave, or come
+        back)."""
+        self.settle()
+        self.storage.resync()
+
+    async def forget_remote(self, entry_id: int, ops: list[Any]) -> None:
+        """``memman_memory_forget`` of another daemon's entry as recalled here (``remote_row``):
+        it leaves recall on every host (``RecallStorage.forget``; ``ops``: its audit row), and
+        this index at once."""
+        await self.storage.forget(entry_id, ops)
+        got = self._remote_in.pop(entry_id, None)
+        if got is not None:
+            got[0].remove(entry_id)
+
+    def remote_row(self, entry_id: int) -> RemoteRow | None:
+        got = self._remote_in.get(entry_id)
+        return got[1] if got is not None else None
+
+    def _forgot(self, rows: list[tuple[int, str, float]]) -> None:
+        """This daemon's entries another host forgot for recall (each still the entry that was
+        forgotten: its session and time)."""
+        for eid, sid, created in rows:
+            s = self.sessions.by_id.get(sid)
+            e = s.by_id.get(eid) if s is not None else None
+            if e is not None and float(e.created_at) == float(created):
+                self.forgotten.add(eid)
+
     def _changed(self, change: Change) -> None:
         """Other daemons' rows (the storage's reader): new ones join their scope's corpus,
-        removed ones leave it, vectors embedded elsewhere are set."""
+        removed ones leave it, vectors embedded elsewhere are set; this daemon's entries
+        another host forgot leave every other session's recall."""
+        self._forgot(change.forgotten)
         for r in change.rows:
             if r.id not in self._remote_in:
                 self._add_remote(r)
@@ -390,7 +427,7 @@ class RecallIndex(Component):
             c = self.corpora[k] = Corpus()
         e = Entry(r.id, r.session_id, r.type, r.role, r.content, 0, r.created_at, name=r.name)
         c.add(e, r.text[: self.config.recall.max_chars], origin=r.origin)
-        self._remote_in[r.id] = (c, r.model, r.user_id)
+        self._remote_in[r.id] = (c, r)
         if not self._origin_embeds(c, r.id):
             self._pending.queue.append((c, r.id))
 
@@ -398,7 +435,7 @@ class RecallIndex(Component):
         """Another daemon's row whose own daemon embeds it with the model in force here: its
         vector comes from there (the static model stands in meanwhile)."""
         got = self._remote_in.get(eid)
-        return got is not None and bool(got[1]) and got[1] == self.embedder.model_id
+        return got is not None and bool(got[1].model) and got[1].model == self.embedder.model_id
 
     def entry_at(self, c: Corpus, row: int) -> tuple[Entry | None, Session | None]:
         """A row's entry and its session on this daemon (None: another daemon's session)."""
@@ -539,6 +576,8 @@ class RecallIndex(Component):
                 if not hits.related(row):
                     continue
                 sid, eid = c.sids[row], c.eids[row]
+                if session_id is None and eid in self.forgotten:
+                    continue  # forgotten for recall: only its own session finds it
                 e, s = self.entry_at(c, row)
                 if e is None or (s is not None and s.meta.user_id != user_id
                                  and self.config.recall.scope != "tenant"):
@@ -565,7 +604,7 @@ class RecallIndex(Component):
         got = self._remote_in.get(entry_id)
         if got is None:
             return None
-        return got[0].remote.get(entry_id) if got[2] == user_id else None
+        return got[0].remote.get(entry_id) if got[1].user_id == user_id else None
 
     def _stand_ins(self, c: Corpus, missing: np.ndarray) -> None:
         """Static vectors for rows still waiting for theirs: the newest first, at most

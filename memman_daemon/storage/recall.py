@@ -57,6 +57,9 @@ class Change:
     rows: list[RemoteRow] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)  #: corpus ids removed
     vectors: list[tuple[int, bytes]] = field(default_factory=list)  #: (corpus id, float32)
+    #: this daemon's entries a user forgot for recall on another host: (entry id, session id,
+    #: the entry's created_at); already recorded in the local file when they come
+    forgotten: list[tuple[int, str, float]] = field(default_factory=list)
 
 
 class RecallStorage(Protocol):
@@ -87,6 +90,19 @@ class RecallStorage(Protocol):
         """The operation (for the local file's ``write``) that excludes one entry."""
 
     def include_op(self, session_id: str, entry_id: int) -> Any: ...
+
+    async def forgotten(self) -> list[tuple[int, str, float]]:
+        """This daemon's entries forgotten for recall on another host (``Change.forgotten``):
+        they stay in their session; no other session, here or elsewhere, recalls them."""
+
+    async def forget(self, entry_id: int, ops: list[Any]) -> None:
+        """Another daemon's entry (``entry_id`` its corpus id) leaves recall on every host:
+        its shared row becomes a tombstone marked forgotten (awaited; ``SharedUnavailable``
+        while the store is down), then ``ops`` (its audit row) are written to the local file."""
+
+    def resync(self) -> None:
+        """A session's recall flag changed: bring the shared rows in line with ``local()``
+        again (its rows leave, or come back with their vectors)."""
 
     def arrived(self, s: Session, entries: list[tuple[Entry, str]]) -> None:
         """Entries of ``s`` were indexed, each with its text (private ones, and those of a

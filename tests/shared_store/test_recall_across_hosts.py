@@ -2,12 +2,15 @@
 PostgreSQL. What ana said in a session on A comes back, dated and sourced, in a fresh session
 of hers on B; her sessions stay on A; forgetting or deleting on A removes it from B's recall;
 a private entry never reaches the shared table; an entry logged while A had no shared store,
-or while PostgreSQL was down, reaches B once A has it again."""
+or while PostgreSQL was down, reaches B once A has it again. Forgetting on B an entry said on
+A removes it from recall on both (for good: A restarts without it), while A's session keeps
+it; a session's recall flag turned off on A leaves B's recall, turned on it comes back."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -121,8 +124,133 @@ async def test_a_fact_said_on_a_is_recalled_on_b_and_leaves_with_it(dsn: str) ->
         await until(lambda: _lacks(cb, "Lena moved"))
 
 
-async def _lacks(c: Any, text: str) -> bool:
-    return text not in body(await c.session_context("q", {"max_tokens": 1000}))
+async def _lacks(c: Any, text: str, sid: str = "q") -> bool:
+    return text not in body(await c.session_context(sid, {"max_tokens": 1000}))
+
+
+QUESTION = "Which food must my cat avoid, and where does my sister live?"
+
+
+async def _ask(c: Any, sid: str) -> None:
+    """A fresh session of ana's asking the question."""
+    await c.session_open(sid, {"user_id": "ana"})
+    await c.session_add(sid, {"role": "user", "content": QUESTION})
+
+
+async def _both(c: Any, sid: str) -> bool:
+    text = body(await c.session_context(sid, {"max_tokens": 1000}))
+    return "Miso is allergic" in text and "Lena moved" in text
+
+
+async def _shared_row(dsn: str, d: RunningDaemon, entry_id: int) -> Any:
+    """The shared row of ``d``'s entry."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetchrow("SELECT * FROM recall_rows WHERE origin=$1 AND entry_id=$2",
+                                   d.app.recall.storage.origin, entry_id)
+    finally:
+        await conn.close()
+
+
+async def test_forgetting_on_b_an_entry_said_on_a_removes_it_from_recall_everywhere(
+        dsn: str) -> None:
+    root = short_tmpdir()
+    try:
+        async with daemon(dsn) as b, b.client() as cb:
+            async with daemon(dsn, root) as a, a.client() as ca:
+                await ca.session_open("s1", {"user_id": "ana"})
+                fact = await ca.session_add("s1", {"role": "user", "content": FACT,
+                                                   "created_at": MARCH})
+                await ca.session_add("s1", {"role": "user", "created_at": MARCH + 60,
+                                            "content": "My sister Lena moved to Porto last spring."})
+                await _ask(ca, "a2")  # a session of hers on A recalls s1 too
+                await _ask(cb, "q")
+                assert await _both(ca, "a2")
+                await until(lambda: _both(cb, "q"))
+                found = (await cb.memory_search("ana", "session", "cat allergic chicken",
+                                                {}))["results"]
+                rid = next(r["id"] for r in found if r["text"] == FACT)
+                assert rid != fact["id"]  # B's own id for A's entry
+
+                got = await cb.memory_forget("ana", rid)
+                assert got == {"forgotten": True, "id": rid, "session_id": "s1",
+                               "kind": "session_entry", "audit_id": got["audit_id"]}
+                # gone from B's recall at once, Lena stays
+                text = body(await cb.session_context("q", {"max_tokens": 1000}))
+                assert "Miso" not in text and "Lena moved" in text
+                # audited on B as a removal, as a local forget is
+                audit = (await cb.audit_list({"action": "remove"}))["records"]
+                assert [r["id"] for r in audit] == [got["audit_id"]]
+                assert audit[0]["source"] == f"session:s1#{rid}" and "Miso" in audit[0]["what"]
+                assert audit[0]["user_id"] == "ana"
+                # the shared row is a tombstone, its text emptied
+                row = await _shared_row(dsn, a, fact["id"])
+                assert row["gone"] and row["forgotten"] and row["content"] == row["text"] == ""
+                # A learns of it: no session of hers on A recalls it any more ...
+                await until(lambda: _lacks(ca, "Miso is allergic", "a2"))
+                await _ask(ca, "a3")
+                text = body(await ca.session_context("a3", {"max_tokens": 1000}))
+                assert "Miso" not in text and "Lena moved" in text
+                # ... and its session there keeps it (sessions are host-local)
+                s1 = await ca.session_get("s1")
+                assert any(e["content"] == FACT for e in s1["entries"])
+                # a forget of an id B does not recall is not found, as before
+                with pytest.raises(Exception, match="not found|No such|-32001"):
+                    await cb.memory_forget("ana", rid)
+            # A restarts on the same data dir: it neither recalls the entry nor shares it again
+            async with daemon(dsn, root) as a, a.client() as ca:
+                async def caught_up() -> bool:
+                    shared = a.app.recall.stats()["shared"]
+                    return shared["reconciled"] >= 1 and shared["queued"] == 0
+
+                await until(caught_up)
+                await _ask(ca, "a4")
+                text = body(await ca.session_context("a4", {"max_tokens": 1000}))
+                assert "Lena moved" in text and "Miso" not in text
+                row = await _shared_row(dsn, a, fact["id"])
+                assert row["gone"] and row["forgotten"] and row["content"] == ""
+                await _ask(cb, "q2")
+                await until(lambda: _lacks(cb, "Miso is allergic", "q2"))
+                text = body(await cb.session_context("q2", {"max_tokens": 1000}))
+                assert "Lena moved" in text and "Miso" not in text
+        # recorded in A's own file: without the shared store too, A does not recall it
+        async with running_daemon(root, clock=FakeClock()) as a, a.client() as ca:
+            await _ask(ca, "a5")
+            text = body(await ca.session_context("a5", {"max_tokens": 1000}))
+            assert "Lena moved" in text and "Miso" not in text
+            s1 = await ca.session_get("s1")
+            assert any(e["content"] == FACT for e in s1["entries"])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_session_taken_out_of_recall_on_a_leaves_b_and_comes_back(dsn: str) -> None:
+    async with daemon(dsn) as a, daemon(dsn) as b, a.client() as ca, b.client() as cb:
+        await ca.session_open("s1", {"user_id": "ana"})
+        fact = await ca.session_add("s1", {"role": "user", "content": FACT, "created_at": MARCH})
+        await ca.session_open("s2", {"user_id": "ana"})
+        await ca.session_add("s2", {"role": "user", "created_at": MAY,
+                                    "content": "My sister Lena moved to Porto last spring."})
+        await _ask(cb, "q")
+        await until(lambda: _both(cb, "q"))
+        assert await a.app.recall.drained(60)
+
+        await ca.session_open("s1", {"recall": False})
+        await until(lambda: _lacks(cb, "Miso is allergic"))
+        assert not await _lacks(cb, "Lena moved")
+        row = await _shared_row(dsn, a, fact["id"])
+        assert row["gone"] and not row["forgotten"] and row["content"] == ""
+
+        await ca.session_open("s1", {"recall": True})
+        await until(lambda: _both(cb, "q"))
+
+        # back with A's vector: B does not embed A's entry itself
+        async def by_search_model() -> bool:
+            got = (await cb.session_preview("q", {"max_tokens": 1000}))["recalled"]
+            return any(r["session_id"] == "s1" and r["score_parts"]["vector_model"] == "search"
+                       for r in got)
+
+        await until(by_search_model)
 
 
 async def test_an_entry_logged_without_the_shared_store_reaches_it_later(dsn: str) -> None:

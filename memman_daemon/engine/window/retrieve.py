@@ -2,8 +2,9 @@
 best first, and the related entries of the user's other sessions.
 
 A past session's entry is offered only when it is related (a shared informative word or a
-cosine at the model's similarity threshold), not private, not excluded by this session, and
-its session takes part in recall.
+cosine at the model's similarity threshold), not private, not excluded by this session, not
+forgotten for recall (on another host: ``RecallIndex.forgotten``), and its session takes part
+in recall.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
     others = ~mine & c.alive()
     priv = np.frombuffer(c.private, dtype=np.int8, count=c.n) != 0
     others &= ~priv
-    excluded = index.excluded.get(s.id, set())
+    excluded = index.excluded.get(s.id, set()) | index.forgotten
     replaced: dict[str, dict[int, int]] = {}  #: per source session, read once
     for row in hits.order(others):
         if len(out.recalled) >= max_items:

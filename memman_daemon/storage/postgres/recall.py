@@ -18,6 +18,12 @@ again.
   after an outage — and hands it to the index (``Change``).
 - A removed entry's row stays as a tombstone (``gone``, its text emptied) so that the others
   learn of the removal.
+- **Forgetting another daemon's entry** (``forget``: ``memman_memory_forget`` of a recalled
+  entry) makes its row a tombstone marked ``forgotten``, at once (awaited). The others drop it
+  as any removal; its origin reads its own forgotten rows too, records them in its file
+  (``recall_forgotten``: the entry stays in its session, no other session recalls it) and
+  never shares them again: the upsert does not bring a forgotten row back for the same entry
+  (same session and time; an id used again after a restart is another entry).
 - Vectors: a row whose origin embeds with this daemon's model waits for the origin's vector;
   others are embedded here and written back for everyone.
 
@@ -30,6 +36,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -38,7 +45,7 @@ import numpy as np
 
 from memman_daemon.storage.postgres.events import encode
 from memman_daemon.storage.recall import REMOTE_BASE, Change, RemoteRow, VectorRow
-from memman_daemon.storage.sqlite.recall import LocalRecall
+from memman_daemon.storage.sqlite.recall import LocalRecall, forgotten_ops
 
 if TYPE_CHECKING:
     from memman_daemon.model import Entry, Session
@@ -59,11 +66,16 @@ _ROW = ("INSERT INTO recall_rows(origin, entry_id, session_id, tenant_id, user_i
         "ON CONFLICT (origin, entry_id) DO UPDATE SET session_id=EXCLUDED.session_id, "
         "tenant_id=EXCLUDED.tenant_id, user_id=EXCLUDED.user_id, type=EXCLUDED.type, "
         "role=EXCLUDED.role, name=EXCLUDED.name, content=EXCLUDED.content, text=EXCLUDED.text, "
-        "created_at=EXCLUDED.created_at, model=EXCLUDED.model, gone=false, seq=EXCLUDED.seq "
-        "WHERE recall_rows.gone")
+        "created_at=EXCLUDED.created_at, model=EXCLUDED.model, gone=false, forgotten=false, "
+        "seq=EXCLUDED.seq WHERE recall_rows.gone AND NOT (recall_rows.forgotten "
+        "AND recall_rows.session_id=EXCLUDED.session_id "
+        "AND recall_rows.created_at=EXCLUDED.created_at)")
 _GONE = ("WITH g AS (UPDATE recall_rows SET gone=true, content='', text='', "
          "seq=nextval('recall_seq') WHERE origin=$1 AND NOT gone AND {} RETURNING id) "
          "DELETE FROM recall_row_vectors v USING g WHERE v.id=g.id")
+_FORGET = ("WITH g AS (UPDATE recall_rows SET gone=true, forgotten=true, content='', text='', "
+           "seq=nextval('recall_seq') WHERE id=$1 AND NOT gone RETURNING id) "
+           "DELETE FROM recall_row_vectors v USING g WHERE v.id=g.id")
 _VEC_OWN = ("INSERT INTO recall_row_vectors(id, model, embedding, seq) "
             "SELECT id, $3, $4, nextval('recall_seq') FROM recall_rows "
             "WHERE origin=$1 AND entry_id=$2 AND NOT gone "
@@ -72,8 +84,8 @@ _VEC_SHARED = ("INSERT INTO recall_row_vectors(id, model, embedding, seq) "
                "SELECT id, $2, $3, nextval('recall_seq') FROM recall_rows WHERE id=$1 AND NOT gone "
                "ON CONFLICT (id, model) DO UPDATE SET embedding=EXCLUDED.embedding, "
                "seq=EXCLUDED.seq")
-_COLS = ("id, origin, session_id, tenant_id, user_id, type, role, name, content, text, "
-         "created_at, model, gone, seq")
+_COLS = ("id, origin, entry_id, session_id, tenant_id, user_id, type, role, name, content, "
+         "text, created_at, model, gone, forgotten, seq")
 
 
 def _blob(v: Any) -> bytes:
@@ -112,6 +124,9 @@ class SharedRecall:
     def include_op(self, session_id: str, entry_id: int) -> Any:
         return self.local.include_op(session_id, entry_id)
 
+    async def forgotten(self) -> list[tuple[int, str, float]]:
+        return await self.local.forgotten()
+
     async def save_vectors(self, rows: list[VectorRow]) -> None:
         own = [r for r in rows if r[0] < REMOTE_BASE]
         if own:
@@ -129,6 +144,8 @@ class SharedRecall:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._write_loop(), name="memman-recall-share"),
                        loop.create_task(self._read_loop(), name="memman-recall-read")]
+        # reconcile at start (the store came up before this hook was there; down: ``_back``)
+        self._write_wake.set()
         # the others' rows before the first request: a fresh session's first question finds
         # them (when the store is down, they come when it is back)
         with contextlib.suppress(Exception):
@@ -173,6 +190,19 @@ class SharedRecall:
 
     def session_removed(self, session_id: str) -> None:
         self._queue("session", session_id)
+
+    def resync(self) -> None:
+        self._dirty = True  # the reconcile compares every row of this origin with the log
+        self._write_wake.set()
+
+    async def forget(self, entry_id: int, ops: list[Any]) -> None:
+        async def write(conn: Any) -> None:
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK)
+            await conn.execute(_FORGET, entry_id - REMOTE_BASE)
+
+        await self.pg.run(write)
+        self._signal()
+        await self.local.forget(entry_id, ops)
 
     # --- the writer -------------------------------------------------------------------------
     async def _write_loop(self) -> None:
@@ -254,15 +284,22 @@ class SharedRecall:
         table lacks is written (with the vectors kept locally), what the table holds and the
         log no longer does is marked gone."""
         model = self._model()
-        have = {r[0]: r[1] for r in await self.pg.fetch(
-            "SELECT r.entry_id, v.id IS NOT NULL FROM recall_rows r LEFT JOIN "
-            "recall_row_vectors v ON v.id=r.id AND v.model=$2 "
-            "WHERE r.origin=$1 AND NOT r.gone", self.origin, model)}
+        have: dict[int, bool] = {}
+        forgotten: set[tuple[int, str, float]] = set()  # another host's forget: never again
+        for r in await self.pg.fetch(
+                "SELECT r.entry_id, v.id IS NOT NULL, r.gone, r.session_id, r.created_at "
+                "FROM recall_rows r LEFT JOIN recall_row_vectors v ON v.id=r.id AND v.model=$2 "
+                "WHERE r.origin=$1 AND (NOT r.gone OR r.forgotten)", self.origin, model):
+            if r[2]:
+                forgotten.add((r[0], r[3], r[4]))
+            else:
+                have[r[0]] = r[1]
         batch: list[tuple[str, Any]] = []
         wanted: set[int] = set()
         for s, entries in self._local_rows():
             wanted.update(e.id for e, _ in entries)
-            missing = [(e, t) for e, t in entries if e.id not in have]
+            missing = [(e, t) for e, t in entries if e.id not in have
+                       and (e.id, e.session_id, float(e.created_at)) not in forgotten]
             if missing:
                 batch.append(("rows", (s.meta.tenant_id, s.meta.user_id, missing)))
         unvectored = {eid for eid in wanted if not have.get(eid)}
@@ -298,9 +335,11 @@ class SharedRecall:
         async def read(conn: Any) -> tuple[list[Any], list[Any]]:
             # one snapshot for both tables: nothing committed between them is skipped
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            # the others' rows, and this daemon's own that another host forgot
             rows = await conn.fetch(
-                f"SELECT {_COLS} FROM recall_rows WHERE seq > $1 AND origin <> $2 "
-                + ("AND NOT gone " if first else "") + "ORDER BY seq", cursor, self.origin)
+                f"SELECT {_COLS} FROM recall_rows WHERE seq > $1 AND (origin <> $2 OR forgotten) "
+                + ("AND (NOT gone OR origin = $2) " if first else "") + "ORDER BY seq",
+                cursor, self.origin)
             vecs = await conn.fetch(
                 "SELECT v.id, v.embedding, v.seq FROM recall_row_vectors v JOIN recall_rows r "
                 "ON r.id=v.id WHERE v.seq > $1 AND v.model=$3 AND r.origin <> $2 "
@@ -311,15 +350,19 @@ class SharedRecall:
         change = Change()
         for r in rows:
             key = REMOTE_BASE + r["id"]
-            if r["gone"]:
+            if r["origin"] == self.origin:
+                change.forgotten.append((r["entry_id"], r["session_id"], r["created_at"]))
+            elif r["gone"]:
                 change.gone.append(key)
             else:
                 change.rows.append(RemoteRow(
                     key, r["origin"], r["session_id"], r["tenant_id"], r["user_id"], r["type"],
                     r["role"], r["name"], r["content"], r["text"], r["created_at"], r["model"]))
         change.vectors = [(REMOTE_BASE + v["id"], bytes(v["embedding"])) for v in vecs]
+        if change.forgotten:  # recorded first (read again if it fails): holds across a restart
+            await self.local.store.write(forgotten_ops(change.forgotten, time.time()))
         self._cursor = max([cursor, *(r["seq"] for r in rows), *(v["seq"] for v in vecs)])
         self._read_model = model
         self.read += len(rows)
-        if change.rows or change.gone or change.vectors:
+        if change.rows or change.gone or change.vectors or change.forgotten:
             self._on_change(change)

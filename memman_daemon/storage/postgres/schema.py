@@ -134,6 +134,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX recall_row_vectors_seq ON recall_row_vectors(seq);
     """,
+    # v4: a tombstone another host's forget made (memman_memory_forget of a recalled entry):
+    # its origin keeps the entry in its session and never shares it again
+    """
+    ALTER TABLE recall_rows ADD COLUMN forgotten BOOLEAN NOT NULL DEFAULT false;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,6 +1,7 @@
 """The SQL of the recall index's table group: ``recall_vectors`` (the search model's vector of
-each session entry, written in batches by the background embedder) and ``recall_exclusions``
-(entries a session no longer recalls). Caller: ``recall/index.py`` (``RecallIndex``)."""
+each session entry, written in batches by the background embedder), ``recall_exclusions``
+(entries a session no longer recalls) and ``recall_forgotten`` (entries a user forgot for
+recall on another host, with a shared store). Caller: ``recall/index.py`` (``RecallIndex``)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,21 @@ def vectors_op(rows: list[tuple[int, str, str, np.ndarray]]) -> list[Op]:
             for eid, sid, model, v in rows]
 
 
-def delete_entry_op(entry_id: int) -> Op:
-    return ("DELETE FROM recall_vectors WHERE entry_id=?", (entry_id,))
+def delete_entry_ops(entry_id: int) -> list[Op]:
+    return [("DELETE FROM recall_vectors WHERE entry_id=?", (entry_id,)),
+            ("DELETE FROM recall_forgotten WHERE entry_id=?", (entry_id,))]
+
+
+def clear_ops(session_id: str) -> list[Op]:
+    """What the recall index keeps of a session's entries (the session is cleared)."""
+    return [("DELETE FROM recall_vectors WHERE session_id=?", (session_id,)),
+            ("DELETE FROM recall_forgotten WHERE session_id=?", (session_id,))]
+
+
+def forgotten_ops(rows: list[tuple[int, str, float]], at: float) -> list[Op]:
+    """(entry id, session id, the entry's created_at): forgotten for recall."""
+    return [("INSERT OR REPLACE INTO recall_forgotten(entry_id, session_id, created_at, at) "
+             "VALUES (?,?,?,?)", (eid, sid, created, at)) for eid, sid, created in rows]
 
 
 def exclude_op(session_id: str, entry_id: int, at: float) -> Op:
@@ -42,6 +56,11 @@ async def vectors(store: Store, model: str) -> list[tuple[int, bytes]]:
 async def exclusions(store: Store) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in await store.fetchall(
         "SELECT session_id, entry_id FROM recall_exclusions")]
+
+
+async def forgotten(store: Store) -> list[tuple[int, str, float]]:
+    return [(r[0], r[1], r[2]) for r in await store.fetchall(
+        "SELECT entry_id, session_id, created_at FROM recall_forgotten")]
 
 
 class LocalRecall:
@@ -74,6 +93,15 @@ class LocalRecall:
 
     def include_op(self, session_id: str, entry_id: int) -> Op:
         return include_op(session_id, entry_id)
+
+    async def forgotten(self) -> list[tuple[int, str, float]]:
+        return await forgotten(self.store)
+
+    async def forget(self, entry_id: int, ops: list[Any]) -> None:
+        await self.store.write(ops)  # no other daemon's row is ever here: only ``ops``
+
+    def resync(self) -> None:
+        pass
 
     def arrived(self, s: Any, entries: Any) -> None:
         pass

@@ -176,6 +176,17 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session_id, entry_id)
     );
     """,
+    # v7: entries of this daemon that a user forgot for recall on another host (with
+    # [storage] shared); they stay in their session, no other session recalls them
+    """
+    CREATE TABLE recall_forgotten (
+        entry_id   INTEGER PRIMARY KEY,  -- entries.id
+        session_id TEXT NOT NULL,
+        created_at REAL NOT NULL,        -- the entry's: an id used again is another entry
+        at         REAL NOT NULL
+    );
+    CREATE INDEX recall_forgotten_session ON recall_forgotten(session_id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

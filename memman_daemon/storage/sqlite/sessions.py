@@ -41,7 +41,7 @@ def meta_op(s: Session) -> Op:
 
 def delete_entry_ops(entry_id: int) -> list[Op]:
     """The entry, and its vector in the recall index."""
-    return [("DELETE FROM entries WHERE id=?", (entry_id,)), recall.delete_entry_op(entry_id)]
+    return [("DELETE FROM entries WHERE id=?", (entry_id,)), *recall.delete_entry_ops(entry_id)]
 
 
 #: an import's rows wait under this session column until the last transaction moves them to
@@ -73,10 +73,11 @@ def drop_staged_ops(column: str) -> list[Op]:
 
 
 def clear_ops(session_id: str) -> list[Op]:
-    """Every entry and summary of the session, and their recall vectors (its meta row stays)."""
+    """Every entry and summary of the session, and what recall kept of them (its meta row
+    stays)."""
     return [("DELETE FROM entries WHERE session_id=?", (session_id,)),
             ("DELETE FROM summaries WHERE session_id=?", (session_id,)),
-            ("DELETE FROM recall_vectors WHERE session_id=?", (session_id,))]
+            *recall.clear_ops(session_id)]
 
 
 def delete_ops(session_id: str) -> list[Op]:

@@ -270,24 +270,13 @@ class ToolCache(Component):
 
     def build(self, session_id: str, tool: str, params: dict[str, Any], result: Any,
               opts: dict[str, Any]) -> CacheEntry:
-        """Validate a put and make its entry (not stored yet)."""
-        if not tool:
-            raise invalid_params("tool", "must not be empty")
-        known = {"duration", "ttl_s", "call_id"}
-        for k in opts:
-            if k not in known:
-                raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(known))}")
+        """Make a put's entry (not stored yet). Its parameters were checked by the method's
+        declared schema (``CACHE_OPTS``, ``INJECTED_RESULT``): a duration >= 1, a finite
+        ``ttl_s`` >= 0 (0: none), a string ``call_id``."""
         duration = opts.get("duration", self.config.cache.default_duration)
-        if not isinstance(duration, int) or isinstance(duration, bool) or duration < 1:
-            raise invalid_params("opts.duration", "expected a whole number of exchanges ≥ 1 "
-                                 "(the Q&A-cycle design caches only results with a duration > 0)")
         ttl = opts.get("ttl_s", self.config.cache.default_ttl_s) or None
-        if ttl is not None and (not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or ttl <= 0):
-            raise invalid_params("opts.ttl_s", "expected a positive number of seconds (or 0 for none)")
         key = _key(tool, params)
         call_id = opts.get("call_id") or f"call_{key[:24]}"
-        if not isinstance(call_id, str):
-            raise invalid_params("opts.call_id", "expected a string")
         return CacheEntry(key=key, session_id=session_id, tool_name=tool, parameters=params,
                           result=_result_text(result), remaining_duration=duration,
                           value=_structured(result),

@@ -150,22 +150,6 @@ def rerank(query: str, cands: list[dict[str, Any]], top_k: int, per_doc: int,
     return out
 
 
-def check_doc(tenant_id: str, doc: Any) -> None:
-    """``memman_docs_add``'s checks of its parameters (-32602 naming the parameter)."""
-    if not tenant_id:
-        raise invalid_params("tenant_id", "must not be empty")
-    if not isinstance(doc, dict):
-        raise invalid_params("doc", "expected a map with at least 'content'")
-    content = doc.get("content")
-    if not isinstance(content, str) or not content.strip():
-        raise invalid_params("doc.content", "expected non-empty text")
-    for k in ("doc_id", "title", "source"):
-        if doc.get(k) is not None and not isinstance(doc[k], str):
-            raise invalid_params(f"doc.{k}", "expected a string")
-    if not isinstance(doc.get("metadata") or {}, dict):
-        raise invalid_params("doc.metadata", "expected a map")
-
-
 def candidate(chunk_id: int, doc: int, seq: int, text: str,
               lexical: float = 0.0) -> dict[str, Any]:
     """A chunk found by BM25 (``lexical``) or by its vector, before reranking."""
@@ -309,7 +293,6 @@ class BusinessDocs(SearchableTier):
 
     async def add(self, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
         """Add or replace a document; returns ``{doc, changed}`` (same content: unchanged)."""
-        check_doc(tenant_id, doc)
         async with self._lock(tenant_id):  # one writer of a tenant's documents per daemon
             for attempt in range(3):
                 p = await self.prepare(tenant_id, doc)

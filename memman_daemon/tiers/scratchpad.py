@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
+from memman.errors import CONFLICT, MemmanError, not_found
 from memman_daemon.component import Component
 from memman_daemon.search.hybrid import may_be_duplicate
 from memman_daemon.storage.sqlite import scratchpad as scratchpad_rows
@@ -67,7 +67,6 @@ class Snippet:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
-_WRITE_OPTS = {"explicit", "salience", "surprisal", "flow", "metadata"}
 
 
 class Scratchpad(Component):
@@ -220,21 +219,7 @@ class Scratchpad(Component):
 
     async def _write(self, session_id: str, text: str, opts: dict[str, Any],
                      client: str) -> dict[str, Any]:
-        text = text.strip()
-        if not text:
-            raise invalid_params("text", "must not be empty")
-        for k in opts:
-            if k not in _WRITE_OPTS:
-                raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(_WRITE_OPTS))}")
-        for k in ("salience", "surprisal"):
-            v = opts.get(k)
-            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)
-                                  or not 0 <= v <= 1):
-                raise invalid_params(f"opts.{k}", "expected a number from 0 to 1")
-        if opts.get("flow") is not None and not isinstance(opts["flow"], str):
-            raise invalid_params("opts.flow", "expected a string")
-        if not isinstance(opts.get("metadata", {}), dict):
-            raise invalid_params("opts.metadata", "expected a map")
+        text = text.strip()  # the declared schema refused an empty one and checked the opts
         pad = self.pad(session_id)
         norm = normalize(text)
         existing = next((sn for sn in pad.values() if normalize(sn.text) == norm), None)

@@ -196,6 +196,27 @@ async def test_unchecked_values_from_the_attack_run_are_refused() -> None:
         assert await c.call(names.PING) == "pong"
 
 
+async def test_the_declared_schema_is_the_only_check_of_tier_parameters() -> None:
+    """The tiers no longer re-check what the method's schema refuses: every refusal still
+    names its parameter (-32602), and nothing is written."""
+    async with running_daemon() as d, d.client() as c:
+        await c.call(names.SESSION_OPEN, "s", {"user_id": "u"})
+        await _refused(c, names.SCRATCHPAD_WRITE, "s", "  ", path="text")
+        await _refused(c, names.SCRATCHPAD_WRITE, "s", "x", {"salience": 2}, path="opts.salience")
+        await _refused(c, names.SCRATCHPAD_WRITE, "s", "x", {"colour": 1}, path="opts.colour")
+        await _refused(c, names.CACHE_PUT, "s", "", {}, "r", path="tool")
+        await _refused(c, names.CACHE_PUT, "s", "t", {}, "r", {"duration": 0},
+                       path="opts.duration")
+        await _refused(c, names.CACHE_PUT, "s", "t", {}, "r", {"call_id": 7}, path="opts.call_id")
+        await _refused(c, names.DOCS_ADD, "t", {"content": " "}, path="doc.content")
+        await _refused(c, names.DOCS_ADD, "t", {"content": "x", "title": 3}, path="doc.title")
+        await _refused(c, names.MEMORY_APPEND, "u", "working",
+                       {"content": " ", "session_id": "s"}, path="entry.content")
+        assert d.app.scratchpad.pad("s") == {}
+        assert (await c.call(names.CACHE_LIST, "s"))["entries"] == []
+        assert (await c.call(names.DOCS_LIST, "t"))["docs"] == []
+
+
 async def test_an_empty_array_stands_for_an_empty_options_map() -> None:
     """Neovim's Lua sends an empty table {} as []: every optional options map accepts it."""
     async with running_daemon() as d, d.client() as c:

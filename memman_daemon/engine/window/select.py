@@ -35,7 +35,7 @@ LINES_MIN_TOKENS = 150
 #: a retrieved unit over this share of the room (and LINES_MIN_TOKENS) sends its matching
 #: lines rather than itself: one long tool output must not take the room of many answers
 BIG_SHARE = 4
-BIG_TOKENS = 300  #: ...and any retrieved unit this large does  #: a unit this large that does not fit may send its matching lines
+BIG_TOKENS = 300  #: ...and any retrieved unit this large: its matching lines go first
 MAX_MISSES = 64  #: turns in a row that do not fit before the last fill stops (bounded work)
 
 

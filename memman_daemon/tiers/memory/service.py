@@ -209,6 +209,8 @@ class UserMemory(Component):
         if s.meta.user_id != user_id:
             raise invalid_params("entry.session_id", f"session {sid!r} belongs to user "
                                  f"{s.meta.user_id!r}, not {user_id!r}")
+        if not content.strip():  # a snippet has text (the schema lets content be absent)
+            raise invalid_params("entry.content", "must not be empty")
         res = await self.scratchpad.write(sid, content, {"metadata": metadata}, client)
         return {"type": "working", "record": res["snippet"], "created": res["created"]}
 

@@ -24,17 +24,20 @@ async def until(cond, timeout: float = 30.0) -> None:
 
 async def test_failing_background_compression_quarantines_the_session(
         caplog: pytest.LogCaptureFixture) -> None:
-    compression = {"max_entries": 20, "min_entries": 5, "recent_window": 5,
+    # compression out of reach while the entries go in (a fold that finished before the
+    # writes were refused would leave nothing to fail), brought within reach after
+    compression = {"max_entries": 10_000, "min_entries": 5, "recent_window": 5,
                    "check_interval_s": SWEEP_S, "quarantine_retry_s": 600.0}
     async with running_daemon(compression=compression) as d, d.client() as c:
         eng = d.app.engine
         await c.session_open("s", {})
         store = d.app.store
-        for i in range(30):  # over max_entries: compression starts in the background
+        for i in range(30):
             await c.session_add("s", {"role": "user", "content": f"entry number {i} " * 5})
         with caplog.at_level(logging.WARNING, logger="memman_daemon.engine.session_engine"):
             # the database refuses writes (set on the writer's own connection): the fold fails
             await store.on_writer(lambda db: db.execute("PRAGMA query_only = ON"))
+            d.app.config.compression.max_entries = 20  # the next sweep folds the session
             await until(lambda: "s" in eng.quarantine)
             # many sweeps later: still one failure, one traceback, no loop
             sweeps = 50

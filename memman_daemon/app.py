@@ -24,7 +24,7 @@ from memman_daemon.recall.index import RecallIndex
 from memman_daemon.search.embeddings import Embedder
 from memman_daemon.search.reembed import VectorSync
 from memman_daemon.sessions import LoadError, Sessions
-from memman_daemon.shared_store import connect, tiers_for
+from memman_daemon.shared_store import audit_logs, connect
 from memman_daemon.storage import backend_for
 from memman_daemon.storage.sqlite.store import Store, StoreError
 from memman_daemon.tiers.agentmd import AgentMd
@@ -58,9 +58,8 @@ class App:
                            config.storage.batch_max_rows)
         # where user memory, business context and their audit live: SQLite or PostgreSQL
         self.storage = backend_for(config, self.store)
-        self.backend = tiers_for(self.storage, self.clock)
-        self.shared = self.backend.store
-        self.events = self.backend.events
+        self.shared = self.storage.store
+        self.events = self.storage.events
         self.tokens = TokenCounter()
         # vectors for hybrid search, near-duplicates and relevance: local model, endpoint or
         # none. `await embedder.embed(texts)` / `embedder.cached(texts)` give unit vectors
@@ -72,9 +71,10 @@ class App:
                                  self.embedder)
         self.summarizer = Summarizer(config, self.tokens)  # the LLM client and its fallback
         # promotions and evictions, readable over the protocol
-        self.audit = self.backend.audit
+        #: with PostgreSQL also ``separate_audit``: where shared-tier changes are audited
+        self.audit, self.separate_audit = audit_logs(self.storage, self.clock)
         #: where changes to shared tiers are audited (the audit itself with SQLite)
-        self.shared_audit = self.backend.shared_audit or self.audit
+        self.shared_audit = self.separate_audit or self.audit
         self.cache = ToolCache(config=config, clock=self.clock, store=self.store,
                                events=self.events, sessions=self.sessions, audit=self.audit,
                                read_only=read_only)
@@ -121,7 +121,7 @@ class App:
         self.sessions.on_deleted = [self.cache.on_session_deleted,
                                     self.scratchpad.on_session_deleted,
                                     self.series.on_session_deleted]
-        connect(self.backend, self.user_memory, self.docs, self.agent_md)
+        connect(self.storage, self.user_memory, self.docs, self.agent_md)
         # the parts with state to load, tasks to stop or figures to report (component.py):
         # loaded after the sessions, in this order; closed in reverse
         self.components: list[Component] = [

@@ -177,7 +177,7 @@ async def undo(call: Call, opts: dict[str, Any]) -> dict[str, Any]:
                         "session_id", "user_id", "tenant_id"), row[:10], strict=True))
         rec["data"] = data
         break
-    shared = call.app.backend.shared_audit  # None with SQLite: one audit log, read above
+    shared = call.app.separate_audit  # None with SQLite: one audit log, read above
     if shared is not None and audit_id is None:  # promotions are audited in the shared store
         newer = await shared.newest_promotion(client, session_id, rec["at"] if rec else None)
         if newer is not None:

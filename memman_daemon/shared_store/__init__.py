@@ -4,7 +4,7 @@ User memory, business context (documents, chunks, agent.md), promotions and the 
 changes are the *shared* tiers: one class each, for both backends, over the storage groups of
 ``Storage``. What still depends on the choice lives here, in two functions:
 
-- ``tiers_for``: the audit logs. With SQLite one log holds everything; with PostgreSQL the
+- ``audit_logs``: the audit logs. With SQLite one log holds everything; with PostgreSQL the
   shared tiers' changes are audited in the shared store and ``memman_audit_list`` merges that
   with the session-tier actions recorded locally (``MergedAuditLog``).
 - ``connect``: the hooks between the tiers once they exist; with PostgreSQL, other daemons'
@@ -13,11 +13,9 @@ changes are the *shared* tiers: one class each, for both backends, over the stor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from memman_daemon.clock import Clock
-from memman_daemon.events import EventBus
 from memman_daemon.storage import Storage
 from memman_daemon.storage.sqlite.audit import SqliteAudit
 from memman_daemon.tiers.agentmd import AgentMd
@@ -25,35 +23,24 @@ from memman_daemon.tiers.audit import AuditLog, MergedAuditLog
 from memman_daemon.tiers.docs import BusinessDocs
 
 
-@dataclass
-class Backend:
-    name: str  #: "sqlite" or "postgresql"
-    store: Any  #: LocalShared or PgStore (a component of the app, stats key "shared")
-    events: EventBus
-    #: the audit log: records session-tier actions locally, lists all
-    audit: AuditLog | MergedAuditLog
-    shared_audit: AuditLog | None  #: where shared-tier changes are audited (None: ``audit``)
-
-
-def tiers_for(storage: Storage, clock: Clock) -> Backend:
+def audit_logs(storage: Storage, clock: Clock) -> tuple[AuditLog | MergedAuditLog, AuditLog | None]:
+    """(the audit log: records session-tier actions locally and lists all; where shared-tier
+    changes are audited when that is another store, else None)."""
     if storage.pg is None:
-        return Backend("sqlite", storage.store, storage.events, AuditLog(storage.audit, clock),
-                       None)
-    store = storage.pg
+        return AuditLog(storage.audit, clock), None
     shared_audit = AuditLog(storage.audit, clock, stats_key="shared_audit")
-    audit = MergedAuditLog(AuditLog(SqliteAudit(storage.local), clock), shared_audit)
-    return Backend("postgresql", store, storage.events, audit, shared_audit)
+    return MergedAuditLog(AuditLog(SqliteAudit(storage.local), clock), shared_audit), shared_audit
 
 
-def connect(backend: Backend, user_memory: Any, docs: BusinessDocs, agent_md: AgentMd) -> None:
+def connect(storage: Storage, user_memory: Any, docs: BusinessDocs, agent_md: AgentMd) -> None:
     """Once the tiers exist: a removed agent.md document removes the file here too. With
     PostgreSQL, state changes become ``stats`` events and drop what was read of the documents
     (other daemons' events of an outage are lost); other daemons' changes drop what this one
     read of that scope and bring its agent.md files in line; a reconnection resyncs them."""
     docs.on_agent_md_removed.append(agent_md.removed)
-    if backend.name != "postgresql":
+    store, events = storage.pg, storage.events
+    if store is None:
         return
-    store, events = backend.store, backend.events
 
     def on_state(state: str) -> None:
         docs.invalidate()

@@ -60,7 +60,7 @@ async def until(cond: Callable[[], Awaitable[bool] | bool], timeout: float = 10.
 
 async def test_learn_on_one_recall_on_the_other(dsn: str) -> None:
     async with two_daemons(dsn) as (a, b), a.client() as ca, b.client() as cb:
-        assert a.app.backend.name == b.app.backend.name == "postgresql"
+        assert a.app.storage.name == b.app.storage.name == "postgresql"
         assert a.app.config.database_path != b.app.config.database_path
         await ca.call(names.MEMORY_LEARN, "ana", "tone", "brief, no emojis")
         assert (await cb.call(names.MEMORY_RECALL, "ana", "tone"))["value"] == "brief, no emojis"

@@ -29,7 +29,8 @@ Systems, in the same run, for every question and budget:
 Measures: *evidence recall* = the share of a question's evidence turns whose ``Speaker: text``
 reaches the model verbatim (a substring of the messages' contents), averaged over questions;
 *over budget* = lists whose independent token count (tiktoken o200k_base over each message's
-content, 3 per message, 3 to prime the reply, the same for every system) exceeds the budget, and
+content and role, 3 per message, 3 to prime the reply, as the OpenAI cookbook counts a chat
+prompt, the same for every system; baselines fill the budget by it) exceeds the budget, and
 for memman also its own ``tokens`` over the budget; *stale-only* = updated-fact contexts holding
 the replaced value's turn but not the current one.
 
@@ -107,7 +108,10 @@ class Counter_:
 
     def message(self, m: dict[str, Any]) -> int:
         c = m.get("content")
-        return TOKENS_PER_MESSAGE + (self.text(c) if isinstance(c, str) else 0)
+        # the role is sent too: a count without it would give the baselines a token per turn
+        # that no prompt has
+        return TOKENS_PER_MESSAGE + self.text(str(m.get("role") or "")) + \
+            (self.text(c) if isinstance(c, str) else 0)
 
     def messages(self, ms: list[dict[str, Any]]) -> int:
         return sum(self.message(m) for m in ms) + REPLY_PRIMING
@@ -634,7 +638,8 @@ def doc_section(res: dict[str, Any]) -> str:
         "fused by reciprocal rank (k 60), filled the same way. *Evidence recall*: the share of "
         "a question's evidence turns whose `Speaker: text` reaches the model verbatim, averaged "
         "over questions. Tokens by an independent count, the same for every system: "
-        f"{res['encoding']}, 3 per message + 3 priming. " + coverage(res) + " `--json OUT` "
+        f"{res['encoding']} over each message's role and content, 3 per message + 3 priming "
+        "(the OpenAI cookbook's count). " + coverage(res) + " `--json OUT` "
         "writes every question's result (kept evidence, tokens, memman's own count and "
         "breakdown).")
     intro = textwrap.fill(intro, 100, break_long_words=False, break_on_hyphens=False)

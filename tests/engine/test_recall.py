@@ -128,6 +128,30 @@ async def test_the_context_equals_the_preview_and_preview_explains_each_entry() 
         assert pv["recalled"][0]["date"] == "2024-03-02"
 
 
+async def test_a_retrieved_turn_brings_the_answer_only_to_a_question_on_the_topic() -> None:
+    """A hit that asks about what the question asks brings the reply it got (which shares no
+    word with the question); a hit that ends with small talk ("how was your weekend?") does
+    not bring the reply to that."""
+    async with running_daemon() as d, d.client() as c:
+        filler = [(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(60)]
+        await _session(c, "n", "ana", [
+            ("user", "Which database should the inventory service use?"),
+            ("assistant", "Go with Postgres 16 on port 5433."),
+            ("user", "The inventory service finally passed review. How was your weekend?"),
+            ("assistant", "Quiet, mostly reading by the window."),
+            *filler], MARCH)
+        assert await d.server.app.recall.drained(60)
+        pv = await c.session_preview("n", {"max_tokens": 400,
+                                           "query": "What database does the inventory service use?"})
+        why = {r["entry_id"]: r.get("reason") or "" for r in pv["entries"]
+               if r["decision"] == "kept"}
+        first = min(r["entry_id"] for r in pv["entries"])
+        assert why.get(first, "").startswith("retrieved")
+        assert why.get(first + 1, "").startswith("completes #")  # the answer, no shared word
+        assert why.get(first + 2, "").startswith("retrieved")
+        assert not why.get(first + 3, "").startswith("completes")  # small talk stays out
+
+
 async def test_vectors_survive_a_restart_without_re_embedding(tmp_path_factory) -> None:
     from tests.helpers import short_tmpdir
     root = short_tmpdir()

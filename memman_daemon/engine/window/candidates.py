@@ -6,6 +6,7 @@ Plain data, made fresh for each request; nothing here changes a timeline.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ import numpy as np
 
 from memman_daemon.engine.window.timeline import Timeline, Unit
 from memman_daemon.model import Entry
+from memman_daemon.search import words
 
 ANSWER_WEIGHT = 0.7  #: the answer a retrieved question got, at this share of its score
 QUESTION_WEIGHT = 0.5  #: the question a retrieved answer answers
@@ -66,11 +68,17 @@ def _companions(tl: Timeline) -> dict[int, list[int]]:
     return out
 
 
-def completing(units: list[Unit], i: int) -> tuple[int, float] | None:
+def completing(units: list[Unit], i: int, asked: frozenset[str] = frozenset()
+               ) -> tuple[int, float] | None:
     """The neighbouring turn that completes unit ``i``, with how much of the hit's score it
     carries: the answer its question got (0.7: a question is asked for its answer), or the
     question it answers (0.5: context for the hit itself) — a turn of the other side, right
-    after or before."""
+    after or before.
+
+    ``asked``: the topic of the question the window is for (``Retrieval.topic``; empty: any
+    question counts). A neighbour comes along only when the turn of the two that asks, asks
+    about it: in chat most turns end with a question ("and you?"), and the reply to one about
+    something else is small talk that would take the place of a retrieved turn."""
     u = units[i]
     role = u.first.role
     if role not in ("user", "assistant"):
@@ -78,17 +86,26 @@ def completing(units: list[Unit], i: int) -> tuple[int, float] | None:
     prev = units[i - 1] if i > 0 else None
     nxt = units[i + 1] if i + 1 < len(units) else None
     if nxt is not None and nxt.first.role in ("user", "assistant") \
-            and nxt.first.role != role and _asks(u.first):
+            and nxt.first.role != role and _asks(u.first, asked):
         return i + 1, ANSWER_WEIGHT
     if prev is not None and prev.first.role in ("user", "assistant") \
-            and prev.first.role != role and _asks(prev.first):
+            and prev.first.role != role and _asks(prev.first, asked):
         return i - 1, QUESTION_WEIGHT
     return None
 
 
-def _asks(e: Entry) -> bool:
+def _asks(e: Entry, about: frozenset[str] = frozenset()) -> bool:
+    """``e`` asks something (about one of ``about``'s terms, when given)."""
     text = (e.content or "")[-400:]
-    return "?" in text
+    if "?" not in text:
+        return False
+    if not about:
+        return True
+    return any(about.intersection(words.terms(q)) for q in _QUESTION.findall(text))
+
+
+#: a sentence that asks: from the end of the previous sentence to a question mark
+_QUESTION = re.compile(r"[^.!?\n]*\?")
 
 
 def day(ts: float) -> str:

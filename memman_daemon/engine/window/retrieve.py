@@ -18,9 +18,13 @@ import numpy as np
 from memman_daemon.engine.window.candidates import Recalled
 from memman_daemon.engine.window.timeline import Timeline
 from memman_daemon.model import Session
+from memman_daemon.search import words
 
 if TYPE_CHECKING:
     from memman_daemon.recall.index import RecallIndex
+
+
+TOPIC_DF = 0.1  #: a word in more than this share of the corpus's entries is not the topic
 
 
 @dataclass
@@ -33,6 +37,9 @@ class Retrieval:
     unit_score: dict[int, float] = field(default_factory=dict)
     hits: Any = None  #: the retriever's arrays (score parts, read for the units shown)
     recalled: list[Recalled] = field(default_factory=list)  #: best first
+    #: the question's topic: its words that are rare in the corpus (a name said in half the
+    #: turns, or "today", tells which turn answers it no better than chance)
+    topic: frozenset[str] = frozenset()
     stand_ins: int = 0  #: hits ranked by the static model while their vector is pending
     pending: int = 0  #: entries of the corpus still waiting for their vector
 
@@ -63,6 +70,8 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
         return out
     c = index.corpus_of(s)
     hits = await index.retrieve_facets(c, query)
+    out.topic = frozenset(t for t in words.terms(query)
+                          if c.bm25.df(t) <= TOPIC_DF * max(c.bm25.live, 1))
     out.pending = hits.pending
     out.hits = hits
     mine = c.of_session(s.id)

@@ -8,7 +8,7 @@ In order, each only while it fits (every cost exact, by the daemon's own count):
    ``[context] recent_share`` of the room for the newest turns (continuity);
 4. then the retrieved items best first, from this session and from past ones alike, each unit
    with the statement that superseded a value it holds, and the turn that completes it as a
-   candidate of its own; a retrieved unit too large to keep whole sends its lines that match
+   candidate of its own (when the one of the two that asks, asks about the question's topic); a retrieved unit too large to keep whole sends its lines that match
    the question (for a question that asks for many things: its fact lines, placed later);
 5. what is left goes to the next newest turns.
 
@@ -184,7 +184,7 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
             if c.valid[j] and f.add(j, f"supersedes a value of #{rank}"):
                 seen.add(_text(c, j))
         if cfg.neighbours and why is None:
-            got = completing(c.units, x)
+            got = completing(c.units, x, r.topic)
             if got is not None and c.valid[got[0]] and got[0] not in sel.units:
                 j, weight = got
                 tick += 1

@@ -152,6 +152,24 @@ async def test_a_retrieved_turn_brings_the_answer_only_to_a_question_on_the_topi
         assert not why.get(first + 3, "").startswith("completes")  # small talk stays out
 
 
+async def test_a_recalled_question_brings_the_answer_it_got_in_its_session() -> None:
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "s1", "ana", [
+            ("assistant", "Which name should the new project get, Pebble or Harbor?"),
+            ("user", "Let's go with the first one, I like how it sounds."),
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(20)]], MARCH)
+        await c.session_open("s3", {"user_id": "ana"})
+        await c.session_add("s3", {"role": "user",
+                                   "content": "What name did I choose for the new project?"})
+        assert await d.server.app.recall.drained(60)
+        ctx = await c.session_context("s3", {"max_tokens": 1000})
+        body = texts(ctx)
+        assert "- [2024-03-02 · session s1] assistant: Which name should the new project" in body
+        # the answer shares no word with the question: it comes as the turn that completes it
+        assert "- [2024-03-02 · session s1] user: Let's go with the first one" in body
+        assert "How was the weekend" not in body  # what is not related stays out
+
+
 async def test_vectors_survive_a_restart_without_re_embedding(tmp_path_factory) -> None:
     from tests.helpers import short_tmpdir
     root = short_tmpdir()

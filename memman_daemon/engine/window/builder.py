@@ -120,10 +120,12 @@ class ContextBuilder:
         query, query_id = question(s, req.query)
         r = await retrieve(self.recall, s, tl, query, query_id, recall=req.recall,
                            max_items=self.config.recall.max_items, sessions=self.sessions,
-                           superseded=self._superseded)
+                           superseded=self._superseded, completes=self._completes)
         for item in r.recalled:
             item.line = cand.recalled_line(item)
-            item.tokens = self._count_text(item.line, model) + 1
+            # measured with the newline that joins it to the next: the tokenizer often merges
+            # a line's closing punctuation with it ("!\n"), so "+ 1" over-counted ~1 in 5
+            item.tokens = self._count_text(item.line + "\n", model)
         notes = _notes(tl)
         newest = s.entries[-1].created_at if s.entries else 0.0
         old_before = newest - cfg.date_after_s
@@ -268,6 +270,18 @@ class ContextBuilder:
                 return msg, n
             lines = lines[:-1]
         return None
+
+    def _completes(self, s: Session, eid: int, topic: frozenset[str]
+                   ) -> tuple[int, float] | None:
+        """Another session's entry: the entry that completes it there, and its share."""
+        if not self.config.context.neighbours:
+            return None
+        tl = self.timelines.timeline(s)
+        u = tl.entry_unit.get(eid)
+        got = cand.completing(tl.units, u.index, topic) if u is not None else None
+        if got is None or len(tl.units[got[0]].items) != 1:
+            return None
+        return tl.units[got[0]].first.id, got[1]
 
     def _superseded(self, s: Session) -> dict[int, int]:
         """Another session's replaced values: entry id -> the entry that replaced it."""

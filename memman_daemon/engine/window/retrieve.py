@@ -64,7 +64,11 @@ def question(s: Session, query: str) -> tuple[str, int | None]:
 async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
                    query_id: int | None, *, recall: bool, max_items: int,
                    sessions: dict[str, Session],
-                   superseded: Callable[[Session], dict[int, int]]) -> Retrieval:
+                   superseded: Callable[[Session], dict[int, int]],
+                   completes: Callable[[Session, int, frozenset[str]],
+                                       tuple[int, float] | None] | None = None) -> Retrieval:
+    """``completes(session, entry id, topic)``: the entry of that session that completes it
+    (``candidates.completing`` over its timeline) and the share of the hit's score it gets."""
     out = Retrieval(query, query_id)
     if index is None or not query:
         return out
@@ -123,4 +127,12 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
         if later is not None and later not in excluded and (f := src.by_id.get(later)):
             out.recalled.append(Recalled(f, sid, c.row_of.get(later, -1), item.score, hits,
                                          supersedes=eid))
+        # the turn that completes it in its session competes at a share of its score, as in
+        # this session (select orders recalled entries by score)
+        got = completes(src, eid, out.topic) if completes is not None else None
+        if got is not None and got[0] not in excluded:
+            row = c.row_of.get(got[0], -1)
+            f = src.by_id.get(got[0])
+            if f is not None and row >= 0 and not priv[row]:
+                out.recalled.append(Recalled(f, sid, row, item.score * got[1], hits))
     return out

@@ -68,8 +68,7 @@ def _companions(tl: Timeline) -> dict[int, list[int]]:
     return out
 
 
-def completing(units: list[Unit], i: int, asked: frozenset[str] = frozenset()
-               ) -> tuple[int, float] | None:
+def completing(units: list[Unit], i: int, asked: frozenset[str]) -> tuple[int, float] | None:
     """The neighbouring turn that completes unit ``i``, with how much of the hit's score it
     carries: the answer its question got (0.7: a question is asked for its answer), or the
     question it answers (0.5: context for the hit itself) — a turn of the other side, right
@@ -94,18 +93,18 @@ def completing(units: list[Unit], i: int, asked: frozenset[str] = frozenset()
     return None
 
 
-def _asks(e: Entry, about: frozenset[str] = frozenset()) -> bool:
-    """``e`` asks something (about one of ``about``'s terms, when given)."""
+#: a sentence that asks: from the end of the previous sentence to a question mark
+_QUESTION = re.compile(r"[^.!?\n]*\?")
+
+
+def _asks(e: Entry, about: frozenset[str]) -> bool:
+    """``e`` asks something (about one of ``about``'s terms, when there are any)."""
     text = (e.content or "")[-400:]
     if "?" not in text:
         return False
     if not about:
         return True
     return any(about.intersection(words.terms(q)) for q in _QUESTION.findall(text))
-
-
-#: a sentence that asks: from the end of the previous sentence to a question mark
-_QUESTION = re.compile(r"[^.!?\n]*\?")
 
 
 def day(ts: float) -> str:

@@ -66,7 +66,7 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
                    sessions: dict[str, Session],
                    superseded: Callable[[Session], dict[int, int]],
                    completes: Callable[[Session, int, frozenset[str]],
-                                       tuple[int, float] | None] | None = None) -> Retrieval:
+                                       tuple[int, float] | None]) -> Retrieval:
     """``completes(session, entry id, topic)``: the entry of that session that completes it
     (``candidates.completing`` over its timeline) and the share of the hit's score it gets."""
     out = Retrieval(query, query_id)
@@ -129,7 +129,7 @@ async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: s
                                          supersedes=eid))
         # the turn that completes it in its session competes at a share of its score, as in
         # this session (select orders recalled entries by score)
-        got = completes(src, eid, out.topic) if completes is not None else None
+        got = completes(src, eid, out.topic)
         if got is not None and got[0] not in excluded:
             row = c.row_of.get(got[0], -1)
             f = src.by_id.get(got[0])

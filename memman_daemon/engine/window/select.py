@@ -8,8 +8,9 @@ In order, each only while it fits (every cost exact, by the daemon's own count):
    ``[context] recent_share`` of the room for the newest turns (continuity);
 4. then the retrieved items best first, from this session and from past ones alike, each unit
    with the statement that superseded a value it holds, and the turn that completes it as a
-   candidate of its own (when the one of the two that asks, asks about the question's topic); a retrieved unit too large to keep whole sends its lines that match
-   the question (for a question that asks for many things: its fact lines, placed later);
+   candidate of its own (when the turn of the two that asks, asks about the question's
+   topic); a retrieved unit too large to keep whole sends its lines that match the question
+   (for a question that asks for many things: its fact lines, placed later);
 5. what is left goes to the next newest turns.
 
 Dates: an old unit opens with its date when the unit kept before it is of another day; the

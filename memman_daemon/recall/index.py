@@ -498,19 +498,20 @@ class RecallIndex(Component):
             self._queries.popitem(last=False)
         return got
 
-    async def retrieve_facets(self, c: Corpus, query: str) -> Hits:
+    async def question_vectors(self, query: str) -> list[tuple[Any, Any]]:
+        """The awaited part of a read, done before it: the incoming entries indexed (in
+        slices) and the vectors of each of the question's facets. The scoring that follows
+        (``retrieve_facets``) awaits nothing, so it runs over one corpus."""
         await self.settle_sliced()
-        return await self._retrieve_facets(c, query)
+        return [await self.query_vectors(f) for f in facets(query)]
 
-    async def _retrieve_facets(self, c: Corpus, query: str) -> Hits:
+    def retrieve_facets(self, c: Corpus, query: str, vecs: list[tuple[Any, Any]]) -> Hits:
         """``retrieve`` for a question that asks for several things: each facet (the whole
-        question, and each of its clauses when it is long) is retrieved on its own and a row
-        keeps its best facet's score — the facets' rankings interleave, so every thing asked
-        for gets its best hits, not only the words the question repeats most."""
+        question, and each of its clauses when it is long; ``vecs`` from
+        ``question_vectors``) is retrieved on its own and a row keeps its best facet's score
+        — the facets' rankings interleave, so every thing asked for gets its best hits, not
+        only the words the question repeats most."""
         parts = facets(query)
-        # every vector first: the corpus may grow while one is awaited, the scoring below
-        # runs without a pause, over one size
-        vecs = [await self.query_vectors(f) for f in parts]
         hits = self.retrieve(c, query, vecs[0])
         for f, qv in zip(parts[1:], vecs[1:], strict=True):
             more = self.retrieve(c, f, qv)
@@ -563,12 +564,12 @@ class RecallIndex(Component):
         """``memman_memory_search`` type ``session``: the user's session entries, best first,
         through the same retriever as the window (private entries never; one session with
         ``session_id``)."""
-        await self.settle_sliced()
+        vecs = await self.question_vectors(query)
         out: list[dict[str, Any]] = []
         for key, c in list(self.corpora.items()):
             if key[1] != user_id and not (key[1] == "" and self.config.recall.scope == "tenant"):
                 continue
-            hits = await self._retrieve_facets(c, query)
+            hits = self.retrieve_facets(c, query, vecs)
             mask = c.alive() & (np.frombuffer(c.private, dtype=np.int8, count=c.n) == 0)
             if session_id is not None:
                 mask &= c.of_session(session_id)

@@ -198,8 +198,10 @@ class SessionScreen(MonitorScreen):
         detail = Detail()
         for name, value in zip(("session", "sent", "cache", "candidates"), results, strict=True):
             if isinstance(value, BaseException):
+                # a failed read keeps what was shown (and the person's selection in it);
+                # the panel says its rows are from the last read that worked
                 detail.errors.append(f"{name}: {value}")
-                value = None
+                value = getattr(self.detail, name)
             setattr(detail, name, value)
         self.post_message(self.DetailLoaded(detail))
 
@@ -297,8 +299,10 @@ class SessionScreen(MonitorScreen):
                                              if self._held is not None else {})}
             self._shown_order = [k for k, _ in rows]
         if view is not None:
+            stale = next((e for e in self.detail.errors if e.startswith("sent:")), None)
             table.border_subtitle = (f"{len(view.parts)} messages · {view.sent_tokens:,} tok sent"
-                                     " · Enter opens · v full screen")
+                                     + (f" · as last read (now: {stale[6:60]})" if stale else "")
+                                     + " · Enter opens · v full screen")
 
     def fill_chart(self) -> None:
         self.query_one("#chart", UsageChart).points = as_session_budget(

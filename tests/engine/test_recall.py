@@ -277,3 +277,33 @@ async def test_preferences_rules_and_playbook_that_bear_on_the_question_come_alo
         assert ctx["tokens"] <= 600
         off = await c.session_context("inv", {"max_tokens": 600, "recall": False})
         assert "EUR" not in texts(off)
+
+
+async def test_the_window_is_whole_while_entries_arrive_during_its_request() -> None:
+    """A context request awaits the question's vectors; entries that arrive meanwhile must not
+    reach a window planned over fewer units (it used to answer -32603, index out of bounds,
+    several times a minute under `make run`'s demo)."""
+    import asyncio
+
+    async with running_daemon() as d, d.client("reader") as reader, d.client("writer") as w:
+        await _session(w, "busy", "ana", [(("user", "assistant")[k % 2], FILLER[k % 6])
+                                          for k in range(12)], MARCH)
+        stop = asyncio.Event()
+
+        async def write() -> None:
+            k = 0
+            while not stop.is_set():
+                await w.session_add("busy", {"role": ("user", "assistant")[k % 2],
+                                             "content": f"note {k}: {FILLER[k % 6]}"})
+                k += 1
+
+        writer = asyncio.create_task(write())
+        try:
+            for k in range(60):  # a new question each time: its vectors are computed, awaited
+                ctx = await reader.session_context("busy", {
+                    "max_tokens": 400, "query": f"what was said about the walk, {k} times?"})
+                assert ctx["tokens"] <= 400
+                assert_valid_chat(ctx["messages"])
+        finally:
+            stop.set()
+            await writer

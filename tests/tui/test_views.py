@@ -494,3 +494,51 @@ async def test_one_number_for_how_full_after_a_request_with_its_own_budget():
         f"{f['sent_usage'] * 100:3.0f}%".strip() in sent_cell
     assert f"{f['history_usage'] * 100:3.0f}%".strip() in hist_cell
     assert fullness(listed["chat-1"], []).sent_tokens is None  # no points: nothing claimed
+
+
+async def test_a_failed_read_keeps_the_rows_and_the_selection(monkeypatch):
+    """A read of the context that fails (the daemon answers an error once) leaves the panel as
+    last read, says so, and keeps the person's selection: `x` still acts on it. The failure is
+    injected into the TUI's read of the real daemon: a real daemon error cannot be provoked."""
+    from memman.errors import INTERNAL_ERROR, MemmanError
+
+    async with running_daemon() as d, d.client() as c:
+        await seed_plain(c)
+        app = real_app(str(d.socket))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_session(pilot)
+            table = screen.query_one("#context")
+            part = next(p for p in screen.view.parts if p.kind == "message" and p.entry_ids)
+            table.select_key(part.key)
+            table.focus()
+            backend = screen.feed.backend
+            real = backend.sent_view
+            failed = []
+
+            async def failing(sid):
+                failed.append(sid)
+                raise MemmanError(INTERNAL_ERROR, "internal error in memman_session_context")
+
+            monkeypatch.setattr(backend, "sent_view", failing)
+            screen.reload()
+            await wait_for(pilot, lambda: failed and screen.detail.errors, "the failed read")
+            assert table.selected_key == part.key and table.row_count == len(screen.view.parts)
+            assert "as last read" in str(table.border_subtitle)
+            await pilot.press("x")
+
+            async def pinned():
+                s = await c.session_get("s1")
+                return next(e for e in s["entries"] if e["id"] == part.entry_ids[0])["pinned"]
+
+            await wait_async(pilot, pinned, "the pin")
+            monkeypatch.setattr(backend, "sent_view", real)
+            screen.reload()
+            await wait_for(pilot, lambda: not screen.detail.errors, "a read that works")
+            assert "as last read" not in str(table.border_subtitle)
+
+
+async def seed_plain(c, sid: str = "s1") -> None:
+    await c.session_open(sid, {"user_id": "alice", "max_tokens": 2000})
+    for i in range(8):
+        await c.session_add(sid, {"role": "user" if i % 2 == 0 else "assistant",
+                                  "content": f"message number {i} about the plan"})

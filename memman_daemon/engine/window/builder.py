@@ -115,12 +115,18 @@ class ContextBuilder:
         cfg = self.config.context
         model = req.model
         await self.timelines.prepare(s)  # a large backlog in slices, off the others' way
+        query, query_id = question(s, req.query)
+        room = max(req.budget - req.tool_tokens - req.cached_tokens - REPLY_PRIMING, 0)
+        # what is awaited comes first: the session grows while a client waits, and every
+        # step below reads one timeline and one corpus without a pause
+        vecs = await self.recall.question_vectors(query) \
+            if self.recall is not None and query else None
+        learned = await self._learned(s, query, req, room, model)
         tl = self.timelines.timeline(s)
         c = cand.of_session(tl)
-        query, query_id = question(s, req.query)
-        r = await retrieve(self.recall, s, tl, query, query_id, recall=req.recall,
-                           max_items=self.config.recall.max_items, sessions=self.sessions,
-                           superseded=self._superseded, completes=self._completes)
+        r = retrieve(self.recall, s, tl, query, query_id, vecs, recall=req.recall,
+                     max_items=self.config.recall.max_items, sessions=self.sessions,
+                     superseded=self._superseded, completes=self._completes)
         for item in r.recalled:
             item.line = cand.recalled_line(item)
             # measured with the newline that joins it to the next: the tokenizer often merges
@@ -169,8 +175,6 @@ class ContextBuilder:
         header = self._msg_tokens({"role": "system", "content": render.RECALLED_HEADER}, model)
         costs = Costs(plain=lambda i: unit_cost(i, False), dated=lambda i: unit_cost(i, True),
                       day=day, lines=lines, recalled_header=header)
-        room = max(req.budget - req.tool_tokens - req.cached_tokens - REPLY_PRIMING, 0)
-        learned = await self._learned(s, query, req, room, model)
         room -= learned[1] if learned else 0
         # a question that asks for many things: room for the facts it names
         asked = len(facets(query)) - 1

@@ -61,19 +61,21 @@ def question(s: Session, query: str) -> tuple[str, int | None]:
     return "", None
 
 
-async def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
-                   query_id: int | None, *, recall: bool, max_items: int,
-                   sessions: dict[str, Session],
-                   superseded: Callable[[Session], dict[int, int]],
-                   completes: Callable[[Session, int, frozenset[str]],
-                                       tuple[int, float] | None]) -> Retrieval:
-    """``completes(session, entry id, topic)``: the entry of that session that completes it
+def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
+             query_id: int | None, vecs: list[tuple[Any, Any]] | None, *, recall: bool,
+             max_items: int, sessions: dict[str, Session],
+             superseded: Callable[[Session], dict[int, int]],
+             completes: Callable[[Session, int, frozenset[str]],
+                                 tuple[int, float] | None]) -> Retrieval:
+    """``vecs``: the question's vectors (``RecallIndex.question_vectors``, awaited before:
+    nothing here awaits, so the timeline and the corpus do not grow under it).
+    ``completes(session, entry id, topic)``: the entry of that session that completes it
     (``candidates.completing`` over its timeline) and the share of the hit's score it gets."""
     out = Retrieval(query, query_id)
-    if index is None or not query:
+    if index is None or not query or vecs is None:
         return out
     c = index.corpus_of(s)
-    hits = await index.retrieve_facets(c, query)
+    hits = index.retrieve_facets(c, query, vecs)
     out.topic = frozenset(t for t in words.terms(query)
                           if c.bm25.df(t) <= TOPIC_DF * max(c.bm25.live, 1))
     out.pending = hits.pending

@@ -8,8 +8,10 @@ Offline heuristics, applied to fact candidates in log order (limits in docs/engi
 * "X renamed to Y" / "renamed X to Y": earlier candidates naming X;
 * "Y instead of X", "X, not Y" / "not X" in a correction ("I meant", "actually", "correction"):
   earlier candidates naming the old token;
-* "<subject> moved / pushed / postponed / changed / switched / bumped ... (from X) to Y": earlier
-  candidates naming X, or naming the subject together with a value, and not Y;
+* "<subject> moved / pushed / postponed / changed / switched / bumped ... (from X) to Y", and
+  the active voice "we moved the party to Friday": earlier candidates naming X, or naming the
+  subject together with a value (or a word of the new value's shape), and not Y;
+* a value restated as the one that holds now ("so it's 8:15 now"): as a bare correction;
 * a correction that names only the new value ("no, I meant 1.22.6", "actually Friday",
   "correction: EUR", "sorry, 8080"): the newest earlier candidate of the last few entries that
   holds a value of the same shape (digits, dots, capitals), another one.
@@ -49,6 +51,13 @@ _CHANGE = re.compile(
     r"(?:moved|pushed(?: back)?|postponed|rescheduled|changed|switched|bumped|updated|raised|"
     r"lowered|increased|decreased|reduced|set|slipped|shifted|upgraded|downgraded)\s+"
     r"(?:from\s+(?P<old>.+?)\s+)?to\s+(?P<new>[^,;.!?]+)", re.I)
+#: the active voice: "we moved the party to Friday", "I changed the port to 8081" (the object
+#: starts with a determiner, so "set to 8080" or "moved to Tuesday" stay the passive pattern's)
+_CHANGE_OBJECT = re.compile(
+    r"\b(?:moved|pushed|postponed|rescheduled|changed|switched|bumped|updated|raised|lowered|"
+    r"increased|decreased|reduced|set|shifted|upgraded|downgraded)\s+"
+    r"(?P<subj>(?:the|our|my|your|his|her|their)\s+[\w\-' ]{1,40}?)\s+(?:back\s+|up\s+|down\s+)?"
+    r"(?:from\s+(?P<old>[^,;.!?]+?)\s+)?to\s+(?P<new>[^,;.!?]+)", re.I)
 #: words each pattern needs (lower case): most lines have none, and the patterns (which may
 #: start at any position) cost ~200 µs on a short line, a substring test ~0.1 µs
 _CHANGE_VERBS = ("moved", "pushed", "postponed", "rescheduled", "changed", "switched", "bumped",
@@ -57,6 +66,15 @@ _CHANGE_VERBS = ("moved", "pushed", "postponed", "rescheduled", "changed", "swit
 _VALUEISH = re.compile(r"\d|[A-Za-z]+[_\-./][A-Za-z0-9]|\b[A-Z]{2,}\b")
 _CORRECTED = re.compile(r"\b(?:i meant|i mean|actually|correction|sorry)\b[:,]?\s+(?:it'?s\s+|it is\s+|"
                         r"it should be\s+|that'?s\s+|use\s+|make it\s+)?" + _TOKEN, re.I)
+#: a value restated as the one that holds now: "so it's 8:15 now", "it is now 8:15"
+_NOW = re.compile(r"\b(?:it'?s|it is|that'?s|that is)\s+(?:now\s+" + _TOKEN + r"|" + _TOKEN
+                  + r"\s+now\b)", re.I)
+#: a line's leading time stamp and speaker ("[Tue 5 Mar 2024 18:41] Ana: ..."): when it was
+#: said and by whom, not values it states (a correction to "8:15" must not replace the time the
+#: line was said)
+_STAMP = re.compile(r"^\s*\[[^\]\n]{1,48}\]\s*")
+_SPEAKER = re.compile(r"^[A-Z][\w.'\-]{0,30}(?: [A-Z][\w.'\-]{0,30})?: ")
+_CAPITAL = re.compile(r"^[A-Z]|\s[A-Z]")  #: a name or a day ("Friday", "to Postgres")
 _WORDS = re.compile(r"[\w][\w.\-/:@+]*[\w%]|\w")
 MAX_VALUE_WORDS = 5  #: a ``key: value`` whose value is longer is a sentence, not a setting
 SCAN = 200  #: earlier candidates one change statement looks at, newest first, per word
@@ -101,18 +119,21 @@ class Supersession:
     def _corrected(self, entry_id: int, text: str) -> None:
         """A bare correction: the newest recent candidate with a value of the new one's shape."""
         low = text.lower()
-        if not any(w in low for w in ("meant", "mean", "actually", "correction", "sorry")):
+        if any(w in low for w in ("meant", "mean", "actually", "correction", "sorry")):
+            m = _CORRECTED.search(text)
+            new = m.group(1) if m is not None else ""
+        elif "now" in low and (m := _NOW.search(text)) is not None:
+            new = m.group(1) or m.group(2)
+        else:
             return
-        m = _CORRECTED.search(text)
-        if m is None or not _VALUEISH.search(m.group(1)):
+        if not new or not _VALUEISH.search(new):
             return
-        new = m.group(1)
         want = _shape(new)
         for eid, idx, c in reversed(self._recent):
             self.examined += 1
             if eid == entry_id or (eid, idx) in self.by:
                 continue
-            vals = [v for v in _WORDS.findall(c.text) if _VALUEISH.search(v)]
+            vals = [v for v in _WORDS.findall(_body(c.text)) if _VALUEISH.search(v)]
             if any(_shape(v) == want and v.lower() != new.lower() for v in vals):
                 self.by[(eid, idx)] = (entry_id, text)
                 self.new.append((eid, idx))
@@ -133,11 +154,28 @@ class Supersession:
             if old_re is not None:
                 hit = bool(old_re.search(c.text))
             else:
-                hit = bool(subject) and all(w in c.terms for w in subject) and bool(
-                    _VALUEISH.search(c.text))
+                body = _body(c.text)
+                hit = bool(subject) and all(w in c.terms for w in subject) and (
+                    bool(_VALUEISH.search(body)) or _same_kind(body, new))
             if hit:
                 self.by[(eid, idx)] = (entry_id, text)
                 self.new.append((eid, idx))
+
+
+def _body(text: str) -> str:
+    """A line without its leading time stamp and speaker."""
+    return _SPEAKER.sub("", _STAMP.sub("", text, count=1), count=1)
+
+
+def _same_kind(text: str, new: str) -> bool:
+    """``text`` names a value of the new one's kind (past its first word, which any sentence
+    capitalizes): "on Thursday" for "Friday"."""
+    want = next((w for w in _WORDS.findall(new) if _named(w)), None)
+    if want is None:
+        return False
+    shape, low = _shape(want), want.lower()
+    return any(_shape(w) == shape and w.lower() != low and w.lower() not in STOPWORDS
+               for w in _WORDS.findall(text)[1:])
 
 
 def _shape(v: str) -> str:
@@ -176,12 +214,15 @@ def _changes(text: str) -> list[tuple[str | None, str, list[str]]]:
                 out.append((m.group(1), "", []))
     if "to" not in low or not any(v in low for v in _CHANGE_VERBS):
         return out
-    for m in _CHANGE.finditer(text):
-        new = m.group("new").strip()
-        old = m.group("old")
-        subj = [w for w in terms(m.group("subj"))][-2:]
-        if old and _named(old.strip()):
-            out.append((old.strip(), new, []))
-        elif subj:
-            out.append((None, new, subj))
+    for rx in (_CHANGE, _CHANGE_OBJECT):
+        for m in rx.finditer(text):
+            new = m.group("new").strip()
+            old = m.group("old")
+            subj = [w for w in terms(m.group("subj"))][-2:]
+            if rx is _CHANGE_OBJECT and not _VALUEISH.search(new) and not _CAPITAL.search(new):
+                continue  # "changed the plan to include Ana's team" names no new value
+            if old and _named(old.strip()):
+                out.append((old.strip(), new, []))
+            elif subj:
+                out.append((None, new, subj))
     return out

@@ -106,6 +106,57 @@ async def test_no_i_meant_supersedes() -> None:
         assert "1.22.6" in body
 
 
+async def test_a_change_said_in_the_active_voice_supersedes_within_and_across_sessions() -> None:
+    """"we moved the offsite to Friday" replaces "the offsite is on Thursday": in its session
+    the old value never shows alone; recalled in a later session, the old line is marked
+    "replaced later" and the new one "current"."""
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "plan1", "ana", [
+            ("user", "The team offsite is on Thursday at the lake house."),
+            ("assistant", "Noted, Thursday at the lake house."),
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(40)],
+            ("user", "Change of plan: we moved the offsite to Friday, the bus was booked."),
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(40)]], MARCH)
+        assert await d.server.app.recall.drained(60)
+        for budget in (150, 300, 1000):
+            ctx = await c.session_context("plan1", {"max_tokens": budget,
+                                                    "query": "Which day is the team offsite?"})
+            body = texts(ctx)
+            if "is on Thursday" in body:  # never the replaced value alone
+                assert "offsite to Friday" in body, budget
+        await c.session_open("plan2", {"user_id": "ana"})
+        await c.session_add("plan2", {"role": "user", "content": "Which day is the team offsite?"})
+        ctx = await c.session_context("plan2", {"max_tokens": 1000})
+        lines = texts(ctx).splitlines()
+        old = next(ln for ln in lines if "is on Thursday" in ln)
+        new = next(ln for ln in lines if "offsite to Friday" in ln)
+        assert "(replaced later)" in old and "(current)" in new
+
+
+async def test_an_old_value_whose_replacement_does_not_fit_is_not_sent_alone() -> None:
+    """Near the budget's edge the unit with the old value fits and the long statement that
+    replaced it does not: both stay out (they go together or not at all)."""
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "edge", "ana", [
+            ("user", "The launch is planned for March 14."),
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(30)],
+            ("user", "Update: the launch moved to April 2. " + "Marketing needs the extra weeks "
+             "for the campaign, the agency is late with the video, and sales wants a demo. "
+             * 8),
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(30)]], MARCH)
+        assert await d.server.app.recall.drained(60)
+        shown = []
+        for budget in range(80, 700, 20):
+            ctx = await c.session_context("edge", {"max_tokens": budget,
+                                                   "query": "When is the launch planned?"})
+            body = texts(ctx)
+            assert ctx["tokens"] <= budget
+            if "March 14" in body:
+                assert "April 2" in body, budget
+                shown.append(budget)
+        assert shown  # at a budget with room for both, both are sent
+
+
 async def test_the_context_equals_the_preview_and_preview_explains_each_entry() -> None:
     async with running_daemon() as d, d.client() as c:
         await _session(c, "p1", "ana", [("user", "The staging host is stg-eu-4.internal."),

@@ -105,6 +105,24 @@ class _Fill:
             self.sel.dated.discard(loses)
         return True
 
+    def add_together(self, items: list[tuple[int, str]]) -> bool:
+        """Units sent together or not at all: a value and the statement that replaced it
+        (a window never shows only the corrected-away value)."""
+        saved = (self.sel.used, dict(self.sel.units), list(self.order), set(self.sel.dated))
+        for i, why in items:
+            if not self.add(i, why):
+                self.sel.used, self.sel.units, self.order, self.sel.dated = saved
+                return False
+        return True
+
+    def add_recalled_together(self, items: list[Recalled]) -> bool:
+        saved = (self.sel.used, list(self.sel.recalled), set(self.recalled_ids))
+        for r in items:
+            if not self.add_recalled(r):
+                self.sel.used, self.sel.recalled, self.recalled_ids = saved
+                return False
+        return True
+
     def add_recalled(self, r: Recalled) -> bool:
         if r.entry.id in self.recalled_ids:
             return True
@@ -159,11 +177,15 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     heapq.heapify(heap)
     seen: set[str] = set(_texts(c, sel.units))
     because: dict[int, str] = {}  #: neighbours queued: why they would be sent
+    #: a recalled entry -> the recalled statement that replaced a value it holds
+    replaced_by = {item.supersedes: item for item in r.recalled if item.supersedes}
     tick = len(heap)
     while heap and room - sel.used >= 8:
         neg, _k, kind, x = heapq.heappop(heap)
         if kind == 1:
-            if x.entry.content not in seen and f.add_recalled(x):
+            later = replaced_by.get(x.entry.id)
+            if x.entry.content not in seen and f.add_recalled_together(
+                    [x] if later is None else [x, later]):
                 seen.add(x.entry.content)
             continue
         why = because.get(x)
@@ -171,6 +193,12 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
         if not c.valid[x] or x in sel.units or (text and text in seen):
             continue  # the same words again add nothing
         rank = r.unit_rank.get(x)
+        later_units = [j for j in c.companions.get(x, ()) if c.valid[j] and j not in sel.units]
+        if later_units:  # whole, with what replaced its value, or not at all
+            if f.add_together([(x, why or f"retrieved #{rank}"),
+                               *((j, f"supersedes a value of #{rank}") for j in later_units)]):
+                seen.update([text, *(_text(c, j) for j in later_units)])
+            continue
         big = c.units[x].tokens >= min(max(LINES_MIN_TOKENS, room // BIG_SHARE), BIG_TOKENS)
         if why is None and big and reserve:
             continue  # a broad question: a large entry's facts come as fact lines instead
@@ -181,9 +209,6 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
                 _lines(f, x)
             continue
         seen.add(text)
-        for j in c.companions.get(x, ()):
-            if c.valid[j] and f.add(j, f"supersedes a value of #{rank}"):
-                seen.add(_text(c, j))
         if cfg.neighbours and why is None:
             got = completing(c.units, x, r.topic)
             if got is not None and c.valid[got[0]] and got[0] not in sel.units:
@@ -198,7 +223,11 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
             break
         if i in sel.units:
             continue
-        misses = 0 if f.add(i, "newest turns (room left)") else misses + 1
+        later = [(j, "supersedes a value of a newest turn") for j in c.companions.get(i, ())
+                 if c.valid[j] and j not in sel.units]
+        added = f.add_together([(i, "newest turns (room left)"), *later]) if later else \
+            f.add(i, "newest turns (room left)")
+        misses = 0 if added else misses + 1
     return sel
 
 

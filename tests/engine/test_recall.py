@@ -133,6 +133,36 @@ async def test_a_change_said_in_the_active_voice_supersedes_within_and_across_se
         assert "(replaced later)" in old and "(current)" in new
 
 
+async def test_a_recalled_value_comes_with_the_later_sessions_correction() -> None:
+    """Session 1 sets a value, session 2 corrects it in words the question does not use; a
+    fresh session asking for it never gets only the corrected-away value."""
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "r1", "dev", [
+            ("user", "Set the deploy region to eu-west-1 for everything, please."),
+            ("assistant", "Done, eu-west-1 it is."),
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(20)]], MARCH)
+        await _session(c, "r2", "dev", [
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(10)],
+            ("user", "Actually, use eu-central-1 instead of eu-west-1, the data has to stay "
+                     "there."),
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(10)]],
+            MARCH + 86400 * 3)
+        await c.session_open("r3", {"user_id": "dev"})
+        await c.session_add("r3", {"role": "user", "content": "Which region do my deploys go to?"})
+        assert await d.server.app.recall.drained(60)
+        both = 0
+        for budget in (80, 120, 160, 240, 400, 1000):
+            ctx = await c.session_context("r3", {"max_tokens": budget})
+            lines = [ln for ln in texts(ctx).splitlines() if "eu-west-1" in ln
+                     or "eu-central-1" in ln]
+            assert ctx["tokens"] <= budget
+            if any("deploy region to eu-west-1" in ln for ln in lines):
+                new = next(ln for ln in lines if "use eu-central-1" in ln)
+                assert "(current)" in new, budget
+                both += 1
+        assert both
+
+
 async def test_an_old_value_whose_replacement_does_not_fit_is_not_sent_alone() -> None:
     """Near the budget's edge the unit with the old value fits and the long statement that
     replaced it does not: both stay out (they go together or not at all)."""

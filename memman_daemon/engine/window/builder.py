@@ -27,7 +27,7 @@ from memman_daemon.engine.window.retrieve import Retrieval, question, retrieve
 from memman_daemon.engine.window.select import Costs, Selection, select
 from memman_daemon.engine.window.summarize import fact_lines, relevant_lines
 from memman_daemon.engine.window.timeline import Timeline, Timelines
-from memman_daemon.model import Session
+from memman_daemon.model import Entry, Session
 from memman_daemon.recall.index import facets
 from memman_daemon.tokens import REPLY_PRIMING
 
@@ -126,7 +126,8 @@ class ContextBuilder:
         c = cand.of_session(tl)
         r = retrieve(self.recall, s, tl, query, query_id, vecs, recall=req.recall,
                      max_items=self.config.recall.max_items, sessions=self.sessions,
-                     superseded=self._superseded, completes=self._completes)
+                     superseded=self._superseded, completes=self._completes,
+                     replaces=self._replaces)
         for item in r.recalled:
             item.line = cand.recalled_line(item)
             # measured with the newline that joins it to the next: the tokenizer often merges
@@ -214,6 +215,23 @@ class ContextBuilder:
         return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens,
                       "included" if rolling is not None else _no_rolling(s, sel))
 
+    def _analysed(self, e: Entry, sid: str) -> list[Any]:
+        """An entry's fact candidates: from its session's cached analysis, else made now."""
+        src = self.sessions.get(sid)
+        an = self.timelines.timeline(src).an if src is not None else None
+        got = an.cands.get(e.id) if an is not None else None
+        return got if got is not None else facts.analyse((e.content or "")[:4000],
+                                                         structured=False)
+
+    def _replaces(self, entries: list[tuple[Entry, str]]) -> dict[int, int]:
+        """Entries of the user's sessions in time order: entry id -> the later entry that
+        replaced a value it holds."""
+        from memman_daemon.engine.supersede import Supersession
+        sup = Supersession()
+        for e, sid in entries:
+            sup.feed(e.id, self._analysed(e, sid), "message")
+        return {old: new for (old, _k), (new, _t) in sup.by.items() if old != new}
+
     def _mark_recalled(self, items: list[cand.Recalled]) -> bool:
         """Across sessions, a newer statement supersedes an older one: recalled entries that
         state a value for the same subject are marked "replaced later" / "current" (from each
@@ -226,12 +244,7 @@ class ContextBuilder:
         ordered = sorted(best, key=lambda r: (r.entry.created_at, r.entry.id))
         by_id = {r.entry.id: r for r in ordered}
         for r in ordered:
-            src = self.sessions.get(r.session_id)
-            an = self.timelines.timeline(src).an if src is not None else None
-            cands = an.cands.get(r.entry.id) if an is not None else None
-            if cands is None:
-                cands = facts.analyse(r.entry.content[:4000], structured=False)
-            sup.feed(r.entry.id, cands, "message")
+            sup.feed(r.entry.id, self._analysed(r.entry, r.session_id), "message")
         marked = False
         for (old, _k), (new, _text) in sup.by.items():
             if old in by_id and new in by_id and old != new:

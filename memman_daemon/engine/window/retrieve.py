@@ -17,7 +17,7 @@ import numpy as np
 
 from memman_daemon.engine.window.candidates import Recalled
 from memman_daemon.engine.window.timeline import Timeline
-from memman_daemon.model import Session
+from memman_daemon.model import Entry, Session
 from memman_daemon.search import words
 
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 
 TOPIC_DF = 0.1  #: a word in more than this share of the corpus's entries is not the topic
+LATER_MAX = 6  #: recalled entries (the best) checked for a later session's replacing statement
+LATER_ROWS = 4  #: the later entries each check reads: the most alike by BM25 on its words
 
 
 @dataclass
@@ -66,11 +68,14 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
              max_items: int, sessions: dict[str, Session],
              superseded: Callable[[Session], dict[int, int]],
              completes: Callable[[Session, int, frozenset[str]],
-                                 tuple[int, float] | None]) -> Retrieval:
+                                 tuple[int, float] | None],
+             replaces: Callable[[list[tuple[Entry, str]]], dict[int, int]]) -> Retrieval:
     """``vecs``: the question's vectors (``RecallIndex.question_vectors``, awaited before:
     nothing here awaits, so the timeline and the corpus do not grow under it).
     ``completes(session, entry id, topic)``: the entry of that session that completes it
-    (``candidates.completing`` over its timeline) and the share of the hit's score it gets."""
+    (``candidates.completing`` over its timeline) and the share of the hit's score it gets.
+    ``replaces([(entry, session id), ...])``: in time order, entry id -> the later entry that
+    replaced a value it holds (``supersede.py``'s rules)."""
     out = Retrieval(query, query_id)
     if index is None or not query or vecs is None:
         return out
@@ -103,20 +108,26 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
     others &= ~priv
     excluded = index.excluded.get(s.id, set()) | index.forgotten
     replaced: dict[str, dict[int, int]] = {}  #: per source session, read once
-    for row in hits.order(others):
-        if len(out.recalled) >= max_items:
-            break
-        if not hits.related(row):
-            continue
+
+    def recallable(row: int) -> tuple[Entry, Session | None] | None:
+        """The entry of a row another session logged, when it may be recalled here."""
         eid, sid = c.eids[row], c.sids[row]
         e = c.remote.get(eid)  # an entry of another daemon's session (shared store)
         src = None if e is not None else sessions.get(sid)
         if e is None:
             if src is None or src.meta.recall is False:
-                continue
+                return None
             e = src.by_id.get(eid)
-        if e is None or eid in excluded:
+        return None if e is None or eid in excluded else (e, src)
+
+    for row in hits.order(others):
+        if len(out.recalled) >= max_items:
+            break
+        if not hits.related(row) or (got_e := recallable(row)) is None:
             continue
+        e, src = got_e
+        sid = c.sids[row]
+        eid = e.id
         item = Recalled(e, sid, row, float(hits.fused[row]), hits)
         out.recalled.append(item)
         out.stand_ins += bool(hits.stand_in[row])
@@ -137,4 +148,37 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
             f = src.by_id.get(got[0])
             if f is not None and row >= 0 and not priv[row]:
                 out.recalled.append(Recalled(f, sid, row, item.score * got[1], hits))
+    _replaced_later(out, c, others, recallable, replaces)
     return out
+
+
+def _replaced_later(out: Retrieval, c: Any, others: np.ndarray,
+                    recallable: Callable[[int], tuple[Entry, Session | None] | None],
+                    replaces: Callable[[list[tuple[Entry, str]]], dict[int, int]]) -> None:
+    """Across sessions, a newer statement supersedes an older one: a recalled entry whose
+    value a later session replaced brings that statement (select sends the two together or
+    neither). The later entries looked at are the ones most alike by BM25 on its words (a
+    correction repeats the old value or the subject) — bounded: ``LATER_MAX`` entries,
+    ``LATER_ROWS`` rows each."""
+    done = {r.supersedes for r in out.recalled if r.supersedes}
+    at = np.frombuffer(c.at, dtype=np.float64, count=c.n)
+    best = sorted((r for r in out.recalled if not r.supersedes and r.entry.id not in done
+                   and r.row >= 0), key=lambda r: -r.score)[:LATER_MAX]
+    for item in best:
+        e = item.entry
+        scores = c.bm25.scores(words.terms(e.content or ""))
+        alike = np.flatnonzero((scores > 0) & others & (at > e.created_at))
+        if len(alike) > LATER_ROWS:  # the best few, without sorting them all
+            alike = alike[np.argpartition(-scores[alike], LATER_ROWS)[:LATER_ROWS]]
+        rows = alike.tolist()
+        later = [(got[0], c.sids[row], row) for row in rows if (got := recallable(row))]
+        if not later:
+            continue
+        later.sort(key=lambda x: (x[0].created_at, x[0].id))
+        by = replaces([(e, item.session_id), *((f, sid) for f, sid, _r in later)])
+        new = by.get(e.id)
+        hit = next((x for x in later if x[0].id == new), None)
+        if hit is None:
+            continue
+        f, sid, row = hit  # (recalled on its own too, maybe: select sends an entry once)
+        out.recalled.append(Recalled(f, sid, row, item.score, item.hits, supersedes=e.id))

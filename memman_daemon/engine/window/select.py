@@ -141,6 +141,8 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     asks for many things (``summarize.fact_lines``, placed by the builder)."""
     f = _Fill(room, costs)
     sel = f.sel
+    #: a recalled entry -> the recalled statement that replaced a value it holds
+    replaced_by = {item.supersedes: item for item in r.recalled if item.supersedes}
     for i in c.mandatory:
         f.add(i, "system prompt" if c.units[i].mandatory == "system" else "pinned",
               limit=1 << 62)
@@ -151,7 +153,7 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
         for i in np.flatnonzero(c.valid).tolist():
             f.add(i, "the whole log fits", limit=1 << 62)
         for item in r.recalled:
-            f.add_recalled(item)
+            f.add_recalled_together(_with_later(item, replaced_by))
         return sel
     sel.pruned = True
     # the exchange in progress: its question, then its newest steps within half the room
@@ -177,15 +179,12 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     heapq.heapify(heap)
     seen: set[str] = set(_texts(c, sel.units))
     because: dict[int, str] = {}  #: neighbours queued: why they would be sent
-    #: a recalled entry -> the recalled statement that replaced a value it holds
-    replaced_by = {item.supersedes: item for item in r.recalled if item.supersedes}
     tick = len(heap)
     while heap and room - sel.used >= 8:
         neg, _k, kind, x = heapq.heappop(heap)
         if kind == 1:
-            later = replaced_by.get(x.entry.id)
             if x.entry.content not in seen and f.add_recalled_together(
-                    [x] if later is None else [x, later]):
+                    _with_later(x, replaced_by)):
                 seen.add(x.entry.content)
             continue
         why = because.get(x)
@@ -229,6 +228,12 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
             f.add(i, "newest turns (room left)")
         misses = 0 if added else misses + 1
     return sel
+
+
+def _with_later(item: Recalled, replaced_by: dict[int, Recalled]) -> list[Recalled]:
+    """A recalled entry and the statement that replaced a value it holds (sent together)."""
+    later = replaced_by.get(item.entry.id)
+    return [item] if later is None else [item, later]
 
 
 def _fits_all(c: SessionCandidates, f: _Fill) -> bool:

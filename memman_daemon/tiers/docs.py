@@ -229,7 +229,7 @@ class BusinessDocs(SearchableTier):
                          audit)
         self.storage = storage
         self.rows = storage.docs
-        self.vectors = self.rows.vectors  # type: ignore[assignment]
+        self.vectors = self.rows.vectors  #: the rows' vector index (how vectors are ranked)
         self.cache = DocCache(self.rows.of_tenant)
         self.counts = BackgroundCounts(self.rows.counts, ("tenants", "documents", "chunks"))
         self._locks: dict[str, asyncio.Lock] = {}

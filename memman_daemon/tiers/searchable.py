@@ -1,7 +1,7 @@
 """What the two searchable tiers, user memory (``memory/``) and business documents
 (``docs.py``), share: the parts they are built with, and the vectors of their rows — the
-sqlite-vec connection (``vectors``), the matrices loaded per scope (``vscopes``: a user's
-layer, a tenant's chunks) and the rows the background re-embed is filling in."""
+matrices loaded per scope (``vscopes``: a user's layer, a tenant's chunks) and the rows the
+background re-embed is filling in."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from memman_daemon.component import Component
 from memman_daemon.search.vector_matrix import VectorScopes
-from memman_daemon.search.vectors import VectorIndex
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -38,7 +37,6 @@ class SearchableTier(Component):
         self.embedder = embedder
         self.vector_sync = vector_sync  #: asked for a pass when rows were stored without vectors
         self.audit = audit  #: where changes are audited (the shared audit with PostgreSQL)
-        self.vectors = VectorIndex(config.database_path)
         #: scope -> in-memory matrix of its rows' vectors (the model in force only)
         self.vscopes = VectorScopes(self._load_scope)
         #: row id -> its scope, for rows handed to the background re-embed

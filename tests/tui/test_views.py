@@ -13,6 +13,7 @@ from memman_tui.screens.session import SessionScreen
 from memman_tui.widgets.chart import UsageChart
 from tests.helpers import running_daemon, short_tmpdir
 from tests.tui.conftest import connected, real_app, wait_async, wait_for
+from tests.tui.test_actions import seed
 
 SIZE = (150, 44)
 
@@ -503,7 +504,7 @@ async def test_a_failed_read_keeps_the_rows_and_the_selection(monkeypatch):
     from memman.errors import INTERNAL_ERROR, MemmanError
 
     async with running_daemon() as d, d.client() as c:
-        await seed_plain(c)
+        await seed(c, entries=8)
         app = real_app(str(d.socket))
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_session(pilot)
@@ -535,10 +536,3 @@ async def test_a_failed_read_keeps_the_rows_and_the_selection(monkeypatch):
             screen.reload()
             await wait_for(pilot, lambda: not screen.detail.errors, "a read that works")
             assert "as last read" not in str(table.border_subtitle)
-
-
-async def seed_plain(c, sid: str = "s1") -> None:
-    await c.session_open(sid, {"user_id": "alice", "max_tokens": 2000})
-    for i in range(8):
-        await c.session_add(sid, {"role": "user" if i % 2 == 0 else "assistant",
-                                  "content": f"message number {i} about the plan"})

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman_daemon.engine import facts
+from memman_daemon.engine.supersede import Supersession
 from memman_daemon.engine.window import candidates as cand
 from memman_daemon.engine.window import render
 from memman_daemon.engine.window.request import Request, band_for
@@ -223,14 +224,17 @@ class ContextBuilder:
         return got if got is not None else facts.analyse((e.content or "")[:4000],
                                                          structured=False)
 
-    def _replaces(self, entries: list[tuple[Entry, str]]) -> dict[int, int]:
-        """Entries of the user's sessions in time order: entry id -> the later entry that
-        replaced a value it holds."""
-        from memman_daemon.engine.supersede import Supersession
+    def _supersession(self, entries: list[tuple[Entry, str]]) -> Supersession:
+        """``supersede.py``'s rules over entries of the user's sessions, in time order."""
         sup = Supersession()
         for e, sid in entries:
             sup.feed(e.id, self._analysed(e, sid), "message")
-        return {old: new for (old, _k), (new, _t) in sup.by.items() if old != new}
+        return sup
+
+    def _replaces(self, entries: list[tuple[Entry, str]]) -> dict[int, int]:
+        """Entries in time order: entry id -> the later entry that replaced a value it holds."""
+        return {old: new for (old, _k), (new, _t) in self._supersession(entries).by.items()
+                if old != new}
 
     def _mark_recalled(self, items: list[cand.Recalled]) -> bool:
         """Across sessions, a newer statement supersedes an older one: recalled entries that
@@ -238,13 +242,10 @@ class ContextBuilder:
         entry's cached analysis). True when any was marked."""
         if len(items) < 2:
             return False
-        from memman_daemon.engine.supersede import Supersession
-        sup = Supersession()
         best = sorted(items, key=lambda r: -r.score)[:MARK_MAX]  # bounded work
         ordered = sorted(best, key=lambda r: (r.entry.created_at, r.entry.id))
         by_id = {r.entry.id: r for r in ordered}
-        for r in ordered:
-            sup.feed(r.entry.id, self._analysed(r.entry, r.session_id), "message")
+        sup = self._supersession([(r.entry, r.session_id) for r in ordered])
         marked = False
         for (old, _k), (new, _text) in sup.by.items():
             if old in by_id and new in by_id and old != new:

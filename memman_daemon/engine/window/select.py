@@ -192,7 +192,7 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
         if not c.valid[x] or x in sel.units or (text and text in seen):
             continue  # the same words again add nothing
         rank = r.unit_rank.get(x)
-        later_units = [j for j in c.companions.get(x, ()) if c.valid[j] and j not in sel.units]
+        later_units = _replacing(c, sel, x)
         if later_units:  # whole, with what replaced its value, or not at all
             if f.add_together([(x, why or f"retrieved #{rank}"),
                                *((j, f"supersedes a value of #{rank}") for j in later_units)]):
@@ -222,12 +222,16 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
             break
         if i in sel.units:
             continue
-        later = [(j, "supersedes a value of a newest turn") for j in c.companions.get(i, ())
-                 if c.valid[j] and j not in sel.units]
+        later = [(j, "supersedes a value of a newest turn") for j in _replacing(c, sel, i)]
         added = f.add_together([(i, "newest turns (room left)"), *later]) if later else \
             f.add(i, "newest turns (room left)")
         misses = 0 if added else misses + 1
     return sel
+
+
+def _replacing(c: SessionCandidates, sel: Selection, i: int) -> list[int]:
+    """The sendable units, not sent yet, whose statements replaced a value unit ``i`` holds."""
+    return [j for j in c.companions.get(i, ()) if c.valid[j] and j not in sel.units]
 
 
 def _with_later(item: Recalled, replaced_by: dict[int, Recalled]) -> list[Recalled]:

@@ -244,7 +244,8 @@ class Sessions:
         await self.commit(s, [*rows.clear_ops(s.id), rows.meta_op(s)], heavy=True)
         self._reindex(s)
 
-    async def replace(self, s: Session, existing: Session | None) -> None:
+    async def replace(self, s: Session, existing: Session | None,
+                      extra: list[Op] | tuple[Op, ...] = ()) -> None:
         """Put ``s`` (an import, with fresh ids) in the place of the session of that id.
 
         Its rows are written in batches of ``storage.batch_max_rows`` (built on a worker
@@ -270,7 +271,7 @@ class Sessions:
             raise StoreError(f"the import could not be stored ({type(exc).__name__}: {exc}); "
                              "nothing was changed") from exc
         await self.commit(existing or s, [*rows.clear_ops(s.id), *rows.unstage_ops(s.id),
-                                          rows.meta_op(s)], heavy=True)
+                                          rows.meta_op(s), *extra], heavy=True)
         self.by_id[s.id] = s
         self._reindex(s)
 

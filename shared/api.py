@@ -52,6 +52,7 @@ from memman.schemas import (
     LIMIT,
     MEMORY_TYPE,
     MODEL,
+    RECORD_REF,
     SCOPE_FILTER,
     SESSION_ID,
     TENANT_ID,
@@ -220,9 +221,13 @@ METHODS: tuple[Method, ...] = (
        "limit: one page of entries; next_after_id says where the next starts).\n\n"
        "An answer over the output cap is refused with how to page it."),
     _M(names.SESSION_IMPORT,
-       (_P("data", EXPORT), _P("opts", Map({"session_id": Id(), "replace": Bool()}), default=dict)),
+       (_P("data", EXPORT), _P("opts", Map({"session_id": Id(), "replace": Bool(), "reassign": Bool()}),
+                          default=dict)),
        "Imported",
        "Restore an export (opts: session_id to rename, replace to overwrite).\n\n"
+       "``replace`` over a session of another owner (user or tenant) than the file's is "
+       "refused (-32002, data ``{owner, asked}``) unless ``opts.reassign`` is true (audited, "
+       "as ``memman_session_open``'s reassign).\n\n"
        "Its own bound: ``[limits] import_max_entries`` / ``import_max_bytes``.",
        writes=True, offload=True),
     _M(names.SESSION_CLEAR, (_P("session_id", SESSION_ID),), "Cleared",
@@ -312,13 +317,16 @@ METHODS: tuple[Method, ...] = (
         _P("opts", Map({"limit": Nullable(LIMIT), "kind": Nullable(Str(max_bytes=64)),
                         "flow": Nullable(Str()), "session_id": Nullable(Id()),
                         "threshold": Nullable(COSINE),
-                        "mode": Nullable(Str(choices=("hybrid", "fts", "vector")))}),
+                        "mode": Nullable(Str(choices=("hybrid", "fts", "vector"))),
+                        "tenant_id": TENANT_ID}),
            default=dict)),
        "MemorySearch",
        "Best first with scores; opts: limit, kind, flow (exact id first, then similarity), "
-       "threshold, mode (hybrid, fts, vector), session_id.\n\n"
-       "Type ``session``: what the user's sessions said (the recall index: BM25 + the search "
-       "model), opts.session_id for one."),
+       "threshold, mode (hybrid, fts, vector), session_id, tenant_id.\n\n"
+       "Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id, "
+       "default ``default``; the recall index: BM25 + the search model): across sessions "
+       "never a private entry, an entry of a session opened with ``recall: false`` or one "
+       "forgotten for recall; opts.session_id (the user's own session in that tenant) for one."),
     _M(names.MEMORY_LEARN,
        (_P("user_id", USER_ID), _P("key", Id("answer_style")), _P("value", Stored()),
         _P("opts", Map({"replace": Bool(), "metadata": Nullable(METADATA)}), default=dict)),
@@ -375,11 +383,16 @@ METHODS: tuple[Method, ...] = (
     _M(names.SESSION_POP, (_P("session_id", SESSION_ID),), "Removed",
        "Remove the newest entry (audited) and return it (``removed`` is nil when the session "
        "is empty).", writes=True),
-    _M(names.MEMORY_FORGET, (_P("user_id", USER_ID), _P("record_id", ROW_ID)), "Forgotten",
+    _M(names.MEMORY_FORGET,
+       (_P("user_id", USER_ID), _P("record_id", RECORD_REF),
+        _P("opts", Map({"tenant_id": TENANT_ID}), default=dict)), "Forgotten",
        "Forget one user-memory record (audited).\n\n"
-       "The record is episodic, a preference, rule, playbook or summary — or one entry of the "
-       "user's sessions, as ``memman_memory_search`` type ``session`` names it: it leaves its "
-       "session and recall.", writes=True),
+       "``record_id`` names what it removes: ``memory:N`` (a user-memory record: episodic, a "
+       "preference, rule, playbook or summary) or ``entry:N`` / ``entry:SESSION#N`` (an entry "
+       "of the user's sessions within opts.tenant_id, default ``default``, as "
+       "``memman_memory_search`` type ``session`` names it: it leaves its session and recall). "
+       "A bare number is taken only when it names exactly one of the two; when it names both "
+       "it is refused (-32602 naming ``record_id``).", writes=True),
     _M(names.DOCS_REMOVE, (_P("tenant_id", TENANT_ID), _P("ref", DOC_REF)), "DocRemoved",
        "Remove one document, by doc_id or by one of its chunk ids (audited).", writes=True),
     # --- the terminal app's views --------------------------------------------------------

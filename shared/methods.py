@@ -279,6 +279,10 @@ class AsyncMethods:
     ) -> Imported:
         """Restore an export (opts: session_id to rename, replace to overwrite).
 
+        ``replace`` over a session of another owner (user or tenant) than the file's is refused
+        (-32002, data ``{owner, asked}``) unless ``opts.reassign`` is true (audited, as
+        ``memman_session_open``'s reassign).
+
         Its own bound: ``[limits] import_max_entries`` / ``import_max_bytes``.
 
         ``memman_session_import(data, opts={})``. Writes (refused on a read-only daemon).
@@ -438,10 +442,13 @@ class AsyncMethods:
             opts: dict[str, Any] | None = None,
     ) -> MemorySearch:
         """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
-        threshold, mode (hybrid, fts, vector), session_id.
+        threshold, mode (hybrid, fts, vector), session_id, tenant_id.
 
-        Type ``session``: what the user's sessions said (the recall index: BM25 + the search
-        model), opts.session_id for one.
+        Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id,
+        default ``default``; the recall index: BM25 + the search model): across sessions
+        never a private entry, an entry of a session opened with ``recall: false`` or
+        one forgotten for recall; opts.session_id (the user's own session in that
+        tenant) for one.
 
         ``memman_memory_search(user_id, type, query, opts={})``.
         """
@@ -566,16 +573,24 @@ class AsyncMethods:
         """
         return await self.call('memman_session_pop', *_given([session_id], 1))
 
-    async def memory_forget(self, user_id: str, record_id: int) -> Forgotten:
+    async def memory_forget(
+            self,
+            user_id: str,
+            record_id: int | str,
+            opts: dict[str, Any] | None = None,
+    ) -> Forgotten:
         """Forget one user-memory record (audited).
 
-        The record is episodic, a preference, rule, playbook or summary — or one entry of the
-        user's sessions, as ``memman_memory_search`` type ``session`` names it: it
-        leaves its session and recall.
+        ``record_id`` names what it removes: ``memory:N`` (a user-memory record: episodic, a
+        preference, rule, playbook or summary) or ``entry:N`` / ``entry:SESSION#N`` (an
+        entry of the user's sessions within opts.tenant_id, default ``default``, as
+        ``memman_memory_search`` type ``session`` names it: it leaves its session and
+        recall). A bare number is taken only when it names exactly one of the two; when
+        it names both it is refused (-32602 naming ``record_id``).
 
-        ``memman_memory_forget(user_id, record_id)``. Writes (refused on a read-only daemon).
+        ``memman_memory_forget(user_id, record_id, opts={})``. Writes (refused on a read-only daemon).
         """
-        return await self.call('memman_memory_forget', *_given([user_id, record_id], 2))
+        return await self.call('memman_memory_forget', *_given([user_id, record_id, opts], 2))
 
     async def docs_remove(self, tenant_id: str, ref: str | int) -> DocRemoved:
         """Remove one document, by doc_id or by one of its chunk ids (audited).
@@ -795,6 +810,10 @@ class SyncMethods:
     def session_import(self, data: dict[str, Any], opts: dict[str, Any] | None = None) -> Imported:
         """Restore an export (opts: session_id to rename, replace to overwrite).
 
+        ``replace`` over a session of another owner (user or tenant) than the file's is refused
+        (-32002, data ``{owner, asked}``) unless ``opts.reassign`` is true (audited, as
+        ``memman_session_open``'s reassign).
+
         Its own bound: ``[limits] import_max_entries`` / ``import_max_bytes``.
 
         ``memman_session_import(data, opts={})``. Writes (refused on a read-only daemon).
@@ -945,10 +964,13 @@ class SyncMethods:
             opts: dict[str, Any] | None = None,
     ) -> MemorySearch:
         """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
-        threshold, mode (hybrid, fts, vector), session_id.
+        threshold, mode (hybrid, fts, vector), session_id, tenant_id.
 
-        Type ``session``: what the user's sessions said (the recall index: BM25 + the search
-        model), opts.session_id for one.
+        Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id,
+        default ``default``; the recall index: BM25 + the search model): across sessions
+        never a private entry, an entry of a session opened with ``recall: false`` or
+        one forgotten for recall; opts.session_id (the user's own session in that
+        tenant) for one.
 
         ``memman_memory_search(user_id, type, query, opts={})``.
         """
@@ -1073,16 +1095,24 @@ class SyncMethods:
         """
         return self.call('memman_session_pop', *_given([session_id], 1))
 
-    def memory_forget(self, user_id: str, record_id: int) -> Forgotten:
+    def memory_forget(
+            self,
+            user_id: str,
+            record_id: int | str,
+            opts: dict[str, Any] | None = None,
+    ) -> Forgotten:
         """Forget one user-memory record (audited).
 
-        The record is episodic, a preference, rule, playbook or summary — or one entry of the
-        user's sessions, as ``memman_memory_search`` type ``session`` names it: it
-        leaves its session and recall.
+        ``record_id`` names what it removes: ``memory:N`` (a user-memory record: episodic, a
+        preference, rule, playbook or summary) or ``entry:N`` / ``entry:SESSION#N`` (an
+        entry of the user's sessions within opts.tenant_id, default ``default``, as
+        ``memman_memory_search`` type ``session`` names it: it leaves its session and
+        recall). A bare number is taken only when it names exactly one of the two; when
+        it names both it is refused (-32602 naming ``record_id``).
 
-        ``memman_memory_forget(user_id, record_id)``. Writes (refused on a read-only daemon).
+        ``memman_memory_forget(user_id, record_id, opts={})``. Writes (refused on a read-only daemon).
         """
-        return self.call('memman_memory_forget', *_given([user_id, record_id], 2))
+        return self.call('memman_memory_forget', *_given([user_id, record_id, opts], 2))
 
     def docs_remove(self, tenant_id: str, ref: str | int) -> DocRemoved:
         """Remove one document, by doc_id or by one of its chunk ids (audited).

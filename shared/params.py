@@ -527,7 +527,10 @@ UNIT = Float(0.0, 1.0, doc="a number from 0 to 1")
 SECONDS = Float(0.0, 1e12, doc="seconds (a finite number >= 0)")
 TIMESTAMP = Float(0.0, 1e11, doc="unix seconds")
 TEXT = Str()
-METADATA = Map(rest=Stored(), doc="a map (metadata)")
+#: ``private`` hides an entry from every other session: a boolean only, so that 1, "true" or
+#: "yes" are refused rather than taken for public
+METADATA = Map({"private": Bool(doc="a boolean (true: never shown outside its own session)")},
+               rest=Stored(), doc="a map (metadata)")
 #: a tool call's ``function`` as the chat API has it: a map whose name is text
 TOOL_FUNCTION = Map({"name": Str(max_bytes=1024), "arguments": Stored()}, rest=Stored(),
                     empty_array_ok=False, doc="a map {name, arguments}")

@@ -184,3 +184,7 @@ EXPORT = Map({
 
 #: ``memman_docs_remove``'s ``ref``: a doc_id, or the id of one of its chunks
 DOC_REF = AnyOf((Id(), ROW_ID))
+#: ``memman_memory_forget``'s ``record_id``: ``memory:N``, ``entry:N`` or ``entry:SESSION#N``
+#: (a bare number only when it names one thing: the handler decides)
+RECORD_REF = AnyOf((ROW_ID, Str(min_len=3, max_bytes=1100,
+                                doc="a typed id: memory:N, entry:N or entry:SESSION#N")))

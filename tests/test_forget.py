@@ -30,7 +30,7 @@ async def test_api_info_lists_the_forget_methods() -> None:
         by_name = {m["name"]: m for m in info["methods"]}
         assert by_name[names.SESSION_REMOVE]["params"] == ["session_id", "entry_id"]
         assert by_name[names.SESSION_POP]["params"] == ["session_id"]
-        assert by_name[names.MEMORY_FORGET]["params"] == ["user_id", "record_id"]
+        assert by_name[names.MEMORY_FORGET]["params"] == ["user_id", "record_id", "opts"]
         assert by_name[names.DOCS_REMOVE]["params"] == ["tenant_id", "ref"]
         assert all(by_name[n]["writes"] for n in (names.SESSION_REMOVE, names.SESSION_POP,
                                                   names.MEMORY_FORGET, names.DOCS_REMOVE))

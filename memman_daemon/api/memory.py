@@ -7,41 +7,74 @@ from __future__ import annotations
 from typing import Any
 
 from memman import names
-from memman.errors import NOT_FOUND, MemmanError
+from memman.errors import NOT_FOUND, MemmanError, invalid_params
+from memman.scope import DEFAULT_TENANT, Caller
 from memman_daemon.rpc import Call, handles
 
 
+def parse_ref(record_id: int | str) -> tuple[str | None, str | None, int]:
+    """``record_id`` as (kind, session id, number): kind ``memory``, ``entry`` or None (a bare
+    number); -32602 naming ``record_id`` for anything else."""
+    if isinstance(record_id, int):
+        return None, None, record_id
+    kind, sep, ref = record_id.partition(":")
+    sid, hash_, num = ref.rpartition("#")
+    if not hash_:
+        sid, num = "", ref
+    if not sep or kind not in ("memory", "entry") or (kind == "memory" and hash_) \
+            or not num.isascii() or not num.isdigit() or (hash_ and not sid):
+        raise invalid_params("record_id", f"expected memory:N, entry:N or entry:SESSION#N, "
+                             f"got {record_id[:80]!r}")
+    return kind, sid or None, int(num)
+
+
 @handles(names.MEMORY_FORGET)
-async def memory_forget(call: Call, user_id: str, record_id: int) -> dict[str, Any]:
-    try:
-        return await call.app.user_memory.forget(user_id, record_id, call.client_name)
-    except MemmanError as exc:
-        if exc.code != NOT_FOUND:
-            raise
-        s = call.app.recall.session_of_entry(user_id, record_id)
-        if s is None:
-            sid, audit_id = await _forget_remote(call, user_id, record_id, exc)
-            return {"forgotten": True, "id": record_id, "session_id": sid,
-                    "kind": "session_entry", "audit_id": audit_id}
-    out = await call.app.engine.remove(s, record_id, call.client_name)
-    return {"forgotten": True, "id": record_id, "session_id": s.id, "kind": "session_entry",
-            "audit_id": out["audit_id"]}
+async def memory_forget(call: Call, user_id: str, record_id: int | str,
+                        opts: dict[str, Any]) -> dict[str, Any]:
+    caller = Caller(user_id, opts.get("tenant_id", DEFAULT_TENANT))
+    kind, sid, n = parse_ref(record_id)
+    recall = call.app.recall
+    if kind != "memory":
+        s = recall.session_of_entry(caller, n)
+        if s is not None and sid is not None and s.id != sid:
+            s = None
+        remote = recall.remote_row(n) if s is None and sid is None else None
+        if remote is not None and not caller.owns(remote.user_id, remote.tenant_id):
+            remote = None
+        if kind is None:
+            mine = await call.app.user_memory.owns(user_id, n)
+            if mine and (s is not None or remote is not None):
+                where = s.id if s is not None else remote.session_id  # type: ignore[union-attr]
+                raise invalid_params("record_id", (
+                    f"{n} names both memory record {n} and entry {n} of session {where!r}: "
+                    f"pass 'memory:{n}' or 'entry:{where}#{n}'"))
+            if mine:
+                kind = "memory"
+        if kind != "memory":
+            if s is not None:
+                out = await call.app.engine.remove(s, n, call.client_name)
+                return {"forgotten": True, "id": n, "session_id": s.id,
+                        "kind": "session_entry", "audit_id": out["audit_id"]}
+            if remote is not None:
+                rid, audit_id = await _forget_remote(call, remote, n)
+                return {"forgotten": True, "id": n, "session_id": rid,
+                        "kind": "session_entry", "audit_id": audit_id}
+            if kind == "entry":
+                raise MemmanError(NOT_FOUND, (
+                    f"entry {n} of a session of user {user_id!r} in tenant "
+                    f"{caller.tenant_id!r} not found"))
+    return await call.app.user_memory.forget(user_id, n, call.client_name)
 
 
-async def _forget_remote(call: Call, user_id: str, record_id: int,
-                         exc: MemmanError) -> tuple[str, int]:
+async def _forget_remote(call: Call, row: Any, record_id: int) -> tuple[str, int]:
     """An entry of the user's session on another host, as recalled here (shared store): it
     leaves recall on every host; its session, there, keeps it. Audited here as a removal
     (no session of this host: the target names the session, ``origin`` its host)."""
-    recall = call.app.recall
-    row = recall.remote_row(record_id)
-    if row is None or row.user_id != user_id:
-        raise exc
     rec, op = call.app.audit.record(
         "remove", row.content, f"session:{row.session_id}#{record_id}", "-", call.client_name,
         user_id=row.user_id, tenant_id=row.tenant_id, entry_id=record_id, type=row.type,
         role=row.role, tokens=0, summary_ids=[], pop=False, origin=row.origin)
-    await recall.forget_remote(record_id, [op])
+    await call.app.recall.forget_remote(record_id, [op])
     return row.session_id, rec.id
 
 
@@ -60,7 +93,8 @@ async def memory_search(call: Call, user_id: str, type: str, query: str,
                         opts: dict[str, Any]) -> dict[str, Any]:
     if type == "session":
         limit = opts.get("limit") or call.app.config.memory.search_limit
-        results = await call.app.recall.search(user_id, query, limit, opts.get("session_id"))
+        caller = Caller(user_id, opts.get("tenant_id", DEFAULT_TENANT))
+        results = await call.app.recall.search(caller, query, limit, opts.get("session_id"))
         return {"results": results, "mode": "hybrid"}
     um = call.app.user_memory
     results = await um.search(user_id, type, query, opts)

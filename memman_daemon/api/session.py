@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from memman import names
-from memman.errors import CONFLICT, MemmanError, invalid_params
+from memman.errors import invalid_params
 from memman_daemon.engine import portability, usage
 from memman_daemon.engine.report import render_memory_state
 from memman_daemon.engine.usage_series import BANDS
 from memman_daemon.rpc import Call, handles
+from memman_daemon.scope import Caller, owner_conflict
 
 
 @handles(names.SESSION_OPEN)
@@ -44,17 +45,6 @@ async def session_open(call: Call, session_id: str, opts: dict[str, Any]) -> dic
     if moved:
         out["audit_id"] = rec.id
     return out
-
-
-def owner_conflict(session_id: str, user_id: str, tenant_id: str,
-                   asked: dict[str, str]) -> MemmanError:
-    """-32002: ``session_id`` belongs to user/tenant, the open named another owner."""
-    as_ = " and ".join(f"{k.removesuffix('_id')} {v!r}" for k, v in asked.items())
-    return MemmanError(CONFLICT, (
-        f"session {session_id!r} belongs to user {user_id!r} of tenant {tenant_id!r}; opening "
-        f"it as {as_} is refused. Use another session id, or pass opts.reassign = true to move "
-        "the session to the new owner (written to the audit log)"),
-        {"owner": {"user_id": user_id, "tenant_id": tenant_id}, "asked": asked})
 
 
 @handles(names.SESSION_LIST)
@@ -157,9 +147,10 @@ async def recall_exclude(call: Call, session_id: str, entry_id: int,
                          excluded: bool) -> dict[str, Any]:
     s = _session(call, session_id)
     recall = call.app.recall
-    src = recall.session_of_entry(s.meta.user_id, entry_id)
+    owner = Caller(s.meta.user_id, s.meta.tenant_id)
+    src = recall.session_of_entry(owner, entry_id)
     # or an entry of the user's session on another host (shared store)
-    e = src.by_id[entry_id] if src is not None else recall.remote_entry(s.meta.user_id, entry_id)
+    e = src.by_id[entry_id] if src is not None else recall.remote_entry(owner, entry_id)
     if e is None or (src is not None and src.id == s.id):
         raise invalid_params("entry_id", f"entry {entry_id} is not an entry of another session "
                              f"of user {s.meta.user_id!r}")
@@ -206,7 +197,7 @@ async def session_export(call: Call, session_id: str, opts: dict[str, Any]) -> d
 @handles(names.SESSION_IMPORT)
 async def session_import(call: Call, data: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
     portability.check_limits(data, call.app.config.limits)
-    return await call.app.engine.import_(data, opts)
+    return await call.app.engine.import_(data, opts, call.client_name)
 
 
 @handles(names.SESSION_CLEAR)

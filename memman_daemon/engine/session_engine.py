@@ -23,6 +23,7 @@ from memman_daemon.engine.window.builder import ContextBuilder
 from memman_daemon.engine.window.request import Request
 from memman_daemon.engine.window.timeline import Timelines
 from memman_daemon.model import Cycle, Exchange, Session, SessionMeta
+from memman_daemon.scope import owner_conflict
 from memman_daemon.sessions import Sessions
 from memman_daemon.storage.sqlite import sessions as rows
 
@@ -483,13 +484,32 @@ class SessionEngine(Component):
             await self.sessions.clear(s, SessionMeta(
                 user_id=old.user_id, tenant_id=old.tenant_id, model=old.model,
                 max_tokens=old.max_tokens, created_at=old.created_at,
-                updated_at=self.clock.now()))
+                updated_at=self.clock.now(), recall=old.recall))  # an opt-out outlives a clear
             self.counters["clears"] += 1
             out = {"entries_removed": n, "summaries_removed": k, "session": s.overview()}
             self._publish(s, "cleared", out)
             return out
 
-    async def import_(self, data: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
+    def _moved(self, existing: Session, s: Session, reassign: bool, client: str) -> list[Any]:
+        """An import that replaces another owner's session (the scope's rule): -32002 unless
+        ``reassign``, then the move's audit row (it commits with the import)."""
+        old, new = existing.meta, s.meta
+        moved = {k: (getattr(old, k), getattr(new, k)) for k in ("user_id", "tenant_id")
+                 if getattr(old, k) != getattr(new, k)}
+        if not moved:
+            return []
+        if not reassign:
+            raise owner_conflict(s.id, old.user_id, old.tenant_id,
+                                 {k: b for k, (_a, b) in moved.items()})
+        _rec, op = self.audit.record(
+            "reassign", ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in moved.items()),
+            f"session:{s.id}", f"user:{new.user_id}", client, session_id=s.id,
+            user_id=new.user_id, tenant_id=new.tenant_id,
+            previous={k: a for k, (a, _b) in moved.items()})
+        return [op]
+
+    async def import_(self, data: dict[str, Any], opts: dict[str, Any],
+                      client: str = "") -> dict[str, Any]:
         """Restore an export (``data`` checked whole against ``memman.schemas.EXPORT`` by the
         method's schema) under fresh ids, in one transaction; memory changes after the commit."""
         sessions = self.sessions
@@ -504,7 +524,10 @@ class SessionEngine(Component):
                                             "overwrite it or opts.session_id to import under "
                                             "another name")
             s = await portability.parse_off_loop(data, sid, sessions)
-            await sessions.replace(s, existing)
+            audit: list[Any] = []
+            if existing is not None:
+                audit = self._moved(existing, s, bool(opts.get("reassign", False)), client)
+            await sessions.replace(s, existing, audit)
             self.timelines.forget(sid)
             self.counters["imports"] += 1
             out = {"session_id": sid, "entries": len(s.entries), "summaries": len(s.summaries),

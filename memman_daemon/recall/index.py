@@ -37,6 +37,7 @@ import numpy as np
 from memman_daemon.background import SLICE_S
 from memman_daemon.component import Component, stop_task
 from memman_daemon.model import Entry
+from memman_daemon.scope import Caller, across_mask, corpus_key
 from memman_daemon.search.hybrid import dense_ranks, rrf_dense
 from memman_daemon.search.words import terms as text_terms
 from memman_daemon.storage.recall import Change, RemoteRow
@@ -233,9 +234,7 @@ class RecallIndex(Component):
 
     # --- scope ---------------------------------------------------------------------------
     def key(self, s: Session) -> tuple[str, str]:
-        if self.config.recall.scope == "tenant":
-            return (s.meta.tenant_id, "")
-        return (s.meta.tenant_id, s.meta.user_id)
+        return corpus_key(s.meta.user_id, s.meta.tenant_id)
 
     def corpus_of(self, s: Session) -> Corpus:
         k = self.key(s)
@@ -367,7 +366,8 @@ class RecallIndex(Component):
             for eid in [eid for eid, r in c.row_of.items() if c.codes[r] == code]:
                 c.remove(eid)
                 self.forgotten.discard(eid)
-        self.excluded.pop(session_id, None)
+        # a person's exclusions stay: they are the session's state, not its rows (cleared or
+        # replaced, it still does not recall them); only a deleted session drops them
         self.storage.session_removed(session_id)
 
     def recall_changed(self, s: Session) -> None:
@@ -420,8 +420,7 @@ class RecallIndex(Component):
         self._wake.set()
 
     def _add_remote(self, r: RemoteRow) -> None:
-        tenant = self.config.recall.scope == "tenant"
-        k = (r.tenant_id, "" if tenant else r.user_id)
+        k = corpus_key(r.user_id, r.tenant_id)
         c = self.corpora.get(k)
         if c is None:
             c = self.corpora[k] = Corpus()
@@ -447,7 +446,9 @@ class RecallIndex(Component):
         return (s.by_id.get(eid) if s is not None else None), s
 
     async def on_session_deleted(self, session_id: str, client: str = "") -> None:
-        self.session_gone(session_id)
+        """A deleted session: its rows left with ``session_gone``; its exclusions go too (their
+        rows left in the delete's transaction)."""
+        self.excluded.pop(session_id, None)
 
     def model_changed(self) -> None:
         self.settle()
@@ -559,53 +560,59 @@ class RecallIndex(Component):
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()))
 
-    async def search(self, user_id: str, query: str, limit: int,
+    async def search(self, caller: Caller, query: str, limit: int,
                      session_id: str | None = None) -> list[dict[str, Any]]:
-        """``memman_memory_search`` type ``session``: the user's session entries, best first,
-        through the same retriever as the window (private entries never; one session with
-        ``session_id``)."""
+        """``memman_memory_search`` type ``session``: the caller's session entries (the user's,
+        within the tenant), best first, through the same retriever as the window. Across
+        sessions the scope decides (``scope.across_mask``: not private, recall on, not
+        forgotten); with ``session_id`` (the caller's own session) that session's entries."""
         vecs = await self.question_vectors(query)
-        out: list[dict[str, Any]] = []
-        for key, c in list(self.corpora.items()):
-            if key[1] != user_id and not (key[1] == "" and self.config.recall.scope == "tenant"):
-                continue
-            hits = self.retrieve_facets(c, query, vecs)
-            mask = c.alive() & (np.frombuffer(c.private, dtype=np.int8, count=c.n) == 0)
-            if session_id is not None:
-                mask &= c.of_session(session_id)
-            for row in hits.order(mask)[: limit * 4]:
-                if not hits.related(row):
-                    continue
-                sid, eid = c.sids[row], c.eids[row]
-                if session_id is None and eid in self.forgotten:
-                    continue  # forgotten for recall: only its own session finds it
-                e, s = self.entry_at(c, row)
-                if e is None or (s is not None and s.meta.user_id != user_id
-                                 and self.config.recall.scope != "tenant"):
-                    continue
-                out.append({"id": eid, "session_id": sid, "role": e.role, "text": e.content,
-                            "created_at": e.created_at, "score": float(hits.fused[row]),
-                            "parts": hits.parts(row)})
-        out.sort(key=lambda r: -r["score"])
-        return out[:limit]
-
-    def session_of_entry(self, user_id: str, entry_id: int) -> Session | None:
-        """The session of ``user_id`` that holds entry ``entry_id`` (None if none does)."""
         self.settle()
-        for c in self.corpora.values():
-            row = c.row_of.get(entry_id)
-            if row is not None:
-                s = self.sessions.by_id.get(c.sids[row])
-                if s is not None and s.meta.user_id == user_id and entry_id in s.by_id:
-                    return s
+        c = self.corpora.get(corpus_key(caller.user_id, caller.tenant_id))
+        if c is None:
+            return []
+        if session_id is not None:
+            s = self.sessions.by_id.get(session_id)
+            if s is None or not caller.owns(s.meta.user_id, s.meta.tenant_id):
+                return []
+            mask = c.alive() & c.of_session(session_id) & (
+                np.frombuffer(c.private, dtype=np.int8, count=c.n) == 0)
+        else:
+            mask = across_mask(self, c, caller.asking(None))
+        hits = self.retrieve_facets(c, query, vecs)
+        out: list[dict[str, Any]] = []
+        for row in hits.order(mask):
+            if len(out) >= limit:
+                break
+            if not hits.related(row):
+                continue
+            e, _s = self.entry_at(c, row)
+            if e is None:
+                continue
+            out.append({"id": e.id, "session_id": c.sids[row], "role": e.role,
+                        "text": e.content, "created_at": e.created_at,
+                        "score": float(hits.fused[row]), "parts": hits.parts(row)})
+        return out
+
+    def session_of_entry(self, caller: Caller, entry_id: int) -> Session | None:
+        """The caller's session (the user's within the tenant) that holds entry ``entry_id``
+        (None if none does)."""
+        self.settle()
+        c = self.corpora.get(corpus_key(caller.user_id, caller.tenant_id))
+        row = c.row_of.get(entry_id) if c is not None else None
+        if c is None or row is None or entry_id in c.remote:
+            return None
+        s = self.sessions.by_id.get(c.sids[row])
+        if s is not None and caller.owns(s.meta.user_id, s.meta.tenant_id) and entry_id in s.by_id:
+            return s
         return None
 
-    def remote_entry(self, user_id: str, entry_id: int) -> Entry | None:
-        """An entry of ``user_id``'s session on another host, as recalled here (or None)."""
+    def remote_entry(self, caller: Caller, entry_id: int) -> Entry | None:
+        """An entry of the caller's session on another host, as recalled here (or None)."""
         got = self._remote_in.get(entry_id)
-        if got is None:
+        if got is None or not caller.owns(got[1].user_id, got[1].tenant_id):
             return None
-        return got[0].remote.get(entry_id) if got[1].user_id == user_id else None
+        return got[0].remote.get(entry_id)
 
     def _stand_ins(self, c: Corpus, missing: np.ndarray) -> None:
         """Static vectors for rows still waiting for theirs: the newest first, at most

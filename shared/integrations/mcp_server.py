@@ -42,9 +42,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from memman import names, paths
-from memman.errors import NOT_FOUND, ConnectionLost, MemmanError
+from memman.errors import ConnectionLost, MemmanError
 from memman.fullness import fullness
 from memman.paths import daemon_answers
+from memman.scope import Caller
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
@@ -356,13 +357,20 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
         except MemmanError as exc:
             raise _tool_error(exc) from None
 
+    async def owned(sid: str, user: str, tenant: str) -> None:
+        """The session is this caller's (``memman.scope``: only its owner reads or writes it):
+        another user's or tenant's is refused (-32002), a missing one is not found."""
+        st = await call(names.SESSION_GET, sid, {"entries": False})
+        if not Caller(user, tenant).owns(st.get("user_id") or "", st.get("tenant_id") or ""):
+            raise ToolError(
+                f"session {sid!r} belongs to user {st.get('user_id')!r} of tenant "
+                f"{st.get('tenant_id')!r}, not to user {user!r} of tenant {tenant!r} "
+                "(memman error -32002)")
+
     async def on_session(sid: str, user: str, tenant: str, method: str, *params: Any) -> Any:
-        """Call ``method``; when the session does not exist yet, open it for user/tenant first."""
-        try:
-            return await d.call(method, *params)
-        except MemmanError as exc:
-            if exc.code != NOT_FOUND or "session" not in exc.message:
-                raise _tool_error(exc) from None
+        """Call ``method`` on the caller's session: opened for user/tenant when it does not
+        exist yet; another owner's is refused by the open (-32002) before anything is read
+        or written."""
         await call(names.SESSION_OPEN, sid, {"user_id": user, "tenant_id": tenant})
         return await call(method, *params)
 
@@ -458,9 +466,9 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
         opts = {"limit": limit}
         stored, working, docs, said = await asyncio.gather(
             call(names.MEMORY_SEARCH, user, "", query, opts),
-            call(names.MEMORY_SEARCH, user, "working", query, opts),
+            call(names.MEMORY_SEARCH, user, "working", query, {**opts, "tenant_id": tenant}),
             call(names.DOCS_SEARCH, tenant, query, opts),
-            call(names.MEMORY_SEARCH, user, "session", query, opts))
+            call(names.MEMORY_SEARCH, user, "session", query, {**opts, "tenant_id": tenant}))
         sources: list[list[dict[str, Any]]] = [[], [], [], []]
         for r in stored["results"]:
             what = {"preference": f"preference '{r.get('key')}'",
@@ -520,6 +528,7 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
             if not hash_ or not sid:
                 raise ToolError(f"bad id {id!r}: expected {kind}:SESSION#NUMBER")
             n = _number(id, num, f"{kind}:SESSION#NUMBER")
+            await owned(sid, user, tenant)
             if kind == "snippet":
                 out = await call(names.SCRATCHPAD_EVICT, sid, n)
                 return {"forgotten": id, "was_promoted": out.get("was_promoted", False)}
@@ -528,7 +537,8 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
                     "summaries_relinked": [s["summary_id"] for s in out["summaries"]],
                     "audit_id": out["audit_id"]}
         if kind == "memory":
-            out = await call(names.MEMORY_FORGET, user, _number(id, ref, "memory:NUMBER"))
+            out = await call(names.MEMORY_FORGET, user, f"memory:{_number(id, ref, 'memory:NUMBER')}",
+                             {"tenant_id": tenant})
             return {"forgotten": id, "content": out["forgotten"]["content"],
                     "audit_id": out["audit_id"]}
         if kind in ("doc", "chunk"):

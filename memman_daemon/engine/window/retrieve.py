@@ -2,9 +2,9 @@
 best first, and the related entries of the user's other sessions.
 
 A past session's entry is offered only when it is related (a shared informative word or a
-cosine at the model's similarity threshold), not private, not excluded by this session, not
-forgotten for recall (on another host: ``RecallIndex.forgotten``), and its session takes part
-in recall.
+cosine at the model's similarity threshold) and the scope lets this session see it
+(``memman_daemon/scope.py``: not private, not excluded by this session, not forgotten for
+recall, its session takes part in recall) — the statement that replaced its value too.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 from memman_daemon.engine.window.candidates import Recalled
 from memman_daemon.engine.window.timeline import Timeline
 from memman_daemon.model import Entry, Session
+from memman_daemon.scope import Caller, across_entry, across_mask
 from memman_daemon.search import words
 
 if TYPE_CHECKING:
@@ -103,23 +104,16 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
         out.stand_ins += bool(stand_in[row])
     if not recall or index.config.recall.scope == "off" or s.meta.recall is False:
         return out
-    others = ~mine & c.alive()
-    priv = np.frombuffer(c.private, dtype=np.int8, count=c.n) != 0
-    others &= ~priv
-    excluded = index.excluded.get(s.id, set()) | index.forgotten
-    replaced: dict[str, dict[int, int]] = {}  #: per source session, read once
+    # who may see what is the scope's decision, before ranking (``memman_daemon/scope.py``)
+    caller = Caller(s.meta.user_id, s.meta.tenant_id, s.id)
+    others = across_mask(index, c, caller)
+    alive_others = c.alive() & ~mine
 
     def recallable(row: int) -> tuple[Entry, Session | None] | None:
         """The entry of a row another session logged, when it may be recalled here."""
-        eid, sid = c.eids[row], c.sids[row]
-        e = c.remote.get(eid)  # an entry of another daemon's session (shared store)
-        src = None if e is not None else sessions.get(sid)
-        if e is None:
-            if src is None or src.meta.recall is False:
-                return None
-            e = src.by_id.get(eid)
-        return None if e is None or eid in excluded else (e, src)
+        return across_entry(index, c, row, caller)
 
+    replaced: dict[str, dict[int, int]] = {}  #: per source session, read once
     for row in hits.order(others):
         if len(out.recalled) >= max_items:
             break
@@ -129,49 +123,59 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
         sid = c.sids[row]
         eid = e.id
         item = Recalled(e, sid, row, float(hits.fused[row]), hits)
+        fix: Recalled | None = None
+        if src is not None:
+            # the statement that replaced a value it holds comes with it; when that
+            # statement may not be shown here, neither may the value it replaced
+            if sid not in replaced:
+                replaced[sid] = superseded(src)
+            later = replaced[sid].get(eid)
+            if later is not None:
+                lrow = c.row_of.get(later, -1)
+                got_f = recallable(lrow)
+                if got_f is None:
+                    continue
+                fix = Recalled(got_f[0], sid, lrow, item.score, hits, supersedes=eid)
         out.recalled.append(item)
         out.stand_ins += bool(hits.stand_in[row])
+        if fix is not None:
+            out.recalled.append(fix)
         if src is None:
             continue
-        # the statement that replaced a value it holds comes with it
-        if sid not in replaced:
-            replaced[sid] = superseded(src)
-        later = replaced[sid].get(eid)
-        if later is not None and later not in excluded and (f := src.by_id.get(later)):
-            out.recalled.append(Recalled(f, sid, c.row_of.get(later, -1), item.score, hits,
-                                         supersedes=eid))
         # the turn that completes it in its session competes at a share of its score, as in
         # this session (select orders recalled entries by score)
         got = completes(src, eid, out.topic)
-        if got is not None and got[0] not in excluded:
-            row = c.row_of.get(got[0], -1)
-            f = src.by_id.get(got[0])
-            if f is not None and row >= 0 and not priv[row]:
-                out.recalled.append(Recalled(f, sid, row, item.score * got[1], hits))
-    _replaced_later(out, c, others, recallable, replaces)
+        if got is not None:
+            crow = c.row_of.get(got[0], -1)
+            if (got_c := recallable(crow)) is not None:
+                out.recalled.append(Recalled(got_c[0], sid, crow, item.score * got[1], hits))
+    _replaced_later(out, index, c, alive_others, recallable, replaces)
     return out
 
 
-def _replaced_later(out: Retrieval, c: Any, others: np.ndarray,
+def _replaced_later(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarray,
                     recallable: Callable[[int], tuple[Entry, Session | None] | None],
                     replaces: Callable[[list[tuple[Entry, str]]], dict[int, int]]) -> None:
     """Across sessions, a newer statement supersedes an older one: a recalled entry whose
     value a later session replaced brings that statement (select sends the two together or
     neither). The later entries looked at are the ones most alike by BM25 on its words (a
     correction repeats the old value or the subject) — bounded: ``LATER_MAX`` entries,
-    ``LATER_ROWS`` rows each."""
+    ``LATER_ROWS`` rows each. ``others``: every live row of the user's other sessions, the
+    ones this session may not be shown included: a value replaced by a statement it may not
+    see (private, recall off, excluded) leaves the window rather than go stale."""
     done = {r.supersedes for r in out.recalled if r.supersedes}
     at = np.frombuffer(c.at, dtype=np.float64, count=c.n)
     best = sorted((r for r in out.recalled if not r.supersedes and r.entry.id not in done
                    and r.row >= 0), key=lambda r: -r.score)[:LATER_MAX]
+    hidden: set[int] = set()
     for item in best:
         e = item.entry
         scores = c.bm25.scores(words.terms(e.content or ""))
         alike = np.flatnonzero((scores > 0) & others & (at > e.created_at))
         if len(alike) > LATER_ROWS:  # the best few, without sorting them all
             alike = alike[np.argpartition(-scores[alike], LATER_ROWS)[:LATER_ROWS]]
-        rows = alike.tolist()
-        later = [(got[0], c.sids[row], row) for row in rows if (got := recallable(row))]
+        later = [(f, c.sids[row], row) for row in alike.tolist()
+                 if (f := index.entry_at(c, row)[0]) is not None]
         if not later:
             continue
         later.sort(key=lambda x: (x[0].created_at, x[0].id))
@@ -181,4 +185,10 @@ def _replaced_later(out: Retrieval, c: Any, others: np.ndarray,
         if hit is None:
             continue
         f, sid, row = hit  # (recalled on its own too, maybe: select sends an entry once)
+        if recallable(row) is None:
+            hidden.add(e.id)
+            continue
         out.recalled.append(Recalled(f, sid, row, item.score, item.hits, supersedes=e.id))
+    if hidden:
+        out.recalled = [r for r in out.recalled
+                        if r.entry.id not in hidden and r.supersedes not in hidden]

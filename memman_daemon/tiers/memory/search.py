@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman.errors import invalid_params
+from memman.scope import DEFAULT_TENANT
 from memman_daemon.search import fts
 from memman_daemon.search.hybrid import BM25, VECTOR, content_words, rrf
 from memman_daemon.storage.memories import KEYED_KINDS, MemoryRecord
@@ -74,8 +75,11 @@ class MemorySearch:
         self.read_only = read_only
         self.searches = 0
 
-    def user_sessions(self, user_id: str) -> list[str]:
-        return [sid for sid, s in self.sessions.by_id.items() if s.meta.user_id == user_id]
+    def user_sessions(self, user_id: str, tenant_id: str | None = None) -> list[str]:
+        """The user's sessions (within ``tenant_id`` when given: what a session said is the
+        user's within its tenant, ``memman.scope``)."""
+        return [sid for sid, s in self.sessions.by_id.items() if s.meta.user_id == user_id
+                and (tenant_id is None or s.meta.tenant_id == tenant_id)]
 
     async def search(self, user_id: str, type_: str, query: str,
                      opts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -93,7 +97,8 @@ class MemorySearch:
             check_type(type_, MEMORY_TYPES)
             types = (type_,)
         if types == ("working",):
-            return self._search_working(user_id, query, limit, opts.get("session_id"))
+            return self._search_working(user_id, query, limit, opts.get("session_id"),
+                                        opts.get("tenant_id", DEFAULT_TENANT))
         kind = opts.get("kind")
         flow = opts.get("flow")
         if flow is not None:
@@ -332,11 +337,11 @@ class MemorySearch:
                 "snippet": snippet}
 
     def _search_working(self, user_id: str, query: str, limit: int,
-                        session_id: str | None) -> list[dict[str, Any]]:
+                        session_id: str | None, tenant_id: str) -> list[dict[str, Any]]:
         terms = [t for t in _WORD.findall(query.lower())]
         now = self.core.clock.now()
         out = []
-        for sid in self.user_sessions(user_id):
+        for sid in self.user_sessions(user_id, tenant_id):
             if session_id and sid != session_id:
                 continue
             for sn in self.scratchpad.peek(sid):

@@ -262,6 +262,10 @@ class UserMemory(Component):
         }
 
     # --- forget / delete / clear: the only calls that delete -------------------------------
+    async def owns(self, user_id: str, record_id: int) -> bool:
+        """``record_id`` is a stored memory record of ``user_id`` (live or archived)."""
+        return await self.rows.get(record_id, user_id) is not None
+
     async def forget(self, user_id: str, record_id: int, client: str = "") -> dict[str, Any]:
         """Delete one stored record of ``user_id`` (its vector goes with it), audited. A
         compaction summary that linked it drops the link and says so; forgetting a summary

@@ -290,8 +290,9 @@ class RecallConfig:
     """The recall index: every entry of a user's sessions, searchable from any of their
     sessions (BM25 + the search model, the retriever the window and memory search share)."""
 
-    #: whose sessions a window recalls from: "user" (the session's user, in its tenant),
-    #: "tenant" (every user of the tenant; only when asked), or "off"
+    #: whose sessions a window recalls from: "user" (the session's user, in its tenant), or
+    #: "off"; "tenant" is accepted and means the same as "user" (the user's sessions within
+    #: that tenant: never another user's, ``memman.scope``)
     scope: str = "user"
     #: a past session's entry is recalled only when it matches the question this well: a
     #: shared informative word (BM25 > 0) or a cosine at least the model's similarity threshold

@@ -201,7 +201,7 @@ class MemmanStore(BaseStore):
             got = self._call(names.MEMORY_RECALL, self.user_id, mkey)
             if got is not None:
                 try:
-                    self._call(names.MEMORY_FORGET, self.user_id, got["id"])
+                    self._call(names.MEMORY_FORGET, self.user_id, f"memory:{got['id']}")
                 except MemmanError as exc:  # forgotten meanwhile: deleted either way
                     if exc.code != NOT_FOUND:
                         raise

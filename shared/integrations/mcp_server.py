@@ -642,6 +642,11 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
                      description="The session's memory report: state, what the agent "
                                  "receives now, what was dropped and why")
     async def session_report(id: str) -> str:
+        st = await read(names.SESSION_GET, id, {"entries": False})
+        if not Caller(settings.user, settings.tenant).owns(st.get("user_id") or "",
+                                                           st.get("tenant_id") or ""):
+            raise ResourceError(f"memman error -32002: session {id!r} is not user "
+                                f"{settings.user!r}'s in tenant {settings.tenant!r}")
         return (await read(names.SESSION_REPORT, id, {}))["text"]
 
     @server.resource("memman://user/{id}/memory", mime_type="text/markdown",

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from mcp.shared.exceptions import MCPError
+
 from memman.sync_client import SyncClient
 from tests.helpers import daemon_process
 from tests.test_mcp_server import stdio_client
@@ -37,6 +40,8 @@ async def test_bobs_server_cannot_touch_anas_session_and_tenants_stay_apart() ->
             assert note.is_error
             found = await bob.call_tool("search", {"query": "alarm code heron"})
             assert "4417" not in _text(found) and "9902" not in _text(found)
+            with pytest.raises(MCPError, match="-32002"):
+                await bob.read_resource("memman://session/ana-s")
         with SyncClient(dp.socket) as mm:
             st = mm.session_get("ana-s", {})
             assert len(st["entries"]) == before and st["user_id"] == "ana"

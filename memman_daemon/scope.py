@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memman.errors import CONFLICT, MemmanError, not_found
-from memman.scope import Caller, across_visible, is_private, recalls
+from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
+from memman.scope import DEFAULT_TENANT, Caller, across_visible, is_private, recalls
 
 if TYPE_CHECKING:
     from memman_daemon.model import Entry, Session
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 RecallIndex = Any
 Corpus = Any
 
-__all__ = ["Caller", "across_entry", "across_mask", "corpus_key", "is_private",
+__all__ = ["Caller", "across_entry", "across_mask", "caller_of", "corpus_key", "is_private",
            "owned_session", "owner_conflict"]
 
 
@@ -59,6 +59,20 @@ def owned_session(by_id: dict[str, Session], caller: Caller, session_id: str) ->
         raise owner_conflict(session_id, s.meta.user_id, s.meta.tenant_id,
                              {"user_id": caller.user_id, "tenant_id": caller.tenant_id})
     return s
+
+
+def caller_of(by_id: dict[str, Session], user_id: str, tenant_id: str | None,
+              param: str = "opts.tenant_id") -> Caller:
+    """The caller a user-addressed method speaks for: ``tenant_id`` when named; else the one
+    tenant the user's sessions are in (``default`` when there are none). A user id with
+    sessions in several tenants must name one: -32602 naming ``param`` (never both)."""
+    if tenant_id is not None:
+        return Caller(user_id, tenant_id)
+    tenants = sorted({s.meta.tenant_id for s in by_id.values() if s.meta.user_id == user_id})
+    if len(tenants) > 1:
+        raise invalid_params(param, f"user {user_id!r} has sessions in tenants "
+                             f"{', '.join(map(repr, tenants))}: name one")
+    return Caller(user_id, tenants[0] if tenants else DEFAULT_TENANT)
 
 
 def across_mask(index: RecallIndex, c: Corpus, caller: Caller) -> np.ndarray:

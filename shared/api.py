@@ -323,8 +323,9 @@ METHODS: tuple[Method, ...] = (
        "MemorySearch",
        "Best first with scores; opts: limit, kind, flow (exact id first, then similarity), "
        "threshold, mode (hybrid, fts, vector), session_id, tenant_id.\n\n"
-       "Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id, "
-       "default ``default``; the recall index: BM25 + the search model): across sessions "
+       "Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id; "
+       "unnamed: the one tenant the user's sessions are in, -32602 naming it when there are "
+       "several; the recall index: BM25 + the search model): across sessions "
        "never a private entry, an entry of a session opened with ``recall: false`` or one "
        "forgotten for recall; opts.session_id (the user's own session in that tenant) for one."),
     _M(names.MEMORY_LEARN,
@@ -389,7 +390,7 @@ METHODS: tuple[Method, ...] = (
        "Forget one user-memory record (audited).\n\n"
        "``record_id`` names what it removes: ``memory:N`` (a user-memory record: episodic, a "
        "preference, rule, playbook or summary) or ``entry:N`` / ``entry:SESSION#N`` (an entry "
-       "of the user's sessions within opts.tenant_id, default ``default``, as "
+       "of the user's sessions within opts.tenant_id (unnamed: the user's one tenant), as "
        "``memman_memory_search`` type ``session`` names it: it leaves its session and recall). "
        "A bare number is taken only when it names exactly one of the two; when it names both "
        "it is refused (-32602 naming ``record_id``).", writes=True),

@@ -444,11 +444,12 @@ class AsyncMethods:
         """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
         threshold, mode (hybrid, fts, vector), session_id, tenant_id.
 
-        Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id,
-        default ``default``; the recall index: BM25 + the search model): across sessions
-        never a private entry, an entry of a session opened with ``recall: false`` or
-        one forgotten for recall; opts.session_id (the user's own session in that
-        tenant) for one.
+        Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id;
+        unnamed: the one tenant the user's sessions are in, -32602 naming it when there
+        are several; the recall index: BM25 + the search model): across sessions never a
+        private entry, an entry of a session opened with ``recall: false`` or one
+        forgotten for recall; opts.session_id (the user's own session in that tenant)
+        for one.
 
         ``memman_memory_search(user_id, type, query, opts={})``.
         """
@@ -583,10 +584,10 @@ class AsyncMethods:
 
         ``record_id`` names what it removes: ``memory:N`` (a user-memory record: episodic, a
         preference, rule, playbook or summary) or ``entry:N`` / ``entry:SESSION#N`` (an
-        entry of the user's sessions within opts.tenant_id, default ``default``, as
-        ``memman_memory_search`` type ``session`` names it: it leaves its session and
-        recall). A bare number is taken only when it names exactly one of the two; when
-        it names both it is refused (-32602 naming ``record_id``).
+        entry of the user's sessions within opts.tenant_id (unnamed: the user's one
+        tenant), as ``memman_memory_search`` type ``session`` names it: it leaves its
+        session and recall). A bare number is taken only when it names exactly one of
+        the two; when it names both it is refused (-32602 naming ``record_id``).
 
         ``memman_memory_forget(user_id, record_id, opts={})``. Writes (refused on a read-only daemon).
         """
@@ -966,11 +967,12 @@ class SyncMethods:
         """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
         threshold, mode (hybrid, fts, vector), session_id, tenant_id.
 
-        Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id,
-        default ``default``; the recall index: BM25 + the search model): across sessions
-        never a private entry, an entry of a session opened with ``recall: false`` or
-        one forgotten for recall; opts.session_id (the user's own session in that
-        tenant) for one.
+        Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id;
+        unnamed: the one tenant the user's sessions are in, -32602 naming it when there
+        are several; the recall index: BM25 + the search model): across sessions never a
+        private entry, an entry of a session opened with ``recall: false`` or one
+        forgotten for recall; opts.session_id (the user's own session in that tenant)
+        for one.
 
         ``memman_memory_search(user_id, type, query, opts={})``.
         """
@@ -1105,10 +1107,10 @@ class SyncMethods:
 
         ``record_id`` names what it removes: ``memory:N`` (a user-memory record: episodic, a
         preference, rule, playbook or summary) or ``entry:N`` / ``entry:SESSION#N`` (an
-        entry of the user's sessions within opts.tenant_id, default ``default``, as
-        ``memman_memory_search`` type ``session`` names it: it leaves its session and
-        recall). A bare number is taken only when it names exactly one of the two; when
-        it names both it is refused (-32602 naming ``record_id``).
+        entry of the user's sessions within opts.tenant_id (unnamed: the user's one
+        tenant), as ``memman_memory_search`` type ``session`` names it: it leaves its
+        session and recall). A bare number is taken only when it names exactly one of
+        the two; when it names both it is refused (-32602 naming ``record_id``).
 
         ``memman_memory_forget(user_id, record_id, opts={})``. Writes (refused on a read-only daemon).
         """

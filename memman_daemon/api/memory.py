@@ -10,6 +10,7 @@ from memman import names
 from memman.errors import NOT_FOUND, MemmanError, invalid_params
 from memman.scope import DEFAULT_TENANT, Caller
 from memman_daemon.rpc import Call, handles
+from memman_daemon.scope import caller_of
 
 
 def parse_ref(record_id: int | str) -> tuple[str | None, str | None, int]:
@@ -31,8 +32,9 @@ def parse_ref(record_id: int | str) -> tuple[str | None, str | None, int]:
 @handles(names.MEMORY_FORGET)
 async def memory_forget(call: Call, user_id: str, record_id: int | str,
                         opts: dict[str, Any]) -> dict[str, Any]:
-    caller = Caller(user_id, opts.get("tenant_id", DEFAULT_TENANT))
     kind, sid, n = parse_ref(record_id)
+    caller = (Caller(user_id, opts.get("tenant_id", DEFAULT_TENANT)) if kind == "memory"
+              else caller_of(call.app.sessions.by_id, user_id, opts.get("tenant_id")))
     recall = call.app.recall
     if kind != "memory":
         s = recall.session_of_entry(caller, n)
@@ -93,7 +95,7 @@ async def memory_search(call: Call, user_id: str, type: str, query: str,
                         opts: dict[str, Any]) -> dict[str, Any]:
     if type == "session":
         limit = opts.get("limit") or call.app.config.memory.search_limit
-        caller = Caller(user_id, opts.get("tenant_id", DEFAULT_TENANT))
+        caller = caller_of(call.app.sessions.by_id, user_id, opts.get("tenant_id"))
         results = await call.app.recall.search(caller, query, limit, opts.get("session_id"))
         return {"results": results, "mode": "hybrid"}
     um = call.app.user_memory

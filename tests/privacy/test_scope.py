@@ -54,8 +54,13 @@ async def test_search_never_crosses_users_or_tenants_whatever_the_recall_scope()
             globex = await search(c, "tina", q, "globex")
             assert "heliotrope" in acme and "juniper" not in acme
             assert "juniper" in globex and "heliotrope" not in globex
-            # no tenant named: the default tenant only
-            assert await search(c, "tina", q) == ""
+            # no tenant named: the user's one tenant; a user id in two tenants must name one
+            assert "tangerine" in await search(c, "bob", q)
+            assert "marigold" not in await search(c, "bob", q)
+            assert await search(c, "mallory", q) == ""
+            with pytest.raises(MemmanError) as exc:
+                await search(c, "tina", q)
+            assert exc.value.code == INVALID_PARAMS and "opts.tenant_id" in exc.value.message
             # the window of a new session agrees
             await say(c, "tina-q", "tina", "globex", ["Remind me of the code word?"])
             ctx = body(await c.session_context("tina-q", {"max_tokens": 2000}))

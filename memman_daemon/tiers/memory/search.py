@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman.errors import invalid_params
-from memman.scope import DEFAULT_TENANT
+from memman_daemon.scope import caller_of
 from memman_daemon.search import fts
 from memman_daemon.search.hybrid import BM25, VECTOR, content_words, rrf
 from memman_daemon.storage.memories import KEYED_KINDS, MemoryRecord
@@ -98,7 +98,8 @@ class MemorySearch:
             types = (type_,)
         if types == ("working",):
             return self._search_working(user_id, query, limit, opts.get("session_id"),
-                                        opts.get("tenant_id", DEFAULT_TENANT))
+                                        caller_of(self.sessions.by_id, user_id,
+                                                  opts.get("tenant_id")).tenant_id)
         kind = opts.get("kind")
         flow = opts.get("flow")
         if flow is not None:

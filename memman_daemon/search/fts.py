@@ -7,15 +7,14 @@ matching (the rare enough ones) is asked of the index: ``repositories/fts.py``.
 
 from __future__ import annotations
 
-import re
+from memman_daemon.search.words import words as split_words
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 MAX_WORDS = 32
 
 
 def words(text: str) -> list[str]:
     """Distinct lower-case words of ``text``, in order, at most 32."""
-    return list(dict.fromkeys(_WORD.findall(text.lower())))[:MAX_WORDS]
+    return list(dict.fromkeys(split_words(text)))[:MAX_WORDS]
 
 
 def match_expr(ws: list[str]) -> str | None:

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from memman_daemon.search.words import STOPWORDS
+
 BM25 = "bm25"
 VECTOR = "vector"
 
@@ -98,12 +100,8 @@ def memory_vector_text(kind: str, key: str | None, content: str,
     return content
 
 
-#: words that carry no topic: left out of the BM25 half of a hybrid query (they match a
-#: random share of memories, which fusion would then reward for appearing in both lists)
-STOP_WORDS = frozenset("""a about an and any are as at be been but by can could did do does
-for from had has have he her hers him his how i if in into is it its me my no not of on or our
-ours she so some than that the their them then there these they this those to too up us was we
-were what when where which who whom why will with would you your yours""".split())
+#: words that carry no topic: left out of the BM25 half of a hybrid query (the one list)
+STOP_WORDS = STOPWORDS
 
 
 def content_words(words: list[str]) -> list[str]:

@@ -8,11 +8,22 @@ import re
 from functools import lru_cache
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
+#: any script's words, as full-text queries and the term scores of memory, documents and the
+#: scratchpad split them (``words``)
+_ANY_WORD = re.compile(r"\w+", re.UNICODE)
+#: the one stop list: words that carry no topic (they match a random share of any corpus,
+#: which fusion would then reward for appearing in both lists)
 STOPWORDS = frozenset("""a an and are as at be but by can could did do does for from had has have
-he her his how i if in into is it its just me my no not of on or our she so than that the their
-them then there these they this to was we were what when where which who why will with would
-you your yes ok okay please thanks thank also about any all some been being here more most very
-let lets us one get got""".split())
+he her hers him his how i if in into is it its just me my no not of on or our ours she so than
+that the their them then there these they this those to too up was we were what when where which
+who whom why will with would you your yours yes ok okay please thanks thank also about any all
+some been being here more most very let lets us one get got""".split())
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased words of any script, in order, unstemmed (what a full-text index and
+    a term score compare)."""
+    return _ANY_WORD.findall(text.lower())
 
 
 @lru_cache(maxsize=65536)  # words repeat: most of a log's words are seen before

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,6 +30,7 @@ import numpy as np
 from memman.config import DEFAULT_MODEL
 from memman.errors import invalid_params, not_found
 from memman_daemon.search.hybrid import BM25, VECTOR, rrf
+from memman_daemon.search.words import words as split_words
 from memman_daemon.storage import ConstraintError
 from memman_daemon.storage.agentmd import DOC_ID
 from memman_daemon.storage.counts import BackgroundCounts
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ["BusinessDocs", "Doc", "DocCache", "rerank", "rerank_features"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 #: rerank weights: (lexical, semantic, coverage, proximity, phrase)
 WEIGHTS_FTS = (0.50, 0.0, 0.25, 0.15, 0.10)
@@ -75,10 +74,10 @@ def rerank_features(query: str, text: str) -> tuple[float, float, float]:
     index); proximity: how tightly the present terms cluster (terms / shortest word window
     holding them all); phrase: 1 if the whole query appears verbatim.
     """
-    terms = list(dict.fromkeys(_WORD.findall(query.lower())))
+    terms = list(dict.fromkeys(split_words(query)))
     if not terms:
         return 0.0, 0.0, 0.0
-    words = _WORD.findall(text.lower())
+    words = split_words(text)
     positions: dict[str, list[int]] = {}
     stems = {t: _stem(t) for t in terms}
     for i, w in enumerate(words):
@@ -104,7 +103,7 @@ def rerank_features(query: str, text: str) -> tuple[float, float, float]:
         proximity = min(1.0, len(present) / best) if best <= len(words) else 0.0
     elif len(present) == 1 and len(terms) == 1:
         proximity = 1.0
-    q = " ".join(_WORD.findall(query.lower()))
+    q = " ".join(split_words(query))
     phrase = 1.0 if len(terms) > 1 and q and q in " ".join(words) else 0.0
     return coverage, proximity, phrase
 

@@ -5,7 +5,6 @@ playbook for a request, and what bears on a question (the window's ``learned`` p
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,6 +13,7 @@ from memman.errors import invalid_params
 from memman_daemon.scope import caller_of
 from memman_daemon.search import fts
 from memman_daemon.search.hybrid import BM25, VECTOR, content_words, rrf
+from memman_daemon.search.words import words as split_words
 from memman_daemon.storage.memories import KEYED_KINDS, MemoryRecord
 from memman_daemon.tiers.memory.core import MEMORY_TYPES, STORED_TYPES, MemoryCore, check_type
 
@@ -21,14 +21,13 @@ if TYPE_CHECKING:
     from memman_daemon.sessions import Sessions
     from memman_daemon.tiers.scratchpad import Scratchpad
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def term_score(text: str, terms: list[str]) -> float:
     """The four-layer design's term score: 2 per exact word occurrence, 1 for a term inside a
     word."""
     lowered = text.lower()
-    words = _WORD.findall(lowered)
+    words = split_words(lowered)
     score = 0.0
     for t in terms:
         exact = sum(1 for w in words if w == t)
@@ -339,7 +338,7 @@ class MemorySearch:
 
     def _search_working(self, user_id: str, query: str, limit: int,
                         session_id: str | None, tenant_id: str) -> list[dict[str, Any]]:
-        terms = [t for t in _WORD.findall(query.lower())]
+        terms = split_words(query)
         now = self.core.clock.now()
         out = []
         for sid in self.user_sessions(user_id, tenant_id):

@@ -404,9 +404,8 @@ class RecallIndex(Component):
         removed ones leave it, vectors embedded elsewhere are set; this daemon's entries
         another host forgot leave every other session's recall."""
         self._forgot(change.forgotten)
-        for r in change.rows:
-            if r.id not in self._remote_in:
-                self._add_remote(r)
+        for r in change.rows:  # a row read again was written again: it replaces the one held
+            self._add_remote(r)
         for key in change.gone:
             got = self._remote_in.pop(key, None)
             if got is not None:
@@ -420,14 +419,29 @@ class RecallIndex(Component):
         self._wake.set()
 
     def _add_remote(self, r: RemoteRow) -> None:
+        """Another daemon's row joins its scope's corpus; one held already under that id (its
+        session reassigned to another user, its origin renamed) leaves first, and its vector
+        is kept when the text is the same (the origin's vector is not sent again)."""
+        text = r.text[: self.config.recall.max_chars]
+        kept = None
+        old = self._remote_in.pop(r.id, None)
+        if old is not None:
+            oc, _ = old
+            orow = oc.row_of.get(r.id)
+            if (orow is not None and oc.vec is not None and oc.has_vec[orow]
+                    and oc.texts[orow] == text):
+                kept = oc.vec[orow].copy()
+            oc.remove(r.id)
         k = corpus_key(r.user_id, r.tenant_id)
         c = self.corpora.get(k)
         if c is None:
             c = self.corpora[k] = Corpus()
         e = Entry(r.id, r.session_id, r.type, r.role, r.content, 0, r.created_at, name=r.name)
-        c.add(e, r.text[: self.config.recall.max_chars], origin=r.origin)
+        row = c.add(e, text, origin=r.origin)
         self._remote_in[r.id] = (c, r)
-        if not self._origin_embeds(c, r.id):
+        if kept is not None:
+            c.set_vec(row, kept)
+        elif not self._origin_embeds(c, r.id):
             self._pending.queue.append((c, r.id))
 
     def _origin_embeds(self, c: Corpus, eid: int) -> bool:

@@ -30,7 +30,7 @@ from tests.pg_server import fresh_db, session_server
 MARCH = 1709373600.0  # 2024-03-02 10:00 UTC
 FACT = "My cat Miso is allergic to chicken, please remember that."
 NEW = "My parrot Kiwi now only eats sunflower seeds, please remember that."
-ASK = "What must my cat avoid and what does my parrot eat?"
+ASK = "What must my cat avoid, what does my parrot eat, and where does my sister live?"
 
 
 @pytest.fixture
@@ -271,3 +271,95 @@ async def test_an_import_with_replace_reaches_the_other_host_with_its_new_conten
             assert not [r for r in await live_rows(dsn, FACT) if r["user_id"] == user]
             await ca.session_delete(f"s{i}")
             await until(lambda: _no_row(dsn, NEW))
+
+
+async def test_a_forget_on_b_holds_on_a_through_reassign_import_clear_and_restart(
+        dsn: str) -> None:
+    root = short_tmpdir()
+    lena = "My sister Lena moved to Porto last spring."
+    try:
+        async with daemon(dsn) as b, b.client() as cb:
+            async with daemon(dsn, root) as a, a.client() as ca:
+                await ca.session_open("s1", {"user_id": "ana"})
+                await ca.session_add("s1", {"role": "user", "content": FACT,
+                                            "created_at": MARCH})
+                await ca.session_add("s1", {"role": "user", "content": lena,
+                                            "created_at": MARCH + 60})
+                exported = await ca.session_export("s1")  # made before the forget
+                await ask(cb, "q", "ana")
+                await until(lambda: recalls(cb, "q", "Miso is allergic"))
+                rid = next(r["id"] for r in (await cb.memory_search(
+                    "ana", "session", "cat allergic chicken", {}))["results"]
+                    if r["text"] == FACT)
+                await cb.memory_forget("ana", rid)
+                await ask(ca, "a2", "ana")
+                await until(lambda: _lacks(ca, "a2", "Miso is allergic"))  # A learnt of it
+
+                # the session moves to bob: the forget goes along
+                await ca.session_open("s1", {"user_id": "bob", "reassign": True})
+                await ask(cb, "qb", "bob")
+                await ask(ca, "ab", "bob")
+                await until(lambda: recalls(cb, "qb", "Lena moved"))
+                await until(lambda: caught_up(a))
+                assert not await recalls(cb, "qb", "Miso is allergic")
+                assert not await recalls(ca, "ab", "Miso is allergic")
+                assert await found(cb, "bob", FACT) == 0 and not await live_rows(dsn, FACT)
+
+                # an import with replace of the export made before: the same statement under
+                # a new id, still forgotten; the rest comes back to ana
+                await ca.session_import(exported, {"replace": True})
+                await ask(cb, "q2", "ana")
+                await until(lambda: recalls(cb, "q2", "Lena moved"))
+                await until(lambda: caught_up(a))
+                assert not await recalls(cb, "q2", "Miso is allergic")
+                await ask(ca, "a3", "ana")
+                assert not await recalls(ca, "a3", "Miso is allergic")
+                assert not await live_rows(dsn, FACT)
+                s1 = await ca.session_get("s1")  # its own session keeps it
+                assert any(e["content"] == FACT for e in s1["entries"])
+
+                # cleared, then the export imported again: still forgotten
+                await ca.session_clear("s1")
+                await ca.session_import(exported, {"replace": True})
+                await ask(cb, "q3", "ana")
+                await until(lambda: recalls(cb, "q3", "Lena moved"))
+                await until(lambda: caught_up(a))
+                assert not await recalls(cb, "q3", "Miso is allergic")
+                assert not await live_rows(dsn, FACT)
+            # A restarts: neither recalls nor shares it
+            async with daemon(dsn, root) as a, a.client() as ca:
+                await until(lambda: caught_up(a))
+                await ask(ca, "a4", "ana")
+                text = body(await ca.session_context("a4", {"max_tokens": 1000}))
+                assert "Lena moved" in text and "Miso" not in text
+                assert not await live_rows(dsn, FACT)
+                assert await found(cb, "ana", FACT) == 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_an_exclusion_on_b_of_an_entry_said_on_a_holds_across_a_move_and_restarts(
+        dsn: str) -> None:
+    a_root, moved, b_root = short_tmpdir(), short_tmpdir(), short_tmpdir()
+    try:
+        async with daemon(dsn, a_root) as a, a.client() as ca:
+            await ca.session_open("s1", {"user_id": "ana"})
+            await ca.session_add("s1", {"role": "user", "content": FACT, "created_at": MARCH})
+            async with daemon(dsn, b_root) as b, b.client() as cb:
+                await ask(cb, "q", "ana")
+                await until(lambda: recalls(cb, "q", "Miso is allergic"))
+                rid = next(r["entry_id"] for r in (await cb.session_preview(
+                    "q", {"max_tokens": 1000}))["recalled"])
+                await cb.recall_exclude("q", rid)
+                assert not await recalls(cb, "q", "Miso is allergic")
+        shutil.move(a_root / "data", moved / "data")
+        async with daemon(dsn, moved) as a, a.client() as ca, \
+                daemon(dsn, b_root) as b, b.client() as cb:
+            await until(lambda: caught_up(a))
+            await ask(cb, "q2", "ana")  # another session of hers recalls it ...
+            await until(lambda: recalls(cb, "q2", "Miso is allergic"))
+            assert not await recalls(cb, "q", "Miso is allergic")  # ... q still does not
+            assert await found(cb, "ana", FACT) == 1
+    finally:
+        for d in (a_root, moved, b_root):
+            shutil.rmtree(d, ignore_errors=True)

@@ -59,7 +59,7 @@ import asyncpg
 import numpy as np
 
 from memman_daemon.storage.postgres.events import encode
-from memman_daemon.storage.recall import REMOTE_BASE, Change, RemoteRow, VectorRow
+from memman_daemon.storage.recall import REMOTE_BASE, Change, Forgotten, RemoteRow, VectorRow
 from memman_daemon.storage.sqlite import identity
 from memman_daemon.storage.sqlite.recall import LocalRecall, forgotten_ops
 
@@ -134,6 +134,7 @@ class SharedRecall:
         self._local_rows: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]] = list
         self._on_change: Callable[[Change], None] = lambda _c: None
         self._model: Callable[[], str] = str
+        self._digest: Callable[[int, str, float], str] = lambda _e, _s, _c: ""
         self._outbox: deque[tuple[str, Any]] = deque()
         self._dirty = True  #: the table may lack what the log holds: reconcile first
         self._cursor = 0  #: the highest ``seq`` of the others' changes read
@@ -156,7 +157,7 @@ class SharedRecall:
     def include_op(self, session_id: str, entry_id: int) -> Any:
         return self.local.include_op(session_id, entry_id)
 
-    async def forgotten(self) -> list[tuple[int, str, float]]:
+    async def forgotten(self) -> list[Forgotten]:
         return await self.local.forgotten()
 
     async def save_vectors(self, rows: list[VectorRow]) -> None:
@@ -167,8 +168,10 @@ class SharedRecall:
 
     # --- lifecycle --------------------------------------------------------------------------
     def attach(self, local: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]],
-               on_change: Callable[[Change], None], model: Callable[[], str]) -> None:
+               on_change: Callable[[Change], None], model: Callable[[], str],
+               digest: Callable[[int, str, float], str] | None = None) -> None:
         self._local_rows, self._on_change, self._model = local, on_change, model
+        self._digest = digest or (lambda _e, _s, _c: "")
 
     async def load(self) -> None:
         self.origin = await identity.origin(self.local.store)
@@ -466,7 +469,9 @@ class SharedRecall:
         for r in rows:
             key = REMOTE_BASE + r["id"]
             if r["origin"] == self.origin:
-                change.forgotten.append((r["entry_id"], r["session_id"], r["created_at"]))
+                change.forgotten.append((r["entry_id"], r["session_id"], r["created_at"],
+                                         self._digest(r["entry_id"], r["session_id"],
+                                                      r["created_at"])))
             elif r["gone"]:
                 change.gone.append(key)
             else:

@@ -195,6 +195,10 @@ MIGRATIONS: list[str] = [
         value TEXT NOT NULL
     );
     INSERT INTO store_identity(key, value) VALUES ('origin', lower(hex(randomblob(16))));
+    -- what a forgotten entry said (recall/index.py's forget_digest): an import that brings it
+    -- back under a new id, or a session reassigned, keeps it forgotten ('' in older rows: the
+    -- entry id and time only)
+    ALTER TABLE recall_forgotten ADD COLUMN digest TEXT NOT NULL DEFAULT '';
     """,
 ]
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import shutil
 import socket
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,13 @@ async def test_a_copied_data_dir_beside_its_original_is_said_and_publishes_nothi
                 await until(said)
                 st = (await ca2.stats())["recall"]["shared"]
                 assert "copy" in st["conflict"] and not st["publishing"]
+                # and `memman status` says it
+                cli = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "memman_cli.cli", "--socket", str(a2.socket), "status",
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                out, _ = await cli.communicate()
+                assert cli.returncode == 0 and "recall     NOT SHARED: " in out.decode()
+                assert "is a copy of its data dir" in out.decode()
                 # the copy diverges: what it logs reaches no other host while A runs
                 await ca2.session_add("s1", {"role": "user", "content": NEW,
                                              "created_at": MARCH + 60})
@@ -307,7 +315,7 @@ async def test_a_forget_on_b_holds_on_a_through_reassign_import_clear_and_restar
 
                 # an import with replace of the export made before: the same statement under
                 # a new id, still forgotten; the rest comes back to ana
-                await ca.session_import(exported, {"replace": True})
+                await ca.session_import(exported, {"replace": True, "reassign": True})
                 await ask(cb, "q2", "ana")
                 await until(lambda: recalls(cb, "q2", "Lena moved"))
                 await until(lambda: caught_up(a))

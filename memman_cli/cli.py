@@ -88,6 +88,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     rec = stats.get("recall") or {}
     if rec:
         print(f"  recall     {recall_label(rec)}")
+        if (rec.get("shared") or {}).get("conflict"):  # entries are not reaching other hosts
+            print(f"  recall     NOT SHARED: {rec['shared']['conflict']}")
     shared = stats.get("shared") or {}
     if shared.get("backend") == "postgresql":
         line = f"  shared     {shared.get('dsn')} — {shared.get('state')}"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import re
 import time
@@ -40,7 +41,7 @@ from memman_daemon.model import Entry
 from memman_daemon.scope import Caller, across_mask, corpus_key
 from memman_daemon.search.hybrid import dense_ranks, rrf_dense
 from memman_daemon.search.words import terms as text_terms
-from memman_daemon.storage.recall import Change, RemoteRow
+from memman_daemon.storage.recall import Change, Forgotten, RemoteRow
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -70,6 +71,13 @@ def entry_text(e: Entry, max_chars: int) -> str:
                         f"{(c.get('function') or {}).get('arguments', '')}"
                         for c in e.tool_calls if isinstance(c, dict))
     return text[:max_chars]
+
+
+def forget_digest(e: Entry) -> str:
+    """What an entry said, as a forget for recall records it: the same statement brought back
+    under another id (an import with replace) is found again by its session, time and this."""
+    whole = entry_text(e, 1 << 62)
+    return hashlib.md5(f"{e.type}\x00{e.role}\x00{whole}".encode(errors="replace")).hexdigest()
 
 
 def shareable(s: Session, e: Entry) -> bool:
@@ -220,6 +228,9 @@ class RecallIndex(Component):
         #: this daemon's entries forgotten for recall on another host (``forget_remote`` there):
         #: their own session keeps them, no other session recalls them
         self.forgotten: set[int] = set()
+        #: what those entries said (session, created_at, ``forget_digest``): the same statement
+        #: under a new id (an import with replace) is forgotten too
+        self.forgotten_said: set[tuple[str, float, str]] = set()
         self._pending = _Pending()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -260,7 +271,8 @@ class RecallIndex(Component):
         for sid, eid in await self.storage.exclusions():
             self.excluded.setdefault(sid, set()).add(eid)
         self._forgot(await self.storage.forgotten())
-        self.storage.attach(self._shareable, self._changed, lambda: self.embedder.model_id)
+        self.storage.attach(self._shareable, self._changed, lambda: self.embedder.model_id,
+                            self._digest_of)
         await self.storage.load()  # with a shared store: the other daemons' rows
         self._task = asyncio.get_running_loop().create_task(self._embed_loop(),
                                                             name="memman-recall-embed")
@@ -307,9 +319,10 @@ class RecallIndex(Component):
                 continue
             text = entry_text(e, cap)
             c.add(e, text)
+            forgotten = self._is_forgotten(s, e)
             if queue:
                 self._pending.queue.append((c, e.id))
-                if shareable(s, e) and e.id not in self.forgotten:
+                if shareable(s, e) and not forgotten:
                     shared.append((e, text))
         if shared:  # the storage queues them (other hosts recall them)
             self.storage.arrived(s, shared)
@@ -319,8 +332,26 @@ class RecallIndex(Component):
         after an outage)."""
         cap = self.config.recall.max_chars
         return [(s, [(e, entry_text(e, cap)) for e in s.entries
-                     if indexed(e) and shareable(s, e) and e.id not in self.forgotten])
+                     if indexed(e) and shareable(s, e) and not self._is_forgotten(s, e)])
                 for s in list(self.sessions.by_id.values())]
+
+    def _is_forgotten(self, s: Session, e: Entry) -> bool:
+        """``e`` was forgotten for recall on another host: by its id, or as the same statement
+        of that session brought back under another id."""
+        if e.id in self.forgotten:
+            return True
+        if self.forgotten_said and (s.id, float(e.created_at), forget_digest(e)) \
+                in self.forgotten_said:
+            self.forgotten.add(e.id)
+            return True
+        return False
+
+    def _digest_of(self, entry_id: int, session_id: str, created_at: float) -> str:
+        s = self.sessions.by_id.get(session_id)
+        e = s.by_id.get(entry_id) if s is not None else None
+        if e is None or float(e.created_at) != float(created_at):
+            return ""
+        return forget_digest(e)
 
     def settle(self) -> None:
         """Index every queued entry now (before a read that must see them all)."""
@@ -363,9 +394,9 @@ class RecallIndex(Component):
         c = self.corpora.get(k) if k is not None else None
         if c is not None:
             code = c.code_of.get(session_id, -1)  # this daemon's session, not another's
+            # its forgotten entries stay forgotten (a reassigned session's are the same)
             for eid in [eid for eid, r in c.row_of.items() if c.codes[r] == code]:
                 c.remove(eid)
-                self.forgotten.discard(eid)
         # a person's exclusions stay: they are the session's state, not its rows (cleared or
         # replaced, it still does not recall them); only a deleted session drops them
         self.storage.session_removed(session_id)
@@ -390,11 +421,17 @@ class RecallIndex(Component):
         got = self._remote_in.get(entry_id)
         return got[1] if got is not None else None
 
-    def _forgot(self, rows: list[tuple[int, str, float]]) -> None:
+    def _forgot(self, rows: list[Forgotten]) -> None:
         """This daemon's entries another host forgot for recall (each still the entry that was
-        forgotten: its session and time)."""
-        for eid, sid, created in rows:
+        forgotten: its session and time, and what it said when that is recorded)."""
+        for eid, sid, created, digest in rows:
             s = self.sessions.by_id.get(sid)
+            if digest:
+                self.forgotten_said.add((sid, float(created), digest))
+                for e in s.entries if s is not None else ():
+                    if float(e.created_at) == float(created) and forget_digest(e) == digest:
+                        self.forgotten.add(e.id)
+                continue
             e = s.by_id.get(eid) if s is not None else None
             if e is not None and float(e.created_at) == float(created):
                 self.forgotten.add(eid)
@@ -404,9 +441,8 @@ class RecallIndex(Component):
         removed ones leave it, vectors embedded elsewhere are set; this daemon's entries
         another host forgot leave every other session's recall."""
         self._forgot(change.forgotten)
-        for r in change.rows:
-            if r.id not in self._remote_in:
-                self._add_remote(r)
+        for r in change.rows:  # a row read again was written again: it replaces the one held
+            self._add_remote(r)
         for key in change.gone:
             got = self._remote_in.pop(key, None)
             if got is not None:
@@ -420,14 +456,29 @@ class RecallIndex(Component):
         self._wake.set()
 
     def _add_remote(self, r: RemoteRow) -> None:
+        """Another daemon's row joins its scope's corpus; one held already under that id (its
+        session reassigned to another user, its origin renamed) leaves first, and its vector
+        is kept when the text is the same (the origin's vector is not sent again)."""
+        text = r.text[: self.config.recall.max_chars]
+        kept = None
+        old = self._remote_in.pop(r.id, None)
+        if old is not None:
+            oc, _ = old
+            orow = oc.row_of.get(r.id)
+            if (orow is not None and oc.vec is not None and oc.has_vec[orow]
+                    and oc.texts[orow] == text):
+                kept = oc.vec[orow].copy()
+            oc.remove(r.id)
         k = corpus_key(r.user_id, r.tenant_id)
         c = self.corpora.get(k)
         if c is None:
             c = self.corpora[k] = Corpus()
         e = Entry(r.id, r.session_id, r.type, r.role, r.content, 0, r.created_at, name=r.name)
-        c.add(e, r.text[: self.config.recall.max_chars], origin=r.origin)
+        row = c.add(e, text, origin=r.origin)
         self._remote_in[r.id] = (c, r)
-        if not self._origin_embeds(c, r.id):
+        if kept is not None:
+            c.set_vec(row, kept)
+        elif not self._origin_embeds(c, r.id):
             self._pending.queue.append((c, r.id))
 
     def _origin_embeds(self, c: Corpus, eid: int) -> bool:

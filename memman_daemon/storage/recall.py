@@ -30,6 +30,10 @@ REMOTE_BASE = 1 << 52
 
 #: (corpus id, session id, model, unit vector) — a vector to keep
 VectorRow = tuple[int, str, str, "np.ndarray"]
+#: an entry of this daemon forgotten for recall on another host: (entry id, session id, the
+#: entry's created_at, the digest of what it said — ``recall/index.py``'s ``forget_digest``;
+#: '' when unknown). The digest finds it again under a new id (an import with replace)
+Forgotten = tuple[int, str, float, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,20 +61,23 @@ class Change:
     rows: list[RemoteRow] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)  #: corpus ids removed
     vectors: list[tuple[int, bytes]] = field(default_factory=list)  #: (corpus id, float32)
-    #: this daemon's entries a user forgot for recall on another host: (entry id, session id,
-    #: the entry's created_at); already recorded in the local file when they come
-    forgotten: list[tuple[int, str, float]] = field(default_factory=list)
+    #: this daemon's entries a user forgot for recall on another host (``Forgotten``);
+    #: already recorded in the local file when they come
+    forgotten: list[Forgotten] = field(default_factory=list)
 
 
 class RecallStorage(Protocol):
     """Where the recall index keeps what it does not compute from the session log."""
 
     def attach(self, local: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]],
-               on_change: Callable[[Change], None], model: Callable[[], str]) -> None:
+               on_change: Callable[[Change], None], model: Callable[[], str],
+               digest: Callable[[int, str, float], str] | None = None) -> None:
         """``local()``: this daemon's shareable entries by session, each with the text it is
         indexed as, at the moment of the call (the truth a shared table is brought in line
         with after an outage); ``on_change``:
-        where other daemons' changes go; ``model()``: the search model in force."""
+        where other daemons' changes go; ``model()``: the search model in force;
+        ``digest(entry id, session id, created_at)``: what this daemon's entry said, as a
+        ``Forgotten`` records it ('' when it has no such entry)."""
 
     async def load(self) -> None:
         """Start (after the index built its corpus from the session log)."""
@@ -91,7 +98,7 @@ class RecallStorage(Protocol):
 
     def include_op(self, session_id: str, entry_id: int) -> Any: ...
 
-    async def forgotten(self) -> list[tuple[int, str, float]]:
+    async def forgotten(self) -> list[Forgotten]:
         """This daemon's entries forgotten for recall on another host (``Change.forgotten``):
         they stay in their session; no other session, here or elsewhere, recalls them."""
 

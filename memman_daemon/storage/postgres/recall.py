@@ -2,10 +2,23 @@
 
 Sessions stay in each daemon's SQLite file; what crosses is one ``recall_rows`` row per entry
 a user's sessions logged (not private, in a session that takes part in recall), keyed by
-``(origin, entry_id)`` — the daemon's database (host:path) and the entry's id there — with its
-session id, role, text and time, and ``recall_row_vectors``: the search model's vector of a
-row, written by whichever daemon embedded it, so no other daemon with that model embeds it
-again.
+``(origin, entry_id)`` — the store's origin id (``storage/sqlite/identity.py``: written once
+into the SQLite file, so a data dir moved or copied, or a host renamed, keeps it) and the
+entry's id there — with its session id, role, text and time, and ``recall_row_vectors``: the
+search model's vector of a row, written by whichever daemon embedded it, so no other daemon
+with that model embeds it again.
+
+- **One origin, one running daemon.** Before it writes, a daemon holds a session-level
+  advisory lock on its origin (``_claim``, on a connection of its own). A copy of a data dir
+  started beside its original finds the lock held: it says so (a log error, ``conflict`` in
+  its stats and ``memman status``) and publishes nothing until the other stops. Rows an older
+  daemon published under ``host:path`` of this file are adopted (their origin rewritten), not
+  written again.
+- **In the order acknowledged.** The writer applies its queue in order — rows, removals, a
+  session's removal, vectors, one after another as they were queued — so an entry added after
+  a clear is not cleared with it, and a session reassigned or replaced is removed and written
+  again under its new owner or content. A row written again is read again by the others, who
+  replace what they held.
 
 - **Writing** never waits on the add path: indexed entries, removals and vectors are queued
   and one task writes them in batches, one transaction each. While the store is down nothing
@@ -34,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import socket
 import time
@@ -41,10 +55,12 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+import asyncpg
 import numpy as np
 
 from memman_daemon.storage.postgres.events import encode
-from memman_daemon.storage.recall import REMOTE_BASE, Change, RemoteRow, VectorRow
+from memman_daemon.storage.recall import REMOTE_BASE, Change, Forgotten, RemoteRow, VectorRow
+from memman_daemon.storage.sqlite import identity
 from memman_daemon.storage.sqlite.recall import LocalRecall, forgotten_ops
 
 if TYPE_CHECKING:
@@ -59,6 +75,17 @@ LOCK = 7302  #: the advisory lock every recall write holds: commits in ``seq`` o
 BATCH = 2000  #: queued changes written in one transaction at most
 GATHER_S = 0.05  #: how long the writer lets a burst of adds gather before a batch
 SIGNAL = ("recall", "changed")  #: tells the others to read (``events.py``: INTERNAL_TOPICS)
+CLAIM_RETRY_S = 5.0  #: how often a daemon whose origin another holds tries to take it again
+
+#: held for as long as the daemon publishes under its origin (a session lock: released when
+#: its connection ends, a crash included)
+_CLAIM = "SELECT pg_try_advisory_lock(hashtextextended('memman-recall-origin:' || $1, 0))"
+#: rows an older daemon of this file published under ``host:path``: this origin's now (their
+#: ids stay, so the others' exclusions of them hold); those whose entry this origin already
+#: has are duplicates and become tombstones
+_ADOPT = ("UPDATE recall_rows o SET origin=$1, seq=nextval('recall_seq') WHERE o.origin=$2 "
+          "AND NOT EXISTS (SELECT 1 FROM recall_rows n WHERE n.origin=$1 "
+          "AND n.entry_id=o.entry_id)")
 
 _ROW = ("INSERT INTO recall_rows(origin, entry_id, session_id, tenant_id, user_id, type, role, "
         "name, content, text, created_at, model, seq) "
@@ -98,10 +125,16 @@ class SharedRecall:
     def __init__(self, pg: PgStore, events: SharedEventBus, local: Store) -> None:
         self.pg, self.events = pg, events
         self.local = LocalRecall(local)
-        self.origin = f"{socket.gethostname()}:{local.path}"
+        self.origin = ""  #: this store's origin id (``load``, from the SQLite file)
+        #: what older daemons named this file's rows (adopted at the first claim)
+        self.legacy = f"{socket.gethostname()}:{local.path}"
+        #: why this daemon does not publish (another running daemon holds its origin), or None
+        self.conflict: str | None = None
+        self._claim_conn: asyncpg.Connection | None = None
         self._local_rows: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]] = list
         self._on_change: Callable[[Change], None] = lambda _c: None
         self._model: Callable[[], str] = str
+        self._digest: Callable[[int, str, float], str] = lambda _e, _s, _c: ""
         self._outbox: deque[tuple[str, Any]] = deque()
         self._dirty = True  #: the table may lack what the log holds: reconcile first
         self._cursor = 0  #: the highest ``seq`` of the others' changes read
@@ -124,7 +157,7 @@ class SharedRecall:
     def include_op(self, session_id: str, entry_id: int) -> Any:
         return self.local.include_op(session_id, entry_id)
 
-    async def forgotten(self) -> list[tuple[int, str, float]]:
+    async def forgotten(self) -> list[Forgotten]:
         return await self.local.forgotten()
 
     async def save_vectors(self, rows: list[VectorRow]) -> None:
@@ -135,10 +168,13 @@ class SharedRecall:
 
     # --- lifecycle --------------------------------------------------------------------------
     def attach(self, local: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]],
-               on_change: Callable[[Change], None], model: Callable[[], str]) -> None:
+               on_change: Callable[[Change], None], model: Callable[[], str],
+               digest: Callable[[int, str, float], str] | None = None) -> None:
         self._local_rows, self._on_change, self._model = local, on_change, model
+        self._digest = digest or (lambda _e, _s, _c: "")
 
     async def load(self) -> None:
+        self.origin = await identity.origin(self.local.store)
         self.pg.on_up.append(self._back)
         self.events.on_remote.append(self._remote)
         loop = asyncio.get_running_loop()
@@ -158,7 +194,12 @@ class SharedRecall:
                 await t
         self._tasks = []
         with contextlib.suppress(Exception):  # what is queued, if the store is there
-            await self._flush()
+            if self._claim_conn is not None and not self.conflict:
+                await self._flush()
+        if self._claim_conn is not None:  # the origin is free for its next start
+            with contextlib.suppress(Exception):
+                await self._claim_conn.close()
+            self._claim_conn = None
 
     async def _back(self) -> None:
         """The store is (back) up: bring the table in line, read what was missed."""
@@ -171,13 +212,15 @@ class SharedRecall:
             self._read_wake.set()
 
     def stats(self) -> dict[str, Any]:
-        return {"origin": self.origin, "queued": len(self._outbox), "written": self.written,
+        return {"origin": self.origin, "publishing": self._claim_conn is not None
+                and not self._claim_conn.is_closed(), "conflict": self.conflict,
+                "queued": len(self._outbox), "written": self.written,
                 "read": self.read, "reconciled": self.reconciled, "cursor": self._cursor}
 
     # --- handing this daemon's changes over (queued) -----------------------------------------
     def _queue(self, kind: str, item: Any) -> None:
-        if self.pg.state != "up":  # nothing piles up during an outage: reconciled after
-            self._dirty = True
+        if self.pg.state != "up" or self.conflict:  # nothing piles up while it cannot be
+            self._dirty = True                       # written: reconciled after
             return
         self._outbox.append((kind, item))
         self._write_wake.set()
@@ -211,6 +254,11 @@ class SharedRecall:
             await asyncio.sleep(GATHER_S)  # a burst of adds: one batch
             self._write_wake.clear()
             try:
+                if not await self._claim():  # another running daemon publishes this origin
+                    self._dirty = True
+                    self._outbox.clear()
+                    asyncio.get_running_loop().call_later(CLAIM_RETRY_S, self._write_wake.set)
+                    continue
                 if self._dirty:
                     self._outbox.clear()  # the reconcile covers what they held
                     self._dirty = False
@@ -231,47 +279,102 @@ class SharedRecall:
         if batch:
             await self._write(batch)
 
+    async def _claim(self) -> bool:
+        """Hold this origin (see the module's docstring); False while another running daemon
+        holds it. The first claim adopts the rows an older daemon published under
+        ``host:path`` of this file."""
+        conn = self._claim_conn
+        if conn is not None and not conn.is_closed():
+            return True
+        self._claim_conn = None
+        if not self.origin:
+            self._refuse(f"the database {self.local.store.path} has no origin id (it was not "
+                         "migrated: a read-only start?); start the daemon once read-write")
+            return False
+        conn = await asyncpg.connect(self.pg.dsn, timeout=self.pg.timeout_s,
+                                     server_settings={"application_name": "memman-origin"})
+        try:
+            got = await conn.fetchval(_CLAIM, self.origin)
+        except BaseException:
+            await conn.close()
+            raise
+        if not got:
+            await conn.close()
+            self._refuse(
+                f"another running daemon publishes recall under this store's origin "
+                f"{self.origin}: {self.local.store.path} is a copy of its data dir (or the "
+                "same file opened twice). This daemon's entries are not shared with other "
+                "hosts until that daemon stops; stop the copy (a copy of a data dir is the "
+                "same store, and must not run beside it)")
+            return False
+        self._claim_conn = conn
+        if self.conflict:
+            log.warning("recall origin %s is free again: publishing", self.origin)
+        self.conflict = None
+        await self._adopt()
+        return True
+
+    def _refuse(self, why: str) -> None:
+        if why != self.conflict:
+            log.error("recall across hosts: %s", why)
+        self.conflict = why
+
+    async def _adopt(self) -> None:
+        async def write(conn: Any) -> None:
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK)
+            await conn.execute(_ADOPT, self.origin, self.legacy)
+            await conn.execute(_GONE.format("true"), self.legacy)
+
+        await self.pg.run(write)
+        self._signal()
+
     async def _write(self, batch: list[tuple[str, Any]]) -> None:
         model = self._model()
-        rows: list[tuple[Any, ...]] = []
-        gone: list[int] = []
-        sessions: list[str] = []
-        own: list[tuple[Any, ...]] = []
-        shared: list[tuple[Any, ...]] = []
+        # the batch as steps in the order queued (runs of one kind merged): applied in any
+        # other order, a removal queued before an add (a clear, then an add) would remove it,
+        # and one queued after rows (a session reassigned: removed, then written again under
+        # its new owner) would find them still there and leave them with the old owner
+        steps: list[tuple[str, list[Any]]] = []
+        n = 0
         for kind, item in batch:
             if kind == "rows":
                 tenant, user, entries = item
-                rows += [(self.origin, e.id, e.session_id, tenant, user, e.type, e.role, e.name,
-                          e.content or "", text, float(e.created_at), model)
-                         for e, text in entries]
+                items: list[Any] = [
+                    (self.origin, e.id, e.session_id, tenant, user, e.type, e.role, e.name,
+                     e.content or "", text, float(e.created_at), model) for e, text in entries]
+                n += len(items)
             elif kind == "gone":
-                gone += item
+                items = list(item)
             elif kind == "session":
-                sessions.append(item)
+                items = [item]
             else:
-                for key, _sid, m, v in item:
-                    if key >= REMOTE_BASE:
-                        shared.append((key - REMOTE_BASE, m, _blob(v)))
-                    else:
-                        own.append((self.origin, key, m, _blob(v)))
+                items = [(key, m, _blob(v)) for key, _sid, m, v in item]
+            if steps and steps[-1][0] == kind:
+                steps[-1][1].extend(items)
+            elif items:
+                steps.append((kind, items))
 
         async def write(conn: Any) -> None:
             await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK)
-            # in the order they came: rows, then what was removed, then vectors
-            if rows:
-                await conn.executemany(_ROW, rows)
-            if gone:
-                await conn.execute(_GONE.format("entry_id = ANY($2::bigint[])"), self.origin,
-                                   gone)
-            for sid in sessions:
-                await conn.execute(_GONE.format("session_id=$2"), self.origin, sid)
-            if own:
-                await conn.executemany(_VEC_OWN, own)
-            if shared:
-                await conn.executemany(_VEC_SHARED, shared)
+            for kind, items in steps:
+                if kind == "rows":
+                    await conn.executemany(_ROW, items)
+                elif kind == "gone":
+                    await conn.execute(_GONE.format("entry_id = ANY($2::bigint[])"),
+                                       self.origin, items)
+                elif kind == "session":
+                    await conn.execute(_GONE.format("session_id = ANY($2::text[])"),
+                                       self.origin, items)
+                else:
+                    own = [(self.origin, k, m, b) for k, m, b in items if k < REMOTE_BASE]
+                    shared = [(k - REMOTE_BASE, m, b) for k, m, b in items if k >= REMOTE_BASE]
+                    if own:
+                        await conn.executemany(_VEC_OWN, own)
+                    if shared:
+                        await conn.executemany(_VEC_SHARED, shared)
 
         await self.pg.run(write)
-        self.written += len(rows)
+        self.written += n
         self._signal()
 
     def _signal(self) -> None:
@@ -282,37 +385,52 @@ class SharedRecall:
     async def _reconcile(self) -> None:
         """Bring this origin's rows in line with the session log: what the log holds and the
         table lacks is written (with the vectors kept locally), what the table holds and the
-        log no longer does is marked gone."""
+        log no longer does is marked gone, and a row whose entry now reads otherwise (its
+        session reassigned or replaced while the store was away, a copy's entry of the same
+        id) is marked gone and written again — removals first, as the writer keeps them."""
         model = self._model()
-        have: dict[int, bool] = {}
+        have: dict[int, tuple[bool, tuple[Any, ...]]] = {}
         forgotten: set[tuple[int, str, float]] = set()  # another host's forget: never again
         for r in await self.pg.fetch(
-                "SELECT r.entry_id, v.id IS NOT NULL, r.gone, r.session_id, r.created_at "
+                "SELECT r.entry_id, v.id IS NOT NULL, r.gone, r.session_id, r.created_at, "
+                "r.tenant_id, r.user_id, md5(r.text) "
                 "FROM recall_rows r LEFT JOIN recall_row_vectors v ON v.id=r.id AND v.model=$2 "
                 "WHERE r.origin=$1 AND (NOT r.gone OR r.forgotten)", self.origin, model):
             if r[2]:
                 forgotten.add((r[0], r[3], r[4]))
             else:
-                have[r[0]] = r[1]
-        batch: list[tuple[str, Any]] = []
+                have[r[0]] = (r[1], (r[3], r[5], r[6], float(r[4]), r[7]))
+        rows: list[tuple[str, Any]] = []
         wanted: set[int] = set()
+        changed: set[int] = set()
         for s, entries in self._local_rows():
-            wanted.update(e.id for e, _ in entries)
-            missing = [(e, t) for e, t in entries if e.id not in have
-                       and (e.id, e.session_id, float(e.created_at)) not in forgotten]
+            missing = []
+            for e, t in entries:
+                wanted.add(e.id)
+                got = have.get(e.id)
+                if got is None:
+                    if (e.id, e.session_id, float(e.created_at)) not in forgotten:
+                        missing.append((e, t))
+                elif got[1] != (e.session_id, s.meta.tenant_id, s.meta.user_id,
+                                float(e.created_at),
+                                hashlib.md5(t.encode(errors="replace")).hexdigest()):
+                    changed.add(e.id)
+                    missing.append((e, t))
             if missing:
-                batch.append(("rows", (s.meta.tenant_id, s.meta.user_id, missing)))
-        unvectored = {eid for eid in wanted if not have.get(eid)}
+                rows.append(("rows", (s.meta.tenant_id, s.meta.user_id, missing)))
+        unvectored = {eid for eid in wanted if eid in changed or not have.get(eid, (False,))[0]}
+        batch: list[tuple[str, Any]] = []
+        stale = [eid for eid in have if eid not in wanted]
+        if stale or changed:
+            batch.append(("gone", [*stale, *changed]))
+        batch += rows
         if unvectored and model:
             stored = [(eid, blob) for eid, blob in await self.local.vectors(model)
                       if eid in unvectored]
             if stored:
                 batch.append(("vectors", [(eid, "", model, np.frombuffer(b, dtype="<f4"))
                                           for eid, b in stored]))
-        stale = [eid for eid in have if eid not in wanted]
-        if stale:
-            batch.append(("gone", stale))
-        for k in range(0, len(batch), 50):  # bounded transactions
+        for k in range(0, len(batch), 50):  # bounded transactions, in order
             await self._write(batch[k:k + 50])
         self.reconciled += 1
 
@@ -351,7 +469,9 @@ class SharedRecall:
         for r in rows:
             key = REMOTE_BASE + r["id"]
             if r["origin"] == self.origin:
-                change.forgotten.append((r["entry_id"], r["session_id"], r["created_at"]))
+                change.forgotten.append((r["entry_id"], r["session_id"], r["created_at"],
+                                         self._digest(r["entry_id"], r["session_id"],
+                                                      r["created_at"])))
             elif r["gone"]:
                 change.gone.append(key)
             else:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from memman_daemon.storage.recall import Forgotten
 from memman_daemon.storage.sqlite.store import Op, Store
 
 
@@ -25,15 +26,22 @@ def delete_entry_ops(entry_id: int) -> list[Op]:
 
 
 def clear_ops(session_id: str) -> list[Op]:
-    """What the recall index keeps of a session's entries (the session is cleared)."""
-    return [("DELETE FROM recall_vectors WHERE session_id=?", (session_id,)),
+    """What the recall index keeps of a session's entries (the session is cleared or
+    replaced). Its forgotten entries stay: an import that brings one back keeps it forgotten."""
+    return [("DELETE FROM recall_vectors WHERE session_id=?", (session_id,))]
+
+
+def delete_session_ops(session_id: str) -> list[Op]:
+    """What the recall index keeps of a deleted session, its forgotten entries too."""
+    return [*clear_ops(session_id),
             ("DELETE FROM recall_forgotten WHERE session_id=?", (session_id,))]
 
 
-def forgotten_ops(rows: list[tuple[int, str, float]], at: float) -> list[Op]:
-    """(entry id, session id, the entry's created_at): forgotten for recall."""
-    return [("INSERT OR REPLACE INTO recall_forgotten(entry_id, session_id, created_at, at) "
-             "VALUES (?,?,?,?)", (eid, sid, created, at)) for eid, sid, created in rows]
+def forgotten_ops(rows: list[Forgotten], at: float) -> list[Op]:
+    """(entry id, session id, the entry's created_at, its digest): forgotten for recall."""
+    return [("INSERT OR REPLACE INTO recall_forgotten(entry_id, session_id, created_at, digest, "
+             "at) VALUES (?,?,?,?,?)", (eid, sid, created, digest, at))
+            for eid, sid, created, digest in rows]
 
 
 def exclude_op(session_id: str, entry_id: int, at: float) -> Op:
@@ -58,9 +66,9 @@ async def exclusions(store: Store) -> list[tuple[Any, ...]]:
         "SELECT session_id, entry_id FROM recall_exclusions")]
 
 
-async def forgotten(store: Store) -> list[tuple[int, str, float]]:
-    return [(r[0], r[1], r[2]) for r in await store.fetchall(
-        "SELECT entry_id, session_id, created_at FROM recall_forgotten")]
+async def forgotten(store: Store) -> list[Forgotten]:
+    return [(r[0], r[1], r[2], r[3]) for r in await store.fetchall(
+        "SELECT entry_id, session_id, created_at, digest FROM recall_forgotten")]
 
 
 class LocalRecall:
@@ -70,7 +78,7 @@ class LocalRecall:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def attach(self, local: Any, on_change: Any, model: Any) -> None:
+    def attach(self, local: Any, on_change: Any, model: Any, digest: Any = None) -> None:
         pass
 
     async def load(self) -> None:
@@ -94,7 +102,7 @@ class LocalRecall:
     def include_op(self, session_id: str, entry_id: int) -> Op:
         return include_op(session_id, entry_id)
 
-    async def forgotten(self) -> list[tuple[int, str, float]]:
+    async def forgotten(self) -> list[Forgotten]:
         return await forgotten(self.store)
 
     async def forget(self, entry_id: int, ops: list[Any]) -> None:

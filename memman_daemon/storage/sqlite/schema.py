@@ -187,6 +187,19 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX recall_forgotten_session ON recall_forgotten(session_id);
     """,
+    # v8: the store's identity (storage/sqlite/identity.py): its origin among the daemons of a
+    # shared store, generated once here and carried along when the file is moved or copied
+    """
+    CREATE TABLE store_identity (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    INSERT INTO store_identity(key, value) VALUES ('origin', lower(hex(randomblob(16))));
+    -- what a forgotten entry said (recall/index.py's forget_digest): an import that brings it
+    -- back under a new id, or a session reassigned, keeps it forgotten ('' in older rows: the
+    -- entry id and time only)
+    ALTER TABLE recall_forgotten ADD COLUMN digest TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -82,7 +82,8 @@ def clear_ops(session_id: str) -> list[Op]:
 
 def delete_ops(session_id: str) -> list[Op]:
     """The session and all it logged (its recall exclusions too)."""
-    return [*clear_ops(session_id), ("DELETE FROM sessions WHERE id=?", (session_id,)),
+    return [*clear_ops(session_id), *recall.delete_session_ops(session_id),
+            ("DELETE FROM sessions WHERE id=?", (session_id,)),
             ("DELETE FROM recall_exclusions WHERE session_id=?", (session_id,))]
 
 

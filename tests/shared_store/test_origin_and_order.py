@@ -144,10 +144,17 @@ async def test_a_copied_data_dir_beside_its_original_is_said_and_publishes_nothi
             await until(lambda: caught_up(a))
             await until(lambda: _has_row(dsn, FACT))
         shutil.copytree(first / "data", copy / "data")
-        async with daemon(dsn) as b, b.client() as cb, \
-                daemon(dsn, first) as a, a.client() as ca:
-            await until(lambda: caught_up(a))
-            async with daemon(dsn, copy) as a2, a2.client() as ca2:
+        lena = "My sister Lena moved to Porto."
+        async with daemon(dsn) as b, b.client() as cb, contextlib.AsyncExitStack() as later:
+            async with contextlib.AsyncExitStack() as original:
+                a = await original.enter_async_context(daemon(dsn, first))
+                ca = await original.enter_async_context(a.client())
+                await until(lambda: caught_up(a))
+                # the copy starts while the original runs, and outlives it
+                a2 = await later.enter_async_context(daemon(dsn, copy))
+                ca2 = await later.enter_async_context(a2.client())
+                await ca2.session_open("s9", {"user_id": "cleo"})  # wakes the copy's writer
+
                 async def said() -> bool:
                     return bool((await ca2.stats())["recall"]["shared"]["conflict"])
 
@@ -172,11 +179,22 @@ async def test_a_copied_data_dir_beside_its_original_is_said_and_publishes_nothi
                 assert not await live_rows(dsn, NEW)
                 assert not await recalls(cb, "q", "Kiwi")
                 assert len(await live_rows(dsn, FACT)) == 1
-                # the original keeps publishing: an entry it adds reaches B
+                # the original keeps publishing: an entry it adds (under the same id the
+                # copy gave its own) reaches B
                 await ca.session_add("s1", {"role": "user", "created_at": MARCH + 120,
-                                            "content": "My sister Lena moved to Porto."})
-                await until(lambda: _has_row(dsn, "My sister Lena moved to Porto."))
+                                            "content": lena})
+                await until(lambda: recalls(cb, "q", "Lena moved"))
                 assert (await ca.stats())["recall"]["shared"]["conflict"] is None
+                assert not await live_rows(dsn, NEW)
+            # the original stops: the copy takes its origin over, and what it logs is the
+            # store's now — its entry under that id replaces the original's, FACT stays once
+            await until(lambda: caught_up(a2))
+            assert (await ca2.stats())["recall"]["shared"]["conflict"] is None
+            await until(lambda: recalls(cb, "q", "Kiwi now only eats"))
+            await until(lambda: _lacks(cb, "q", "Lena moved"))
+            assert await found(cb, "ana", FACT) == 1
+            assert len(await live_rows(dsn, FACT)) == 1 and len(await live_rows(dsn, NEW)) == 1
+            assert not await live_rows(dsn, lena)
     finally:
         shutil.rmtree(first, ignore_errors=True)
         shutil.rmtree(copy, ignore_errors=True)

@@ -80,6 +80,10 @@ CLAIM_RETRY_S = 5.0  #: how often a daemon whose origin another holds tries to t
 #: held for as long as the daemon publishes under its origin (a session lock: released when
 #: its connection ends, a crash included)
 _CLAIM = "SELECT pg_try_advisory_lock(hashtextextended('memman-recall-origin:' || $1, 0))"
+#: the claim is still held, by this daemon's claim connection (its server pid)
+_HELD = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype='advisory' AND granted "
+         "AND pid=$1 AND objsubid=1 AND ((classid::bigint << 32) | objid::bigint) = "
+         "hashtextextended('memman-recall-origin:' || $2, 0))")
 #: rows an older daemon of this file published under ``host:path``: this origin's now (their
 #: ids stay, so the others' exclusions of them hold); those whose entry this origin already
 #: has are duplicates and become tombstones
@@ -113,6 +117,10 @@ _VEC_SHARED = ("INSERT INTO recall_row_vectors(id, model, embedding, seq) "
                "seq=EXCLUDED.seq")
 _COLS = ("id, origin, entry_id, session_id, tenant_id, user_id, type, role, name, content, "
          "text, created_at, model, gone, forgotten, seq")
+
+
+class ClaimLost(Exception):
+    """This daemon no longer holds its origin's claim (``_claim`` takes it again)."""
 
 
 def _blob(v: Any) -> bytes:
@@ -270,6 +278,10 @@ class SharedRecall:
                 log.info("recall rows not shared yet (%s); retried when the store is back", exc)
                 self._dirty = True
                 self._outbox.clear()
+                if isinstance(exc, ClaimLost) and self._claim_conn is not None:
+                    with contextlib.suppress(Exception):  # claimed again on the next try
+                        await self._claim_conn.close()
+                    self._claim_conn = None
                 if self.pg.state == "up":
                     await asyncio.sleep(1.0)
                     self._write_wake.set()
@@ -354,8 +366,15 @@ class SharedRecall:
             elif items:
                 steps.append((kind, items))
 
+        claim = self._claim_conn
+        holder = claim.get_server_pid() if claim is not None else 0
+
         async def write(conn: Any) -> None:
             await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK)
+            # still this origin's one publisher: a claim lost with its connection (a restart
+            # of the server not noticed yet) writes nothing, the next try claims again
+            if not await conn.fetchval(_HELD, holder, self.origin):
+                raise ClaimLost(f"the claim on recall origin {self.origin} was lost")
             for kind, items in steps:
                 if kind == "rows":
                     await conn.executemany(_ROW, items)

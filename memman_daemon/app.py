@@ -57,7 +57,7 @@ class App:
         self.store = Store(config.database_path, config.storage.synchronous,
                            config.storage.batch_max_rows)
         # where user memory, business context and their audit live: SQLite or PostgreSQL
-        self.storage = backend_for(config, self.store)
+        self.storage = backend_for(config, self.store, read_only=read_only)
         self.shared = self.storage.store
         self.events = self.storage.events
         self.tokens = TokenCounter()

@@ -58,7 +58,7 @@ class Storage:
         await write_mixed(self.pg, self.local, ops)
 
 
-def backend_for(config: Config, local: Store) -> Storage:
+def backend_for(config: Config, local: Store, *, read_only: bool = False) -> Storage:
     dsn = config.storage.shared.strip()
     if not dsn:
         from memman_daemon.storage.sqlite.agentmd import SqliteAgentMd
@@ -88,4 +88,4 @@ def backend_for(config: Config, local: Store) -> Storage:
     store.on_notify = bus.receive
     return Storage("postgresql", store, bus, local, store, docs=PgDocs(store),
                    agent_md=PgAgentMd(store), audit=PgAudit(store), memories=PgMemories(store),
-                   recall=SharedRecall(store, bus, local))
+                   recall=SharedRecall(store, bus, local, publish=not read_only))

@@ -389,3 +389,31 @@ async def test_an_exclusion_on_b_of_an_entry_said_on_a_holds_across_a_move_and_r
     finally:
         for d in (a_root, moved, b_root):
             shutil.rmtree(d, ignore_errors=True)
+
+
+async def test_a_read_only_daemon_recalls_the_others_and_publishes_nothing(dsn: str) -> None:
+    root = short_tmpdir()
+    try:
+        async with daemon(dsn, root) as a, a.client() as ca:
+            await ca.session_open("s1", {"user_id": "ana"})
+            await ca.session_add("s1", {"role": "user", "content": FACT, "created_at": MARCH})
+            await until(lambda: _has_row(dsn, FACT))
+        await shared(dsn, "UPDATE recall_rows SET gone=true, content='', text=''")
+        async with daemon(dsn) as b, b.client() as cb, \
+                running_daemon(root, clock=FakeClock(), read_only=True,
+                               storage={"shared": dsn}) as ro, ro.client() as cro:
+            await cb.session_open("b1", {"user_id": "ana"})
+            await cb.session_add("b1", {"role": "user", "created_at": MARCH,
+                                        "content": "My sister Lena moved to Porto last spring."})
+            st = (await cro.stats())["recall"]["shared"]
+            assert st["read_only"] and not st["publishing"] and st["conflict"] is None
+            async def recalled() -> bool:  # B's entry, found on the read-only daemon
+                got = (await cro.memory_search("ana", "session", "sister Porto", {}))["results"]
+                return any("Lena moved" in r["text"] for r in got)
+
+            await until(recalled)
+            # and nothing of its own written: its FACT stays a tombstone
+            assert not await live_rows(dsn, FACT)
+            assert (await cro.stats())["recall"]["shared"]["conflict"] is None
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

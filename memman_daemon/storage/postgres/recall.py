@@ -130,7 +130,8 @@ def _blob(v: Any) -> bytes:
 class SharedRecall:
     """``RecallStorage`` with a shared PostgreSQL table (see the module's docstring)."""
 
-    def __init__(self, pg: PgStore, events: SharedEventBus, local: Store) -> None:
+    def __init__(self, pg: PgStore, events: SharedEventBus, local: Store, *,
+                 publish: bool = True) -> None:
         self.pg, self.events = pg, events
         self.local = LocalRecall(local)
         self.origin = ""  #: this store's origin id (``load``, from the SQLite file)
@@ -138,6 +139,9 @@ class SharedRecall:
         self.legacy = f"{socket.gethostname()}:{local.path}"
         #: why this daemon does not publish (another running daemon holds its origin), or None
         self.conflict: str | None = None
+        #: False on a read-only daemon: it recalls the others' rows and writes none (its data
+        #: dir's writer, or its next read-write start, publishes them)
+        self.publish = publish
         self._claim_conn: asyncpg.Connection | None = None
         self._local_rows: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]] = list
         self._on_change: Callable[[Change], None] = lambda _c: None
@@ -220,14 +224,15 @@ class SharedRecall:
             self._read_wake.set()
 
     def stats(self) -> dict[str, Any]:
-        return {"origin": self.origin, "publishing": self._claim_conn is not None
+        return {"origin": self.origin, "read_only": not self.publish,
+                "publishing": self._claim_conn is not None
                 and not self._claim_conn.is_closed(), "conflict": self.conflict,
                 "queued": len(self._outbox), "written": self.written,
                 "read": self.read, "reconciled": self.reconciled, "cursor": self._cursor}
 
     # --- handing this daemon's changes over (queued) -----------------------------------------
     def _queue(self, kind: str, item: Any) -> None:
-        if self.pg.state != "up" or self.conflict:  # nothing piles up while it cannot be
+        if self.pg.state != "up" or self.conflict or not self.publish:  # nothing piles up while it cannot be
             self._dirty = True                       # written: reconciled after
             return
         self._outbox.append((kind, item))
@@ -261,6 +266,9 @@ class SharedRecall:
             await self._write_wake.wait()
             await asyncio.sleep(GATHER_S)  # a burst of adds: one batch
             self._write_wake.clear()
+            if not self.publish:
+                self._outbox.clear()
+                continue
             try:
                 if not await self._claim():  # another running daemon publishes this origin
                     self._dirty = True

@@ -57,6 +57,9 @@ TOP = 1000  #: ranks taken from each list before fusion
 STATIC_PER_REQUEST = 2000  #: stand-in vectors one request computes at most (bounded work)
 QUERY_CACHE = 256  #: query vectors kept
 KNOWN_TEXTS = 100_000  #: texts remembered with the row that holds their vector
+#: statements of other hosts' removed rows that a session here excluded, remembered for when
+#: they come back under a new id (an import with replace there)
+CARRIED = 10_000
 #: a burst: more requests than this per second of embedding makes the worker yield
 BUSY_RATE = 500.0
 CALM_PROBE_S = 0.05  #: how long the embedder listens for a burst before each batch
@@ -240,6 +243,9 @@ class RecallIndex(Component):
         self._incoming: deque[tuple[Session, list[Entry]]] = deque()
         #: other daemons' rows: corpus id -> (its corpus, the row)
         self._remote_in: dict[int, tuple[Corpus, RemoteRow]] = {}
+        #: (origin, session there, created_at, text) of a removed row -> the sessions here
+        #: that excluded it (``_changed``)
+        self._carried: OrderedDict[tuple[str, str, float, str], list[str]] = OrderedDict()
         #: text -> a row whose vector it has (repeated texts are embedded once)
         self._by_text: OrderedDict[str, tuple[Corpus, int]] = OrderedDict()
 
@@ -436,13 +442,22 @@ class RecallIndex(Component):
             if e is not None and float(e.created_at) == float(created):
                 self.forgotten.add(eid)
 
-    def _changed(self, change: Change) -> None:
+    def _changed(self, change: Change) -> list[Any]:
         """Other daemons' rows (the storage's reader): new ones join their scope's corpus,
         removed ones leave it, vectors embedded elsewhere are set; this daemon's entries
-        another host forgot leave every other session's recall."""
+        another host forgot leave every other session's recall. Answers the ops to keep:
+        a session's exclusion of a removed row, carried to the same statement written again
+        under a new id (its session replaced by an import there)."""
         self._forgot(change.forgotten)
+        self._carry_from(change.gone)
+        ops: list[Any] = []
         for r in change.rows:  # a row read again was written again: it replaces the one held
             self._add_remote(r)
+            sessions = self._carried.pop((r.origin, r.session_id, float(r.created_at), r.text),
+                                         None)
+            for sid in sessions or ():
+                self.excluded.setdefault(sid, set()).add(r.id)
+                ops.append(self.storage.exclude_op(sid, r.id, time.time()))
         for key in change.gone:
             got = self._remote_in.pop(key, None)
             if got is not None:
@@ -454,6 +469,24 @@ class RecallIndex(Component):
                 got[0].set_vec(row, np.frombuffer(blob, dtype="<f4"))
                 self._remember(got[0].texts[row], got[0], row)
         self._wake.set()
+        return ops
+
+    def _carry_from(self, gone: list[int]) -> None:
+        """Remember the statements of removed rows a session here excluded (``_changed``)."""
+        if not gone:
+            return
+        wanted = set(gone)
+        by_key: dict[int, list[str]] = {}
+        for sid, ids in self.excluded.items():
+            for eid in ids & wanted:
+                by_key.setdefault(eid, []).append(sid)
+        for key, sessions in by_key.items():
+            got = self._remote_in.get(key)
+            if got is not None:
+                r = got[1]
+                self._carried[(r.origin, r.session_id, float(r.created_at), r.text)] = sessions
+        while len(self._carried) > CARRIED:
+            self._carried.popitem(last=False)
 
     def _add_remote(self, r: RemoteRow) -> None:
         """Another daemon's row joins its scope's corpus; one held already under that id (its

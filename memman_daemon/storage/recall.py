@@ -70,12 +70,13 @@ class RecallStorage(Protocol):
     """Where the recall index keeps what it does not compute from the session log."""
 
     def attach(self, local: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]],
-               on_change: Callable[[Change], None], model: Callable[[], str],
+               on_change: Callable[[Change], list[Any]], model: Callable[[], str],
                digest: Callable[[int, str, float], str] | None = None) -> None:
         """``local()``: this daemon's shareable entries by session, each with the text it is
         indexed as, at the moment of the call (the truth a shared table is brought in line
         with after an outage); ``on_change``:
-        where other daemons' changes go; ``model()``: the search model in force;
+        where other daemons' changes go (it answers the ops to keep in the local file as a
+        consequence: exclusions carried to a statement written again under a new id); ``model()``: the search model in force;
         ``digest(entry id, session id, created_at)``: what this daemon's entry said, as a
         ``Forgotten`` records it ('' when it has no such entry)."""
 

@@ -386,6 +386,18 @@ async def test_an_exclusion_on_b_of_an_entry_said_on_a_holds_across_a_move_and_r
             await until(lambda: recalls(cb, "q2", "Miso is allergic"))
             assert not await recalls(cb, "q", "Miso is allergic")  # ... q still does not
             assert await found(cb, "ana", FACT) == 1
+            # A's session replaced by an import of itself: the same statement under a new
+            # id (a new shared row), still not recalled by q
+            before = {r["id"] for r in await live_rows(dsn, FACT)}
+            await ca.session_import(await ca.session_export("s1"), {"replace": True})
+            await until(lambda: _moved_to_new_row(dsn, before))
+            await ask(cb, "q3", "ana")
+            await until(lambda: recalls(cb, "q3", "Miso is allergic"))
+            assert not await recalls(cb, "q", "Miso is allergic")
+        async with daemon(dsn, b_root) as b, b.client() as cb:  # and after B's restart
+            await ask(cb, "q4", "ana")
+            await until(lambda: recalls(cb, "q4", "Miso is allergic"))
+            assert not await recalls(cb, "q", "Miso is allergic")
     finally:
         for d in (a_root, moved, b_root):
             shutil.rmtree(d, ignore_errors=True)
@@ -417,3 +429,8 @@ async def test_a_read_only_daemon_recalls_the_others_and_publishes_nothing(dsn: 
             assert (await cro.stats())["recall"]["shared"]["conflict"] is None
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def _moved_to_new_row(dsn: str, before: set[int]) -> bool:
+    ids = {r["id"] for r in await live_rows(dsn, FACT)}
+    return bool(ids) and not ids & before

@@ -144,7 +144,7 @@ class SharedRecall:
         self.publish = publish
         self._claim_conn: asyncpg.Connection | None = None
         self._local_rows: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]] = list
-        self._on_change: Callable[[Change], None] = lambda _c: None
+        self._on_change: Callable[[Change], list[Any]] = lambda _c: []
         self._model: Callable[[], str] = str
         self._digest: Callable[[int, str, float], str] = lambda _e, _s, _c: ""
         self._outbox: deque[tuple[str, Any]] = deque()
@@ -180,7 +180,7 @@ class SharedRecall:
 
     # --- lifecycle --------------------------------------------------------------------------
     def attach(self, local: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]],
-               on_change: Callable[[Change], None], model: Callable[[], str],
+               on_change: Callable[[Change], list[Any]], model: Callable[[], str],
                digest: Callable[[int, str, float], str] | None = None) -> None:
         self._local_rows, self._on_change, self._model = local, on_change, model
         self._digest = digest or (lambda _e, _s, _c: "")
@@ -512,4 +512,10 @@ class SharedRecall:
         self._read_model = model
         self.read += len(rows)
         if change.rows or change.gone or change.vectors or change.forgotten:
-            self._on_change(change)
+            ops = self._on_change(change)
+            if ops:  # exclusions carried over: a failure costs them after a restart only
+                try:
+                    await self.local.store.write(ops)
+                except Exception:
+                    log.warning("keeping %d carried recall exclusions failed", len(ops),
+                                exc_info=True)

@@ -41,7 +41,7 @@ class RemoteRow:
     """An entry of another daemon's session, as the shared table holds it."""
 
     id: int  #: its id in this corpus (``REMOTE_BASE`` + the shared row's id)
-    origin: str  #: the daemon's database it was logged in (host:path)
+    origin: str  #: the store it was logged in (its origin id: ``storage/sqlite/identity.py``)
     session_id: str  #: the session on that host (the recalled line names it)
     tenant_id: str
     user_id: str

@@ -434,3 +434,52 @@ async def test_a_read_only_daemon_recalls_the_others_and_publishes_nothing(dsn: 
 async def _moved_to_new_row(dsn: str, before: set[int]) -> bool:
     ids = {r["id"] for r in await live_rows(dsn, FACT)}
     return bool(ids) and not ids & before
+
+
+def test_a_copy_takes_the_origin_over_when_its_original_is_killed(dsn: str) -> None:
+    """Subprocess daemons: the original's claim ends with its process, kill -9 included."""
+    import json
+    import subprocess
+    import time
+
+    from memman import SyncClient
+    from tests.helpers import daemon_env, daemon_process
+
+    def status(p: Any) -> dict[str, Any]:
+        r = subprocess.run([sys.executable, "-m", "memman_cli.cli", "--socket", str(p.socket),
+                            "--json", "status"], capture_output=True, text=True, timeout=60,
+                           env=daemon_env(p.root))
+        assert r.returncode == 0, r.stderr
+        return dict(json.loads(r.stdout)["recall"]["shared"])
+
+    def wait(cond: Callable[[], bool]) -> None:
+        for _ in range(600):  # bounded: at most 600 polls
+            if cond():
+                return
+            time.sleep(0.1)
+        raise AssertionError("condition not met")
+
+    first, copy = short_tmpdir(), short_tmpdir()
+    try:
+        with daemon_process(first, "--shared", dsn) as a:
+            with SyncClient(a.socket) as mm:
+                mm.session_open("s1", {"user_id": "ana"})
+                mm.session_add("s1", {"role": "user", "content": FACT, "created_at": MARCH})
+            wait(lambda: bool(asyncio.run(live_rows(dsn, FACT))))
+        shutil.copytree(first / "data", copy / "data")
+        with daemon_process(first, "--shared", dsn) as a:
+            wait(lambda: status(a)["publishing"])
+            with daemon_process(copy, "--shared", dsn) as c:
+                with SyncClient(c.socket) as mm:  # the copy's writer wakes
+                    mm.session_add("s1", {"role": "user", "content": NEW,
+                                          "created_at": MARCH + 60})
+                wait(lambda: bool(status(c)["conflict"]))
+                assert not asyncio.run(live_rows(dsn, NEW))
+                a.kill9()
+                wait(lambda: status(c)["publishing"])  # the lock went with the process
+                assert status(c)["conflict"] is None
+                wait(lambda: bool(asyncio.run(live_rows(dsn, NEW))))
+                assert len(asyncio.run(live_rows(dsn, FACT))) == 1
+    finally:
+        shutil.rmtree(first, ignore_errors=True)
+        shutil.rmtree(copy, ignore_errors=True)

@@ -232,8 +232,9 @@ class SharedRecall:
 
     # --- handing this daemon's changes over (queued) -----------------------------------------
     def _queue(self, kind: str, item: Any) -> None:
-        if self.pg.state != "up" or self.conflict or not self.publish:  # nothing piles up while it cannot be
-            self._dirty = True                       # written: reconciled after
+        # nothing piles up while it cannot be written: reconciled after
+        if self.pg.state != "up" or self.conflict or not self.publish:
+            self._dirty = True
             return
         self._outbox.append((kind, item))
         self._write_wake.set()

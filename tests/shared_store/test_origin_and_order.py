@@ -483,3 +483,26 @@ def test_a_copy_takes_the_origin_over_when_its_original_is_killed(dsn: str) -> N
     finally:
         shutil.rmtree(first, ignore_errors=True)
         shutil.rmtree(copy, ignore_errors=True)
+
+
+async def test_a_session_deleted_and_opened_again_at_once_keeps_its_new_entry_elsewhere(
+        dsn: str) -> None:
+    async with daemon(dsn) as a, daemon(dsn) as b, a.client() as ca, b.client() as cb:
+        for i in range(4):
+            user = f"ana{i}"
+            await ca.session_open("s", {"user_id": user})
+            fact = await ca.session_add("s", {"role": "user", "content": FACT,
+                                              "created_at": MARCH})
+            await ask(cb, f"q{i}", user)
+            await until(lambda i=i: recalls(cb, f"q{i}", "Miso is allergic"))
+            # an entry removed, the session deleted, opened again and added to: one batch
+            await ca.session_remove("s", fact["id"])
+            await ca.session_delete("s")
+            await ca.session_open("s", {"user_id": user})
+            await ca.session_add("s", {"role": "user", "content": NEW, "created_at": MARCH + 60})
+            await until(lambda i=i: recalls(cb, f"q{i}", "Kiwi now only eats"))
+            assert not await recalls(cb, f"q{i}", "Miso is allergic")
+            assert [r["user_id"] for r in await live_rows(dsn, NEW)] == [user]
+            assert not await live_rows(dsn, FACT)
+            await ca.session_delete("s")
+            await until(lambda: _no_row(dsn, NEW))

@@ -16,6 +16,7 @@ from memman import errors, names
 from memman.errors import MemmanError
 from memman.protocol import (
     FrameDecoder,
+    FrameRefused,
     Notification,
     ProtocolError,
     Request,
@@ -205,16 +206,30 @@ class Connection(asyncio.Protocol):
             else:
                 self.decoder = FrameDecoder(self.limits.max_message_bytes)
         decoder = self.decoder
+        # the one place a client's bytes become answers: a refused frame is answered and
+        # skipped, anything else that goes wrong here is said and logged before the close —
+        # an exception escaping this callback would make asyncio drop the socket unanswered
         try:
             decoder.feed(data)
-            for obj in decoder:
+            while True:
+                try:
+                    obj = next(decoder)
+                except StopIteration:
+                    break
+                except FrameRefused as exc:
+                    self.refused_frame(exc)
+                    continue
                 completed = True
                 self.handle(obj)
                 if self.closing:
                     return
         except ProtocolError as exc:
-            self.send_error_event(exc.code, exc.message + "; closing the connection")
-            self.close()
+            self.unreadable(exc.message)
+            return
+        except Exception as exc:
+            log.error("%s: reading its bytes failed", self.name, exc_info=exc)
+            self.unreadable(f"the daemon could not read the message: {type(exc).__name__}: "
+                            f"{exc}")
             return
         pending = decoder.pending
         if self.decoder is decoder:
@@ -222,10 +237,31 @@ class Connection(asyncio.Protocol):
                 self.decoder = None
                 if state.spare_decoder is None:
                     state.spare_decoder = decoder
-            elif pending <= min(PARTIAL_FRAME_BYTES, len(data)):
+            elif pending <= min(PARTIAL_FRAME_BYTES, len(data)) and not decoder.skipping:
                 self.decoder = None  # mid-frame: not reusable, dropped
                 self._partial = bytes(data[-pending:])
         self._watch_partial_frame(completed)
+
+    def unreadable(self, why: str) -> None:
+        """Bytes that cannot be followed (not msgpack): say why, log it once, close — the one
+        case a connection is closed for what it sent."""
+        log.warning("closing %s: %s", self.name, why)
+        self.send_error_event(errors.PARSE_ERROR, why + "; closing the connection")
+        self.close()
+
+    def refused_frame(self, exc: FrameRefused) -> None:
+        """A readable frame refused whole (over the cap): its request gets -32602 naming the
+        limit; the rest of the frame is skipped and the connection stays usable."""
+        self.server.state.requests += 1
+        self.server.state.errors += 1
+        message = f"the request was refused unread: {exc.message}"
+        log.info("%s: %s", self.name, message)
+        if exc.msgid is not None:
+            self.requests += 1
+            self.send(pack_response(exc.msgid, errors.styled(
+                [errors.INVALID_PARAMS, message], self.error_style), None))
+        else:
+            self.send_error_event(errors.INVALID_PARAMS, message)
 
     def eof_received(self) -> bool | None:
         return None  # the client is done: close our side too (after flushing)
@@ -250,10 +286,8 @@ class Connection(asyncio.Protocol):
     def _partial_frame_timed_out(self) -> None:
         self._frame_timer = None
         if not self.closing:
-            self.send_error_event(errors.PARSE_ERROR, "incomplete message: the frame did not "
-                                  f"arrive whole within {self.limits.frame_timeout_s}s "
-                                  "(limits.frame_timeout_s); closing")
-            self.close()
+            self.unreadable("incomplete message: the frame did not arrive whole within "
+                            f"{self.limits.frame_timeout_s}s (limits.frame_timeout_s)")
 
     def idle_for(self, now: float) -> float:
         """Seconds without a byte from the client, or 0 while it waits for answers or events."""
@@ -272,7 +306,10 @@ class Connection(asyncio.Protocol):
                 self.send_error_event(exc.code, exc.message)
             return
         if isinstance(msg, Request):
-            self.start_request(msg)
+            try:
+                self.start_request(msg)
+            except Exception as exc:  # start_request answers its own; this is a last resort
+                self.answer_error(msg, exc)
         elif isinstance(msg, Notification):
             pass  # clients' notifications carry nothing the daemon acts on; unknown ones are ignored
         # responses from clients: the daemon sends no requests, so there is nothing to match
@@ -339,7 +376,13 @@ class Connection(asyncio.Protocol):
         else:
             log.error("%s failed", req.method, exc_info=exc)  # a handler bug must not end the connection
             wire = [errors.INTERNAL_ERROR, f"internal error in {req.method}: {exc}"]
-        self.send(pack_response(req.msgid, errors.styled(wire, self.error_style), None))
+        try:
+            data = pack_response(req.msgid, errors.styled(wire, self.error_style), None)
+        except Exception:  # a message msgpack cannot pack (a lone surrogate in it)
+            data = pack_response(req.msgid, errors.styled(
+                [wire[0], str(wire[1]).encode("utf-8", "replace").decode()], self.error_style),
+                None)
+        self.send(data)
 
 
 class _ClosedDecoder:

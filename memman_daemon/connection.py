@@ -7,6 +7,7 @@ partial-frame watch) and the output cap; the ``Server`` it belongs to owns the l
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from dataclasses import dataclass, field
@@ -373,6 +374,13 @@ class Connection(asyncio.Protocol):
         self.server.state.errors += 1
         if isinstance(exc, MemmanError):
             wire = exc.to_wire()
+        elif isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
+            # a file the request needed could not be written (a full or read-only data dir):
+            # the storage error every write gets for that, not an internal one
+            log.warning("%s: a file write failed: %s", req.method, exc)
+            wire = [errors.STORAGE_ERROR, f"{req.method} could not write to disk: "
+                    f"{_DISK_ERRNOS[exc.errno]} ({exc}); free space or fix the data dir's "
+                    "permissions; the daemon keeps running"]
         else:
             log.error("%s failed", req.method, exc_info=exc)  # a handler bug must not end the connection
             wire = [errors.INTERNAL_ERROR, f"internal error in {req.method}: {exc}"]
@@ -383,6 +391,11 @@ class Connection(asyncio.Protocol):
                 [wire[0], str(wire[1]).encode("utf-8", "replace").decode()], self.error_style),
                 None)
         self.send(data)
+
+
+_DISK_ERRNOS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded",
+                errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+                errno.EPERM: "operation not permitted", errno.EIO: "I/O error"}
 
 
 class _ClosedDecoder:

@@ -50,7 +50,7 @@ from memman.errors import CONFLICT, FORBIDDEN, MemmanError
 from memman.files import NotARegularFile, read_regular
 from memman.paths import filename_to_id, id_to_filename
 from memman_daemon.component import Component
-from memman_daemon.storage import ConstraintError
+from memman_daemon.storage import ConstraintError, StoreError
 from memman_daemon.storage.agentmd import DOC_ID, AgentMdRow, sha
 
 if TYPE_CHECKING:
@@ -130,6 +130,12 @@ class AgentMdUnreadable(MemmanError):
 
 def atomic_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so a reader sees the old file or the new, never half."""
+    install(stage(path, text), path)
+
+
+def stage(path: Path, text: str) -> str:
+    """``text`` written and synced to a temporary file beside ``path`` (its name): what can
+    fail for want of space or permission fails here, before anything is committed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".agent.md.", suffix=".tmp")
     try:
@@ -137,10 +143,23 @@ def atomic_write(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        discard(tmp)
+        raise
+    return tmp
+
+
+def discard(tmp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+def install(tmp: str, path: Path) -> None:
+    """Move a staged file into place (a rename: needs no space) and sync the directory."""
+    try:
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        discard(tmp)
         raise
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
@@ -482,14 +501,29 @@ class AgentMd(Component):
             new, answer = change(current)
             if new is None:
                 return path, None, answer
+            # the file is written before the commit and moved into place after it: a full or
+            # read-only data dir refuses the edit with nothing stored (-32003), instead of a
+            # stored edit answered as an internal error with the file left behind
+            try:
+                tmp = await asyncio.to_thread(stage, path, new)
+            except OSError as exc:
+                raise StoreError(f"agent.md {path} cannot be written ({exc}); nothing was "
+                                 "changed. Free some space there or fix its permissions; the "
+                                 "daemon keeps running.") from exc
             try:
                 await self._commit(tenant_id, path, new, row)
                 break
             except ConstraintError:
+                await asyncio.to_thread(discard, tmp)
                 if attempt == ATTEMPTS - 1:
                     raise
+            except BaseException:
+                await asyncio.to_thread(discard, tmp)
+                raise
         assert new is not None
-        await self._regenerate(tenant_id, path, new)
+        await asyncio.to_thread(install, tmp, path)
+        self._known[tenant_id] = sha(new)
+        self.regenerated += 1
         return path, new, answer
 
     async def unappend(self, tenant_id: str, ref: str, text: str, previous: str | None) -> None:

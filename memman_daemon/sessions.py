@@ -44,8 +44,9 @@ DeletedHook = Callable[[str, str], Awaitable[Any]]
 
 class Sessions:
     def __init__(self, store: Store, config: Config, clock: Clock, events: EventBus,
-                 tokens: TokenCounter, embedder: Embedder) -> None:
+                 tokens: TokenCounter, embedder: Embedder, *, read_only: bool = False) -> None:
         self.store, self.config, self.clock = store, config, clock
+        self.read_only = read_only
         self.events, self.tokens, self.embedder = events, tokens, embedder
         #: set by the app once they exist: what other components hold for a session (the tool
         #: cache, the scratchpad, the usage series) is dropped with it, in this order
@@ -129,9 +130,16 @@ class Sessions:
                 s.recount()
                 s.overview()
         self._ids = itertools.count(max_id + 1)
-        if staged:  # dropped by the next import of that session (the start may be read-only)
-            log.warning("skipped the rows of %d import(s) that did not finish: %s", len(staged),
-                        ", ".join(repr(c[len(rows.STAGING):]) for c in sorted(staged)))
+        if staged:
+            names = ", ".join(repr(c[len(rows.STAGING):]) for c in sorted(staged))
+            if self.read_only:  # dropped by the next import of that session, or start
+                log.warning("skipped the rows of %d import(s) that did not finish: %s",
+                            len(staged), names)
+            else:  # an import killed mid-way leaves nothing behind: its rows go at start
+                await self.store.write([op for c in sorted(staged)
+                                        for op in rows.drop_staged_ops(c)], heavy=True)
+                log.warning("dropped the rows of %d import(s) that did not finish: %s",
+                            len(staged), names)
 
     async def _restore(self, s: Session) -> None:
         """Make ``s`` what the disk holds again, in place (holders of the object stay valid)."""

@@ -356,6 +356,8 @@ class Connection(asyncio.Protocol):
 
     async def run_offloaded(self, req: Request, method: Any) -> None:
         try:
+            if method.precheck is not None:
+                method.precheck(self.app, req.params)
             kwargs = await asyncio.to_thread(method.bind, req.params)
         except Exception as exc:
             self.answer_error(req, exc)

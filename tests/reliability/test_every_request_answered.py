@@ -52,7 +52,11 @@ async def test_import_of_150k_entries_within_the_frame_cap_is_answered() -> None
         assert await rc.send(frame)
         answer = await _answer(rc, 2)
         assert answer[2][0] == errors.LIMIT_EXCEEDED, answer
-        assert "limits.import_max_entries" in answer[2][1], answer
+        # the configured limit, and how to raise it
+        assert "the 100000 of limits.import_max_entries" in answer[2][1], answer
+        assert "import_max_entries = N under [limits] in config.toml" in answer[2][1], answer
+        # refused on the count, before the schema walked (and copied) 150k entries
+        assert d.app.sessions.by_id.get("imp") is None
         assert (await rc.call(3, "memman_ping"))[3] == "pong"
 
 

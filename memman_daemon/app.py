@@ -68,7 +68,7 @@ class App:
         self.background = BackgroundShare(lambda: config.limits.background_share)
         self.embedder = Embedder(config, self.background)
         self.sessions = Sessions(self.store, config, self.clock, self.events, self.tokens,
-                                 self.embedder)
+                                 self.embedder, read_only=read_only)
         self.summarizer = Summarizer(config, self.tokens)  # the LLM client and its fallback
         # promotions and evictions, readable over the protocol
         #: with PostgreSQL also ``separate_audit``: where shared-tier changes are audited

@@ -7,6 +7,7 @@ partial-frame watch) and the output cap; the ``Server`` it belongs to owns the l
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from memman import errors, names
 from memman.errors import MemmanError
 from memman.protocol import (
     FrameDecoder,
+    FrameRefused,
     Notification,
     ProtocolError,
     Request,
@@ -205,16 +207,30 @@ class Connection(asyncio.Protocol):
             else:
                 self.decoder = FrameDecoder(self.limits.max_message_bytes)
         decoder = self.decoder
+        # the one place a client's bytes become answers: a refused frame is answered and
+        # skipped, anything else that goes wrong here is said and logged before the close —
+        # an exception escaping this callback would make asyncio drop the socket unanswered
         try:
             decoder.feed(data)
-            for obj in decoder:
+            while True:
+                try:
+                    obj = next(decoder)
+                except StopIteration:
+                    break
+                except FrameRefused as exc:
+                    self.refused_frame(exc)
+                    continue
                 completed = True
                 self.handle(obj)
                 if self.closing:
                     return
         except ProtocolError as exc:
-            self.send_error_event(exc.code, exc.message + "; closing the connection")
-            self.close()
+            self.unreadable(exc.message)
+            return
+        except Exception as exc:
+            log.error("%s: reading its bytes failed", self.name, exc_info=exc)
+            self.unreadable(f"the daemon could not read the message: {type(exc).__name__}: "
+                            f"{exc}")
             return
         pending = decoder.pending
         if self.decoder is decoder:
@@ -222,10 +238,31 @@ class Connection(asyncio.Protocol):
                 self.decoder = None
                 if state.spare_decoder is None:
                     state.spare_decoder = decoder
-            elif pending <= min(PARTIAL_FRAME_BYTES, len(data)):
+            elif pending <= min(PARTIAL_FRAME_BYTES, len(data)) and not decoder.skipping:
                 self.decoder = None  # mid-frame: not reusable, dropped
                 self._partial = bytes(data[-pending:])
         self._watch_partial_frame(completed)
+
+    def unreadable(self, why: str) -> None:
+        """Bytes that cannot be followed (not msgpack): say why, log it once, close — the one
+        case a connection is closed for what it sent."""
+        log.warning("closing %s: %s", self.name, why)
+        self.send_error_event(errors.PARSE_ERROR, why + "; closing the connection")
+        self.close()
+
+    def refused_frame(self, exc: FrameRefused) -> None:
+        """A readable frame refused whole (over the cap): its request gets -32602 naming the
+        limit; the rest of the frame is skipped and the connection stays usable."""
+        self.server.state.requests += 1
+        self.server.state.errors += 1
+        message = f"the request was refused unread: {exc.message}"
+        log.info("%s: %s", self.name, message)
+        if exc.msgid is not None:
+            self.requests += 1
+            self.send(pack_response(exc.msgid, errors.styled(
+                [errors.INVALID_PARAMS, message], self.error_style), None))
+        else:
+            self.send_error_event(errors.INVALID_PARAMS, message)
 
     def eof_received(self) -> bool | None:
         return None  # the client is done: close our side too (after flushing)
@@ -250,10 +287,8 @@ class Connection(asyncio.Protocol):
     def _partial_frame_timed_out(self) -> None:
         self._frame_timer = None
         if not self.closing:
-            self.send_error_event(errors.PARSE_ERROR, "incomplete message: the frame did not "
-                                  f"arrive whole within {self.limits.frame_timeout_s}s "
-                                  "(limits.frame_timeout_s); closing")
-            self.close()
+            self.unreadable("incomplete message: the frame did not arrive whole within "
+                            f"{self.limits.frame_timeout_s}s (limits.frame_timeout_s)")
 
     def idle_for(self, now: float) -> float:
         """Seconds without a byte from the client, or 0 while it waits for answers or events."""
@@ -272,7 +307,10 @@ class Connection(asyncio.Protocol):
                 self.send_error_event(exc.code, exc.message)
             return
         if isinstance(msg, Request):
-            self.start_request(msg)
+            try:
+                self.start_request(msg)
+            except Exception as exc:  # start_request answers its own; this is a last resort
+                self.answer_error(msg, exc)
         elif isinstance(msg, Notification):
             pass  # clients' notifications carry nothing the daemon acts on; unknown ones are ignored
         # responses from clients: the daemon sends no requests, so there is nothing to match
@@ -318,6 +356,8 @@ class Connection(asyncio.Protocol):
 
     async def run_offloaded(self, req: Request, method: Any) -> None:
         try:
+            if method.precheck is not None:
+                method.precheck(self.app, req.params)
             kwargs = await asyncio.to_thread(method.bind, req.params)
         except Exception as exc:
             self.answer_error(req, exc)
@@ -336,10 +376,28 @@ class Connection(asyncio.Protocol):
         self.server.state.errors += 1
         if isinstance(exc, MemmanError):
             wire = exc.to_wire()
+        elif isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
+            # a file the request needed could not be written (a full or read-only data dir):
+            # the storage error every write gets for that, not an internal one
+            log.warning("%s: a file write failed: %s", req.method, exc)
+            wire = [errors.STORAGE_ERROR, f"{req.method} could not write to disk: "
+                    f"{_DISK_ERRNOS[exc.errno]} ({exc}); free space or fix the data dir's "
+                    "permissions; the daemon keeps running"]
         else:
             log.error("%s failed", req.method, exc_info=exc)  # a handler bug must not end the connection
             wire = [errors.INTERNAL_ERROR, f"internal error in {req.method}: {exc}"]
-        self.send(pack_response(req.msgid, errors.styled(wire, self.error_style), None))
+        try:
+            data = pack_response(req.msgid, errors.styled(wire, self.error_style), None)
+        except Exception:  # a message msgpack cannot pack (a lone surrogate in it)
+            data = pack_response(req.msgid, errors.styled(
+                [wire[0], str(wire[1]).encode("utf-8", "replace").decode()], self.error_style),
+                None)
+        self.send(data)
+
+
+_DISK_ERRNOS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded",
+                errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+                errno.EPERM: "operation not permitted", errno.EIO: "I/O error"}
 
 
 class _ClosedDecoder:

@@ -33,7 +33,7 @@ from memman.params import Param
 if TYPE_CHECKING:
     from memman_daemon.app import App
 
-__all__ = ["REGISTRY", "Call", "Method", "Param", "Registry", "handles"]
+__all__ = ["REGISTRY", "Call", "Method", "Param", "Registry", "handles", "prechecks"]
 
 
 @dataclass
@@ -55,6 +55,10 @@ class Method:
     decl: api.Method
     handler: Handler
     is_async: bool = True  #: a plain function is answered inline (in-memory reads)
+    #: a cheap bound checked on the raw parameters before the declared schema walks them
+    #: (``prechecks``): an import of a million entries is refused in the time it takes to
+    #: count them, not after its million entries were checked and copied
+    precheck: Callable[[App, Any], None] | None = None
 
     @property
     def name(self) -> str:
@@ -121,6 +125,14 @@ class Registry:
             return fn
         return register
 
+    def prechecks(self, name: str) -> Callable[[Callable[[App, Any], None]], Any]:
+        """Register a bound on ``name``'s raw parameters (``(app, params)``, raising
+        ``MemmanError``), checked before its schema; the schema's check still follows."""
+        def register(fn: Callable[[App, Any], None]) -> Any:
+            self.methods[name].precheck = fn
+            return fn
+        return register
+
     def check_complete(self) -> None:
         """Every declared method has its handler (raises naming those that do not)."""
         missing = sorted(set(self.declared) - set(self.methods))
@@ -137,3 +149,4 @@ class Registry:
 #: the one registry; API modules in memman_daemon.api register into it on import
 REGISTRY = Registry()
 handles = REGISTRY.handles
+prechecks = REGISTRY.prechecks

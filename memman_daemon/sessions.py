@@ -12,12 +12,13 @@ published.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from memman.errors import STORAGE_ERROR, MemmanError, invalid_params, not_found
 from memman.schemas import DEFAULT_ROLE
@@ -44,8 +45,9 @@ DeletedHook = Callable[[str, str], Awaitable[Any]]
 
 class Sessions:
     def __init__(self, store: Store, config: Config, clock: Clock, events: EventBus,
-                 tokens: TokenCounter, embedder: Embedder) -> None:
+                 tokens: TokenCounter, embedder: Embedder, *, read_only: bool = False) -> None:
         self.store, self.config, self.clock = store, config, clock
+        self.read_only = read_only
         self.events, self.tokens, self.embedder = events, tokens, embedder
         #: set by the app once they exist: what other components hold for a session (the tool
         #: cache, the scratchpad, the usage series) is dropped with it, in this order
@@ -129,9 +131,16 @@ class Sessions:
                 s.recount()
                 s.overview()
         self._ids = itertools.count(max_id + 1)
-        if staged:  # dropped by the next import of that session (the start may be read-only)
-            log.warning("skipped the rows of %d import(s) that did not finish: %s", len(staged),
-                        ", ".join(repr(c[len(rows.STAGING):]) for c in sorted(staged)))
+        if staged:
+            names = ", ".join(repr(c[len(rows.STAGING):]) for c in sorted(staged))
+            if self.read_only:  # dropped by the next import of that session, or start
+                log.warning("skipped the rows of %d import(s) that did not finish: %s",
+                            len(staged), names)
+            else:  # an import killed mid-way leaves nothing behind: its rows go at start
+                await self.store.write([op for c in sorted(staged)
+                                        for op in rows.drop_staged_ops(c)], heavy=True)
+                log.warning("dropped the rows of %d import(s) that did not finish: %s",
+                            len(staged), names)
 
     async def _restore(self, s: Session) -> None:
         """Make ``s`` what the disk holds again, in place (holders of the object stay valid)."""
@@ -227,8 +236,16 @@ class Sessions:
         if meta:
             ops.append(rows.meta_op(s))
         await self.commit(s, [*ops, *extra])
+        # memory follows the commit order: the writer resolves transactions in order and the
+        # tasks wake in that order, so what memory holds is what the disk holds. A session
+        # replaced (an import) or deleted since these rows were queued was so by a
+        # transaction committed before them: the rows belong to what holds the id now
+        live = self.by_id.get(s.id)
+        if live is None:
+            await self._orphaned(s, entries)
+        s = live
         for e in entries:
-            s.append(e)  # also moves updated_at
+            self._join(s, e)
         for hook in self.on_appended:
             hook(s, entries)
         for e in entries:
@@ -236,12 +253,34 @@ class Sessions:
                                 lambda e=e: {"entry": e.to_wire(), "session": s.overview()},
                                 **self.scope(s))
 
+    async def _orphaned(self, s: Session, entries: list[Entry]) -> NoReturn:
+        """Rows committed after their session's delete: not acknowledged, so taken out again
+        (a kill -9 before that leaves rows of no session, which load skips)."""
+        with contextlib.suppress(Exception):
+            await self.store.write([op for e in entries for op in rows.delete_entry_ops(e.id)])
+        raise not_found("session", s.id)
+
+    @staticmethod
+    def _join(s: Session, e: Entry) -> None:
+        """``e`` joins ``s`` where its id puts it (as a load of the file orders entries): at
+        the end, unless it was committed into a session that replaced its own meanwhile (an
+        import whose ids came after it)."""
+        if not s.entries or s.entries[-1].id < e.id:
+            s.append(e)  # also moves updated_at
+            return
+        s.entries.insert(bisect.bisect_left([x.id for x in s.entries], e.id), e)
+        s.by_id[e.id] = e
+        s.meta.updated_at = max(s.meta.updated_at, e.created_at)
+        s.recount()
+
     async def clear(self, s: Session, meta: SessionMeta) -> None:
-        """Empty the session's log (entries and summaries) and give it ``meta``."""
+        """Empty the session's log (entries and summaries) and give it ``meta``. Memory
+        changes after the commit, so an add committed before it is cleared in both places."""
+        await self.commit(s, [*rows.clear_ops(s.id), rows.meta_op(Session(s.id, meta))],
+                          heavy=True)
         s.meta = meta
         s.entries, s.summaries, s.by_id = [], {}, {}
         s.recount()
-        await self.commit(s, [*rows.clear_ops(s.id), rows.meta_op(s)], heavy=True)
         self._reindex(s)
 
     async def replace(self, s: Session, existing: Session | None,
@@ -279,8 +318,11 @@ class Sessions:
         """Remove the session and what other components hold for it (``on_deleted``, in
         order); ``client`` names who asked (for the audit log)."""
         s = self.get(session_id)
-        del self.by_id[session_id]
+        # memory changes after the commit (as every change does): an add committed before the
+        # delete goes with it, one committed after it finds no session and is taken out
         await self.commit(s, rows.delete_ops(session_id), heavy=len(s.entries) > 500)
+        if self.by_id.get(session_id) is s:
+            del self.by_id[session_id]
         for reset in self.on_reset:
             reset(session_id)
         for hook in self.on_deleted:

@@ -18,7 +18,7 @@ Rules common to all:
 - text is str, or bin holding valid UTF-8; ids are 1..``MAX_ID_BYTES`` bytes with no NUL;
 - maps that a value is stored from (metadata, tool arguments, cached results, learned values)
   hold only what JSON stores: nil, bool, int64, finite float, text, arrays and maps with text
-  keys — no bin, no ext;
+  keys — no bin, no ext — and at most ``MAX_STORED_ITEMS`` items in all;
 - an optional options map may also arrive as an empty array (Neovim's Lua sends ``{}`` as
   ``[]``).
 """
@@ -37,6 +37,11 @@ from memman.errors import invalid_params
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_ID_BYTES = 512  #: longest id (session, user, tenant, document, key), in UTF-8 bytes
 MAX_DEPTH = 64  #: deepest nesting of a stored free-form value
+#: most items (map entries and array elements, at every depth) one stored free-form value may
+#: hold: a metadata map of 500k keys fits the frame cap, but each key costs a few hundred bytes
+#: in memory (the value, its JSON, the entry that keeps it), so the frame cap alone let one
+#: request grow the daemon by hundreds of MB
+MAX_STORED_ITEMS = 100_000
 
 _NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
           dict: "a map", list: "an array", type(None): "nil", bytes: "binary data"}
@@ -287,7 +292,7 @@ class Stored(Spec):
     doc: str = "a value JSON can store"
 
     def check(self, value: Any, path: str) -> Any:
-        return _stored(value, path, 0)
+        return _stored(value, path, 0, [MAX_STORED_ITEMS, path])
 
     def sample(self) -> Any:
         return {"k": [1, "v", 2.5, None, True]}
@@ -305,9 +310,17 @@ class Stored(Spec):
                 [msgpack.ExtType(1, b"")]]
 
 
-def _stored(value: Any, path: str, depth: int) -> Any:
+def _stored(value: Any, path: str, depth: int, room: list[Any]) -> Any:
+    """``room`` is [items left for the whole value, the value's path], shared by the
+    recursion; checked before a container is walked, so a refused value costs no copy."""
     if depth > MAX_DEPTH:
         raise invalid_params(path, f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, (dict, list, tuple)):
+        room[0] -= len(value)
+        if room[0] < 0:
+            raise invalid_params(room[1], f"holds more than {MAX_STORED_ITEMS} items (map "
+                                          "entries and array elements at every depth: the "
+                                          "limit of one stored value)")
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -319,12 +332,12 @@ def _stored(value: Any, path: str, depth: int) -> Any:
             raise invalid_params(path, f"must be a finite number, got {value}")
         return value
     if is_array(value):
-        return [_stored(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
+        return [_stored(v, f"{path}[{i}]", depth + 1, room) for i, v in enumerate(value)]
     if isinstance(value, dict):
         out = {}
         for key, v in value.items():
             k = map_key(key, path)
-            out[k] = _stored(v, f"{path}.{k}", depth + 1)
+            out[k] = _stored(v, f"{path}.{k}", depth + 1, room)
         return out
     if isinstance(value, (bytes, bytearray)):
         raise invalid_params(path, "binary data cannot be stored as JSON; send text (e.g. base64)")
@@ -530,7 +543,7 @@ TEXT = Str()
 #: ``private`` hides an entry from every other session: a boolean only, so that 1, "true" or
 #: "yes" are refused rather than taken for public
 METADATA = Map({"private": Bool(doc="a boolean (true: never shown outside its own session)")},
-               rest=Stored(), doc="a map (metadata)")
+               rest=Stored(), max_keys=MAX_STORED_ITEMS, doc="a map (metadata)")
 #: a tool call's ``function`` as the chat API has it: a map whose name is text
 TOOL_FUNCTION = Map({"name": Str(max_bytes=1024), "arguments": Stored()}, rest=Stored(),
                     empty_array_ok=False, doc="a map {name, arguments}")

@@ -8,7 +8,7 @@ No length prefix: a stream of msgpack objects. ``FrameDecoder`` wraps a bounded
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import msgpack
 
@@ -64,6 +64,12 @@ def pack_notification(method: str, params: list[Any]) -> bytes:
     return pack([NOTIFICATION, method, params])
 
 
+class FrameRefused(ProtocolError):
+    """A frame that can be read but is refused (over the size cap, too many containers): the
+    decoder skips the rest of it without building it and goes on with the next frame, so the
+    request is answered (``msgid``, when its envelope gave one) and the connection stays usable."""
+
+
 class FrameDecoder:
     """Incremental decoder with a bounded frame.
 
@@ -77,10 +83,19 @@ class FrameDecoder:
     unfinished frame at the cap is refused. And since one byte can make a container (``[]`` is
     1 byte, ~60 in memory), a frame may hold at most one array or map per
     ``BYTES_PER_CONTAINER`` bytes of the cap: a real message is far sparser.
+
+    A refused frame is still well-formed msgpack: iterating raises ``FrameRefused`` once, then
+    the rest of that frame is skipped by a second unpacker that builds nothing (msgpack's
+    ``skip``, resumable as bytes arrive; the frame's bytes received so far are kept — references
+    to the received chunks, at most the cap — so it can start at the frame's first byte), and
+    decoding resumes after it. Only bytes that are not msgpack, or an item too large to skip
+    within the cap's buffer, raise a plain ``ProtocolError``: then the stream cannot be followed.
     """
 
     #: a frame of the cap may hold cap / this many arrays and maps (8 MiB: 1M, ~70 MB in memory)
     BYTES_PER_CONTAINER = 8
+    #: a refused frame is skipped unless one item in it is over this many times the cap
+    SKIP_BUFFER = 4
 
     def __init__(self, max_message_bytes: int) -> None:
         self.max_message_bytes = max_message_bytes
@@ -89,30 +104,48 @@ class FrameDecoder:
         # reference cycle (decoder -> unpacker -> hook -> decoder) that only a full garbage
         # collection frees, ~40 KB per closed connection
         self._containers = _ContainerCount(self.max_containers)
-        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes,
-                                          strict_map_key=False, list_hook=self._containers,
-                                          object_hook=self._containers)
+        self._unpacker = self._new_unpacker()
         self._fed = 0  #: stream offset of the bytes handed to the unpacker
         self._complete = 0  #: stream offset where the last whole object ended
         self._waiting: list[memoryview] = []  #: fed, not yet handed to the unpacker
+        #: the pieces handed to the unpacker since the stream offset ``_kept_at``: the current
+        #: frame's bytes, for the skipper should the frame be refused
+        self._kept: list[memoryview] = []
+        self._kept_at = 0
+        self._skipper: Any = None  #: set while a refused frame is skipped
+        self._skip_fed = 0
+
+    def _new_unpacker(self) -> Any:
+        self._containers.n = 0
+        return msgpack.Unpacker(raw=False, max_buffer_size=self.max_message_bytes,
+                                strict_map_key=False, list_hook=self._containers,
+                                object_hook=self._containers)
 
     def feed(self, data: bytes) -> None:
         if data:
             self._waiting.append(memoryview(data))
 
+    @property
+    def skipping(self) -> bool:
+        return self._skipper is not None
 
     @property
     def pending(self) -> int:
         """Bytes of an object that has started but not finished (received ones included).
         (Not ``fed - tell()``: msgpack's ``tell()`` moves past the headers of a container still
         being filled.)"""
-        return self._fed - self._complete + sum(len(m) for m in self._waiting)
+        waiting = sum(len(m) for m in self._waiting)
+        if self._skipper is not None:
+            return max(1, self._skip_fed - self._skipper.tell() + waiting)
+        return self._fed - self._complete + waiting
 
     def __iter__(self) -> FrameDecoder:
         return self
 
     def __next__(self) -> Any:
         while True:
+            if self._skipper is not None:
+                self._skip()
             try:
                 obj = next(self._unpacker)
             except StopIteration:
@@ -120,20 +153,34 @@ class FrameDecoder:
                     raise
                 continue
             except _TooManyContainers:
-                self._waiting.clear()
-                raise ProtocolError(PARSE_ERROR, f"message with more than {self.max_containers} "
-                                                 "arrays and maps (one per "
-                                                 f"{self.BYTES_PER_CONTAINER} bytes of "
-                                                 "limits.max_message_bytes)") from None
-            except (ValueError, TypeError, msgpack.UnpackException, UnicodeDecodeError,
+                self._refuse(f"message with more than {self.max_containers} arrays and maps (one "
+                             f"per {self.BYTES_PER_CONTAINER} bytes of limits.max_message_bytes)")
+            except ValueError as exc:
+                if "exceeds max_" in str(exc):  # an array or map declared longer than the cap
+                    self._refuse(f"message larger than the {self.max_message_bytes}-byte limit "
+                                 f"(limits.max_message_bytes): {exc}")
+                self._fail(exc)
+            except (TypeError, msgpack.UnpackException, UnicodeDecodeError,
                     RecursionError) as exc:
-                # FormatError, StackError, ExtraData, invalid UTF-8, oversized declared
-                # lengths, a map keyed by an array or a map (unhashable)
-                raise ProtocolError(PARSE_ERROR, f"malformed msgpack: {type(exc).__name__}: {exc}"
-                                    .rstrip(": ")) from None
+                self._fail(exc)
             self._complete = self._unpacker.tell()
             self._containers.n = 0
+            self._drop_kept()
             return obj
+
+    def _fail(self, exc: Exception) -> NoReturn:
+        """FormatError, StackError, ExtraData, invalid UTF-8, a map keyed by an array or a map
+        (unhashable): the stream cannot be followed."""
+        self._waiting.clear()
+        self._kept.clear()
+        raise ProtocolError(PARSE_ERROR, f"malformed msgpack: {type(exc).__name__}: {exc}"
+                            .rstrip(": ")) from None
+
+    def _drop_kept(self) -> None:
+        """Forget the kept pieces wholly before the end of the last whole frame."""
+        kept = self._kept
+        while kept and self._kept_at + len(kept[0]) <= self._complete:
+            self._kept_at += len(kept.pop(0))
 
     def _hand_over(self) -> bool:
         """Give the unpacker the next slice of waiting bytes, no more than the current frame
@@ -142,9 +189,8 @@ class FrameDecoder:
             return False
         room = self.max_message_bytes - (self._fed - self._complete)
         if room <= 0:
-            self._waiting.clear()
-            raise ProtocolError(PARSE_ERROR, f"message larger than the {self.max_message_bytes}"
-                                             "-byte limit (limits.max_message_bytes)")
+            self._refuse(f"message larger than the {self.max_message_bytes}-byte limit "
+                         "(limits.max_message_bytes)")
         head = self._waiting[0]
         piece = head[:room]
         if len(piece) == len(head):
@@ -154,10 +200,86 @@ class FrameDecoder:
         try:
             self._unpacker.feed(piece)
         except msgpack.BufferFull:  # cannot happen with room <= max_buffer_size; kept as a guard
-            raise ProtocolError(PARSE_ERROR, f"message larger than the {self.max_message_bytes}"
-                                             "-byte limit (limits.max_message_bytes)") from None
+            self._waiting.insert(0, piece)
+            self._refuse(f"message larger than the {self.max_message_bytes}-byte limit "
+                         "(limits.max_message_bytes)")
+        self._kept.append(piece)
         self._fed += len(piece)
         return True
+
+    def _refuse(self, why: str) -> NoReturn:
+        """Start skipping the current frame from its first byte; raise ``FrameRefused``."""
+        skip = self._complete - self._kept_at  # bytes of the kept pieces before this frame
+        frame: list[memoryview] = []
+        for piece in self._kept:
+            if skip >= len(piece):
+                skip -= len(piece)
+                continue
+            frame.append(piece[skip:])
+            skip = 0
+        self._kept = []
+        self._waiting[:0] = frame
+        msgid = _request_msgid(frame)
+        # the skipper needs one whole item in its buffer: room for a single text of a few
+        # times the cap (a pasted file too large to send), freed as soon as it is skipped
+        # (skipping builds nothing, so declared counts need no bound of their own)
+        self._skipper = msgpack.Unpacker(max_buffer_size=self.SKIP_BUFFER * self.max_message_bytes,
+                                         max_array_len=2**32 - 1, max_map_len=2**32 - 1)
+        self._skip_fed = 0
+        self._unpacker = self._new_unpacker()  # the refused frame's partial objects go with it
+        self._fed = self._complete = self._kept_at = 0
+        raise FrameRefused(PARSE_ERROR, why, msgid)
+
+    def _skip(self) -> None:
+        """Feed the skipper what has arrived; raise StopIteration until the refused frame has
+        ended, then hand what follows it back to decoding."""
+        skipper = self._skipper
+        while True:
+            try:
+                skipper.skip()
+                break
+            except msgpack.OutOfData:
+                pass
+            except (ValueError, TypeError, msgpack.UnpackException) as exc:
+                self._waiting.clear()
+                raise ProtocolError(PARSE_ERROR, f"malformed msgpack: {type(exc).__name__}: {exc}"
+                                    .rstrip(": ")) from None
+            if not self._waiting:
+                raise StopIteration
+            room = self.SKIP_BUFFER * self.max_message_bytes - (self._skip_fed - skipper.tell())
+            if room <= 0:  # one item larger than the skipper's buffer: cannot be followed
+                self._waiting.clear()
+                raise ProtocolError(PARSE_ERROR, "message larger than the "
+                                    f"{self.max_message_bytes}-byte limit "
+                                    "(limits.max_message_bytes) holding one item over "
+                                    f"{self.SKIP_BUFFER} times that, too large to skip")
+            head = self._waiting[0]
+            piece = head[:room]
+            if len(piece) == len(head):
+                self._waiting.pop(0)
+            else:
+                self._waiting[0] = head[room:]
+            skipper.feed(piece)
+            self._skip_fed += len(piece)
+        rest = skipper.read_bytes(self._skip_fed - skipper.tell())
+        self._skipper = None
+        if rest:
+            self._waiting.insert(0, memoryview(rest))
+
+
+def _request_msgid(frame: list[memoryview]) -> int | None:
+    """The msgid of a request frame from its first bytes ([0, msgid, ...]), when they say."""
+    head = b"".join(bytes(p[:16]) for p in frame[:4])[:16]
+    if len(head) < 3 or head[0] != 0x94 or head[1] != REQUEST:
+        return None
+    b = head[2]
+    if b <= 0x7F:
+        return b
+    width = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}.get(b)
+    if width is None or len(head) < 3 + width:
+        return None
+    msgid = int.from_bytes(head[3:3 + width], "big")
+    return msgid if msgid < 2**32 else None
 
 
 class _TooManyContainers(Exception):

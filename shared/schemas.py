@@ -160,7 +160,8 @@ META = Map({
 })
 ENTRY = Map({
     "id": ROW_ID, "session_id": Str(), "type": Str(choices=ENTRY_TYPES),
-    "role": Str(choices=ROLES), "content": Str(), "tokens": TOKENS, "created_at": TIMESTAMP,
+    "role": Str(choices=ROLES), "content": Str(), "tokens": TOKENS,
+    "created_at": Date(),  # the one rule of an entry's time, as memman_session_add has it
     # the same shapes as ENTRY_IN's
     "name": Nullable(Str(max_bytes=1024)), "tool_call_id": Nullable(Str(max_bytes=1024)),
     "tool_calls": Nullable(Array(TOOL_CALL)),

@@ -270,3 +270,55 @@ def test_http_refuses_other_hosts_and_a_busy_port() -> None:
             out = subprocess.run([MEMMAN, "mcp", "--http", f"127.0.0.1:{port}"],
                                  capture_output=True, text=True, env=env, timeout=60)
         assert out.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in out.stderr
+
+
+def test_stdio_answers_every_request_even_a_line_it_cannot_parse() -> None:
+    """The SDK's stdio reader drops a line it cannot parse; the client would wait forever. A
+    lone surrogate in a tool argument, or arguments nested 100k deep, get a JSON-RPC error for
+    their request id, and the server goes on answering."""
+    with daemon_process() as dp:
+        proc = subprocess.Popen([MEMMAN, "mcp", "--session", "s1"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env=_env(dp.root, dp.socket))
+        answers: dict[Any, dict[str, Any]] = {}
+        arrived = threading.Condition()
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                msg = json.loads(raw)
+                with arrived:
+                    answers[msg.get("id")] = msg
+                    arrived.notify_all()
+
+        threading.Thread(target=read, daemon=True).start()
+
+        def send(line: str) -> None:
+            assert proc.stdin is not None
+            proc.stdin.write(line.encode() + b"\n")
+            proc.stdin.flush()
+
+        def answer(msgid: Any) -> dict[str, Any]:
+            with arrived:
+                assert arrived.wait_for(lambda: msgid in answers, timeout=60), answers.keys()
+                return answers[msgid]
+
+        def call(msgid: int, arguments: str) -> str:
+            head = json.dumps({"jsonrpc": "2.0", "id": msgid, "method": "tools/call"})
+            return head[:-1] + ', "params": {"name": "remember", "arguments": ' + arguments + "}}"
+
+        try:
+            send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"}}}))
+            assert "result" in answer(1)
+            send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            send(call(2, '{"text": "lone \\ud800 surrogate"}'))
+            send(call(3, '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}"))
+            send(json.dumps({"jsonrpc": "2.0", "id": "four", "method": "tools/list"}))
+            lone, deep = answer(2), answer(3)
+            assert lone["error"]["code"] == -32700 and "surrogate" in lone["error"]["message"]
+            assert deep["error"]["code"] == -32700 and "deep" in deep["error"]["message"]
+            assert {t["name"] for t in answer("four")["result"]["tools"]} >= TOOLS
+        finally:
+            stop_process(proc)

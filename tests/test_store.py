@@ -104,3 +104,56 @@ async def test_commits_on_the_loop_and_checkpoints_on_the_writer_thread(monkeypa
         assert full.checkpoints == 0  # SQLite's own auto-checkpoint, on the thread
     finally:
         await full.close()
+
+
+#: main's schema v5 for a short while (the recall index), before the one-live-preference
+#: migration took that number and the recall index became v6; copied as it was written
+_RECALL_V5 = """
+    CREATE TABLE recall_vectors (
+        entry_id   INTEGER PRIMARY KEY,  -- entries.id
+        session_id TEXT NOT NULL,
+        model      TEXT NOT NULL,
+        embedding  BLOB NOT NULL         -- float32 little-endian, unit length
+    );
+    CREATE INDEX recall_vectors_session ON recall_vectors(session_id);
+    CREATE TABLE recall_exclusions (
+        session_id TEXT NOT NULL,        -- the session that no longer recalls it
+        entry_id   INTEGER NOT NULL,     -- the recalled entry (of another session)
+        at         REAL NOT NULL,
+        PRIMARY KEY (session_id, entry_id)
+    );
+"""
+
+
+@pytest.mark.parametrize("era", ["v4", "v5 = recall index", "v5 = one live preference", "v6"])
+async def test_every_schema_main_wrote_upgrades(era: str) -> None:
+    """A data dir of each schema main ever wrote starts and reaches the current version, its
+    rows kept; the short-lived v5 that held the recall index included (it refused to start:
+    "table recall_vectors already exists")."""
+    from memman import names
+    from memman_daemon.storage.sqlite.schema import MIGRATIONS
+
+    root = short_tmpdir()
+    db = root / "data" / "memman.db"
+    db.parent.mkdir(parents=True)
+    scripts = {"v4": MIGRATIONS[:4], "v5 = recall index": [*MIGRATIONS[:4], _RECALL_V5],
+               "v5 = one live preference": MIGRATIONS[:5], "v6": MIGRATIONS[:6]}[era]
+    with sqlite3.connect(db) as conn:
+        for v, script in enumerate(scripts):
+            conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={v + 1};\nCOMMIT;")
+        row = ("INSERT INTO memories(id, user_id, type, kind, key, content, metadata, "
+               "created_at, updated_at) VALUES (?, 'bob', 'semantic', 'preference', 'style', ?, "
+               "'{}', 1, ?)")
+        if "memories_live" not in "".join(scripts):  # two live rows: what the old race left
+            conn.execute(row, (1, "terse", 10.0))
+        conn.execute(row, (2, "detailed", 20.0))
+    conn.close()
+    async with running_daemon(root) as d, d.client() as c:
+        assert (await c.call(names.MEMORY_RECALL, "bob", "style"))["value"] == "detailed"
+        await c.session_open("s")
+        await c.session_add("s", {"role": "user", "content": "after the upgrade"})
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name='memories_live'").fetchone()
+        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name='recall_vectors'").fetchone()
+    conn.close()

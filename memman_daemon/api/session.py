@@ -7,15 +7,18 @@ checked there, before the handler runs); its handler hands the change to ``Sessi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memman import names
 from memman.errors import invalid_params
 from memman_daemon.engine import portability, usage
 from memman_daemon.engine.report import render_memory_state
 from memman_daemon.engine.usage_series import BANDS
-from memman_daemon.rpc import Call, handles
+from memman_daemon.rpc import Call, handles, prechecks
 from memman_daemon.scope import Caller, owner_conflict
+
+if TYPE_CHECKING:
+    from memman_daemon.app import App
 
 
 @handles(names.SESSION_OPEN)
@@ -198,6 +201,12 @@ async def session_export(call: Call, session_id: str, opts: dict[str, Any]) -> d
 async def session_import(call: Call, data: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
     portability.check_limits(data, call.app.config.limits)
     return await call.app.engine.import_(data, opts, call.client_name)
+
+
+@prechecks(names.SESSION_IMPORT)
+def import_count(app: App, params: Any) -> None:
+    if isinstance(params, (list, tuple)) and params:
+        portability.check_count(params[0], app.config.limits)
 
 
 @handles(names.SESSION_CLEAR)

@@ -53,15 +53,28 @@ def export(s: Session, entries: list[Entry] | None = None) -> dict[str, Any]:
     }
 
 
-def check_limits(data: dict[str, Any], limits: LimitsConfig) -> None:
-    """An import's own bound (``[limits] import_max_entries`` / ``import_max_bytes``), checked
-    before anything is built: -32004 naming the limit."""
-    n = len(data.get("entries") or []) + len(data.get("summaries") or [])
+def check_count(data: Any, limits: LimitsConfig) -> None:
+    """``[limits] import_max_entries`` on ``data`` as it arrived (before its schema is checked:
+    counting is cheap, checking a million entries is not): -32004 naming the limit and how
+    to raise it. Whatever is not a list here is left to the schema."""
+    if not isinstance(data, dict):
+        return
+    n = sum(len(v) for v in (data.get("entries"), data.get("summaries"))
+            if isinstance(v, (list, tuple)))
     if n > limits.import_max_entries:
         raise MemmanError(LIMIT_EXCEEDED, f"the import holds {n} entries and summaries, over "
                                           f"the {limits.import_max_entries} of "
-                                          "limits.import_max_entries; split the file, or raise "
-                                          "the limit")
+                                          "limits.import_max_entries; split the file "
+                                          "(memman_session_export pages a session with "
+                                          "opts.after_id and opts.limit), or raise the limit: "
+                                          "import_max_entries = N under [limits] in "
+                                          "config.toml (read again when it changes)")
+
+
+def check_limits(data: dict[str, Any], limits: LimitsConfig) -> None:
+    """An import's own bound (``[limits] import_max_entries`` / ``import_max_bytes``), checked
+    before anything is built: -32004 naming the limit."""
+    check_count(data, limits)
     size = 0
     for raw in (*(data.get("entries") or []), *(data.get("summaries") or [])):
         size += len(raw.get("content", "").encode("utf-8", "surrogatepass"))
@@ -69,7 +82,9 @@ def check_limits(data: dict[str, Any], limits: LimitsConfig) -> None:
             raise MemmanError(LIMIT_EXCEEDED, "the import's text is over the "
                                               f"{limits.import_max_bytes} bytes of "
                                               "limits.import_max_bytes; split the file, or "
-                                              "raise the limit")
+                                              "raise the limit: import_max_bytes = N under "
+                                              "[limits] in config.toml (read again when it "
+                                              "changes)")
 
 
 async def parse_off_loop(data: dict[str, Any], session_id: str, sessions: Sessions) -> Session:

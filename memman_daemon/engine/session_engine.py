@@ -485,6 +485,8 @@ class SessionEngine(Component):
                 user_id=old.user_id, tenant_id=old.tenant_id, model=old.model,
                 max_tokens=old.max_tokens, created_at=old.created_at,
                 updated_at=self.clock.now(), recall=old.recall))  # an opt-out outlives a clear
+            self.timelines.forget(s.id)  # memory is cleared after the commit: a read between
+            self.last_context.pop(s.id, None)
             self.counters["clears"] += 1
             out = {"entries_removed": n, "summaries_removed": k, "session": s.overview()}
             self._publish(s, "cleared", out)

@@ -253,21 +253,26 @@ class Embedder(Component):
         if self.local and self._local is not None and not self._local.loaded:
             try:
                 await asyncio.to_thread(self._local.load)
-            except LocalEmbedderError as exc:
+            except (LocalEmbedderError, OSError) as exc:
+                # OSError: the model's int8 file cannot be made in the data dir (full,
+                # read-only): the write goes on without vectors, the re-embed fills them later
                 self._failed(exc)
                 return None
         if self.local:
             local = self._local
             assert local is not None
-            if local.fast and len(texts) <= INLINE_MAX:
-                self.calls += 1
-                self.texts += len(texts)
-                return local.embed(texts)
-            # the transformer (milliseconds per text) or a big batch: in a worker thread,
-            # where the native code releases the GIL and requests go on being answered
             self.calls += 1
             self.texts += len(texts)
-            return await asyncio.to_thread(local.embed, texts)
+            try:
+                if local.fast and len(texts) <= INLINE_MAX:
+                    return local.embed(texts)
+                # the transformer (milliseconds per text) or a big batch: in a worker thread,
+                # where the native code releases the GIL and requests go on being answered
+                return await asyncio.to_thread(local.embed, texts)
+            except (LocalEmbedderError, OSError) as exc:
+                self.failures += 1
+                log.warning("local embedding failed (%s); storing without vectors", exc)
+                return None
         return await self._embed_openai(texts)
 
     async def _embed_openai(self, texts: list[str]) -> np.ndarray | None:

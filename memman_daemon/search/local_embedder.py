@@ -79,10 +79,14 @@ def _prepare_cache(cache_dir: Path, model: str) -> None:
     if not shipped.exists():
         raise LocalEmbedderError(f"wordllama does not ship {shipped}; reinstall wordllama "
                                  "0.4.x or set [embeddings] provider = \"none\"")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    shutil.copyfile(shipped, tmp)
-    tmp.replace(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        shutil.copyfile(shipped, tmp)
+        tmp.replace(target)
+    except OSError as exc:  # a full or read-only data dir: no model, not a failed request
+        raise LocalEmbedderError(f"cannot copy the tokenizer of {model!r} to {target}: "
+                                 f"{exc}") from exc
 
 
 def load_model(model: str, dim: int, cache_dir: Path) -> Any:

@@ -20,9 +20,9 @@ from memman_daemon.storage.agentmd import AgentMdStore
 from memman_daemon.storage.audit import AuditStore
 from memman_daemon.storage.docs import DocsStore
 from memman_daemon.storage.memories import MemoryRows
-from memman_daemon.storage.sqlite.store import ConstraintError, Store
+from memman_daemon.storage.sqlite.store import ConstraintError, Store, StoreError
 
-__all__ = ["ConstraintError", "Storage", "backend_for"]
+__all__ = ["ConstraintError", "Storage", "StoreError", "backend_for"]
 
 SCHEMES = ("postgresql://", "postgres://")
 

@@ -50,7 +50,7 @@ from memman.errors import CONFLICT, FORBIDDEN, MemmanError
 from memman.files import NotARegularFile, read_regular
 from memman.paths import filename_to_id, id_to_filename
 from memman_daemon.component import Component
-from memman_daemon.storage import ConstraintError
+from memman_daemon.storage import ConstraintError, StoreError
 from memman_daemon.storage.agentmd import DOC_ID, AgentMdRow, sha
 
 if TYPE_CHECKING:
@@ -128,8 +128,23 @@ class AgentMdUnreadable(MemmanError):
         super().__init__(CONFLICT, message)
 
 
+#: a text longer than this is hashed on a worker thread (sha256 of a 50 MB agent.md held
+#: the loop ~0.2 s, three times per ingest)
+HASH_OFF_LOOP_CHARS = 256 * 1024
+
+
+async def _hash(text: str) -> str:
+    return await asyncio.to_thread(sha, text) if len(text) > HASH_OFF_LOOP_CHARS else sha(text)
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so a reader sees the old file or the new, never half."""
+    install(stage(path, text), path)
+
+
+def stage(path: Path, text: str) -> str:
+    """``text`` written and synced to a temporary file beside ``path`` (its name): what can
+    fail for want of space or permission fails here, before anything is committed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".agent.md.", suffix=".tmp")
     try:
@@ -137,10 +152,23 @@ def atomic_write(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        discard(tmp)
+        raise
+    return tmp
+
+
+def discard(tmp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+def install(tmp: str, path: Path) -> None:
+    """Move a staged file into place (a rename: needs no space) and sync the directory."""
+    try:
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        discard(tmp)
         raise
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
@@ -387,7 +415,7 @@ class AgentMd(Component):
             log.error("agent.md of tenant %s not ingested: %s", tenant_id, exc.message)
             return {"changed": False, "chunks": 0, "error": exc.message}
         row = await self.rows.get(tenant_id)
-        fh = sha(text) if text is not None else None
+        fh = await _hash(text) if text is not None else None
         blank = text is None or not text.strip()
         if row is None:
             if blank:
@@ -396,8 +424,8 @@ class AgentMd(Component):
                 await asyncio.to_thread(_unlink, path)
                 self._known.pop(tenant_id, None)
                 return {"changed": True, "chunks": 0, "removed": True}
-            assert text is not None
-            return await self._import(tenant_id, path, text)
+            assert text is not None and fh is not None
+            return await self._import(tenant_id, path, text, fh)
         if fh == row.hash:
             self._known[tenant_id] = row.hash
             return {"changed": False, "chunks": 0}
@@ -417,14 +445,14 @@ class AgentMd(Component):
         if row.content is None or edited:
             if blank:
                 return {"changed": False, "chunks": 0}
-            assert text is not None
-            return await self._import(tenant_id, path, text)
+            assert text is not None and fh is not None
+            return await self._import(tenant_id, path, text, fh)
         await self._regenerate(tenant_id, path, row.content)
         return {"changed": False, "chunks": 0, "regenerated": True}
 
     async def _regenerate(self, tenant_id: str, path: Path, content: str) -> None:
         await asyncio.to_thread(atomic_write, path, content)
-        self._known[tenant_id] = sha(content)
+        self._known[tenant_id] = await _hash(content)
         self.regenerated += 1
 
     async def _commit(self, tenant_id: str, path: Path, text: str, read: AgentMdRow | None, *,
@@ -446,14 +474,15 @@ class AgentMd(Component):
                                 tenant_id=tenant_id)
         return p
 
-    async def _import(self, tenant_id: str, path: Path, text: str) -> dict[str, Any]:
-        """The file on disk is the newest write: make it the stored content (audited)."""
+    async def _import(self, tenant_id: str, path: Path, text: str, fh: str) -> dict[str, Any]:
+        """The file on disk is the newest write: make it the stored content (audited);
+        ``fh``: its hash (``sha(text)``, computed off the loop for a large file)."""
         await self.audit.ensure_ids(ATTEMPTS)
 
         def audited() -> list[Any]:
             _, aop = self.audit.record("import", text[:2000], f"file:{path}",
                                        f"agent.md:{tenant_id}", "agent.md", tenant_id=tenant_id,
-                                       hash=sha(text))
+                                       hash=fh)
             return [aop]
 
         for attempt in range(ATTEMPTS):
@@ -463,7 +492,7 @@ class AgentMd(Component):
             except ConstraintError:  # the document first written by another daemon
                 if attempt == ATTEMPTS - 1:
                     raise
-        self._known[tenant_id] = sha(text)
+        self._known[tenant_id] = fh
         self.imports += 1
         return {"changed": p.changed, "chunks": p.doc.chunks}
 
@@ -482,14 +511,29 @@ class AgentMd(Component):
             new, answer = change(current)
             if new is None:
                 return path, None, answer
+            # the file is written before the commit and moved into place after it: a full or
+            # read-only data dir refuses the edit with nothing stored (-32003), instead of a
+            # stored edit answered as an internal error with the file left behind
+            try:
+                tmp = await asyncio.to_thread(stage, path, new)
+            except OSError as exc:
+                raise StoreError(f"agent.md {path} cannot be written ({exc}); nothing was "
+                                 "changed. Free some space there or fix its permissions; the "
+                                 "daemon keeps running.") from exc
             try:
                 await self._commit(tenant_id, path, new, row)
                 break
             except ConstraintError:
+                await asyncio.to_thread(discard, tmp)
                 if attempt == ATTEMPTS - 1:
                     raise
+            except BaseException:
+                await asyncio.to_thread(discard, tmp)
+                raise
         assert new is not None
-        await self._regenerate(tenant_id, path, new)
+        await asyncio.to_thread(install, tmp, path)
+        self._known[tenant_id] = await _hash(new)
+        self.regenerated += 1
         return path, new, answer
 
     async def unappend(self, tenant_id: str, ref: str, text: str, previous: str | None) -> None:

@@ -322,15 +322,20 @@ class BusinessDocs(SearchableTier):
         else:
             d, chunks = self._chunked(tenant_id, doc, digest, old, pk)
         ids = await self.rows.new_chunk_ids(len(chunks))
-        new = [NewChunk(cid, c.seq, c.tokens, c.text) for cid, c in zip(ids, chunks, strict=True)]
         if big:
             await asyncio.sleep(0)  # the chunks were just built: let others in
         emb = self.embedder
         model = emb.model_id
         vecs = await emb.embed([c.text for c in chunks]) if emb.embeds_now(len(chunks)) else None
         old_ids = await self.rows.chunk_ids(pk) if old is not None else []
-        return Prepared(d, old, self.rows.upsert_ops(d, new, vecs, model, old is not None), ids,
-                        vecs, model, old_ids)
+
+        def ops() -> list[Any]:  # one row per chunk: tens of thousands for a 50 MB document
+            new = [NewChunk(cid, c.seq, c.tokens, c.text)
+                   for cid, c in zip(ids, chunks, strict=True)]
+            return self.rows.upsert_ops(d, new, vecs, model, old is not None)
+
+        return Prepared(d, old, await asyncio.to_thread(ops) if big else ops(), ids, vecs,
+                        model, old_ids)
 
     def committed(self, p: Prepared) -> None:
         """After ``p.ops`` committed: the caches follow, the change is announced."""

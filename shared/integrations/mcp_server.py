@@ -699,11 +699,127 @@ async def serve(settings: Settings) -> None:
         print(f"memman mcp: {exc.message}", file=sys.stderr, flush=True)
     try:
         if settings.http is None:
-            await server.run_stdio_async()
+            await run_stdio(server)
         else:
             await serve_http(server, *settings.http)
     finally:
         await daemon.close()
+
+
+async def run_stdio(server: MCPServer) -> None:
+    """``MCPServer.run_stdio_async`` with every request answered. The SDK's stdio reader drops a
+    line it cannot parse (a lone surrogate such as ``\\ud800``, JSON nested past the parser's
+    limit): it hands the server the exception, which only logs it, so the client waited for
+    that request forever. The read side is wrapped so such a line gets a JSON-RPC error for the
+    request id it carries."""
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server  # what run_stdio_async runs; the SDK has no public handle
+    async with stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(AnsweredReads(read_stream, write_stream), write_stream,
+                           lowlevel.create_initialization_options())
+
+
+class AnsweredReads:
+    """A transport's read side that answers, instead of passing on, the lines its reader could
+    not parse: -32700 (or -32600 for JSON that is no JSON-RPC message) for the id the line
+    carries, ``null`` when none can be found."""
+
+    def __init__(self, inner: Any, write: Any) -> None:
+        self._inner = inner
+        self._write = write
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            answer = unparsed_line_error(item)
+            if answer is not None:
+                await self._write.send(answer)
+
+    def __aiter__(self) -> AnsweredReads:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> AnsweredReads:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def unparsed_line_error(exc: Exception) -> Any:
+    """The ``SessionMessage`` answering a line the SDK's reader could not parse, or None when
+    the exception carries no line (then there is nothing to answer)."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    errors = getattr(exc, "errors", None)
+    details = errors() if callable(errors) else []
+    line = details[0].get("input") if details else None
+    if not isinstance(line, str):
+        return None
+    reason = str(details[0].get("msg", exc))
+    if details[0].get("type") == "json_invalid":
+        code = types.PARSE_ERROR
+        if "escape" in reason or "surrogate" in reason:
+            reason += (" (text must be Unicode: a lone surrogate escape such as \\ud800 is "
+                       "not a character; send U+FFFD or drop it)")
+        elif "recursion" in reason:
+            reason += " (the JSON is nested too deep to parse)"
+    else:
+        code = types.INVALID_REQUEST
+    error = types.JSONRPCError(jsonrpc="2.0", id=top_level_id(line),
+                               error=types.ErrorData(code=code, message=reason))
+    return SessionMessage(error)
+
+
+def top_level_id(line: str) -> int | str | None:
+    """The ``id`` member of the JSON object on ``line``, read without parsing the rest (which
+    may not parse): a linear scan keeping only the nesting depth and whether it is in a string."""
+    depth, i, n = 0, 0, len(line)
+    expect_key = False
+    while i < n:
+        c = line[i]
+        if c == '"':
+            end = i + 1
+            while end < n and line[end] != '"':
+                end += 2 if line[end] == "\\" else 1
+            if depth == 1 and expect_key and line[i + 1:end] == "id":
+                m = _ID_VALUE.match(line, end + 1)
+                if m is not None:
+                    num, text = m.group(1), m.group(2)
+                    return int(num) if num is not None else text
+            expect_key = False
+            i = end + 1
+            continue
+        if c in "{[":
+            depth += 1
+            expect_key = c == "{" and depth == 1
+        elif c in "}]":
+            depth -= 1
+        elif c == "," and depth == 1:
+            expect_key = True
+        i += 1
+    return None
+
+
+_ID_VALUE = re.compile(r'\s*:\s*(?:(-?\d+)(?![.\deE])|"((?:[^"\\]|\\.){0,512})")')
 
 
 def loopback_security(host: str, port: int) -> Any:

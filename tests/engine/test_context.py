@@ -215,3 +215,31 @@ async def test_bad_options_get_clear_errors():
             else:
                 raise AssertionError(f"{call} did not fail")
         assert await c.call("memman_ping") == "pong"
+
+
+TOOL = {"type": "function", "function": {
+    "name": "lookup_order", "description": "Look up an order by its number and return its "
+    "status, items, shipping address and the carrier's tracking number.",
+    "parameters": {"type": "object", "properties": {
+        "order": {"type": "string", "description": "the order number"}},
+        "required": ["order"]}}}
+
+
+async def test_tiny_budgets_say_over_budget_and_never_send_an_empty_list():
+    """No system prompt, no pinned entry: a budget the reply priming alone passes, tool
+    definitions alone over the budget, a budget the question does not fit — each says
+    ``over_budget`` when it sends more than the budget, and the list is never empty (the
+    chat API refuses ``messages: []``): the least valid list is the question."""
+    async with running_daemon() as d, d.client() as c:
+        await c.call("memman_session_open", "s", {})
+        await add(c, "s", f"{FILLER} what did we decide about the launch?")
+        for budget, tools in [(1, None), (10, None), (1, [TOOL]), (50, [TOOL])]:
+            opts: dict[str, Any] = {"max_tokens": budget, "peek": True}
+            if tools:
+                opts["tools"] = tools
+            r = await c.call("memman_session_context", "s", opts)
+            assert r["messages"], (budget, tools)
+            assert_valid_chat(r["messages"])
+            assert r["tokens"] > budget and r["over_budget"], (budget, tools, r["tokens"])
+        r = await c.call("memman_session_context", "s", {"max_tokens": 8000, "peek": True})
+        assert not r["over_budget"]

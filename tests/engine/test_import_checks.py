@@ -151,3 +151,38 @@ async def test_rows_of_an_unfinished_import_are_not_loaded() -> None:
         left = await d.app.store.fetchall("SELECT count(*) FROM entries WHERE session_id=?",
                                           (rows.STAGING + "imp",))
         assert left[0][0] == 0
+
+
+CREATED_AT = [  # value, accepted (by add and import alike), unix seconds when accepted
+    (1_700_000_000, True, 1_700_000_000.0),
+    ("2024-05-01T10:00:00Z", True, 1_714_557_600.0),
+    ("2024-05-01", True, 1_714_521_600.0),
+    (32503679999.0, True, 32503679999.0),
+    (32503680000.0, False, None),  # exactly year 3000
+    (1e11, False, None),
+    (-1, False, None),
+    ("yesterday", False, None),
+]
+
+
+@pytest.mark.parametrize("value,ok,ts", CREATED_AT, ids=[repr(c[0]) for c in CREATED_AT])
+async def test_created_at_follows_one_rule_for_add_and_import(value, ok: bool, ts) -> None:
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("live")
+        outcomes = []
+        for how in ("add", "import"):
+            try:
+                if how == "add":
+                    await c.session_add("live", {"role": "user", "content": "x",
+                                                 "created_at": value})
+                    got = (await c.session_get("live", {}))["entries"][-1]["created_at"]
+                else:
+                    await c.call("memman_session_import",
+                                 _file([_entry(1, created_at=value)]), {"replace": True})
+                    got = (await c.session_get("imp", {}))["entries"][-1]["created_at"]
+                outcomes.append(("ok", got))
+            except MemmanError as exc:
+                assert exc.code == INVALID_PARAMS and "created_at" in exc.message, exc
+                outcomes.append(("refused", None))
+        want = ("ok", ts) if ok else ("refused", None)
+        assert outcomes == [want, want], outcomes

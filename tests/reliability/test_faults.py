@@ -86,3 +86,45 @@ async def test_database_refusing_writes(fault: str, pragma: str, undo: str) -> N
         got = await c.session_get("s", {})
         assert [e["content"] for e in got["entries"]][-1] == "after"
         assert len(got["entries"]) == 6
+
+
+def _immutable(path, on: bool) -> bool:
+    """chattr +i / -i: a directory no one may add files to, root included (False when the
+    file system or the process cannot)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("chattr") is None:
+        return False
+    done = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    return done.returncode == 0
+
+
+async def test_agent_md_edit_in_a_read_only_directory_is_a_storage_error_with_nothing_stored(
+) -> None:
+    """A promotion to agent.md whose directory refuses new files: -32003 naming the file, and
+    nothing stored (the edit used to be committed, then answered -32603 when the file could
+    not be written). Once the directory takes files again, the same promotion succeeds."""
+    from pathlib import Path
+
+    from memman import names
+
+    async with running_daemon() as d, d.client("agent") as c:
+        await c.session_open("s1", {"user_id": "u1", "tenant_id": "acme"})
+        snip = (await c.call(names.SCRATCHPAD_WRITE, "s1", "Invoices go out on the 3rd."))
+        path = Path(d.app.config.agent_md_path("acme"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not _immutable(path.parent, True):
+            pytest.skip("chattr +i is not available here")
+        try:
+            with pytest.raises(MemmanError) as ei:
+                await c.call(names.SCRATCHPAD_PROMOTE, "s1", snip["snippet"]["id"], "business")
+            assert ei.value.code == errors.STORAGE_ERROR, ei.value
+            assert str(path) in ei.value.message and "nothing was changed" in ei.value.message
+            assert not path.exists()
+            hits = (await c.call(names.DOCS_SEARCH, "acme", "invoices 3rd"))["results"]
+            assert not [h for h in hits if h["doc_id"] == "agent.md"]
+        finally:
+            _immutable(path.parent, False)
+        r = await c.call(names.SCRATCHPAD_PROMOTE, "s1", snip["snippet"]["id"], "business")
+        assert r["changed"] and "Invoices go out on the 3rd." in path.read_text()

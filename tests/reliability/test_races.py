@@ -64,3 +64,54 @@ async def test_two_finalizes_of_one_cycle_record_one_exchange() -> None:
         s = await c.call(names.SESSION_GET, "s")
         assert s["counters"]["cycles"] == ROUNDS
         assert len(s["exchanges"]) == min(ROUNDS, d.app.config.cycle.max_exchanges)
+
+
+async def test_import_replace_clear_and_delete_racing_adds_leave_memory_equal_to_disk() -> None:
+    """Adds to one session race an import with replace (then a clear, then a delete) from
+    other connections: what the daemon holds in memory afterwards is what a restart finds —
+    memory follows the commit order, whichever way each race goes."""
+    root = short_tmpdir()
+    template = {"format": "memman.session/1", "session_id": "s", "entries": [
+        {"id": i + 1, "type": "message", "role": "user", "content": f"imported {i}",
+         "tokens": 3, "created_at": 1_700_000_000 + i} for i in range(30)]}
+    held: dict[str, list[str]] = {}
+    async with running_daemon(root, storage={"batch_max_rows": 7}) as d:
+        async with d.client("a") as a, d.client("b") as b, d.client("c") as c, \
+                d.client("e") as e:
+            writers = [a, b, c]
+            for r in range(5):  # rounds: bounded by count
+                sid = f"s{r}"
+                await a.call(names.SESSION_OPEN, sid, {})
+
+                async def adds(w, n: int, sid: str = sid) -> None:
+                    for i in range(n):
+                        try:
+                            await w.call(names.SESSION_ADD, sid,
+                                         {"role": "user", "content": f"add {i}"})
+                        except MemmanError as exc:
+                            assert exc.code == NOT_FOUND, exc  # only once it is deleted
+
+                async def change(sid: str = sid, r: int = r) -> None:
+                    await e.call(names.SESSION_IMPORT, {**template, "session_id": sid},
+                                 {"replace": True})
+                    if r % 2:
+                        await e.call(names.SESSION_CLEAR, sid)
+                    if r == 4:
+                        await e.call(names.SESSION_DELETE, sid)
+
+                await asyncio.gather(change(), *(adds(w, 40) for w in writers))
+            for r in range(5):
+                try:
+                    got = await a.call(names.SESSION_GET, f"s{r}", {"limit": 10_000})
+                except MemmanError:
+                    continue
+                held[f"s{r}"] = [x["content"] for x in got["entries"]]
+    async with running_daemon(root) as d, d.client() as a:
+        disk: dict[str, list[str]] = {}
+        for r in range(5):
+            try:
+                got = await a.call(names.SESSION_GET, f"s{r}", {"limit": 10_000})
+            except MemmanError:
+                continue
+            disk[f"s{r}"] = [x["content"] for x in got["entries"]]
+    assert disk == held

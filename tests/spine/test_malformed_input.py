@@ -44,9 +44,14 @@ CASES = [
     ("frame cut after a container header", b"\x94\x00\x01", "close", errors.PARSE_ERROR),
     ("declared 4 GiB bin, no body", b"\x94\x00\x01\xabmemman_ping\x91\xc6\xff\xff\xff\xff",
      "close", errors.PARSE_ERROR),
-    # the client is still writing when the daemon closes, so it may see EPIPE before the event
+    # readable frames refused whole: the request is answered, the rest of the frame skipped
+    # unbuilt, and the connection stays usable
     ("message larger than the limit",
-     pack_request(3, "memman_ping", [b"x" * (2 << 20)]), "close", None),
+     pack_request(3, "memman_ping", [b"x" * (2 << 20)]), "error", errors.INVALID_PARAMS),
+    ("message of many small items larger than the limit",
+     pack_request(13, "memman_ping", [[1] * (3 << 20)]), "error", errors.INVALID_PARAMS),
+    ("message larger than the limit, no msgid to answer",
+     packb([0, "x", "memman_ping", [b"x" * (2 << 20)]]), "error", errors.INVALID_PARAMS),
     ("wrong array length", packb([0, 1, "memman_ping"]), "error", errors.INVALID_REQUEST),
     ("request with five elements", packb([0, 1, "memman_ping", [], 5]), "error",
      errors.INVALID_REQUEST),
@@ -69,8 +74,8 @@ CASES = [
     # the cap is on the bytes of one frame whatever its shape: many small items are consumed
     # as they arrive, so a declared-length check alone never sees them
     ("frame of 200k empty maps (200 KB: under the byte cap, over one container per 8 bytes)",
-     b"\x94\x00\x0b\xabmemman_ping\x91\xdd\x00\x03\x0d\x40" + b"\x80" * 200_000, "close",
-     errors.PARSE_ERROR),
+     b"\x94\x00\x0b\xabmemman_ping\x91\xdd\x00\x03\x0d\x40" + b"\x80" * 200_000, "error",
+     errors.INVALID_PARAMS),
     ("junk stream (1 MiB random bytes)", junk(1 << 20), "close", None),
     ("junk after a valid request", PING + junk(4096, seed=2), "close", None),
 ]
@@ -104,19 +109,23 @@ async def test_malformed_input(name: str, data: bytes, expected: str, code: int 
 async def test_frame_cap_holds_whatever_the_shape(item: bytes) -> None:
     """A frame over limits.max_message_bytes made of arrays of many small items is refused
     once the cap is reached (msgpack consumes such a frame as it arrives, so a check of declared
-    lengths or of unparsed bytes never sees it); the half-frame timeout is out of the way
-    here, and a bystander is served throughout."""
+    lengths or of unparsed bytes never sees it): never built whole, its request answered with
+    -32602 naming the limit, the rest skipped, the connection usable; the half-frame timeout
+    is out of the way here, and a bystander is served throughout."""
     limits = {"frame_timeout_s": 120.0, "max_message_bytes": 1 << 20}
     inner = b"\xdc\x40\x00" + item * 0x4000  # arrays of 16k items
     n = 4 * (1 << 20) // len(inner) + 1  # 4 MB in all
     frame = b"\x94\x00\x0a\xabmemman_ping\x91\xdc" + n.to_bytes(2, "big") + inner * n
     async with running_daemon(limits=limits) as d, d.client("bystander") as bystander:
         async with RawConn.open(d.socket) as rc:
-            sent_whole = await rc.send(frame)
-            out = await rc.outcome(GUARD)
-            assert out.closed, out.messages
-            assert not [m for m in out.messages if m[0] == 1], "the frame was parsed whole"
-            assert not sent_whole or errors.PARSE_ERROR in out.error_codes(), out.messages
+            assert await rc.send(frame)
+            out = await rc.outcome(GUARD, until_msgid=10)
+            assert not out.closed, out.messages
+            answer = [m for m in out.messages if m[0] == 1]
+            assert answer and answer[0][2] is not None, "the frame was parsed whole"
+            assert answer[0][2][0] == errors.INVALID_PARAMS
+            assert "limits.max_message_bytes" in answer[0][2][1]
+            assert (await rc.call(100, "memman_ping"))[3] == "pong"
         assert await bystander.ping() == "pong"
 
 

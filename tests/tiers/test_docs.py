@@ -148,3 +148,43 @@ async def test_promote_to_business_appends_atomically_and_ingests() -> None:
         assert "July" in hits[0]["text"]
         snip = (await c.call(names.SCRATCHPAD_READ, "s1", [a]))["snippets"][0]
         assert snip["promoted"][0]["target"] == "business"
+
+
+async def test_a_large_agent_md_is_hashed_and_its_rows_built_off_the_event_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ingesting a large agent.md holds no other client: its hashes (three per ingest) and its
+    chunk rows are made on worker threads, as its reading and chunking were (sha256 of 50 MB
+    on the loop held every client ~0.2 s each time)."""
+    import threading
+
+    from memman_daemon.storage.sqlite import docs as sqlite_docs
+    from memman_daemon.tiers import agentmd
+
+    loop_thread = threading.get_ident()
+    on_loop: list[str] = []
+    real_sha, real_upsert = agentmd.sha, sqlite_docs.SqliteDocs.upsert_ops
+
+    def sha(text: str) -> str:
+        if len(text) > agentmd.HASH_OFF_LOOP_CHARS and threading.get_ident() == loop_thread:
+            on_loop.append("sha")
+        return real_sha(text)
+
+    def upsert_ops(self, d, chunks, *args, **kw):  # noqa: ANN001, ANN002, ANN003
+        if len(chunks) > 100 and threading.get_ident() == loop_thread:
+            on_loop.append("rows")
+        return real_upsert(self, d, chunks, *args, **kw)
+
+    monkeypatch.setattr(agentmd, "sha", sha)
+    monkeypatch.setattr(sqlite_docs.SqliteDocs, "upsert_ops", upsert_ops)
+    # no vectors: the rows and hashes are what this is about, not embedding 5,000 chunks
+    async with running_daemon(embeddings={"provider": "none"}) as d, d.client() as c:
+        events: list[dict] = []
+        await c.subscribe(["docs"], {"tenant_id": "acme"}, lambda n, p: events.append(p))
+        path = Path(d.app.config.agent_md_path("acme"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        line = "- The quarterly review of the billing pipeline happens on Mondays, item"
+        path.write_text("# agent.md\n\n" + "".join(f"{line} {i}\n" for i in range(5_000)))
+        await _wait_for(events, "agent_md_ingested", timeout=120)
+        hits = (await c.call(names.DOCS_SEARCH, "acme", "billing pipeline"))["results"]
+        assert hits and hits[0]["doc_id"] == "agent.md"
+    assert on_loop == []

@@ -213,6 +213,9 @@ class ContextBuilder:
             sel.recalled.remove(min(sel.recalled, key=lambda x: x.score))
             self.counters["trimmed"] += 1
             msgs, parts, tokens = assemble()
+        # what is sent decides, not only what was selected: the reply priming and the tool
+        # definitions alone may pass a tiny budget with no system prompt in the session
+        sel.over_budget = sel.over_budget or tokens > req.budget
         return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens,
                       "included" if rolling is not None else _no_rolling(s, sel))
 

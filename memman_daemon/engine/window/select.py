@@ -226,7 +226,19 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
         added = f.add_together([(i, "newest turns (room left)"), *later]) if later else \
             f.add(i, "newest turns (room left)")
         misses = 0 if added else misses + 1
+    if not sel.units and not sel.recalled:
+        _least_valid(c, f)
     return sel
+
+
+def _least_valid(c: SessionCandidates, f: _Fill) -> None:
+    """Nothing fits a tiny budget: the least list a chat API accepts is still sent — the
+    question of the exchange in progress, else the newest turn — marked ``over_budget``
+    (an empty list is refused by the API; the caller sees the budget was passed)."""
+    first = c.current[0] if c.current else next(iter(c.newest()), None)
+    if first is not None:
+        f.add(first, "the least a chat API accepts (over the budget)", limit=1 << 62)
+        f.sel.over_budget = True
 
 
 def _replacing(c: SessionCandidates, sel: Selection, i: int) -> list[int]:

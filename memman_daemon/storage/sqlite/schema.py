@@ -8,6 +8,10 @@ so SQLite only has to be a durable, loadable record); tables that are searched (
 documents) have real columns and FTS5 indexes.
 """
 
+from __future__ import annotations
+
+import sqlite3
+
 #: the audit table's columns after ``id`` and ``at``; the shared store's audit
 #: (``shared_store/schema.py``) has the same, and the daemon that wrote the row
 AUDIT_COLUMNS = """action     TEXT NOT NULL,       -- promote, evict, expire, replace, ...
@@ -145,9 +149,9 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX usage_series_session ON usage_series(session_id, id);
     """,
-    # v5: one live preference / rule per user and key, decided by the database (issue 22).
-    # Duplicates left by concurrent learns before it: the newest stays live, the others are
-    # archived (archived_by 0: kept, not searched), so nothing is lost
+    # v5: one live preference / rule per user and key, decided by the database. Duplicates
+    # left by concurrent learns before it: the newest stays live, the others are archived
+    # (archived_by 0: kept, not searched), so nothing is lost
     """
     UPDATE memories SET archived_by = 0
      WHERE kind IN ('preference', 'rule') AND archived_by IS NULL
@@ -203,3 +207,25 @@ MIGRATIONS: list[str] = [
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+#: the index the v5 migration creates; a file at version 5 without it is the other version 5
+_V5_INDEX = "memories_live"
+
+
+def renumbered(db: sqlite3.Connection, version: int) -> int:
+    """The version a file really is at, after bringing one that main wrote under a number
+    that later went to another migration back onto this list. For a short while main's v5
+    was the recall index (what is v6 now); the one-live-preference migration then took v5
+    and the recall index became v6. Such a file says 5 but holds the recall tables and lacks
+    ``memories_live``: it gets the v5 migration and is then at 6 (running v6 on it failed
+    with "table recall_vectors already exists")."""
+    if version == 5 and _exists(db, "table", "recall_vectors") \
+            and not _exists(db, "index", _V5_INDEX):
+        db.executescript(f"BEGIN;\n{MIGRATIONS[4]}\nPRAGMA user_version=6;\nCOMMIT;")
+        return 6
+    return version
+
+
+def _exists(db: sqlite3.Connection, kind: str, name: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type=? AND name=?",
+                      (kind, name)).fetchone() is not None

@@ -46,7 +46,7 @@ def delete_entry_ops(entry_id: int) -> list[Op]:
 
 #: an import's rows wait under this session column until the last transaction moves them to
 #: their session: no session id holds a NUL, and rows left by an import that never finished are
-#: skipped and dropped at the next start
+#: skipped at load and dropped at the next start (unless it is read-only)
 STAGING = "\x00import\x00"
 
 

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from memman.errors import STORAGE_ERROR, MemmanError
-from memman_daemon.storage.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
+from memman_daemon.storage.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, renumbered
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +148,8 @@ class Store:
         if version > SCHEMA_VERSION:
             raise sqlite3.DatabaseError(
                 f"schema version {version} is newer than this memman understands ({SCHEMA_VERSION})")
+        if version < SCHEMA_VERSION:
+            version = renumbered(db, version)
         for v in range(version, SCHEMA_VERSION):
             log.info("migrating %s to schema version %d", self.path, v + 1)
             db.executescript(f"BEGIN;\n{MIGRATIONS[v]}\nPRAGMA user_version={v + 1};\nCOMMIT;")

@@ -306,6 +306,44 @@ class RecallConfig:
 
 
 @dataclass
+class HooksConfig:
+    """``memman hook AGENT``: what a coding agent's hooks capture and inject
+    (docs/integrations.md)."""
+
+    #: the user the conversations belong to ("" = the OS user running the agent)
+    user: str = ""
+    tenant: str = "default"
+    #: whose conversations an injection draws on: "project" (the same project's only; the
+    #: user's preferences and rules everywhere) or "user" (all of the user's)
+    scope: str = "project"
+    #: log the prompts and final answers (false: no message is captured)
+    capture: bool = True
+    #: the tools whose calls and results are logged: names, "*" for every one, [] for none
+    tools: list[str] = field(default_factory=lambda: ["*"])
+    #: characters of a tool result stored; a longer one is kept as an excerpt and its size
+    tool_result_max_chars: int = 2000
+    #: what is injected: the recap at start, the recall per prompt, the window after
+    #: compact / clear
+    inject_start: bool = True
+    inject_prompt: bool = True
+    inject_compact: bool = True
+    #: most characters of one injected text, counted on what is printed (at most 9500: the
+    #: agents cut a hook's text at about 10,000)
+    max_chars: int = 9000
+    #: the relevance floor of a per-prompt injection: a recalled line needs this cosine to
+    #: the prompt, or a shared informative word and half of it
+    min_cosine: float = 0.35
+    #: earlier conversations of the project whose exchanges the start recap quotes
+    recap_sessions: int = 5
+    #: start a daemon when none answers (as ``memman mcp`` does); false: give up at once
+    start_daemon: bool = True
+    #: most seconds a hook waits for a daemon it started (then it gives up, exit 0)
+    start_timeout_s: float = 20.0
+    #: most seconds one hook waits for the daemon's answer to one request
+    request_timeout_s: float = 10.0
+
+
+@dataclass
 class TuiConfig:
     refresh_s: float = 1.0
     read_only: bool = False
@@ -331,6 +369,7 @@ class Config:
     docs: DocsConfig = field(default_factory=DocsConfig)
     embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
     recall: RecallConfig = field(default_factory=RecallConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
     tui: TuiConfig = field(default_factory=TuiConfig)
     #: "section.key" -> where its value came from: "default", the file, "env MEMMAN_...", ...
     sources: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -469,6 +508,11 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "compression.quarantine_retry_s",
         "tui.refresh_s", "storage.shared_timeout_s", "storage.shared_backoff_max_s")},
     "storage.shared_pool_size": (1, None),
+    "hooks.max_chars": (200, 9500),
+    "hooks.min_cosine": (-1.0, 1.0),
+    "hooks.tool_result_max_chars": (1, None),
+    "hooks.recap_sessions": (0, 100),
+    **{k: (1e-9, None) for k in ("hooks.start_timeout_s", "hooks.request_timeout_s")},
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "storage.synchronous": ("NORMAL", "FULL", "EXTRA", "OFF"),
@@ -476,6 +520,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "scoring.profile": ("salience", "keyword"),
     "embeddings.model": ("", "all-MiniLM-L6-v2", "l2_supercat"),
     "recall.scope": ("user", "tenant", "off"),
+    "hooks.scope": ("project", "user"),
 }
 _TYPE_WORDS = {int: "an integer", float: "a number", bool: "a boolean (true or false)",
                str: "a string", list: "a list", dict: "a table (map)", type(None): "nothing"}

@@ -469,6 +469,9 @@ def main(argv: list[str] | None = None) -> int:
             assert len(out) < config.hooks.max_chars
             sys.stdout.write(out)
             sys.stdout.flush()
+            src = f"({event.source})" if event.source else ""
+            log(data_dir, f"{event.name}{src} {session_name(agent, event.session_id)}: "
+                          f"injected {len(out)} characters, {out.count(chr(10)) - 1} lines")
     except BaseException as exc:  # noqa: BLE001 - a hook never fails its agent
         if isinstance(exc, KeyboardInterrupt):
             return 0

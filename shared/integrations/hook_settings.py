@@ -81,7 +81,11 @@ def read(path: Path) -> dict[str, Any]:
     text = path.read_text(encoding="utf-8")
     if not text.strip():
         return {}
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}); fix it or move it away, then "
+                         "run this again (nothing was written)") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} does not hold a JSON object")
     return data

@@ -18,8 +18,6 @@ from typing import Any
 
 from memman import __version__, names
 from memman.errors import CONFLICT, INVALID_PARAMS, METHOD_NOT_FOUND, ConnectionLost, MemmanError
-from memman.fullness import fullness
-from memman.labels import embeddings_label
 
 
 class UsageError(Exception):
@@ -82,6 +80,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  summarizer {summarizer_label(summ)}")
     emb = stats.get("embeddings") or {}
     if emb:
+        from memman.labels import embeddings_label
+
         print(f"  embeddings {embeddings_label(emb)}")
         if emb.get("search_model_installed") is False and emb.get("provider") == "local":
             print(f"  {SEARCH_MODEL_MISSING}")
@@ -125,6 +125,8 @@ def summarizer_label(summ: dict[str, Any]) -> str:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from memman.fullness import fullness
+
     with _client(args) as c:
         rows = c.session_list()
         if getattr(args, "ids", False):

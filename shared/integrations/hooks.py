@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memman.config import Config, HooksConfig
-    from memman.sync_client import SyncClient
 
 AGENTS = ("claude-code", "codex")
 MAX_EVENT_BYTES = 16 * 1024 * 1024  #: an event's JSON larger than this is not read
@@ -174,7 +173,7 @@ def source_label(session_id: str) -> str:
 class Hook:
     """One event of one agent conversation, against the daemon."""
 
-    def __init__(self, agent: str, event: Event, config: Config, client: SyncClient) -> None:
+    def __init__(self, agent: str, event: Event, config: Config, client: Rpc) -> None:
         self.agent, self.event, self.config, self.c = agent, event, config, client
         self.h: HooksConfig = config.hooks
         self.session = session_name(agent, event.session_id)
@@ -424,21 +423,76 @@ def log(data_dir: Path | None, message: str) -> None:
         pass
 
 
-def connect(config: Config) -> SyncClient:
-    """A client of the daemon; one is started (``[hooks] start_daemon``) when none answers."""
+class Rpc:
+    """A blocking msgpack-rpc client of one connection, for one hook: the protocol's framing
+    and nothing else (``memman.SyncClient`` brings every typed method, retries and events,
+    which a hook does not use and which cost its start). ``rpc.session_open(...)`` calls
+    ``memman_session_open``; a daemon error raises its ``MemmanError``."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        import socket
+
+        from memman import paths
+        from memman.errors import ConnectionLost
+
+        paths.check_socket_owner(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(str(path))
+        except OSError as exc:
+            self.sock.close()
+            raise ConnectionLost(f"no memman daemon answers at {path}: {exc}") from None
+        from memman.protocol import FrameDecoder
+
+        self.decoder = FrameDecoder(64 * 1024 * 1024)
+        self.next_id = 0
+
+    def call(self, method: str, *params: Any) -> Any:
+        from memman.errors import ConnectionLost, error_for
+        from memman.protocol import Response, pack_request, parse
+
+        self.next_id += 1
+        self.sock.sendall(pack_request(self.next_id, method, list(params)))
+        while True:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise ConnectionLost(f"the daemon closed the connection during {method}")
+            self.decoder.feed(data)
+            for obj in self.decoder:
+                msg = parse(obj)
+                if not isinstance(msg, Response) or msg.msgid != self.next_id:
+                    continue
+                if msg.error is not None:
+                    err = msg.error if isinstance(msg.error, (list, tuple)) else [-32603, msg.error]
+                    raise error_for(int(err[0]), str(err[1]),
+                                    err[2] if len(err) > 2 else None)
+                return msg.result
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *params: self.call(f"memman_{name}", *params)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def connect(config: Config) -> Rpc:
+    """A connection to the daemon; one is started (``[hooks] start_daemon``) when none
+    answers."""
     from memman.errors import ConnectionLost
-    from memman.sync_client import SyncClient
 
     timeout = config.hooks.request_timeout_s
     try:
-        return SyncClient(config.socket, name="memman-hook", timeout=timeout, retry=False)
+        return Rpc(config.socket, timeout)
     except ConnectionLost:
         if not config.hooks.start_daemon:
             raise
     from memman.autostart import start_daemon
 
     start_daemon(config.socket, timeout=config.hooks.start_timeout_s)
-    return SyncClient(config.socket, name="memman-hook", timeout=timeout, retry=False)
+    return Rpc(config.socket, timeout)
 
 
 def main(argv: list[str] | None = None) -> int:

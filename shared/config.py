@@ -25,7 +25,6 @@ import difflib
 import json
 import math
 import os
-import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 from memman import paths
 from memman.files import NotARegularFile, read_regular
+from memman.hook_config import HooksConfig
 
 #: the chat model assumed when none is given (the summarizer's, a session's, token counting's)
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -306,44 +306,6 @@ class RecallConfig:
 
 
 @dataclass
-class HooksConfig:
-    """``memman hook AGENT``: what a coding agent's hooks capture and inject
-    (docs/integrations.md)."""
-
-    #: the user the conversations belong to ("" = the OS user running the agent)
-    user: str = ""
-    tenant: str = "default"
-    #: whose conversations an injection draws on: "project" (the same project's only; the
-    #: user's preferences and rules everywhere) or "user" (all of the user's)
-    scope: str = "project"
-    #: log the prompts and final answers (false: no message is captured)
-    capture: bool = True
-    #: the tools whose calls and results are logged: names, "*" for every one, [] for none
-    tools: list[str] = field(default_factory=lambda: ["*"])
-    #: characters of a tool result stored; a longer one is kept as an excerpt and its size
-    tool_result_max_chars: int = 2000
-    #: what is injected: the recap at start, the recall per prompt, the window after
-    #: compact / clear
-    inject_start: bool = True
-    inject_prompt: bool = True
-    inject_compact: bool = True
-    #: most characters of one injected text, counted on what is printed (at most 9500: the
-    #: agents cut a hook's text at about 10,000)
-    max_chars: int = 9000
-    #: the relevance floor of a per-prompt injection: a recalled line needs this cosine to
-    #: the prompt, or a shared informative word and half of it
-    min_cosine: float = 0.35
-    #: earlier conversations of the project whose exchanges the start recap quotes
-    recap_sessions: int = 5
-    #: start a daemon when none answers (as ``memman mcp`` does); false: give up at once
-    start_daemon: bool = True
-    #: most seconds a hook waits for a daemon it started (then it gives up, exit 0)
-    start_timeout_s: float = 20.0
-    #: most seconds one hook waits for the daemon's answer to one request
-    request_timeout_s: float = 10.0
-
-
-@dataclass
 class TuiConfig:
     refresh_s: float = 1.0
     read_only: bool = False
@@ -448,6 +410,8 @@ def read_toml(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(str(exc) if isinstance(exc, NotARegularFile) else
                           f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    import tomllib  # only when there is a file: a hook's start pays nothing for it
+
     try:
         return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:

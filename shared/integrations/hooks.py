@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memman.config import Config, HooksConfig
+    from memman.hook_config import HooksConfig
 
 AGENTS = ("claude-code", "codex")
 MAX_EVENT_BYTES = 16 * 1024 * 1024  #: an event's JSON larger than this is not read
@@ -42,6 +42,37 @@ RECALL_HEADER = ("memman — what earlier conversations in this project said tha
                  "prompt (dated; a newer line wins over an older one):")
 RECAP_HEADER = "memman — recap for this project (dated, newest first; a newer line wins):"
 WINDOW_HEADER = "memman — what this conversation held before it was compacted (memman's window):"
+
+
+@dataclass
+class Settings:
+    """What a hook reads of memman's configuration."""
+
+    socket: Path
+    data_dir: Path
+    hooks: HooksConfig
+
+
+#: variables that ``Settings.load``'s short path reads itself (any other MEMMAN_* variable may
+#: set a value: the whole config is loaded then)
+SHORT_PATH_ENV = frozenset({"MEMMAN_SOCKET", "MEMMAN_DATA_DIR", "MEMMAN_CONFIG"})
+
+
+def load_settings() -> Settings:
+    """The socket, the data dir and ``[hooks]``: with no config file and no MEMMAN_* variable
+    but the paths, the defaults without loading ``memman.config`` (its sections cost the
+    agent tens of milliseconds on every event); else ``Config.load()``, checks included."""
+    from memman import paths
+
+    if not paths.config_path().exists() and not any(
+            k.startswith("MEMMAN_") and k not in SHORT_PATH_ENV for k in os.environ):
+        from memman.hook_config import HooksConfig
+
+        return Settings(paths.socket_path()[0], paths.data_dir(), HooksConfig())
+    from memman.config import Config
+
+    cfg = Config.load()
+    return Settings(cfg.socket, cfg.data_dir, cfg.hooks)
 
 
 @dataclass
@@ -173,7 +204,7 @@ def source_label(session_id: str) -> str:
 class Hook:
     """One event of one agent conversation, against the daemon."""
 
-    def __init__(self, agent: str, event: Event, config: Config, client: Rpc) -> None:
+    def __init__(self, agent: str, event: Event, config: Settings, client: Rpc) -> None:
         self.agent, self.event, self.config, self.c = agent, event, config, client
         self.h: HooksConfig = config.hooks
         self.session = session_name(agent, event.session_id)
@@ -478,7 +509,7 @@ class Rpc:
         self.sock.close()
 
 
-def connect(config: Config) -> Rpc:
+def connect(config: Settings) -> Rpc:
     """A connection to the daemon; one is started (``[hooks] start_daemon``) when none
     answers."""
     from memman.errors import ConnectionLost
@@ -504,9 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if agent not in AGENTS:
             raise ValueError(f"unknown agent {agent!r}; expected one of {', '.join(AGENTS)}")
-        from memman.config import Config
-
-        config = Config.load()
+        config = load_settings()
         data_dir = config.data_dir
         raw = sys.stdin.buffer.read(MAX_EVENT_BYTES + 1)
         if len(raw) > MAX_EVENT_BYTES:

@@ -268,3 +268,22 @@ def test_install_uninstall_config(tmp_path: Path) -> None:
     broken.write_text("{not json")
     r = memman("install", "codex")
     assert r.returncode == 1 and "hooks.json" in r.stderr and broken.read_text() == "{not json"
+
+
+def test_sessions_show_agent_and_project(hooks: Hooks) -> None:
+    p = hooks.project("zeta")
+    sid = hooks.conversation(p, ["Lint with ruff before every commit."])
+    r = subprocess.run([MEMMAN, "sessions"], env=hooks.env, capture_output=True, text=True,
+                       timeout=60)
+    line = next(ln for ln in r.stdout.splitlines() if sid in ln)
+    assert line.rstrip().endswith(f"claude-code in {p.resolve()}")
+    rows = json.loads(subprocess.run([MEMMAN, "sessions", "--json"], env=hooks.env,
+                                     capture_output=True, text=True, timeout=60).stdout)
+    row = next(o for o in rows if o["session_id"] == f"claude-code-{sid}")
+    assert (row["agent"], row["project"], row["user_id"]) == ("claude-code", str(p.resolve()),
+                                                              "ana")
+    from memman_tui.rows import overview_matches, user_cell
+
+    assert user_cell(row) == "ana · claude-code zeta"
+    assert user_cell({"user_id": "ana"}) == "ana"
+    assert overview_matches(row, "claude-code") and overview_matches(row, "zeta")

@@ -219,8 +219,11 @@ def main() -> int:
         stale_only = {"memman": 0, "newest lines": 0}
         times: dict[str, list[float]] = {}
         sizes: list[int] = []
+        missed: list[str] = []
         for q, token in questions:
             text, t = b.ask(q)
+            if token not in text:
+                missed.append(q)
             sizes.append(len(text))
             for k, v in t.items():
                 times.setdefault(k, []).append(v)
@@ -266,6 +269,8 @@ def main() -> int:
     print(f"| newest lines up to the cap | {carried['newest lines']}/{n} | "
           f"{current['newest lines']}/{len(STALE)} | {stale_only['newest lines']}/{len(STALE)} "
           f"| {len(baseline_text):,} |")
+    if missed:
+        print(f"\nmemman missed: {'; '.join(missed)}")
     return 0
 
 

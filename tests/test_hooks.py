@@ -174,6 +174,7 @@ def test_window_after_compact(hooks: Hooks) -> None:
                    "source": "compact"})
     assert r.returncode == 0 and "line length of 111" in r.stdout
     assert r.stdout.startswith("memman — what this conversation held") and len(r.stdout) < 9000
+    assert all(ln.startswith("- ") for ln in r.stdout.splitlines()[1:])
 
 
 @pytest.mark.parametrize("raw", ["", "not json", "[1, 2]", '{"hook_event_name": 3}',

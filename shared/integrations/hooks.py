@@ -38,6 +38,7 @@ MAX_LINE_CHARS = 700  #: most characters of one injected line (a long entry is c
 TRANSCRIPT_TAIL = 2 * 1024 * 1024  #: bytes of the transcript's end read for the last answer
 STATE_DIR = "hooks"  #: in the data dir: per conversation, what was injected and the last prompt
 LOG_NAME = "hooks.log"
+LOG_MAX_BYTES = 1024 * 1024  #: past this, hooks.log becomes hooks.log.1 and a new one starts
 RECALL_HEADER = ("memman — what earlier conversations in this project said that bears on this "
                  "prompt (dated; a newer line wins over an older one):")
 RECAP_HEADER = "memman — recap for this project (dated, newest first; a newer line wins):"
@@ -254,8 +255,7 @@ class Hook:
         lines += self.agent_md_lines()
         mine = self.session
         rows = [o for o in self.c.session_list({"user_id": self.user, "tenant_id": self.h.tenant})
-                if o["session_id"] != mine and o.get("agent")
-                and (self.h.scope == "user" or o.get("project") == self.project)]
+                if o["session_id"] != mine and o.get("agent") and o.get("project") == self.project]
         rows.sort(key=lambda o: -o.get("updated_at", 0))
         ids: dict[str, list[int]] = {}
         for o in rows[: self.h.recap_sessions]:
@@ -300,13 +300,16 @@ class Hook:
         ans = self.c.session_context(target, {"max_tokens": max(256, self.h.max_chars // 3),
                                               "peek": True})
         lines = []
-        for m in ans.get("messages") or []:
+        parts = ans.get("parts") or []
+        for i, m in enumerate(ans.get("messages") or []):
             content = m.get("content")
             if not isinstance(content, str) or not content.strip():
                 continue
+            date = (parts[i].get("date") if i < len(parts) else None) or ""
             for part in content.split("\n"):
                 if part.strip():
-                    lines.append(f"{m.get('role', '')}: {one_line(part)}")
+                    lines.append(f"- {date + ' ' if date else ''}{m.get('role', '')}: "
+                                 f"{one_line(part.removeprefix('- '))}")
         return fit(WINDOW_HEADER, lines, self.h.max_chars)
 
     # UserPromptSubmit -----------------------------------------------------------------
@@ -448,7 +451,10 @@ def log(data_dir: Path | None, message: str) -> None:
 
             data_dir = paths.data_dir()
         data_dir.mkdir(parents=True, exist_ok=True)
-        with open(data_dir / LOG_NAME, "a", encoding="utf-8") as f:
+        path = data_dir / LOG_NAME
+        if path.exists() and path.stat().st_size > LOG_MAX_BYTES:  # one older file is kept
+            os.replace(path, path.with_name(LOG_NAME + ".1"))
+        with open(path, "a", encoding="utf-8") as f:
             f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()} {message}\n")
     except OSError:
         pass

@@ -218,6 +218,17 @@ class Hook:
                 "project": self.project, "recall_project": self.h.scope == "project"}
         return dict(self.c.session_open(session or self.session, opts))
 
+    def add(self, entry: dict[str, Any]) -> None:
+        """Log one entry; the session is opened first only when the daemon does not know it
+        (a conversation whose SessionStart memman missed): one call, not two, per entry."""
+        from memman.errors import SessionNotFound
+
+        try:
+            self.c.session_add(self.session, entry)
+        except SessionNotFound:
+            self.open()
+            self.c.session_add(self.session, entry)
+
     def run(self) -> str:
         name = self.event.name
         if name == "SessionStart":
@@ -315,11 +326,11 @@ class Hook:
     # UserPromptSubmit -----------------------------------------------------------------
     def prompt(self) -> str:
         prompt = self.event.prompt
-        self.open()
         self.state.prompt = prompt
         if self.h.capture and prompt.strip():
-            self.c.session_add(self.session, {"type": "message", "role": "user",
-                                              "content": prompt})
+            self.add({"type": "message", "role": "user", "content": prompt})
+        else:
+            self.open()
         out = ""
         if self.h.inject_prompt and prompt.strip():
             out = self.recall(prompt)
@@ -369,7 +380,6 @@ class Hook:
         tools = self.h.tools
         if not e.tool_name or not ("*" in tools or e.tool_name in tools):
             return
-        self.open()
         call_id = e.tool_use_id or f"call-{time.time_ns()}"
         args = json.dumps(e.tool_input if e.tool_input is not None else {},
                           ensure_ascii=False, default=str)
@@ -382,13 +392,12 @@ class Hook:
             meta["excerpt"] = True
             text = (text[: cap - 60] + f"\n… [excerpt: {cap - 60} of {len(text):,} characters, "
                     f"{len(text.encode()):,} bytes]")
-        self.c.session_add(self.session, {
+        self.add({
             "type": "tool_call", "role": "assistant", "content": "",
             "tool_calls": [{"id": call_id, "type": "function",
                             "function": {"name": e.tool_name, "arguments": args[:20_000]}}]})
-        self.c.session_add(self.session, {"type": "tool_result", "role": "tool",
-                                          "tool_call_id": call_id, "name": e.tool_name,
-                                          "content": text, "metadata": meta})
+        self.add({"type": "tool_result", "role": "tool", "tool_call_id": call_id,
+                  "name": e.tool_name, "content": text, "metadata": meta})
 
     # Stop -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -399,9 +408,7 @@ class Hook:
             answer = last_answer(self.event.transcript)
         if not answer or not answer.strip():
             return
-        self.open()
-        self.c.session_add(self.session, {"type": "message", "role": "assistant",
-                                          "content": answer})
+        self.add({"type": "message", "role": "assistant", "content": answer})
         if self.state.prompt:
             self.c.session_finalize(self.session, self.state.prompt, answer)
             self.state.prompt = ""

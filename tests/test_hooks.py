@@ -136,6 +136,17 @@ def test_exclusion_keeps_a_line_out(hooks: Hooks) -> None:
         c.recall_exclude(f"claude-code-{sid}", found[0]["id"])
     r = hooks.run(prompt_event(sid, p, "Which host runs the cache server?"))
     assert r.returncode == 0 and "tern-2" not in r.stdout
+    # and out of the project's later conversations: the exclusion carries over at their start
+    later = str(uuid.uuid4())
+    hooks.run({"hook_event_name": "SessionStart", "session_id": later, "cwd": str(p),
+               "source": "startup"}, MEMMAN_HOOKS_INJECT_START="false")
+    r = hooks.run(prompt_event(later, p, "Which host runs the cache server?"))
+    assert r.returncode == 0 and "tern-2" not in r.stdout
+    # (without the exclusion the same question brings it: the test can fail)
+    with SyncClient(hooks.socket) as c:
+        c.recall_exclude(f"claude-code-{later}", found[0]["id"], False)
+    r = hooks.run(prompt_event(later, p, "Which host runs the cache server, again?"))
+    assert "tern-2" in r.stdout
 
 
 def test_tools_capture_and_the_final_answer(hooks: Hooks) -> None:

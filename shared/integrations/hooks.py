@@ -243,7 +243,8 @@ class Hook:
 
     # SessionStart ---------------------------------------------------------------------
     def session_start(self) -> str:
-        self.open()
+        if self.open().get("created"):
+            self.carry_exclusions()
         if self.event.source in ("compact", "clear"):
             return self.window() if self.h.inject_compact else ""
         return self.recap() if self.h.inject_start else ""
@@ -283,6 +284,34 @@ class Hook:
         self.state.injected += [i for line, got in ids.items() if line in shown for i in got]
         self.state.save()
         return text
+
+    def carry_exclusions(self) -> None:
+        """A new conversation starts with the exclusions the project's earlier conversations
+        hold (a line a person took out with ``d`` in the terminal app stays out of every later
+        injection): for each (conversation, entry) the newest of ``recall_exclude`` /
+        ``recall_include`` in the audit log decides."""
+        mine = {o["session_id"] for o in self.c.session_list(
+            {"user_id": self.user, "tenant_id": self.h.tenant})
+            if o.get("agent") and o.get("project") == self.project}
+        mine.discard(self.session)
+        if not mine:
+            return
+        newest: dict[tuple[str, int], tuple[int, bool]] = {}
+        for action in ("recall_exclude", "recall_include"):
+            recs = self.c.audit_list({"user_id": self.user, "tenant_id": self.h.tenant,
+                                      "action": action, "limit": 500})["records"]
+            for r in recs:
+                eid = (r.get("data") or {}).get("entry_id")
+                key = (r.get("session_id") or "", eid)
+                if key[0] in mine and isinstance(eid, int) and \
+                        r["id"] > newest.get(key, (-1, False))[0]:
+                    newest[key] = (r["id"], action == "recall_exclude")
+        for eid in sorted({k[1] for k, (_id, out) in newest.items() if out}):
+            try:
+                self.c.recall_exclude(self.session, eid)
+            except Exception as exc:  # an entry gone since: the others still carry over
+                log(self.config.data_dir, f"{self.session}: exclusion of entry {eid} not "
+                                          f"carried over: {exc}")
 
     def agent_md_lines(self) -> list[str]:
         """The tenant's agent.md chunks that bear on this project (its name as the query)."""

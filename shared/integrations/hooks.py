@@ -302,10 +302,11 @@ class Hook:
                                       "action": action, "limit": 500})["records"]
             for r in recs:
                 eid = (r.get("data") or {}).get("entry_id")
-                key = (r.get("session_id") or "", eid)
-                if key[0] in mine and isinstance(eid, int) and \
-                        r["id"] > newest.get(key, (-1, False))[0]:
-                    newest[key] = (r["id"], action == "recall_exclude")
+                sid = r.get("session_id") or ""
+                if sid not in mine or not isinstance(eid, int):
+                    continue
+                if r["id"] > newest.get((sid, eid), (-1, False))[0]:
+                    newest[(sid, eid)] = (r["id"], action == "recall_exclude")
         for eid in sorted({k[1] for k, (_id, out) in newest.items() if out}):
             try:
                 self.c.recall_exclude(self.session, eid)

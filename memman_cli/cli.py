@@ -1,5 +1,5 @@
 """The ``memman`` command: daemon, status, sessions, show, call, export, import, search,
-context, config, completion, tui, demo, mcp, systemd.
+context, config, completion, tui, demo, mcp, hook, hooks, systemd.
 
 Human output by default; ``--json`` prints the raw result for scripts, and under ``--json`` every
 error is JSON on stdout (``{"error": {"code", "message", "data"}}``) with a non-zero exit.
@@ -18,8 +18,6 @@ from typing import Any
 
 from memman import __version__, names
 from memman.errors import CONFLICT, INVALID_PARAMS, METHOD_NOT_FOUND, ConnectionLost, MemmanError
-from memman.fullness import fullness
-from memman.labels import embeddings_label
 
 
 class UsageError(Exception):
@@ -82,6 +80,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  summarizer {summarizer_label(summ)}")
     emb = stats.get("embeddings") or {}
     if emb:
+        from memman.labels import embeddings_label
+
         print(f"  embeddings {embeddings_label(emb)}")
         if emb.get("search_model_installed") is False and emb.get("provider") == "local":
             print(f"  {SEARCH_MODEL_MISSING}")
@@ -125,6 +125,8 @@ def summarizer_label(summ: dict[str, Any]) -> str:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from memman.fullness import fullness
+
     with _client(args) as c:
         rows = c.session_list()
         if getattr(args, "ids", False):
@@ -156,6 +158,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         sent = "-" if f.sent_usage is None else f"{f.sent_usage:.0%}{'*' if f.preview else ''}"
         hist = "-" if f.history_usage is None else f"{f.history_usage:.0%}"
         extra = f"  ({f.last_request})" if f.last_request else ""
+        if r.get("agent") or r.get("project"):  # a coding agent's conversation (memman hook)
+            extra += f"  {r.get('agent') or '-'} in {r.get('project') or '-'}"
         print(f"{r['session_id']:<24} {r['user_id']:<12} {f.budget:>7,} {sent:>5} {hist:>7} "
               f"{r['entries']:>8} {r['exchanges']:>5}  {last}{extra}")
     print("sent / history: % of the session's budget (docs/tui.md, \"How full\"); "
@@ -551,6 +555,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("mcp", help="an MCP server for agents (flags: memman mcp --help; `memman "
                                "mcp config claude-code` prints a client config)",
                    add_help=False)
+    sub.add_parser("hook", help="run one coding-agent hook event (what `memman hooks install` "
+                                "wires: memman hook claude-code|codex, the event on stdin)",
+                   add_help=False)
+    sub.add_parser("hooks", help="memman's hooks in a coding agent's settings: memman hooks "
+                                 "install|uninstall|config claude-code|codex [--project DIR]",
+                   add_help=False)
     sh = sub.add_parser("shared", help="the shared store (PostgreSQL)")
     sh_sub = sh.add_subparsers(dest="shared_command", required=True)
     mig = sh_sub.add_parser("migrate", parents=[common],
@@ -584,6 +594,10 @@ def _fail(args_json: bool, code: int, message: str, data: Any = None, exit_code:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hook"]:  # the agent waits for it: no parser, nothing else imported
+        from memman.integrations.hooks import main as hook_main
+
+        return hook_main(argv[1:])
     want_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
     parser = build_parser()
     try:
@@ -602,6 +616,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_demo(args, rest)
     if args.command == "mcp":
         return cmd_mcp(args, rest)
+    if args.command == "hooks":
+        from memman.integrations.hook_settings import main as hooks_main
+
+        return hooks_main(rest)
     as_json = bool(getattr(args, "json", False))
     if rest:
         return _fail(as_json, INVALID_PARAMS, f"unrecognized arguments: {' '.join(rest)}",

@@ -128,6 +128,10 @@ class SessionMeta:
     cycle: Cycle = field(default_factory=Cycle)
     injection_done: bool = False
     recall: bool = True  #: its entries are recalled in the user's other sessions, and it recalls theirs
+    agent: str = ""  #: the coding agent whose conversation it logs ("claude-code", "codex"; "" none)
+    project: str = ""  #: the project (a directory: the git root of the agent's cwd) it belongs to
+    #: it recalls only sessions of its own project, and only they recall it (``memman.scope``)
+    recall_project: bool = False
     counters: dict[str, int] = field(default_factory=dict)  #: llm_compressions, compressions, ...
     usage: list[dict[str, Any]] = field(default_factory=list)  #: reported provider usage, newest last
 
@@ -186,4 +190,6 @@ class Session:
             "created_at": m.created_at,
             "updated_at": m.updated_at,
             "counters": dict(m.counters),
+            "agent": m.agent,
+            "project": m.project,
         }

@@ -7,8 +7,8 @@ write to an existing object asks (the rules themselves: ``memman.scope``).
   from *other* sessions than the one asking (the window's recall, ``memman_memory_search``
   type ``session``, MCP ``search`` / ``context``). The recall index keeps one corpus per user
   within a tenant, so a corpus never holds another owner's rows; these add private, recall
-  off, excluded and forgotten, vectorized for ranking (filter before ranking, so no path can
-  forget it) and per row for what is brought along (completing turns, corrections).
+  off, excluded, forgotten and other projects' (``recall_project``), vectorized for ranking
+  (filter before ranking, so no path can forget it) and per row for what is brought along (completing turns, corrections).
 """
 
 from __future__ import annotations
@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
-from memman.scope import DEFAULT_TENANT, Caller, across_visible, is_private, recalls
+from memman.scope import (
+    DEFAULT_TENANT,
+    Caller,
+    across_visible,
+    is_private,
+    recalls,
+    same_project,
+)
 
 if TYPE_CHECKING:
     from memman_daemon.model import Entry, Session
@@ -86,8 +93,11 @@ def across_mask(index: RecallIndex, c: Corpus, caller: Caller) -> np.ndarray:
     if caller.session_id is not None:
         mask &= ~c.of_session(caller.session_id)
     # sessions of this daemon that opted out of recall (other hosts' rows never hold one)
+    # (and sessions the project rule keeps apart: ``memman.scope.same_project``)
     off = [code for sid, code in c.code_of.items()
-           if (s := index.sessions.by_id.get(sid)) is not None and not recalls(s.meta.recall)]
+           if (s := index.sessions.by_id.get(sid)) is not None and (
+               not recalls(s.meta.recall)
+               or not same_project(caller, s.meta.project, s.meta.recall_project))]
     if off:
         mask &= ~np.isin(np.frombuffer(c.codes, dtype=np.int32, count=n), off)
     hidden = index.forgotten | (index.excluded.get(caller.session_id, set())
@@ -111,7 +121,8 @@ def across_entry(index: RecallIndex, c: Corpus, row: int,
     e = c.remote.get(eid)
     if e is not None:  # another host's row: only shareable rows reach the shared table
         got = index.remote_row(eid)
-        if got is None or not caller.owns(got.user_id, got.tenant_id):
+        if got is None or not caller.owns(got.user_id, got.tenant_id) \
+                or not same_project(caller, None, False):
             return None
         if eid in index.excluded.get(caller.session_id or "", set()) or eid in index.forgotten:
             return None
@@ -124,7 +135,8 @@ def across_entry(index: RecallIndex, c: Corpus, row: int,
             caller, user_id=src.meta.user_id, tenant_id=src.meta.tenant_id,
             session_recall=src.meta.recall, metadata=f.metadata,
             excluded=eid in index.excluded.get(caller.session_id or "", set()),
-            forgotten=eid in index.forgotten):
+            forgotten=eid in index.forgotten, project=src.meta.project,
+            keeps_project=src.meta.recall_project):
         return None
     return f, src
 

@@ -108,7 +108,7 @@ def overview_row(ov: dict[str, Any], now: float, cache: int | None, scratch: int
         points, spark_width, int(ov.get("max_tokens") or 0))
     return (
         sid,
-        str(ov.get("user_id", "-")),
+        user_cell(ov),
         sent_cell,
         hist_cell,
         trend_cell,
@@ -121,11 +121,22 @@ def overview_row(ov: dict[str, Any], now: float, cache: int | None, scratch: int
     )
 
 
+def user_cell(ov: dict[str, Any]) -> str:
+    """The user, and for a coding agent's conversation (``memman hook``) its agent and the
+    project's folder name: ``ana · claude-code api``."""
+    user = str(ov.get("user_id", "-"))
+    agent, project = ov.get("agent") or "", ov.get("project") or ""
+    if not agent and not project:
+        return user
+    return f"{user} · {agent or '-'} {project.rstrip('/').rsplit('/', 1)[-1] or project}"
+
+
 def overview_matches(ov: dict[str, Any], query: str) -> bool:
     if not query:
         return True
     q = query.lower()
-    return any(q in str(ov.get(k, "")).lower() for k in ("session_id", "user_id", "tenant_id", "model"))
+    return any(q in str(ov.get(k, "")).lower()
+               for k in ("session_id", "user_id", "tenant_id", "model", "agent", "project"))
 
 
 # --- session screen ---------------------------------------------------------------------

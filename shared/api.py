@@ -41,6 +41,7 @@ from memman.params import (
     Str,
 )
 from memman.schemas import (
+    AGENT,
     CACHE_OPTS,
     CHAT_MESSAGE,
     CONTEXT_OPTS,
@@ -52,6 +53,7 @@ from memman.schemas import (
     LIMIT,
     MEMORY_TYPE,
     MODEL,
+    PROJECT,
     RECORD_REF,
     SCOPE_FILTER,
     SESSION_ID,
@@ -155,11 +157,18 @@ METHODS: tuple[Method, ...] = (
     _M(names.SESSION_OPEN,
        (_P("session_id", SESSION_ID),
         _P("opts", Map({"user_id": Id(), "tenant_id": Id(), "model": MODEL,
-                        "max_tokens": MAX_TOKENS, "recall": Bool(), "reassign": Bool()}),
+                        "max_tokens": MAX_TOKENS, "recall": Bool(), "reassign": Bool(),
+                        "agent": AGENT, "project": PROJECT, "recall_project": Bool()}),
            default=dict)),
        "SessionOverview",
        "Create a session (or return the existing one); opts: user_id, tenant_id, model, "
-       "max_tokens, recall (false: this session neither recalls nor is recalled), reassign.\n\n"
+       "max_tokens, recall (false: this session neither recalls nor is recalled), reassign, "
+       "agent, project, recall_project.\n\n"
+       "``agent`` and ``project`` are recorded on the session and shown with it (a coding "
+       "agent's conversation: ``memman hook``). ``recall_project`` (true): the session "
+       "recalls only sessions recorded with the same ``project``, and only they recall it "
+       "(``memman.scope.same_project``; another host's entries, whose project is not known "
+       "here, are not recalled by it).\n\n"
        "An existing session keeps its owner: re-opening it with another ``user_id`` or "
        "``tenant_id`` is refused (-32002, data ``{owner: {user_id, tenant_id}}``) unless "
        "``opts.reassign`` is true; a reassignment commits with its audit row (action "
@@ -318,16 +327,19 @@ METHODS: tuple[Method, ...] = (
                         "flow": Nullable(Str()), "session_id": Nullable(Id()),
                         "threshold": Nullable(COSINE),
                         "mode": Nullable(Str(choices=("hybrid", "fts", "vector"))),
-                        "tenant_id": TENANT_ID}),
+                        "tenant_id": TENANT_ID, "project": Nullable(PROJECT)}),
            default=dict)),
        "MemorySearch",
        "Best first with scores; opts: limit, kind, flow (exact id first, then similarity), "
-       "threshold, mode (hybrid, fts, vector), session_id, tenant_id.\n\n"
+       "threshold, mode (hybrid, fts, vector), session_id, tenant_id, project.\n\n"
        "Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id; "
        "unnamed: the one tenant the user's sessions are in, -32602 naming it when there are "
        "several; the recall index: BM25 + the search model): across sessions "
        "never a private entry, an entry of a session opened with ``recall: false`` or one "
-       "forgotten for recall; opts.session_id (the user's own session in that tenant) for one."),
+       "forgotten for recall; opts.session_id (the user's own session in that tenant) for one. "
+       "opts.project: only sessions recorded with that project (``memman_session_open`` "
+       "opts.project), never another host's; without it, never a session that keeps to its "
+       "project (``recall_project``)."),
     _M(names.MEMORY_LEARN,
        (_P("user_id", USER_ID), _P("key", Id("answer_style")), _P("value", Stored()),
         _P("opts", Map({"replace": Bool(), "metadata": Nullable(METADATA)}), default=dict)),

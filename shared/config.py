@@ -25,7 +25,6 @@ import difflib
 import json
 import math
 import os
-import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 from memman import paths
 from memman.files import NotARegularFile, read_regular
+from memman.hook_config import HooksConfig
 
 #: the chat model assumed when none is given (the summarizer's, a session's, token counting's)
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -331,6 +331,7 @@ class Config:
     docs: DocsConfig = field(default_factory=DocsConfig)
     embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
     recall: RecallConfig = field(default_factory=RecallConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
     tui: TuiConfig = field(default_factory=TuiConfig)
     #: "section.key" -> where its value came from: "default", the file, "env MEMMAN_...", ...
     sources: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -409,6 +410,8 @@ def read_toml(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(str(exc) if isinstance(exc, NotARegularFile) else
                           f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    import tomllib  # only when there is a file: a hook's start pays nothing for it
+
     try:
         return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -469,6 +472,11 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "compression.quarantine_retry_s",
         "tui.refresh_s", "storage.shared_timeout_s", "storage.shared_backoff_max_s")},
     "storage.shared_pool_size": (1, None),
+    "hooks.max_chars": (200, 9500),
+    "hooks.min_cosine": (-1.0, 1.0),
+    "hooks.tool_result_max_chars": (1, None),
+    "hooks.recap_sessions": (0, 100),
+    **{k: (1e-9, None) for k in ("hooks.start_timeout_s", "hooks.request_timeout_s")},
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "storage.synchronous": ("NORMAL", "FULL", "EXTRA", "OFF"),
@@ -476,6 +484,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "scoring.profile": ("salience", "keyword"),
     "embeddings.model": ("", "all-MiniLM-L6-v2", "l2_supercat"),
     "recall.scope": ("user", "tenant", "off"),
+    "hooks.scope": ("project", "user"),
 }
 _TYPE_WORDS = {int: "an integer", float: "a number", bool: "a boolean (true or false)",
                str: "a string", list: "a list", dict: "a table (map)", type(None): "nothing"}

@@ -134,7 +134,13 @@ class AsyncMethods:
     ) -> SessionOverview:
         """Create a session (or return the existing one); opts: user_id, tenant_id, model,
         max_tokens, recall (false: this session neither recalls nor is recalled),
-        reassign.
+        reassign, agent, project, recall_project.
+
+        ``agent`` and ``project`` are recorded on the session and shown with it (a coding
+        agent's conversation: ``memman hook``). ``recall_project`` (true): the session
+        recalls only sessions recorded with the same ``project``, and only they recall
+        it (``memman.scope.same_project``; another host's entries, whose project is not
+        known here, are not recalled by it).
 
         An existing session keeps its owner: re-opening it with another ``user_id`` or
         ``tenant_id`` is refused (-32002, data ``{owner: {user_id, tenant_id}}``) unless
@@ -442,14 +448,16 @@ class AsyncMethods:
             opts: dict[str, Any] | None = None,
     ) -> MemorySearch:
         """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
-        threshold, mode (hybrid, fts, vector), session_id, tenant_id.
+        threshold, mode (hybrid, fts, vector), session_id, tenant_id, project.
 
         Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id;
         unnamed: the one tenant the user's sessions are in, -32602 naming it when there
         are several; the recall index: BM25 + the search model): across sessions never a
         private entry, an entry of a session opened with ``recall: false`` or one
         forgotten for recall; opts.session_id (the user's own session in that tenant)
-        for one.
+        for one. opts.project: only sessions recorded with that project
+        (``memman_session_open`` opts.project), never another host's; without it, never
+        a session that keeps to its project (``recall_project``).
 
         ``memman_memory_search(user_id, type, query, opts={})``.
         """
@@ -687,7 +695,13 @@ class SyncMethods:
     def session_open(self, session_id: str, opts: dict[str, Any] | None = None) -> SessionOverview:
         """Create a session (or return the existing one); opts: user_id, tenant_id, model,
         max_tokens, recall (false: this session neither recalls nor is recalled),
-        reassign.
+        reassign, agent, project, recall_project.
+
+        ``agent`` and ``project`` are recorded on the session and shown with it (a coding
+        agent's conversation: ``memman hook``). ``recall_project`` (true): the session
+        recalls only sessions recorded with the same ``project``, and only they recall
+        it (``memman.scope.same_project``; another host's entries, whose project is not
+        known here, are not recalled by it).
 
         An existing session keeps its owner: re-opening it with another ``user_id`` or
         ``tenant_id`` is refused (-32002, data ``{owner: {user_id, tenant_id}}``) unless
@@ -965,14 +979,16 @@ class SyncMethods:
             opts: dict[str, Any] | None = None,
     ) -> MemorySearch:
         """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
-        threshold, mode (hybrid, fts, vector), session_id, tenant_id.
+        threshold, mode (hybrid, fts, vector), session_id, tenant_id, project.
 
         Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id;
         unnamed: the one tenant the user's sessions are in, -32602 naming it when there
         are several; the recall index: BM25 + the search model): across sessions never a
         private entry, an entry of a session opened with ``recall: false`` or one
         forgotten for recall; opts.session_id (the user's own session in that tenant)
-        for one.
+        for one. opts.project: only sessions recorded with that project
+        (``memman_session_open`` opts.project), never another host's; without it, never
+        a session that keeps to its project (``recall_project``).
 
         ``memman_memory_search(user_id, type, query, opts={})``.
         """

@@ -53,6 +53,8 @@ LIMIT = Int(0, 10_000, doc="an integer from 0 (the default) to 10000")
 MEMORY_TYPE = Str(max_bytes=64, example="episodic")
 COSINE = Float(-1.0, 1.0, doc="a cosine similarity from -1 to 1")
 CALL_ID = Nullable(Str(max_bytes=1024))
+AGENT = Str(max_bytes=128, no_nul=True, doc="an agent's name (claude-code, codex; empty: none)")
+PROJECT = Str(max_bytes=4096, no_nul=True, doc="a project: its directory (empty: none)")
 SCOPE_FILTER = Map({"session_id": Id(), "user_id": Id(), "tenant_id": Id()})
 
 _LATEST = 32503680000.0  #: year 3000
@@ -157,6 +159,7 @@ META = Map({
     "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "opened_at": TIMESTAMP, "summary": Str(),
     "exchanges": Array(EXCHANGE), "cycle": CYCLE, "injection_done": Bool(), "recall": Bool(),
     "counters": Map(rest=COUNT), "usage": Array(USAGE, max_items=10_000),
+    "agent": AGENT, "project": PROJECT, "recall_project": Bool(),
 })
 ENTRY = Map({
     "id": ROW_ID, "session_id": Str(), "type": Str(choices=ENTRY_TYPES),

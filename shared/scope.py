@@ -18,6 +18,11 @@ ones before they write to a session they were handed. Nothing else decides.
   is not private (``metadata.private`` is exactly ``true``), its session takes part in recall
   (``recall`` is not false), the asking session has not excluded it, and it was not forgotten
   for recall. Its own session reads it regardless.
+- **Projects** (a coding agent's conversations, ``memman hook``): a session opened with
+  ``recall_project`` keeps to its ``project``: it recalls only sessions recorded with the same
+  project, and only they recall it (a search names the project with ``opts.project``). An
+  entry of another host's session, whose project is not known here, is not shown to a caller
+  that keeps to a project.
 - **A statement that replaces a value** is shown under the same rules; a value whose
   replacement may not be shown is not shown either (never the stale value alone).
 """
@@ -39,13 +44,16 @@ class Caller:
     tenant_id: str = DEFAULT_TENANT
     session_id: str | None = None
     uid: int | None = None
+    project: str = ""  #: the asking session's project (or the one a search names)
+    keeps_project: bool = False  #: shown only what sessions of ``project`` said
 
     def owns(self, user_id: str, tenant_id: str) -> bool:
         """The caller is that owner: same user id, same tenant (exact strings)."""
         return self.user_id == user_id and self.tenant_id == tenant_id
 
     def asking(self, session_id: str | None) -> Caller:
-        return Caller(self.user_id, self.tenant_id, session_id, self.uid)
+        return Caller(self.user_id, self.tenant_id, session_id, self.uid, self.project,
+                      self.keeps_project)
 
 
 def is_private(metadata: Any) -> bool:
@@ -59,9 +67,21 @@ def recalls(session_recall: Any) -> bool:
     return session_recall is not False
 
 
+def same_project(caller: Caller, project: str | None, keeps_project: bool) -> bool:
+    """The project rule between a caller and a session (``project`` None: another host's,
+    not known here): when either keeps to its project, both name the same one."""
+    if project is None:
+        return not caller.keeps_project
+    if not (caller.keeps_project or keeps_project):
+        return True
+    return bool(caller.project) and caller.project == project
+
+
 def across_visible(caller: Caller, *, user_id: str, tenant_id: str, session_recall: Any,
-                   metadata: Any, excluded: bool, forgotten: bool) -> bool:
+                   metadata: Any, excluded: bool, forgotten: bool, project: str = "",
+                   keeps_project: bool = False) -> bool:
     """May ``caller`` be shown this entry of *another* session (recall, search across the
-    user's sessions)?"""
+    user's sessions)? ``project`` / ``keeps_project``: that session's."""
     return (caller.owns(user_id, tenant_id) and recalls(session_recall)
-            and not is_private(metadata) and not excluded and not forgotten)
+            and not is_private(metadata) and not excluded and not forgotten
+            and same_project(caller, project, keeps_project))

@@ -127,6 +127,8 @@ class SessionOverview(TypedDict):
     created_at: float
     updated_at: float
     counters: dict[str, int]
+    agent: str  #: the coding agent whose conversation it logs ("" none)
+    project: str  #: the project it belongs to ("" none)
     created: NotRequired[bool]  # memman_session_open: made now (not found)
 
 
@@ -276,6 +278,8 @@ class RecalledEntry(TypedDict, total=False):
     role: str
     tokens: int  #: of its quoted line
     note: str  #: "replaced later" / "current" when a newer recalled statement changed it
+    text: str  #: the entry's content (``memman_session_context``)
+    at: float  #: when it was logged (unix seconds; ``memman_session_context``)
     decision: str
     score_parts: dict[str, Any]
     rank: int | None

@@ -4,6 +4,7 @@ clear, list, forget) and of the audit log that records promotions and evictions.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from memman import names
@@ -96,6 +97,8 @@ async def memory_search(call: Call, user_id: str, type: str, query: str,
     if type == "session":
         limit = opts.get("limit") or call.app.config.memory.search_limit
         caller = caller_of(call.app.sessions.by_id, user_id, opts.get("tenant_id"))
+        if (project := opts.get("project")) is not None:  # that project's sessions only
+            caller = replace(caller, project=project, keeps_project=True)
         results = await call.app.recall.search(caller, query, limit, opts.get("session_id"))
         return {"results": results, "mode": "hybrid"}
     um = call.app.user_memory

@@ -236,6 +236,8 @@ class SessionScreen(MonitorScreen):
         title.append(f"  {ov.get('user_id', '-')}@{ov.get('tenant_id', '-')} · "
                      f"{ov.get('model', '-')} · {ov.get('exchanges', 0)} exchanges · "
                      f"rolling summary {ov.get('summary_bytes', 0):,} B", "grey70")
+        if ov.get("agent") or ov.get("project"):  # a coding agent's conversation
+            title.append(f" · {ov.get('agent') or '-'} in {ov.get('project') or '-'}", "grey70")
         self.query_one("#session-title", Static).update(title)
         self.query_one("#fullness", Static).update(
             fullness_text(self.view, self.size.width, self.fullness()))

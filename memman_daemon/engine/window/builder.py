@@ -386,6 +386,7 @@ class ContextBuilder:
             "gaps": gaps,
             "recalled": [{"entry_id": r.entry.id, "session_id": r.session_id, "date": r.date,
                           "role": r.entry.role, "tokens": r.tokens, "note": r.note,
+                          "text": r.entry.content, "at": r.entry.created_at,
                           **r.parts} for r in sel.recalled],
             "retrieval": {"stand_ins": w.retrieval.stand_ins,
                           "pending_vectors": w.retrieval.pending},

@@ -105,7 +105,8 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
     if not recall or index.config.recall.scope == "off" or s.meta.recall is False:
         return out
     # who may see what is the scope's decision, before ranking (``memman_daemon/scope.py``)
-    caller = Caller(s.meta.user_id, s.meta.tenant_id, s.id)
+    caller = Caller(s.meta.user_id, s.meta.tenant_id, s.id, project=s.meta.project,
+                    keeps_project=s.meta.recall_project)
     others = across_mask(index, c, caller)
     alive_others = c.alive() & ~mine
 

@@ -484,7 +484,10 @@ class SessionEngine(Component):
             await self.sessions.clear(s, SessionMeta(
                 user_id=old.user_id, tenant_id=old.tenant_id, model=old.model,
                 max_tokens=old.max_tokens, created_at=old.created_at,
-                updated_at=self.clock.now(), recall=old.recall))  # an opt-out outlives a clear
+                updated_at=self.clock.now(),
+                # who may see it outlives a clear: its recall opt-out, its agent and project
+                recall=old.recall, agent=old.agent, project=old.project,
+                recall_project=old.recall_project))
             self.timelines.forget(s.id)  # memory is cleared after the commit: a read between
             self.last_context.pop(s.id, None)
             self.counters["clears"] += 1

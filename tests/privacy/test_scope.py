@@ -82,6 +82,12 @@ async def test_recall_off_sessions_are_not_searched_across_and_stay_off_after_a_
         other = await c.memory_search("bob", "session", "lake Lac", {"session_id": "hidden"})
         assert other["results"] == []
         await c.session_clear("hidden")
+        # a clear keeps who may see the session: its opt-out, its agent and project
+        await c.session_open("proj", {"user_id": "ana", "agent": "codex", "project": "/p/one",
+                                      "recall_project": True})
+        await c.session_clear("proj")
+        kept = await c.session_get("proj", {"entries": False})
+        assert (kept["agent"], kept["project"]) == ("codex", "/p/one")
         await c.session_add("hidden", {"role": "user", "content": "Lac Bleu has a red boat."})
         assert await d.app.recall.drained(60)
         assert "red boat" not in await search(c, "ana", "Lac Bleu boat")

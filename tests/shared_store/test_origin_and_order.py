@@ -17,7 +17,7 @@ import contextlib
 import shutil
 import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,9 @@ import pytest
 
 from memman_daemon.clock import FakeClock
 from tests.helpers import RunningDaemon, running_daemon, short_tmpdir
-from tests.pg_server import fresh_db, session_server
+from tests.shared_store.test_recall_across_hosts import dsn, until
+
+__all__ = ["dsn"]  # the fixture, shared with the first hosts' tests
 
 MARCH = 1709373600.0  # 2024-03-02 10:00 UTC
 FACT = "My cat Miso is allergic to chicken, please remember that."
@@ -34,17 +36,6 @@ NEW = "My parrot Kiwi now only eats sunflower seeds, please remember that."
 ASK = "What must my cat avoid, what does my parrot eat, and where does my sister live?"
 
 
-@pytest.fixture
-def dsn() -> str:
-    return fresh_db(session_server())
-
-
-async def until(cond: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
-    """Wait for a condition with a deadline (never a fixed sleep)."""
-    async def poll() -> None:
-        while not await cond():
-            await asyncio.sleep(0.05)
-    await asyncio.wait_for(poll(), timeout)
 
 
 @contextlib.asynccontextmanager

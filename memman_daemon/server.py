@@ -40,6 +40,10 @@ class StartupError(Exception):
     """The daemon cannot start; the message says why and what to do."""
 
 
+class _StoppedWhileStarting(Exception):
+    """SIGTERM (or SIGINT) arrived before the daemon served: it stops with exit code 0."""
+
+
 class Server:
     def __init__(self, config: Config, *, clock: Clock | None = None, read_only: bool = False) -> None:
         self.config = config
@@ -62,7 +66,11 @@ class Server:
         return self.exit_code
 
     async def serve(self, install_signal_handlers: bool = True) -> None:
-        await self.startup(install_signal_handlers)
+        try:
+            await self.startup(install_signal_handlers)
+        except _StoppedWhileStarting:
+            log.info("memman daemon stopped while starting")
+            return
         try:
             await self.main_loop()
         finally:
@@ -87,28 +95,31 @@ class Server:
             name = sock.getsockname()  # report the path systemd bound, not our default
             if isinstance(name, str) and name:
                 self.config.socket = Path(name)
+        loop = asyncio.get_running_loop()
+        if install_signal_handlers:
+            # from the start: SIGTERM while the app loads (a shared-store migration waiting
+            # for another daemon's, a large data dir) stops it cleanly, exit 0
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.request_stop)
         try:
-            await self.app.start()
+            await self._start_app()
         except BaseException as exc:
             sock.close()
             self._remove_socket_file()
             # close what was opened (the database threads would keep the process alive)
             with contextlib.suppress(Exception):
                 await self.app.stop()
-            if isinstance(exc, (StartupError, StoreError, LoadError)) or not isinstance(exc, Exception):
+            if isinstance(exc, (StartupError, StoreError, LoadError, _StoppedWhileStarting)) \
+                    or not isinstance(exc, Exception):
                 raise
             raise StartupError(f"cannot start on {self.config.database_path}: "
                                f"{type(exc).__name__}: {exc}. Nothing was changed; see "
                                "docs/operations.md (\"A damaged database\")") from exc
         self.app.store.on_fatal = self._fatal
         tune_gc()
-        loop = asyncio.get_running_loop()
         self._server = await loop.create_unix_server(lambda: Connection(self), sock=sock,
                                                      backlog=1024)
         loop.set_exception_handler(self._loop_exception)
-        if install_signal_handlers:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self.request_stop)
         log.info("memman daemon serving on %s (database %s)", self.config.socket,
                  self.config.database_path)
         systemd.notify(f"READY=1\nSTATUS=serving on {self.config.socket}\nMAINPID={os.getpid()}")
@@ -140,6 +151,21 @@ class Server:
                                       "(limits.idle_timeout_s); closing. Reconnect when needed, "
                                       "or subscribe to events to stay connected")
                 conn.close()
+
+    async def _start_app(self) -> None:
+        """``app.start()``, given up (cancelled) when a stop is requested meanwhile."""
+        start = asyncio.create_task(self.app.start(), name="memman-start")
+        stop = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({start, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not start.done():
+            start.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await start
+            raise _StoppedWhileStarting
+        start.result()
 
     def request_stop(self) -> None:
         self._stop.set()

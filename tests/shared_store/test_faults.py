@@ -206,3 +206,64 @@ async def test_a_shared_call_that_outlives_its_deadline_answers_retry(pg: PgServ
         assert d.app.shared.state == "up"
         await c.call(names.MEMORY_LEARN, "ana", "tone", "formal")
         assert (await c.call(names.MEMORY_RECALL, "ana", "tone"))["value"] == "formal"
+
+
+async def test_a_newer_schema_found_later_is_refused_then_followed_back_when_restored(
+        pg: PgServer) -> None:
+    """The shared schema's version moves past this daemon's (an upgrade elsewhere), then back
+    (that upgrade undone): the daemon says "refused" meanwhile and comes back by itself."""
+    dsn = pg.create_db("restored")
+    storage = {"shared": dsn, "shared_timeout_s": 3.0, "shared_backoff_max_s": 0.3}
+    async with running_daemon(storage=storage) as d, d.client() as c:
+        store = d.app.storage.pg  # type: ignore[attr-defined]
+        await c.call(names.MEMORY_LEARN, "ana", "tz", "UTC")
+        admin = await asyncpg.connect(dsn)
+        try:
+            await admin.execute("UPDATE memman_schema SET version = version + 1")
+            # the daemon's connections end (a restart of the server, say): it reconnects
+            await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                                "datname = current_database() AND pid <> pg_backend_pid()")
+            await until(lambda: store.state == "refused")
+            with pytest.raises(MemmanError):
+                await c.call(names.MEMORY_LEARN, "ana", "tz", "CET")
+            await admin.execute("UPDATE memman_schema SET version = version - 1")
+            await until(lambda: store.state == "up")
+        finally:
+            await admin.close()
+        await c.call(names.MEMORY_LEARN, "ana", "tz", "CET")
+        assert (await c.call(names.MEMORY_RECALL, "ana", "tz"))["value"] == "CET"
+
+
+async def test_sigterm_while_the_shared_schema_migration_waits_exits_0(pg: PgServer) -> None:
+    """A daemon whose shared-store migration waits for another's (the migrators' advisory
+    lock) stops on SIGTERM with exit code 0, not killed by the signal mid-start."""
+    import signal
+    import subprocess
+
+    from tests.helpers import daemon_env, short_tmpdir
+
+    dsn = pg.create_db("sigterm")
+    holder = await asyncpg.connect(dsn)
+    try:
+        await holder.execute("SELECT pg_advisory_lock(7301)")  # another daemon migrating
+        root = short_tmpdir()
+        (root / "no-config.toml").write_text("[storage]\nshared_timeout_s = 60\n")
+        with open(root / "daemon.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "memman_daemon", "--socket", str(root / "s" / "m.sock"),
+                 "--data-dir", str(root / "data"), "--shared", dsn],
+                env=daemon_env(root), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            async def waiting() -> bool:
+                return await holder.fetchval("SELECT count(*) > 0 FROM pg_locks WHERE "
+                                             "locktype = 'advisory' AND NOT granted")
+
+            await until(waiting, timeout=60)
+            proc.send_signal(signal.SIGTERM)
+            assert await asyncio.to_thread(proc.wait, 60) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        await holder.close()

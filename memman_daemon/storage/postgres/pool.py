@@ -165,7 +165,9 @@ class PgStore(Component):
             await listener.add_listener(CHANNEL, self._on_notify)
             listener.add_termination_listener(self._on_listener_lost)
         except BaseException:
-            await pool.close()
+            # terminate, not close: close waits for every connection to be released, and a
+            # cancelled migration (SIGTERM while it waits for another daemon's) may never be
+            pool.terminate()
             raise
         old = self.pool
         self.pool, self.listener = pool, listener

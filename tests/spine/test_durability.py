@@ -167,13 +167,18 @@ def _orphans(db: Path) -> int:
 
 def _wait_staged(db: Path, tries: int) -> bool:
     """Whether an import's staged rows showed up on disk within ``tries`` looks."""
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+    conn = None
+    try:
         for _ in range(tries):
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(sqlite3.Error):  # the WAL's files may be on their way
+                conn = conn or sqlite3.connect(f"file:{db}?mode=ro", uri=True)
                 if conn.execute("SELECT 1 FROM entries WHERE session_id >= char(0) AND "
                                 "session_id < char(1) LIMIT 1").fetchone():
                     return True
             time.sleep(0.002)  # a look every 2 ms: bounded by the count
+    finally:
+        if conn is not None:
+            conn.close()
     return False
 
 

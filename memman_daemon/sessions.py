@@ -243,6 +243,8 @@ class Sessions:
         live = self.by_id.get(s.id)
         if live is None:
             await self._orphaned(s, entries)
+        if live is not s and meta:  # the replaced session's meta row overwrote the live one's
+            await self.commit(live, [rows.meta_op(live)])
         s = live
         for e in entries:
             self._join(s, e)

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from memman.errors import STORAGE_ERROR, MemmanError, invalid_params, not_found
+from memman.params import INT64_MAX
 from memman.schemas import DEFAULT_ROLE
 from memman_daemon.model import Entry, Session, SessionMeta, Summary
-from memman_daemon.params import INT64_MAX
 from memman_daemon.storage.sqlite import sessions as rows
 from memman_daemon.storage.sqlite.store import Op, Store, StoreError
 

@@ -17,7 +17,6 @@ from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
 from memman_daemon.rpc import Call, handles
 from memman_daemon.storage.sqlite import audit as audit_rows
 from memman_daemon.storage.sqlite.store import Op
-from memman_daemon.tokens import check_tools
 
 UNDOABLE = ("pin", "unpin", "evict", "promote", "recall_exclude", "recall_include")
 _SCAN = 500  #: audit records looked at for the newest undoable one
@@ -75,15 +74,13 @@ def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
 @handles(names.COUNT_TOKENS)
 def count_tokens(call: Call, messages: list[Any], model: str | dict[str, Any],
                  tools: list[Any] | dict[str, Any]) -> dict[str, Any]:
-    where = "tools"
     if isinstance(model, dict):
-        opts = model  # the options map {model, tools} (keys checked by the declaration)
+        opts = model  # the options map {model, tools} (checked by the declaration)
         if "tools" in opts:
-            tools, where = opts["tools"], "model.tools"
+            tools = opts["tools"]
         model = opts.get("model", DEFAULT_MODEL)
     if isinstance(tools, dict):
-        tools, where = tools.get("tools") or [], "tools.tools"
-    check_tools(tools, where)
+        tools = tools.get("tools") or []
     counter = call.app.tokens
     message_tokens = counter.count_messages(messages, model)
     tool_tokens = counter.count_tools(tools, model)

@@ -207,7 +207,12 @@ class SessionEngine(Component):
                     return None
                 original = sum(e.tokens for e in entries)
                 target = max(int(original * cfg.ratio), 16)
-                fallback = self.summarizer.extractive(entries, target, tl.an.cands)
+                known = {e.id: tl.an.cands[e.id] for e in entries if e.id in tl.an.cands}
+            # the extractive summary of up to a thousand entries takes a few hundred ms: in a
+            # worker thread (pure: the entries and their cached analysis), so the other clients
+            # are not held behind it
+            fallback = await asyncio.to_thread(self.summarizer.extractive, entries, target,
+                                               known)
             text, source = await self.summarizer.summarize_entries(
                 entries, target_tokens=target, session_id=s.id, deadline=deadline,
                 fallback=fallback)
@@ -221,7 +226,11 @@ class SessionEngine(Component):
             for e in entries:
                 e.summary_id = sm.id
             s.summaries[sm.id] = sm
-            s.recount()  # the context timeline stays: it holds every entry, compressed or not
+            # the folded entries leave the active set (all were active: ``select``); not a
+            # recount of the whole log per fold. The context timeline stays: it holds every
+            # entry, compressed or not
+            s.active_tokens -= original
+            s.active_count -= len(entries)
             s.meta.counters["compressions"] = s.meta.counters.get("compressions", 0) + 1
             if source == "llm":
                 s.meta.counters["compression_llm"] = s.meta.counters.get("compression_llm", 0) + 1
@@ -561,14 +570,6 @@ def _bump(m: SessionMeta, key: str) -> None:
     m.counters[key] = m.counters.get(key, 0) + 1
 
 
-def _splice_cached(messages: list[dict[str, Any]],
-                   cached: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """After the history, before the newest user message (the Q&A-cycle design's order)."""
-    if messages and messages[-1].get("role") == "user":
-        return [*messages[:-1], *cached, messages[-1]]
-    return [*messages, *cached]
-
-
 def _not_in_log(msgs: list[dict[str, Any]], s: Session) -> list[dict[str, Any]]:
     """Cached tool results whose result is already a tool entry of the log are sent once: as
     part of the history (kept, or summarized with it)."""
@@ -587,26 +588,6 @@ def _not_in_log(msgs: list[dict[str, Any]], s: Session) -> list[dict[str, Any]]:
 
 
 def _opts(opts: dict[str, Any]) -> tuple[int | None, str | None, str | None, list | None, bool]:
-    known = {"max_tokens", "model", "query", "tools", "recall"}
-    for k in opts:
-        if k not in known:
-            raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(known))}")
-    budget = opts.get("max_tokens")
-    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)
-                               or budget <= 0):
-        raise invalid_params("opts.max_tokens", "expected a positive integer (tokens)")
-    model = opts.get("model")
-    if model is not None and (not isinstance(model, str) or not model):
-        raise invalid_params("opts.model", "expected a model name")
-    query = opts.get("query")
-    if query is not None and not isinstance(query, str):
-        raise invalid_params("opts.query", "expected the question as a string")
-    tools = opts.get("tools")
-    if tools is not None and (not isinstance(tools, list)
-                              or not all(isinstance(t, dict) for t in tools)):
-        raise invalid_params("opts.tools", "expected a list of tool definitions (maps) as sent "
-                                           "to the chat API")
-    recall = opts.get("recall", True)
-    if not isinstance(recall, bool):
-        raise invalid_params("opts.recall", "expected true or false")
-    return budget, model, query, tools, recall
+    """The options as the declaration checked them (``memman.schemas.CONTEXT_OPTS``)."""
+    return (opts.get("max_tokens"), opts.get("model"), opts.get("query"), opts.get("tools"),
+            opts.get("recall", True))

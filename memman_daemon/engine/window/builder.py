@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memman_daemon.engine import facts
+from memman_daemon.engine import facts, scoring
 from memman_daemon.engine.supersede import Supersession
 from memman_daemon.engine.window import candidates as cand
 from memman_daemon.engine.window import render
@@ -120,7 +120,7 @@ class ContextBuilder:
         room = max(req.budget - req.tool_tokens - req.cached_tokens - REPLY_PRIMING, 0)
         # what is awaited comes first: the session grows while a client waits, and every
         # step below reads one timeline and one corpus without a pause
-        vecs = await self.recall.question_vectors(query) \
+        vecs = await self.recall.question_vectors(query, s) \
             if self.recall is not None and query else None
         learned = await self._learned(s, query, req, room, model)
         tl = self.timelines.timeline(s)
@@ -131,6 +131,12 @@ class ContextBuilder:
                      replaces=self._replaces)
         for item in r.recalled:
             item.line = cand.recalled_line(item)
+            if item.entry.tokens > room + 64:
+                # it cannot fit (its line holds all of its text, a few tokens of chat framing
+                # aside, and only the room decreases from here on): not
+                # tokenized again on every request (a recalled megabyte took seconds)
+                item.tokens = item.entry.tokens
+                continue
             # measured with the newline that joins it to the next: the tokenizer often merges
             # a line's closing punctuation with it ("!\n"), so "+ 1" over-counted ~1 in 5
             item.tokens = self._count_text(item.line + "\n", model)
@@ -182,7 +188,9 @@ class ContextBuilder:
         asked = len(facets(query)) - 1
         reserve = int(min(FACTS_MAX_SHARE, FACTS_PER_FACET * asked) * room) \
             if asked >= FACTS_MIN_FACETS else 0
-        sel = select(c, r, room, costs, cfg, reserve)
+        # what no question decides (ties, a window with no question) goes by importance
+        importance = scoring.totals(tl.arr, 0.0, self.config.scoring)
+        sel = select(c, r, room, costs, cfg, reserve, importance)
         if reserve and not sel.over_budget:
             self._facts(sel, tl, c, r, query, room, model)
         if self._mark_recalled(sel.recalled):

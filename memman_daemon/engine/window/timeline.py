@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 PENDING = "tool call whose results are not (all) in the log yet"
 INLINE_ENTRIES = 2000  #: a request analyses this many new entries at once, more in slices
-ANALYSE_MAX_CHARS = 64_000  #: characters of one entry analysed (facts, words, supersession)
+ANALYSE_MAX_CHARS = facts.ANALYSE_MAX_CHARS  #: characters of one entry analysed
 
 
 @dataclass
@@ -158,6 +158,8 @@ class Timeline:
     open_calls: dict[str, Unit] = field(default_factory=dict)
     consumed: int = 0  #: entries of the log already turned into units
     system_id: int | None = None  #: the session's leading system prompt
+    #: units before this one are folded or never folded (``compression.select``'s start)
+    folded: int = 0
 
     @property
     def cands(self) -> dict[int, list[facts.Candidate]]:

@@ -603,8 +603,10 @@ class RecallIndex(Component):
         ``STATIC_PER_REQUEST``, computed off the event loop (after a burst of adds thousands
         are pending: inline they would hold every other client for a tenth of a second)."""
         n = c.stand_in_from = c.n
-        waiting = c.alive() & ~c.has_vec[:n] & ~c.has_svec[:n]
-        todo = np.flatnonzero(waiting)[::-1][:STATIC_PER_REQUEST].tolist()
+        # the newest rows still waiting, those of them without a stand-in yet: the next read
+        # after this one makes none (the rest rank by BM25 alone until theirs arrive)
+        newest = np.flatnonzero(c.alive() & ~c.has_vec[:n])[::-1][:STATIC_PER_REQUEST]
+        todo = newest[~c.has_svec[newest]].tolist()
         if not todo:
             return
         texts = [c.texts[r] for r in todo]

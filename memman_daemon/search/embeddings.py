@@ -114,6 +114,7 @@ class Embedder(Component):
         self._prefetch_chars = 0  #: characters queued in ``_prefetch``
         self._prefetch_wake = asyncio.Event()
         self._prefetch_task: asyncio.Task[None] | None = None
+        self._warm_task: asyncio.Task[None] | None = None
         self.prefetched = 0
         self._applied = self._settings()
         self.configure()
@@ -206,13 +207,29 @@ class Embedder(Component):
 
     # --- lifecycle -------------------------------------------------------------------------
     async def load(self) -> None:
-        # the local model itself is loaded on first use (~0.3 s, off the event loop when
-        # awaited): a daemon that never searches or appends memory does not pay for it
         if self.config.embeddings.prefetch_entries:
             self._prefetch_task = asyncio.create_task(self._prefetch_loop(),
                                                       name="memman-embed-prefetch")
+        if self.local:
+            # the local models are loaded in the background right after start, off the event
+            # loop: loading one holds the interpreter for up to a second, which at start
+            # costs nothing and in the middle of a burst of requests costs every client
+            self._warm_task = asyncio.create_task(self._warm(), name="memman-embed-warm")
+
+    async def _warm(self) -> None:
+        try:
+            await self.relevance_ready()
+            if self.config.recall.scope != "off":  # recall embeds every entry with it
+                await self.search_ready()
+        except Exception:  # noqa: BLE001 - loaded (or failed, and said so) at first use
+            log.debug("loading the local models at start failed", exc_info=True)
 
     async def close(self) -> None:
+        if self._warm_task is not None:
+            self._warm_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warm_task
+            self._warm_task = None
         if self._prefetch_task is not None:
             self._prefetch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -77,6 +77,12 @@ class Window:
     rolling: str = ""  #: what became of the rolling summary
 
 
+#: the context answer's second names of one figure (documented wire fields kept for
+#: clients): alias -> the name the daemon computes and reads
+SAME_FIGURE = {"sent_tokens": "tokens", "full_tokens": "history_tokens",
+               "target_tokens": "budget", "final_usage": "sent_usage"}
+
+
 class ContextBuilder:
     def __init__(self, *, config: Config, clock: Clock, tokens: TokenCounter,
                  timelines: Timelines, recall: RecallIndex | None,
@@ -365,21 +371,18 @@ class ContextBuilder:
         breakdown["free"] = max(req.budget - w.tokens, 0)
         gaps = _gaps(w)
         kept = sum(len(c.units[i].items) for i in sel.units)
-        return {
+        out = {
             "session_id": w.session.id,
             "messages": w.messages,
             "parts": w.parts,
             "breakdown": breakdown,
             "tokens": w.tokens,
-            "sent_tokens": w.tokens,
             "history_tokens": full,
             "sent_usage": round(w.tokens / req.budget, 4),
             "history_usage": round(full / req.budget, 4),
             "tool_tokens": req.tool_tokens,
             "budget": req.budget,
-            "full_tokens": full,
             "usage": round(usage, 4),
-            "final_usage": round(w.tokens / req.budget, 4),
             "band": band_for(usage, cfg),
             "pruned": sel.pruned,
             "emergency": band_for(usage, cfg) == "emergency",
@@ -387,7 +390,6 @@ class ContextBuilder:
             "model": req.model,
             "encoding": self.tokens.encoding_name(req.model),
             "query": w.retrieval.query[:200],
-            "target_tokens": req.budget,
             "kept_entries": kept,
             "dropped_entries": sum(g["count"] for g in gaps),
             "summarized_entries": sum(g["count"] for g in gaps if g["action"] == "summarized"),
@@ -403,6 +405,9 @@ class ContextBuilder:
             "cached_tools": {"messages": len(req.cached), "tokens": req.cached_tokens,
                              "note": req.cached_note},
         }
+        # each figure is computed once; the protocol's second names for it are copies
+        out.update({alias: out[name] for alias, name in SAME_FIGURE.items()})
+        return out
 
     # --- preview: the same window, per entry ----------------------------------------------
     async def preview(self, s: Session, req: Request) -> dict[str, Any]:

@@ -49,12 +49,8 @@ class Unit:
     content: float = 0.0  #: the keyword-scoring design keyword part (best item)
     keyword_total: float = 0.0  #: the keyword-scoring design's role/content total (best item)
     const: float = 0.0  #: the request-independent part of the total
-    fact_chars: int = 0  #: characters of fact candidates (what a summary of it would need)
     val_n: int = 0  #: candidates that carry a value
     sup_n: int = 0  #: ...of which a later entry superseded
-    sizef: float = 1.0  #: how much its size weighs against keeping it whole
-    errors: int = 0  #: tool results with an error line
-    tools: tuple[str, ...] = ()  #: tool names it calls or answers
 
     @property
     def first(self) -> Entry:
@@ -64,7 +60,7 @@ class Unit:
 @dataclass
 class Analysis:
     """What each entry of one session's log carries, computed once per entry (entries never
-    change): candidates, words (BM25), superseded values, header features, summary picks."""
+    change): candidates, words, superseded values, summary picks, score inputs."""
 
     session: int  #: id() of the session object analysed
     done: int = 0  #: entries analysed: a prefix of the log
@@ -73,17 +69,10 @@ class Analysis:
     sup: Supersession = field(default_factory=Supersession)
     picks: list[tuple[float, int, int]] = field(default_factory=list)  #: (-score, id, k), sorted
     pick: dict[tuple[int, int], extractive.Pick] = field(default_factory=dict)
-    feat: dict[int, tuple[bool, tuple[str, ...], bool]] = field(default_factory=dict)
-    stat: dict[int, tuple[float, float, float, int, int]] = field(default_factory=dict)
-    heads: dict[tuple, str] = field(default_factory=dict)  #: gap key -> header (bounded)
-    tok: dict[str, int] = field(default_factory=dict)  #: summary line -> tokens (bounded)
-    ids: list[int] = field(default_factory=list)  #: entry ids in log order
-    vec_ids: list[int] = field(default_factory=list)  #: entries with a vector, in row order
-    vec_blocks: list[Any] = field(default_factory=list)  #: their unit vectors, in blocks
+    stat: dict[int, tuple[float, float, float, int]] = field(default_factory=dict)
 
     def feed(self, entries: list[Entry], sc: Any) -> None:
         for e in entries:
-            self.ids.append(e.id)
             # bounded work: a huge entry is analysed by its head (it is stored and sent whole)
             text = scoring.entry_text(e)[:ANALYSE_MAX_CHARS]
             cands = facts.analyse(e.content[:ANALYSE_MAX_CHARS], structured=e.role == "tool")
@@ -99,13 +88,11 @@ class Analysis:
             for p in extractive.picks_of(e, cands):
                 self.pick[p.order] = p
                 insort(self.picks, (-p.score, p.order[0], p.order[1]))
-            self.feat[e.id] = extractive.features(e)
             tool = sc.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
             self.stat[e.id] = (
                 max((c.salience for c in cands), default=0.0),
                 scoring.content_score(text, sc, tool=tool),
                 scoring.static_score(e, sc),
-                sum(len(c.text) for c in cands if c.salience >= extractive.MIN_SALIENCE),
                 sum(1 for c in cands if c.salience >= extractive.MIN_SALIENCE))
         self.done += len(entries)
 
@@ -114,8 +101,7 @@ class UnitArrays:
     """Per-unit numbers as numpy columns (row = unit index), kept in step with the units, so a
     request scores 10k units and finds its gaps without a Python loop over all of them."""
 
-    FIELDS = ("tokens", "items", "facts", "const", "keyword_total", "supf", "sizef", "invalid",
-              "mandatory", "users", "errors")
+    FIELDS = ("tokens", "items", "const", "keyword_total", "supf", "invalid", "mandatory")
 
     def __init__(self) -> None:
         self.n = 0
@@ -132,15 +118,11 @@ class UnitArrays:
         c = self.cols
         c["tokens"][i] = u.tokens
         c["items"][i] = len(u.items)
-        c["facts"][i] = u.fact_chars
         c["const"][i] = u.const
         c["keyword_total"][i] = u.keyword_total
         c["supf"][i] = u.sup_n / u.val_n if u.val_n else 0.0
-        c["sizef"][i] = u.sizef
         c["invalid"][i] = bool(u.invalid)
         c["mandatory"][i] = bool(u.mandatory)
-        c["users"][i] = sum(1 for e in u.items if e.role == "user")
-        c["errors"][i] = u.errors
         if i >= self.n:
             self.n = i + 1
 
@@ -178,24 +160,19 @@ def _only_appended(old: tuple, new: tuple) -> bool:
 def _restat(u: Unit, an: Analysis, sc: Any) -> None:
     """A unit's cached score inputs, from its items' analysis."""
     sal = content = keyword_total = 0.0
-    chars = vals = sups = 0
+    vals = sups = 0
     by = an.sup.by
     for e in u.items:
         st = an.stat[e.id]
         sal, content = max(sal, st[0]), max(content, st[1])
         keyword_total = max(keyword_total, st[2])
-        chars += st[3]
-        vals += st[4]
+        vals += st[3]
         if by:
             sups += sum(1 for k, c in enumerate(an.cands[e.id])
                         if (e.id, k) in by and c.salience >= extractive.MIN_SALIENCE)
     u.salience, u.content, u.keyword_total = sal, content, keyword_total
-    u.fact_chars, u.val_n, u.sup_n = chars, vals, sups
+    u.val_n, u.sup_n = vals, sups
     u.const = scoring.unit_constant(u.first.role, content, sal, sc)
-    feats = [an.feat[e.id] for e in u.items]
-    u.errors = sum(1 for f in feats if f[2])
-    u.tools = tuple(dict.fromkeys(t for f in feats for t in f[1]))
-    u.sizef = (1.0 + u.tokens / 300.0) ** 0.5
 
 
 def extend(tl: Timeline, entries: list[Entry], keep_system: bool, sc: Any) -> None:

@@ -114,7 +114,6 @@ class Embedder(Component):
         self._prefetch_chars = 0  #: characters queued in ``_prefetch``
         self._prefetch_wake = asyncio.Event()
         self._prefetch_task: asyncio.Task[None] | None = None
-        self._warm_task: asyncio.Task[None] | None = None
         self.prefetched = 0
         self._applied = self._settings()
         self.configure()
@@ -210,26 +209,12 @@ class Embedder(Component):
         if self.config.embeddings.prefetch_entries:
             self._prefetch_task = asyncio.create_task(self._prefetch_loop(),
                                                       name="memman-embed-prefetch")
-        if self.local:
-            # the local models are loaded in the background right after start, off the event
-            # loop: loading one holds the interpreter for up to a second, which at start
-            # costs nothing and in the middle of a burst of requests costs every client
-            self._warm_task = asyncio.create_task(self._warm(), name="memman-embed-warm")
-
-    async def _warm(self) -> None:
-        try:
-            await self.relevance_ready()
-            if self.config.recall.scope != "off":  # recall embeds every entry with it
-                await self.search_ready()
-        except Exception:  # noqa: BLE001 - loaded (or failed, and said so) at first use
-            log.debug("loading the local models at start failed", exc_info=True)
+        # the local models are loaded off the event loop when first needed: the search model
+        # as soon as the recall index has something to embed, the relevance model by the
+        # first read (a daemon with nothing to embed never pays for them; in a test process
+        # a model is made once, by the daemon that first needs it)
 
     async def close(self) -> None:
-        if self._warm_task is not None:
-            self._warm_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._warm_task
-            self._warm_task = None
         if self._prefetch_task is not None:
             self._prefetch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

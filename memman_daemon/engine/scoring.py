@@ -58,11 +58,13 @@ def entry_text(e: Entry) -> str:
     return " ".join(parts)
 
 
-def static_score(e: Entry, cfg: ScoringConfig) -> float:
-    """role * role_weight + content * content_weight for one entry."""
-    tool = cfg.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
-    return (role_score(e.role, cfg) * cfg.role_weight
-            + content_score(entry_text(e), cfg, tool=tool) * cfg.content_weight)
+def static_score(e: Entry, cfg: ScoringConfig, content: float | None = None) -> float:
+    """role * role_weight + content * content_weight for one entry (``content``: its content
+    score when the caller has it, from a bounded head of its text)."""
+    if content is None:
+        tool = cfg.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
+        content = content_score(entry_text(e), cfg, tool=tool)
+    return role_score(e.role, cfg) * cfg.role_weight + content * cfg.content_weight
 
 
 def recency(index: int, total: int) -> float:

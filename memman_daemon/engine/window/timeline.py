@@ -22,7 +22,7 @@ import numpy as np
 
 from memman_daemon.background import SLICE_S
 from memman_daemon.engine import extractive, facts, scoring
-from memman_daemon.engine.relevance import TermIndex
+from memman_daemon.engine.relevance import DocFreq
 from memman_daemon.engine.supersede import Supersession
 from memman_daemon.model import Entry, Session
 
@@ -65,7 +65,7 @@ class Analysis:
     session: int  #: id() of the session object analysed
     done: int = 0  #: entries analysed: a prefix of the log
     cands: dict[int, list[facts.Candidate]] = field(default_factory=dict)
-    index: TermIndex = field(default_factory=TermIndex)
+    index: DocFreq = field(default_factory=DocFreq)  #: the idf of words over the session
     sup: Supersession = field(default_factory=Supersession)
     picks: list[tuple[float, int, int]] = field(default_factory=list)  #: (-score, id, k), sorted
     pick: dict[tuple[int, int], extractive.Pick] = field(default_factory=dict)
@@ -83,16 +83,18 @@ class Analysis:
                     cand.salience *= 0.5
                     cands.append(cand)
             self.cands[e.id] = cands
-            self.index.add(e.id, facts.terms(text))
+            # its words as its candidates hold them (not the text tokenized a second time)
+            self.index.add(t for c in cands for t in c.terms)
             self.sup.feed(e.id, cands, f"tool:{e.name}" if e.role == "tool" else "message")
             for p in extractive.picks_of(e, cands):
                 self.pick[p.order] = p
                 insort(self.picks, (-p.score, p.order[0], p.order[1]))
             tool = sc.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
+            content = scoring.content_score(text, sc, tool=tool)
             self.stat[e.id] = (
                 max((c.salience for c in cands), default=0.0),
-                scoring.content_score(text, sc, tool=tool),
-                scoring.static_score(e, sc),
+                content,
+                scoring.static_score(e, sc, content=content),
                 sum(1 for c in cands if c.salience >= extractive.MIN_SALIENCE))
         self.done += len(entries)
 

@@ -283,15 +283,24 @@ class Embedder(Component):
         return True
 
     async def relevance(self, texts: list[str]) -> np.ndarray | None:
-        """``cached``'s vectors computed in a worker thread (many texts at once), without
-        touching the LRU; None when the provider is not local."""
+        """``cached``'s vectors for many texts at once: those the prefetch made from the LRU,
+        the others computed in a worker thread; None when the provider is not local."""
         if not texts or not await self.relevance_ready():
             return None
         r = self._relevance
         assert r is not None
-        self.calls += 1
-        self.texts += len(texts)
-        return await asyncio.to_thread(r.embed, [t[:LOCAL_MAX_CHARS] for t in texts])
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        made: dict[str, np.ndarray] = {}
+        if missing:
+            self.calls += 1
+            self.texts += len(missing)
+            vecs = await asyncio.to_thread(r.embed, [t[:LOCAL_MAX_CHARS] for t in missing])
+            made = dict(zip(missing, vecs, strict=True))
+        out = np.empty((len(texts), r.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            v = made.get(t)
+            out[i] = v if v is not None else self._cache.get(t, np.zeros(r.dim, np.float32))
+        return out
 
     async def embed(self, texts: list[str]) -> np.ndarray | None:
         """Unit vectors (n, dim), or None when embeddings are off or the call failed."""

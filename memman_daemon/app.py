@@ -35,6 +35,7 @@ from memman_daemon.tiers.memory import UserMemory
 from memman_daemon.tiers.promotion import Promotion
 from memman_daemon.tiers.scratchpad import Scratchpad
 from memman_daemon.tokens import TokenCounter
+from memman_daemon.undo import Undo
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,11 @@ class App:
         self.promotion = Promotion(config, self.events, self.sessions, self.scratchpad,
                                    self.user_memory, self.agent_md, audit=self.shared_audit,
                                    storage=self.storage)
+        # memman_undo: reverses a client's last change through the part that owns it
+        self.undo = Undo(store=self.store, audit=self.audit, separate_audit=self.separate_audit,
+                         clock=self.clock, sessions=self.sessions, engine=self.engine,
+                         recall=self.recall, scratchpad=self.scratchpad, cache=self.cache,
+                         user_memory=self.user_memory, agent_md=self.agent_md)
         # sent / history tokens over time (the TUI's chart)
         self.series = UsageSeries(config=config, clock=self.clock, store=self.store,
                                   events=self.events, sessions=self.sessions, engine=self.engine)

@@ -121,6 +121,8 @@ class ConfigWatcher:
                     setattr(old, sf.name, getattr(new, sf.name))
         self.reloads += 1
         self.last_error = None
+        for warning in fresh.warnings:  # a removed option still set, an unknown variable
+            log.warning("config: %s", warning)
         log.info("config reloaded from %s", self.path)
         self.events.publish("stats", "config_reloaded", {"path": str(self.path)})
         return True

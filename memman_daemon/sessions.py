@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from memman.errors import STORAGE_ERROR, MemmanError, invalid_params, not_found
+from memman.params import INT64_MAX
 from memman.schemas import DEFAULT_ROLE
 from memman_daemon.model import Entry, Session, SessionMeta, Summary
-from memman_daemon.params import INT64_MAX
 from memman_daemon.storage.sqlite import sessions as rows
 from memman_daemon.storage.sqlite.store import Op, Store, StoreError
 
@@ -274,6 +274,41 @@ class Sessions:
         s.by_id[e.id] = e
         s.meta.updated_at = max(s.meta.updated_at, e.created_at)
         s.recount()
+
+    async def fold(self, s: Session, sm: Summary, entries: list[Entry]) -> None:
+        """A compression: ``entries`` (all in the active set) fold into ``sm``; its row, the
+        session's meta row and the entries' links commit together (the caller changed the
+        meta's counters)."""
+        for e in entries:
+            e.summary_id = sm.id
+        s.summaries[sm.id] = sm
+        # the folded entries leave the active set: not a recount of the whole log per fold
+        s.active_tokens -= sum(e.tokens for e in entries)
+        s.active_count -= len(entries)
+        await self.commit(s, [rows.summary_op(sm), rows.meta_op(s),
+                              rows.fold_op(entries, sm.id)])
+
+    async def save_entry(self, s: Session, e: Entry, extra: list[Op] | tuple[Op, ...] = ()
+                         ) -> None:
+        """An entry the caller changed in place (its pin), with ``extra`` rows (its audit)."""
+        await self.commit(s, [rows.entry_op(e), *extra])
+
+    async def save_meta(self, s: Session, extra: list[Op] | tuple[Op, ...] = ()) -> None:
+        """The session's meta as the caller changed it (usage reports, counters)."""
+        await self.commit(s, [rows.meta_op(s), *extra])
+
+    async def remove_entry(self, s: Session, e: Entry, relinked: list[Summary], *,
+                           meta: bool, extra: list[Op] | tuple[Op, ...] = ()) -> None:
+        """Take ``e`` out of the log: its rows go, with the summaries that linked it
+        (``relinked``, as the caller rewrote them), the meta row when ``meta`` and ``extra``
+        (its audit row), in one transaction."""
+        ops: list[Op] = [*rows.delete_entry_ops(e.id), *(rows.summary_op(sm) for sm in relinked)]
+        if meta:
+            ops.append(rows.meta_op(s))
+        s.entries.remove(e)
+        del s.by_id[e.id]
+        s.recount()
+        await self.commit(s, [*ops, *extra])
 
     async def clear(self, s: Session, meta: SessionMeta) -> None:
         """Empty the session's log (entries and summaries) and give it ``meta``. Memory

@@ -37,8 +37,6 @@ from typing import Any
 
 import tiktoken
 
-from memman.errors import invalid_params
-
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -341,22 +339,3 @@ class TokenCounter:
 def _no_period(text: Any) -> str:
     text = "" if text is None else str(text)
     return text[:-1] if text.endswith(".") else text
-
-
-def check_tools(tools: Any, where: str = "opts.tools") -> list[dict[str, Any]]:
-    """Tool definitions as the chat API takes them; -32602 naming the first bad one."""
-    if not isinstance(tools, list):
-        raise invalid_params(where, "expected an array of tool definitions")
-    for i, t in enumerate(tools):
-        if not isinstance(t, dict):
-            raise invalid_params(f"{where}[{i}]", "expected a map {type: function, function: {...}}")
-        fn = t.get("function", t)
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise invalid_params(f"{where}[{i}].function.name", "expected a string")
-        params = fn.get("parameters")
-        if params is not None and not isinstance(params, dict):
-            raise invalid_params(f"{where}[{i}].function.parameters", "expected a map (JSON schema)")
-        props = params.get("properties") if isinstance(params, dict) else None
-        if props is not None and not isinstance(props, dict):
-            raise invalid_params(f"{where}[{i}].function.parameters.properties", "expected a map")
-    return tools

@@ -121,19 +121,13 @@ class ContextConfig:
     warn_threshold: float = 0.6
     prune_threshold: float = 0.8
     aggressive_threshold: float = 0.9
-    target_usage: float = 0.7  #: selection fills this share of the budget
-    min_gap_for_summary: int = 5  #: dropped runs this long (entries) are summarized
-    llm_deadline_s: float = 0.25  #: longest a context request waits for a gap summary
+    #: a window with no question (nothing for retrieval to rank) fills this share of the
+    #: budget, most important units first (the keyword-scoring design's target)
+    target_usage: float = 0.7
     keep_system_prompts: bool = True  #: system-role message entries always stay, like pinned ones
-    gap_role: str = "assistant"  #: role of gap summaries and omission markers
-    gap_summary_max_tokens: int = 150  #: cap on one gap summary (tokens of its text)
-    emergency_gap_summaries: bool = True  #: over 100 %: fallback summaries (no LLM) vs markers only
+    gap_role: str = "assistant"  #: role of memman's own messages (matching lines, fact lines)
     include_rolling_summary: bool = True  #: the rolling summary of old exchanges as a system message
     usage_history: int = 100  #: reported usage records kept per session
-    max_gap_llm_calls: int = 4  #: gap summaries one context request asks the LLM for
-    fill_usage: float = 0.95  #: a pruned window (originals + summaries) fills up to this share
-    summary_min_share: float = 0.15  #: of a pruned window, at least this is kept for summaries
-    summary_max_share: float = 0.45  #: ...and at most this (the rest goes to originals)
     series_points: int = 500  #: usage-series points (sent / history tokens over time) kept per session
     #: of a window that does not hold the whole log, the share kept for the newest turns
     #: (continuity); the rest goes to what the question needs, by retrieval rank
@@ -458,7 +452,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     **{k: (1, None) for k in (
         "limits.max_message_bytes", "limits.max_clients", "limits.subscriber_buffer_bytes",
         "limits.import_max_entries", "limits.import_max_bytes", "docs.agent_md_max_bytes",
-        "storage.batch_max_rows", "context.max_tokens", "context.gap_summary_max_tokens",
+        "storage.batch_max_rows", "context.max_tokens",
         "context.usage_history", "compression.max_tokens", "compression.max_entries",
         "compression.min_entries", "cycle.max_exchanges", "cycle.answer_max_bytes",
         "cycle.answer_target_bytes", "cycle.summary_max_bytes", "cycle.summary_target_bytes",
@@ -569,13 +563,28 @@ def _where(cfg: Config, key: str) -> str:
     return cfg.sources.get(key, "default")
 
 
+#: keys of earlier releases that no longer mean anything: a file that still sets one loads,
+#: with a warning naming it (an upgrade must not stop the daemon), and the value is ignored
+REMOVED: dict[str, dict[str, str]] = {
+    "context": {k: "the window asks no LLM and gives summaries no share: retrieval decides"
+                for k in ("min_gap_for_summary", "llm_deadline_s", "gap_summary_max_tokens",
+                          "emergency_gap_summaries", "max_gap_llm_calls", "fill_usage",
+                          "summary_min_share", "summary_max_share")},
+}
+
+
 def _apply_section(cfg: Config, section: str, values: Any, source: str) -> None:
     sub = getattr(cfg, section, None)
     if sub is None or not dataclasses.is_dataclass(sub) or not isinstance(values, dict):
         raise ValueError(f"{source}: unknown config section [{section}]")
     names = {f.name for f in dataclasses.fields(sub)}
     hints = _hints(sub)
+    removed = REMOVED.get(section, {})
     for key, value in values.items():
+        if key in removed:
+            cfg.warnings.append(f"{source}: [{section}] {key} no longer means anything "
+                                f"({removed[key]}); it is ignored: remove it")
+            continue
         if key not in names:
             raise ConfigError(
                 f"{source}: unknown key '{key}' in [{section}]; known keys: {', '.join(sorted(names))}"

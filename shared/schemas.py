@@ -125,8 +125,31 @@ ENTRY_IN = Map({
     "created_at": Nullable(Date()),
 }, rest=Stored(), empty_array_ok=False, validate=_tool_result_has_its_call)
 
-#: context options; keys not declared here are left to the engine's own check
-CONTEXT_OPTS = Map({"max_tokens": MAX_TOKENS, "model": MODEL, "peek": Bool()}, rest=Stored())
+def _tool_definition(t: dict[str, Any], path: str) -> None:
+    """A tool definition as the chat API takes it: ``{type: function, function: {name,
+    parameters}}`` (or the function map itself); parameters a JSON schema (a map)."""
+    fn = t.get("function", t)
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise invalid_params(f"{path}.function.name", "expected a string")
+    params = fn.get("parameters")
+    if params is not None and not isinstance(params, dict):
+        raise invalid_params(f"{path}.function.parameters", "expected a map (JSON schema)")
+    props = params.get("properties") if isinstance(params, dict) else None
+    if props is not None and not isinstance(props, dict):
+        raise invalid_params(f"{path}.function.parameters.properties", "expected a map")
+
+
+#: one tool definition (the chat API's ``tools=`` item); counted, never interpreted
+TOOL_DEFINITION = Map(rest=Stored(), empty_array_ok=False, validate=_tool_definition,
+                      doc="a map {type: function, function: {name, parameters}}")
+TOOL_DEFINITIONS = Array(TOOL_DEFINITION, doc="an array of tool definitions")
+#: a question: any text (a huge one is ranked by a bounded excerpt of it)
+QUERY = Str(doc="the question as a string")
+
+#: context and preview options: the one check (an undeclared key is refused, naming it)
+CONTEXT_OPTS = Map({"max_tokens": MAX_TOKENS, "model": MODEL, "peek": Bool(),
+                    "query": Nullable(QUERY), "tools": Nullable(TOOL_DEFINITIONS),
+                    "recall": Bool()})
 CACHE_OPTS = Map({"duration": DURATION, "ttl_s": TTL, "call_id": CALL_ID})
 #: one proactive tool result of ``memman_session_inject``
 INJECTED_RESULT = Map({

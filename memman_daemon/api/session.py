@@ -253,7 +253,7 @@ async def session_pop(call: Call, session_id: str) -> dict[str, Any]:
 def session_series(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
     limit = opts.get("limit")
     s = call.app.sessions.get(session_id)
-    budget = int(s.meta.max_tokens or call.app.config.context.max_tokens)
+    budget = call.app.engine.budget(s)
     return {"session_id": session_id, "budget": budget, "bands": list(BANDS),
             "points": call.app.series.points(session_id, limit)}
 

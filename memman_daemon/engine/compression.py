@@ -35,15 +35,24 @@ def select(tl: Timeline, cfg: CompressionConfig, most: int | None = None) -> lis
     The system prompt is never compressed, pinned or not; other pinned entries unless
     ``keep_pinned`` is off. ``most``: stop after the unit that reaches this many (oldest
     first)."""
-    units = [u for u in tl.units if all(e.active for e in u.items)]
+    units = tl.units
+    # bounded work per fold: the units before ``tl.folded`` are folded already or never folded
+    # (system prompts), so a session folded a thousand entries at a time is not walked whole
+    # for each batch
+    start = tl.folded
+    while start < len(units) and (_never(tl, units[start])
+                                  or not all(e.active for e in units[start].items)):
+        start += 1
+    tl.folded = start
     recent = 0
     cut = len(units)
-    while cut > 0 and recent < cfg.recent_window:
+    while cut > start and recent < cfg.recent_window:
         cut -= 1
-        recent += len(units[cut].items)
+        if all(e.active for e in units[cut].items):
+            recent += len(units[cut].items)
     chosen: list[Entry] = []
-    for u in units[:cut]:
-        if u.mandatory == "system" or u.first.id == tl.system_id:
+    for u in units[start:cut]:
+        if _never(tl, u) or not all(e.active for e in u.items):
             continue
         if u.mandatory and cfg.keep_pinned:
             continue
@@ -52,6 +61,11 @@ def select(tl: Timeline, cfg: CompressionConfig, most: int | None = None) -> lis
             break
     chosen.sort(key=lambda e: e.id)
     return chosen if len(chosen) >= cfg.min_entries else []
+
+
+def _never(tl: Timeline, u: Any) -> bool:
+    """A system prompt: never compressed, pinned or not."""
+    return u.mandatory == "system" or u.first.id == tl.system_id
 
 
 def iso(t: float) -> str:

@@ -197,7 +197,9 @@ def summarize_entries(entries: list[Entry], room: int, measure: Callable[[str], 
     def candidates(e: Entry) -> list[facts.Candidate]:
         if known is not None and not e.tool_calls and e.id in known:
             return known[e.id]
-        return facts.analyse(e.content + _calls_text(e), structured=e.role == "tool")
+        # bounded work: a huge entry by its head, as the timeline analyses it
+        return facts.analyse(e.content[:facts.ANALYSE_MAX_CHARS] + _calls_text(e),
+                             structured=e.role == "tool")
 
     head = "[Previous conversation summary] " + header(entries)
     analysed = [(e, candidates(e)) for e in entries]

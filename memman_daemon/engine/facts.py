@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from memman_daemon.search import words
 
 # --- candidates -----------------------------------------------------------------------------
+#: characters of one entry analysed (facts, words, supersession): a huge entry by its head, so
+#: one entry costs the event loop tens of ms at most (it is stored and sent whole)
+ANALYSE_MAX_CHARS = 16_000
 MAX_CANDIDATE_CHARS = 320  #: longer sentences are split at clause boundaries (never mid-word)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9`*-])")
 _CLAUSE = re.compile(r"(?<=[;,])\s+")

@@ -1,61 +1,30 @@
-"""BM25 over a session's entries, in memory: which old entries the current question is about.
+"""How informative a word is within one session: the share of its entries that hold it.
 
-Session entries are searched on every context request, so the index lives next to the timeline
-(built once per entry, extended as entries arrive) and reads never touch SQLite.
+The window ranks by the recall index (``recall/index.py``: BM25 and vectors); what is left
+here is the idf of a question's words over the session's own entries, which the fact lines of
+a broad question weigh by (``window/summarize.py``). Kept next to the timeline (one count per
+entry, from the words its analysis found) so a read never touches SQLite.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-
-K1 = 1.2
-B = 0.75
+from collections import Counter
+from collections.abc import Iterable
 
 
-class TermIndex:
-    """Postings per stemmed term: doc id -> term frequency."""
+class DocFreq:
+    """Entries counted, and per word the entries that hold it."""
 
     def __init__(self) -> None:
-        self.postings: dict[str, dict[int, int]] = defaultdict(dict)
-        self.length: dict[int, int] = {}
-        self.total = 0
+        self.n = 0
+        self.df: Counter[str] = Counter()
 
-    def add(self, doc: int, words: list[str]) -> None:
-        if doc in self.length:
-            return
-        self.length[doc] = len(words)
-        self.total += len(words)
-        for w in words:
-            p = self.postings[w]
-            p[doc] = p.get(doc, 0) + 1
+    def add(self, words: Iterable[str]) -> None:
+        """One entry's words (each counted once)."""
+        self.n += 1
+        self.df.update(set(words))
 
     def idf(self, term: str) -> float:
-        n = len(self.length)
-        df = len(self.postings.get(term, ()))
-        return math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
-
-    def scores(self, query: list[str], exclude: int | None = None) -> dict[int, float]:
-        """BM25 of every document that shares a term with ``query``, normalized to 0..1 (the
-        best match is 1; ``exclude``, the question's own entry, is left out)."""
-        n = len(self.length)
-        if not n or not query:
-            return {}
-        avg = self.total / n or 1.0
-        out: dict[int, float] = defaultdict(float)
-        for term in set(query):
-            post = self.postings.get(term)
-            if not post:
-                continue
-            # very common words (in over half the entries) say little about what is asked
-            if len(post) > n / 2 and n > 20:
-                continue
-            idf = self.idf(term)
-            length = self.length
-            for doc, tf in post.items():
-                out[doc] += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length[doc] / avg))
-        out.pop(exclude, None)
-        if not out:
-            return {}
-        top = max(out.values())
-        return {d: v / top for d, v in out.items()}
+        df = self.df.get(term, 0)
+        return math.log(1 + (self.n - df + 0.5) / (df + 0.5)) if df else 0.0

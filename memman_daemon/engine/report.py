@@ -60,8 +60,8 @@ def render_memory_state(data: dict[str, Any]) -> str:
     if ctx:
         msgs = ctx.get("messages", [])
         lines += ["", f"=== AGENT RECEIVES ({len(msgs)} messages) ===",
-                  f"{ctx['tokens']}/{ctx['budget']} tokens ({ctx['final_usage']:.0%}); history "
-                  f"{ctx['full_tokens']} tokens = {ctx['usage']:.0%} of the budget, band "
+                  f"{ctx['tokens']}/{ctx['budget']} tokens ({ctx['sent_usage']:.0%}); history "
+                  f"{ctx['history_tokens']} tokens = {ctx['usage']:.0%} of the budget, band "
                   f"{ctx['band'].upper()}" + (" [OVER BUDGET: pinned alone exceed it]"
                                               if ctx.get("over_budget") else ""),
                   f"Why: {ctx.get('why', '')}"]

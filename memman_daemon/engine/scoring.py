@@ -14,7 +14,6 @@ the role and content parts do not depend on position, so they are computed once 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -59,11 +58,13 @@ def entry_text(e: Entry) -> str:
     return " ".join(parts)
 
 
-def static_score(e: Entry, cfg: ScoringConfig) -> float:
-    """role * role_weight + content * content_weight for one entry."""
-    tool = cfg.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
-    return (role_score(e.role, cfg) * cfg.role_weight
-            + content_score(entry_text(e), cfg, tool=tool) * cfg.content_weight)
+def static_score(e: Entry, cfg: ScoringConfig, content: float | None = None) -> float:
+    """role * role_weight + content * content_weight for one entry (``content``: its content
+    score when the caller has it, from a bounded head of its text)."""
+    if content is None:
+        tool = cfg.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
+        content = content_score(entry_text(e), cfg, tool=tool)
+    return role_score(e.role, cfg) * cfg.role_weight + content * cfg.content_weight
 
 
 def recency(index: int, total: int) -> float:
@@ -75,27 +76,6 @@ def importance(static: float, index: int, total: int, cfg: ScoringConfig) -> flo
 
 
 # --- the default profile: what an entry carries, and what the question is about -------------
-@dataclass(slots=True)
-class Parts:
-    """One unit's score and its parts (each 0..1; ``superseded`` is subtracted)."""
-
-    recency: float
-    role: float
-    content: float
-    salience: float
-    relevance: float
-    superseded: float
-    total: float
-
-    def wire(self) -> dict[str, float]:
-        return {k: round(getattr(self, k), 4) for k in
-                ("recency", "role", "content", "salience", "relevance", "superseded")}
-
-    def explain(self) -> str:
-        parts = self.wire()
-        return ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if v)
-
-
 def unit_constant(role: str, content: float, salience: float, cfg: ScoringConfig) -> float:
     """The parts of a unit's total that do not depend on the request (cached per unit)."""
     w = cfg.weights
@@ -104,9 +84,10 @@ def unit_constant(role: str, content: float, salience: float, cfg: ScoringConfig
 
 
 def totals(arr: Any, relevance: Any, cfg: ScoringConfig) -> Any:
-    """Every unit's total (a numpy array indexed like the units): recency by position, the
+    """Every unit's importance (a numpy array indexed like the units): recency by position, the
     cached constant, relevance to the question (per unit, 0..1), less the superseded share.
-    ``profile = "keyword"`` keeps the keyword-scoring design's formula. ``arr`` holds the per-unit columns."""
+    ``profile = "keyword"`` is the keyword-scoring design's formula. ``arr`` holds the per-unit
+    columns. The window orders by it what no question decides (``select``)."""
     n = arr.n
     pos = np.arange(n) / max(n - 1, 1)
     if cfg.profile == "keyword":
@@ -115,11 +96,3 @@ def totals(arr: Any, relevance: Any, cfg: ScoringConfig) -> Any:
     t = (w["recency"] * pos + arr["const"] + w["relevance"] * relevance
          - w["superseded"] * arr["supf"])
     return np.clip(t, 0.0, 1.0)
-
-
-def parts(u: Any, n: int, relevance: float, total: float, cfg: ScoringConfig) -> Parts:
-    """One unit's parts, for preview and report."""
-    return Parts(u.index / max(n - 1, 1),
-                 cfg.salience_role_scores.get(u.first.role, cfg.default_role_score),
-                 u.keyword_total if cfg.profile == "keyword" else u.content, u.salience, relevance,
-                 u.sup_n / u.val_n if u.val_n else 0.0, total)

@@ -25,7 +25,6 @@ from memman_daemon.engine.window.timeline import Timelines
 from memman_daemon.model import Cycle, Exchange, Session, SessionMeta
 from memman_daemon.scope import owner_conflict
 from memman_daemon.sessions import Sessions
-from memman_daemon.storage.sqlite import sessions as rows
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -207,7 +206,12 @@ class SessionEngine(Component):
                     return None
                 original = sum(e.tokens for e in entries)
                 target = max(int(original * cfg.ratio), 16)
-                fallback = self.summarizer.extractive(entries, target, tl.an.cands)
+                known = {e.id: tl.an.cands[e.id] for e in entries if e.id in tl.an.cands}
+            # the extractive summary of up to a thousand entries takes a few hundred ms: in a
+            # worker thread (pure: the entries and their cached analysis), so the other clients
+            # are not held behind it
+            fallback = await asyncio.to_thread(self.summarizer.extractive, entries, target,
+                                               known)
             text, source = await self.summarizer.summarize_entries(
                 entries, target_tokens=target, session_id=s.id, deadline=deadline,
                 fallback=fallback)
@@ -218,15 +222,11 @@ class SessionEngine(Component):
                                                     s.meta.model)
             sm = compression.make_summary(self.sessions.next_id(), s, entries, content,
                                           tokens, source, self.clock.now())
-            for e in entries:
-                e.summary_id = sm.id
-            s.summaries[sm.id] = sm
-            s.recount()  # the context timeline stays: it holds every entry, compressed or not
             s.meta.counters["compressions"] = s.meta.counters.get("compressions", 0) + 1
             if source == "llm":
                 s.meta.counters["compression_llm"] = s.meta.counters.get("compression_llm", 0) + 1
-            ops = [rows.summary_op(sm), rows.meta_op(s), rows.fold_op(entries, sm.id)]
-            await self.sessions.commit(s, ops)
+            # the context timeline stays: it holds every entry, compressed or not
+            await self.sessions.fold(s, sm, entries)
             self.counters["compressions"] += 1
             self.counters["entries_compressed"] += len(entries)
             if source == "llm":
@@ -339,12 +339,17 @@ class SessionEngine(Component):
                 "kept_entries", "dropped_entries", "summarized_entries")})
         return out
 
+    def budget(self, s: Session, requested: int | None = None) -> int:
+        """The budget of a request: the one asked for, else the session's, else ``[context]
+        max_tokens`` — resolved here only (the window, the usage series, the series answer)."""
+        return int(requested or s.meta.max_tokens or self.config.context.max_tokens)
+
     def request(self, s: Session, opts: dict[str, Any]) -> Request:
         """One context request with every default resolved here, once: the budget (option,
         else the session's, else the configured default), the model, the question, the tool
         definitions and the cached tool results that ride along."""
         budget, model, query, tools, recall = _opts(opts)
-        budget = budget or s.meta.max_tokens or self.config.context.max_tokens
+        budget = self.budget(s, budget)
         model = model or s.meta.model
         tool_tokens = self.tokens.count_tools(tools, model) if tools else 0
         cached, cached_tokens, note = self._cached_tools(s, budget - tool_tokens, model)
@@ -416,7 +421,7 @@ class SessionEngine(Component):
                 audit_id = rec.id
             self.timelines.invalidate(s.id)
             try:
-                await self.sessions.commit(s, [rows.entry_op(e), *ops])
+                await self.sessions.save_entry(s, e, ops)
             finally:
                 self.timelines.invalidate(s.id)
         elif ops:
@@ -438,7 +443,6 @@ class SessionEngine(Component):
                 e = s.entries[-1]
             elif (e := s.by_id.get(entry_id)) is None:
                 raise not_found("entry", entry_id)
-            ops: list = rows.delete_entry_ops(e.id)
             relinked = [sm for sm in s.summaries.values() if e.id in sm.entry_ids]
             for sm in relinked:
                 sm.entry_ids = [i for i in sm.entry_ids if i != e.id]
@@ -450,24 +454,19 @@ class SessionEngine(Component):
                 sm.tokens = self.tokens.count_message({"role": "system",
                                                             "content": sm.content}, s.meta.model)
                 sm.ratio = round(sm.original_tokens / max(sm.tokens, 1), 3)
-                ops.append(rows.summary_op(sm))
-            s.entries.remove(e)
-            del s.by_id[e.id]
             if self.recall is not None:
                 self.recall.removed(s, [e.id])
             cycle = s.meta.cycle
-            if e.id in cycle.agent_message_ids:
+            meta = e.id in cycle.agent_message_ids
+            if meta:
                 cycle.agent_message_ids.remove(e.id)
-                ops.append(rows.meta_op(s))
-            s.recount()
             self.timelines.forget(s.id)
             what = e.content or _json_text(e.tool_calls)
             rec, audit_op = self.audit.record(
                 "remove", what, f"session:{s.id}#{e.id}", "-", client, **Sessions.scope(s),
                 entry_id=e.id, type=e.type, role=e.role, tokens=e.tokens,
                 summary_ids=[sm.id for sm in relinked], pop=entry_id is None)
-            ops.append(audit_op)
-            await self.sessions.commit(s, ops)
+            await self.sessions.remove_entry(s, e, relinked, meta=meta, extra=[audit_op])
             out = {"removed": e.to_wire(),
                    "summaries": [{"summary_id": sm.id, "entry_ids": sm.entry_ids,
                                   "removed_entry_ids": sm.removed_entry_ids} for sm in relinked],
@@ -546,7 +545,7 @@ class SessionEngine(Component):
             raise invalid_params("prompt_tokens", "token counts must not be negative")
         rec = usage.record(s.meta, self.clock.now(), prompt_tokens, completion_tokens,
                            self.last_context.get(s.id), self.config.context.usage_history)
-        await self.sessions.commit(s, [rows.meta_op(s)])
+        await self.sessions.save_meta(s)
         self.counters["usage_reports"] += 1
         out = {"record": rec, "usage": usage.stats(s.meta)}
         self._publish(s, "usage", out)
@@ -559,14 +558,6 @@ def _json_text(obj: Any) -> str:
 
 def _bump(m: SessionMeta, key: str) -> None:
     m.counters[key] = m.counters.get(key, 0) + 1
-
-
-def _splice_cached(messages: list[dict[str, Any]],
-                   cached: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """After the history, before the newest user message (the Q&A-cycle design's order)."""
-    if messages and messages[-1].get("role") == "user":
-        return [*messages[:-1], *cached, messages[-1]]
-    return [*messages, *cached]
 
 
 def _not_in_log(msgs: list[dict[str, Any]], s: Session) -> list[dict[str, Any]]:
@@ -587,26 +578,6 @@ def _not_in_log(msgs: list[dict[str, Any]], s: Session) -> list[dict[str, Any]]:
 
 
 def _opts(opts: dict[str, Any]) -> tuple[int | None, str | None, str | None, list | None, bool]:
-    known = {"max_tokens", "model", "query", "tools", "recall"}
-    for k in opts:
-        if k not in known:
-            raise invalid_params(f"opts.{k}", f"unknown option; known: {', '.join(sorted(known))}")
-    budget = opts.get("max_tokens")
-    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)
-                               or budget <= 0):
-        raise invalid_params("opts.max_tokens", "expected a positive integer (tokens)")
-    model = opts.get("model")
-    if model is not None and (not isinstance(model, str) or not model):
-        raise invalid_params("opts.model", "expected a model name")
-    query = opts.get("query")
-    if query is not None and not isinstance(query, str):
-        raise invalid_params("opts.query", "expected the question as a string")
-    tools = opts.get("tools")
-    if tools is not None and (not isinstance(tools, list)
-                              or not all(isinstance(t, dict) for t in tools)):
-        raise invalid_params("opts.tools", "expected a list of tool definitions (maps) as sent "
-                                           "to the chat API")
-    recall = opts.get("recall", True)
-    if not isinstance(recall, bool):
-        raise invalid_params("opts.recall", "expected true or false")
-    return budget, model, query, tools, recall
+    """The options as the declaration checked them (``memman.schemas.CONTEXT_OPTS``)."""
+    return (opts.get("max_tokens"), opts.get("model"), opts.get("query"), opts.get("tools"),
+            opts.get("recall", True))

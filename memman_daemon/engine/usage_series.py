@@ -117,14 +117,13 @@ class UsageSeries(Component):
 
     # --- recording ---------------------------------------------------------------------
     def _budget(self, s: Session) -> int:
-        return int(s.meta.max_tokens or self.config.context.max_tokens)
+        return self.engine.budget(s)
 
     def record_context(self, s: Session, answer: dict[str, Any]) -> None:
         """A context request's answer: what was sent and the whole history, as the daemon
-        counted them (the contract's ``sent_tokens`` / ``history_tokens`` when present)."""
-        sent = int(answer.get("sent_tokens", answer.get("tokens")) or 0)
-        history = int(answer.get("history_tokens", answer.get("full_tokens")) or 0)
-        budget = int(answer.get("budget") or self._budget(s))
+        counted them (``tokens``, ``history_tokens``, ``budget``)."""
+        sent, history, budget = (int(answer["tokens"]), int(answer["history_tokens"]),
+                                 int(answer["budget"]))
         self.last_sent[s.id] = sent
         self._record(s, "context", sent, history, budget,
                      {"pruned": bool(answer.get("pruned")), "band": answer.get("band")})
@@ -148,8 +147,8 @@ class UsageSeries(Component):
         try:
             from memman_daemon.tokens import REPLY_PRIMING
 
-            units = self.engine.timelines.timeline(s).units
-            return sum(u.tokens for u in units if not u.invalid) + REPLY_PRIMING
+            arr = self.engine.timelines.timeline(s).arr  # columns: no walk over the units
+            return int(arr["tokens"][arr["invalid"] == 0].sum()) + REPLY_PRIMING
         except Exception:  # the builder's internals moved: the stored active tokens
             log.debug("history from the timeline failed", exc_info=True)
             return s.active_tokens

@@ -40,6 +40,7 @@ from memman_daemon.component import Component, stop_task
 from memman_daemon.model import Entry
 from memman_daemon.scope import Caller, across_mask, corpus_key
 from memman_daemon.search.hybrid import dense_ranks, rrf_dense
+from memman_daemon.search.words import excerpt
 from memman_daemon.search.words import terms as text_terms
 from memman_daemon.storage.recall import Change, Forgotten, RemoteRow
 
@@ -54,7 +55,8 @@ log = logging.getLogger(__name__)
 
 RRF_K = 60  #: reciprocal rank fusion constant (Cormack et al. 2009)
 TOP = 1000  #: ranks taken from each list before fusion
-STATIC_PER_REQUEST = 2000  #: stand-in vectors one request computes at most (bounded work)
+STATIC_PER_REQUEST = 2000  #: stand-in vectors one request computes at most, in a thread
+STATIC_INLINE = 64  #: ...and on the event loop (rows that arrived while it waited)
 QUERY_CACHE = 256  #: query vectors kept
 KNOWN_TEXTS = 100_000  #: texts remembered with the row that holds their vector
 #: statements of other hosts' removed rows that a session here excluded, remembered for when
@@ -114,6 +116,8 @@ class Corpus:
         self.svec: np.ndarray | None = None  #: stand-in vectors of the static model
         self.has_svec = np.zeros(0, dtype=bool)
         self.texts: list[str] = []
+        #: rows from here on arrived after the last read prepared the stand-in vectors
+        self.stand_in_from = 0
 
     @property
     def n(self) -> int:
@@ -574,7 +578,7 @@ class RecallIndex(Component):
         if emb.enabled:
             v = await emb.embed([query[:2000]])
             vec = None if v is None else v[0]
-            if emb.local:
+            if emb.local and await emb.relevance_ready():
                 sv = emb.cached([query[:2000]])
                 stat = None if sv is None else sv[0]
         got = (vec, stat)
@@ -583,12 +587,39 @@ class RecallIndex(Component):
             self._queries.popitem(last=False)
         return got
 
-    async def question_vectors(self, query: str) -> list[tuple[Any, Any]]:
+    async def question_vectors(self, query: str,
+                               s: Session | None = None) -> list[tuple[Any, Any]]:
         """The awaited part of a read, done before it: the incoming entries indexed (in
-        slices) and the vectors of each of the question's facets. The scoring that follows
-        (``retrieve_facets``) awaits nothing, so it runs over one corpus."""
+        slices), the stand-in vectors of ``s``'s corpus rows still waiting for theirs (in a
+        worker thread) and the vectors of each of the question's facets. The scoring that
+        follows (``retrieve_facets``) awaits nothing, so it runs over one corpus."""
         await self.settle_sliced()
+        if s is not None and self.embedder.local:
+            await self._prepare_stand_ins(self.corpus_of(s))
         return [await self.query_vectors(f) for f in facets(query)]
+
+    async def _prepare_stand_ins(self, c: Corpus) -> None:
+        """Static vectors for the newest rows still without a search vector, at most
+        ``STATIC_PER_REQUEST``, computed off the event loop (after a burst of adds thousands
+        are pending: inline they would hold every other client for a tenth of a second)."""
+        n = c.stand_in_from = c.n
+        # the newest rows still waiting, those of them without a stand-in yet: the next read
+        # after this one makes none (the rest rank by BM25 alone until theirs arrive)
+        newest = np.flatnonzero(c.alive() & ~c.has_vec[:n])[::-1][:STATIC_PER_REQUEST]
+        todo = newest[~c.has_svec[newest]].tolist()
+        if not todo:
+            return
+        texts = [c.texts[r] for r in todo]
+        vecs = await self.embedder.relevance(texts)
+        if vecs is None or not len(vecs):
+            return
+        if c.svec is None or c.svec.shape[1] != vecs.shape[1]:
+            c.svec = np.zeros((len(c.has_svec), vecs.shape[1]), dtype=np.float32)
+            c.has_svec[:] = False
+        for r, t, v in zip(todo, texts, vecs, strict=True):
+            if c.texts[r] == t:  # not removed meanwhile
+                c.svec[r] = v
+                c.has_svec[r] = True
 
     def retrieve_facets(self, c: Corpus, query: str, vecs: list[tuple[Any, Any]]) -> Hits:
         """``retrieve`` for a question that asks for several things: each facet (the whole
@@ -649,12 +680,16 @@ class RecallIndex(Component):
         """``memman_memory_search`` type ``session``: the caller's session entries (the user's,
         within the tenant), best first, through the same retriever as the window. Across
         sessions the scope decides (``scope.across_mask``: not private, recall on, not
-        forgotten); with ``session_id`` (the caller's own session) that session's entries."""
+        forgotten); with ``session_id`` (the caller's own session) that session's entries. A
+        huge query is ranked by its excerpt (``words.excerpt``)."""
+        query = excerpt(query)
         vecs = await self.question_vectors(query)
         self.settle()
         c = self.corpora.get(corpus_key(caller.user_id, caller.tenant_id))
         if c is None:
             return []
+        if self.embedder.local:
+            await self._prepare_stand_ins(c)
         if session_id is not None:
             s = self.sessions.by_id.get(session_id)
             if s is None or not caller.owns(s.meta.user_id, s.meta.tenant_id):
@@ -699,9 +734,11 @@ class RecallIndex(Component):
         return got[0].remote.get(entry_id)
 
     def _stand_ins(self, c: Corpus, missing: np.ndarray) -> None:
-        """Static vectors for rows still waiting for theirs: the newest first, at most
-        ``STATIC_PER_REQUEST`` per request (bounded work; the rest rank by BM25 alone)."""
-        todo = np.flatnonzero(missing & ~c.has_svec[: c.n])[::-1][:STATIC_PER_REQUEST]
+        """Static vectors for rows that arrived since ``_prepare_stand_ins`` ran (while the
+        read awaited): the newest first, at most ``STATIC_INLINE`` (bounded work on the event
+        loop; the rest rank by BM25 alone)."""
+        todo = np.flatnonzero(missing[c.stand_in_from:] & ~c.has_svec[c.stand_in_from: c.n])
+        todo = (todo + c.stand_in_from)[::-1][:STATIC_INLINE]
         if not len(todo):
             return
         vecs = self.embedder.cached([c.texts[r] for r in todo.tolist()])
@@ -719,6 +756,10 @@ class RecallIndex(Component):
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if p.queue or self._incoming:
+                # the search model is loaded as soon as there is something to embed (in a
+                # thread, seconds the first time), not by the first read after a burst
+                await self.embedder.search_ready()
             await self.settle_sliced(paced=True)
             while p.queue or self._incoming:
                 await self.settle_sliced(paced=True)

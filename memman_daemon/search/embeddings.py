@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 PROVIDERS = ("local", "openai", "none")
 INLINE_MAX = 64  #: local batches up to this many texts run on the event loop, larger in a thread
 PREFETCH_BATCH = 64  #: session entries embedded per background batch
+LOCAL_MAX_CHARS = 8_000  #: characters of a text the local models are given (its head)
+PREFETCH_MAX_ITEMS = 50_000  #: texts the prefetch queue holds at most...
+#: ...and characters (besides its count): what is not queued is
+#: embedded when first needed, so memory is bounded by this, not by what clients send
+PREFETCH_MAX_CHARS = 8_000_000
 TRANSFORMER_INLINE_MAX = 8  #: most texts one request waits for with the transformer model
 
 
@@ -105,7 +110,8 @@ class Embedder(Component):
         self._local: LocalEmbedder | None = None
         self._relevance: LocalEmbedder | None = None
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._prefetch: deque[str] = deque(maxlen=50_000)
+        self._prefetch: deque[str] = deque()
+        self._prefetch_chars = 0  #: characters queued in ``_prefetch``
         self._prefetch_wake = asyncio.Event()
         self._prefetch_task: asyncio.Task[None] | None = None
         self.prefetched = 0
@@ -200,11 +206,13 @@ class Embedder(Component):
 
     # --- lifecycle -------------------------------------------------------------------------
     async def load(self) -> None:
-        # the local model itself is loaded on first use (~0.3 s, off the event loop when
-        # awaited): a daemon that never searches or appends memory does not pay for it
         if self.config.embeddings.prefetch_entries:
             self._prefetch_task = asyncio.create_task(self._prefetch_loop(),
                                                       name="memman-embed-prefetch")
+        # the local models are loaded off the event loop when first needed: the search model
+        # as soon as the recall index has something to embed, the relevance model by the
+        # first read (a daemon with nothing to embed never pays for them; in a test process
+        # a model is made once, by the daemon that first needs it)
 
     async def close(self) -> None:
         if self._prefetch_task is not None:
@@ -244,7 +252,55 @@ class Embedder(Component):
             return None
         self.calls += 1
         self.texts += len(texts)
-        return self._relevance.embed(texts)
+        return self._relevance.embed([t[:LOCAL_MAX_CHARS] for t in texts])
+
+    async def search_ready(self) -> bool:
+        """Load the local search model off the event loop (seconds the first time in a data
+        dir); True when it is loaded or not needed (another provider)."""
+        if not self.enabled:
+            return False
+        local = self._local
+        if self.local and local is not None and not local.loaded:
+            try:
+                await asyncio.to_thread(local.load)
+            except LocalEmbedderError as exc:
+                self._failed(exc)
+                return False
+        return True
+
+    async def relevance_ready(self) -> bool:
+        """Load the relevance model off the event loop (its first use costs ~0.5 s of imports
+        and weights, which must not hold the other clients); True when ``cached`` can run."""
+        r = self._relevance
+        if not self.local or self.error is not None or r is None:
+            return False
+        if not r.loaded:
+            try:
+                await asyncio.to_thread(r.load)
+            except LocalEmbedderError as exc:
+                self._failed(exc)
+                return False
+        return True
+
+    async def relevance(self, texts: list[str]) -> np.ndarray | None:
+        """``cached``'s vectors for many texts at once: those the prefetch made from the LRU,
+        the others computed in a worker thread; None when the provider is not local."""
+        if not texts or not await self.relevance_ready():
+            return None
+        r = self._relevance
+        assert r is not None
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        made: dict[str, np.ndarray] = {}
+        if missing:
+            self.calls += 1
+            self.texts += len(missing)
+            vecs = await asyncio.to_thread(r.embed, [t[:LOCAL_MAX_CHARS] for t in missing])
+            made = dict(zip(missing, vecs, strict=True))
+        out = np.empty((len(texts), r.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            v = made.get(t)
+            out[i] = v if v is not None else self._cache.get(t, np.zeros(r.dim, np.float32))
+        return out
 
     async def embed(self, texts: list[str]) -> np.ndarray | None:
         """Unit vectors (n, dim), or None when embeddings are off or the call failed."""
@@ -261,6 +317,9 @@ class Embedder(Component):
         if self.local:
             local = self._local
             assert local is not None
+            # bounded work and memory: the local models read a text's head only (MiniLM its
+            # first 256 tokens), so a megabyte is not tokenized whole to be cut after
+            texts = [t[:LOCAL_MAX_CHARS] for t in texts]
             self.calls += 1
             self.texts += len(texts)
             try:
@@ -331,7 +390,14 @@ class Embedder(Component):
         the model is not loaded yet (nothing has needed a vector so far)."""
         if (self._prefetch_task is not None and self.local and self.error is None
                 and self._relevance is not None and self._relevance.loaded):
+            # the text as the recall index embeds and looks it up: a bounded head (a pasted
+            # megabyte through the static model took gigabytes of token vectors)
+            text = text[: self.config.recall.max_chars]
+            if (len(self._prefetch) >= PREFETCH_MAX_ITEMS
+                    or self._prefetch_chars + len(text) > PREFETCH_MAX_CHARS):
+                return  # full: embedded when first needed
             self._prefetch.append(text)
+            self._prefetch_chars += len(text)
             self._prefetch_wake.set()
 
     async def _prefetch_loop(self) -> None:
@@ -345,6 +411,7 @@ class Embedder(Component):
                 batch: list[str] = []
                 while self._prefetch and len(batch) < batch_size:
                     t = self._prefetch.popleft()
+                    self._prefetch_chars -= len(t)
                     if t not in self._cache:
                         batch.append(t)
                 if not batch or self._relevance is None:

@@ -8,6 +8,10 @@ import re
 from functools import lru_cache
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
+#: the most of a question (``opts.query``, a search's query, the newest user message) that is
+#: ranked: a pasted megabyte is ranked by its head and its tail, so a request's cost is capped
+#: whatever its size (the text itself is stored and sent whole)
+QUERY_MAX_CHARS = 4000
 #: any script's words, as full-text queries and the term scores of memory, documents and the
 #: scratchpad split them (``words``)
 _ANY_WORD = re.compile(r"\w+", re.UNICODE)
@@ -57,3 +61,17 @@ def terms(text: str) -> list[str]:
                 if len(lp) >= 2 and lp not in STOPWORDS and lp != lw:
                     out.append(stem(lp))
     return out
+
+
+def excerpt(text: str, limit: int = QUERY_MAX_CHARS) -> str:
+    """A text too long to rank whole, as its head and its tail (where a pasted log or
+    document usually carries the question), each cut at a space; ``text`` itself when short."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    head, tail = text[:half], text[-half:]
+    cut = head.rfind(" ", half // 2)
+    head = head[:cut] if cut > 0 else head
+    cut = tail.find(" ", 0, half // 2)
+    tail = tail[cut + 1:] if cut >= 0 else tail
+    return f"{head} … {tail}"

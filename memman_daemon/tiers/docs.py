@@ -30,6 +30,7 @@ import numpy as np
 from memman.config import DEFAULT_MODEL
 from memman.errors import invalid_params, not_found
 from memman_daemon.search.hybrid import BM25, VECTOR, rrf
+from memman_daemon.search.words import excerpt
 from memman_daemon.search.words import words as split_words
 from memman_daemon.storage import ConstraintError
 from memman_daemon.storage.agentmd import DOC_ID
@@ -420,6 +421,7 @@ class BusinessDocs(SearchableTier):
         full-text and nearest-vector candidates fused by reciprocal rank
         (``search/hybrid.rrf``), then the local reranker."""
         top_k, n_cand = self._search_sizes(query, opts)
+        query = excerpt(query)  # a huge query is ranked by its head and tail (bounded work)
         cfg = self.config.docs
         cands: dict[int, dict[str, Any]] = {}
         for cid, doc, seq, text, score in await self.rows.full_text(

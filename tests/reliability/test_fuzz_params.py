@@ -1,5 +1,5 @@
 """A fuzzer over every method's parameters, generated from the same declared schemas the
-daemon checks with (``memman_daemon.params``, through ``rpc.REGISTRY``).
+daemon checks with (``memman.params``, through ``rpc.REGISTRY``).
 
 Three kinds of values, for every parameter of every method and every declared key inside
 options maps, entries and imported files (nested up to four levels):
@@ -26,10 +26,10 @@ import msgpack
 
 from memman import names
 from memman.errors import INTERNAL_ERROR, INVALID_PARAMS, MemmanError
+from memman.params import Array, Map, Nullable, Spec
 from memman_daemon import api
 from memman_daemon.clock import FakeClock
 from memman_daemon.engine import portability
-from memman_daemon.params import Array, Map, Nullable, Spec
 from memman_daemon.rpc import REGISTRY
 from tests.helpers import running_daemon
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memman_daemon.engine import facts
+from memman_daemon.engine import facts, scoring
 from memman_daemon.engine.supersede import Supersession
 from memman_daemon.engine.window import candidates as cand
 from memman_daemon.engine.window import render
@@ -77,6 +77,12 @@ class Window:
     rolling: str = ""  #: what became of the rolling summary
 
 
+#: the context answer's second names of one figure (documented wire fields kept for
+#: clients): alias -> the name the daemon computes and reads
+SAME_FIGURE = {"sent_tokens": "tokens", "full_tokens": "history_tokens",
+               "target_tokens": "budget", "final_usage": "sent_usage"}
+
+
 class ContextBuilder:
     def __init__(self, *, config: Config, clock: Clock, tokens: TokenCounter,
                  timelines: Timelines, recall: RecallIndex | None,
@@ -120,7 +126,7 @@ class ContextBuilder:
         room = max(req.budget - req.tool_tokens - req.cached_tokens - REPLY_PRIMING, 0)
         # what is awaited comes first: the session grows while a client waits, and every
         # step below reads one timeline and one corpus without a pause
-        vecs = await self.recall.question_vectors(query) \
+        vecs = await self.recall.question_vectors(query, s) \
             if self.recall is not None and query else None
         learned = await self._learned(s, query, req, room, model)
         tl = self.timelines.timeline(s)
@@ -131,6 +137,12 @@ class ContextBuilder:
                      replaces=self._replaces)
         for item in r.recalled:
             item.line = cand.recalled_line(item)
+            if item.entry.tokens > room + 64:
+                # it cannot fit (its line holds all of its text, a few tokens of chat framing
+                # aside, and only the room decreases from here on): not
+                # tokenized again on every request (a recalled megabyte took seconds)
+                item.tokens = item.entry.tokens
+                continue
             # measured with the newline that joins it to the next: the tokenizer often merges
             # a line's closing punctuation with it ("!\n"), so "+ 1" over-counted ~1 in 5
             item.tokens = self._count_text(item.line + "\n", model)
@@ -182,7 +194,9 @@ class ContextBuilder:
         asked = len(facets(query)) - 1
         reserve = int(min(FACTS_MAX_SHARE, FACTS_PER_FACET * asked) * room) \
             if asked >= FACTS_MIN_FACETS else 0
-        sel = select(c, r, room, costs, cfg, reserve)
+        # what no question decides (ties, a window with no question) goes by importance
+        importance = scoring.totals(tl.arr, 0.0, self.config.scoring)
+        sel = select(c, r, room, costs, cfg, reserve, importance)
         if reserve and not sel.over_budget:
             self._facts(sel, tl, c, r, query, room, model)
         if self._mark_recalled(sel.recalled):
@@ -357,21 +371,18 @@ class ContextBuilder:
         breakdown["free"] = max(req.budget - w.tokens, 0)
         gaps = _gaps(w)
         kept = sum(len(c.units[i].items) for i in sel.units)
-        return {
+        out = {
             "session_id": w.session.id,
             "messages": w.messages,
             "parts": w.parts,
             "breakdown": breakdown,
             "tokens": w.tokens,
-            "sent_tokens": w.tokens,
             "history_tokens": full,
             "sent_usage": round(w.tokens / req.budget, 4),
             "history_usage": round(full / req.budget, 4),
             "tool_tokens": req.tool_tokens,
             "budget": req.budget,
-            "full_tokens": full,
             "usage": round(usage, 4),
-            "final_usage": round(w.tokens / req.budget, 4),
             "band": band_for(usage, cfg),
             "pruned": sel.pruned,
             "emergency": band_for(usage, cfg) == "emergency",
@@ -379,7 +390,6 @@ class ContextBuilder:
             "model": req.model,
             "encoding": self.tokens.encoding_name(req.model),
             "query": w.retrieval.query[:200],
-            "target_tokens": req.budget,
             "kept_entries": kept,
             "dropped_entries": sum(g["count"] for g in gaps),
             "summarized_entries": sum(g["count"] for g in gaps if g["action"] == "summarized"),
@@ -395,6 +405,9 @@ class ContextBuilder:
             "cached_tools": {"messages": len(req.cached), "tokens": req.cached_tokens,
                              "note": req.cached_note},
         }
+        # each figure is computed once; the protocol's second names for it are copies
+        out.update({alias: out[name] for alias, name in SAME_FIGURE.items()})
+        return out
 
     # --- preview: the same window, per entry ----------------------------------------------
     async def preview(self, s: Session, req: Request) -> dict[str, Any]:

@@ -55,12 +55,14 @@ class Retrieval:
 
 
 def question(s: Session, query: str) -> tuple[str, int | None]:
-    """What the window is retrieved for: the given query, else the newest user message."""
+    """What the window is retrieved for: the given query, else the newest user message —
+    a bounded excerpt of it (``words.excerpt``: a pasted megabyte costs what 4,000 characters
+    cost, on every request)."""
     if query:
-        return query, None
+        return words.excerpt(query), None
     for e in reversed(s.entries[-200:]):
         if e.role == "user" and e.type == "message" and e.content:
-            return e.content, e.id
+            return words.excerpt(e.content), e.id
     return "", None
 
 
@@ -171,7 +173,8 @@ def _replaced_later(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarr
     hidden: set[int] = set()
     for item in best:
         e = item.entry
-        scores = c.bm25.scores(words.terms(e.content or ""))
+        # its words as indexed (a bounded head: a megabyte entry costs what 4,000 chars do)
+        scores = c.bm25.scores(words.terms(c.texts[item.row]))
         alike = np.flatnonzero((scores > 0) & others & (at > e.created_at))
         if len(alike) > LATER_ROWS:  # the best few, without sorting them all
             alike = alike[np.argpartition(-scores[alike], LATER_ROWS)[:LATER_ROWS]]

@@ -11,7 +11,10 @@ In order, each only while it fits (every cost exact, by the daemon's own count):
    candidate of its own (when the turn of the two that asks, asks about the question's
    topic); a retrieved unit too large to keep whole sends its lines that match the question
    (for a question that asks for many things: its fact lines, placed later);
-5. what is left goes to the next newest turns.
+5. what is left goes to the next newest turns — with no question (no ``opts.query``, no user
+   message), to the most important units instead (``scoring.totals``: the profile in force,
+   seed 001's formula for ``keyword``), within ``[context] target_usage`` of the room;
+   importance also breaks ties of the retrieval rank.
 
 Dates: an old unit opens with its date when the unit kept before it is of another day; the
 cost of that prefix is counted as the unit is placed (``Costs.dated``), so the plan's total is
@@ -136,9 +139,12 @@ class _Fill:
 
 
 def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any,
-           reserve: int = 0) -> Selection:
+           reserve: int = 0, importance: np.ndarray | None = None) -> Selection:
     """``reserve``: tokens kept back from the ranked fill for the fact lines of a question that
-    asks for many things (``summarize.fact_lines``, placed by the builder)."""
+    asks for many things (``summarize.fact_lines``, placed by the builder). ``importance``:
+    each unit's importance score (``scoring.totals``, the profile in force): it breaks ties of
+    the retrieval rank and, for a window with no question, orders the fill (up to
+    ``target_usage`` of the room) instead of newest first."""
     f = _Fill(room, costs)
     sel = f.sel
     #: a recalled entry -> the recalled statement that replaced a value it holds
@@ -172,7 +178,10 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     # brings the statement that superseded a value it holds at once, and the turn that
     # completes it as a candidate of its own, at a share of its score (candidates.completing)
     heap: list[tuple[float, int, int, Any]] = []
-    for k, i in enumerate(r.units):
+    ranked = r.units
+    if importance is not None and len(ranked) > 1:  # ties of the rank: the more important first
+        ranked = sorted(ranked, key=lambda i: (-r.unit_score[i], -importance[i]))
+    for k, i in enumerate(ranked):
         heap.append((-r.unit_score[i], k, 0, i))
     for k, item in enumerate(r.recalled):
         heap.append((-item.score, k, 1, item))
@@ -215,16 +224,24 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
                 tick += 1
                 because[j] = f"completes #{rank}"
                 heapq.heappush(heap, (neg * weight, tick, 0, j))
-    # what is left: the next newest turns (a run of turns too large for the rest ends it)
+    # what is left: the next newest turns (a run of turns too large for the rest ends it);
+    # with no question, nothing ranks them but their importance: the most important first,
+    # within ``target_usage`` of the room (the keyword-scoring design's headroom)
     misses = 0
-    for i in c.newest():
+    why = "newest turns (room left)"
+    order: Any = c.newest()
+    if importance is not None and not r.query:
+        order = _by_importance(c, importance)
+        room = f.room = max(sel.used, int(cfg.target_usage * f.room))
+        why = "importance (no question)"
+    for i in order:
         if room - sel.used < 8 or misses >= MAX_MISSES:
             break
         if i in sel.units:
             continue
-        later = [(j, "supersedes a value of a newest turn") for j in _replacing(c, sel, i)]
-        added = f.add_together([(i, "newest turns (room left)"), *later]) if later else \
-            f.add(i, "newest turns (room left)")
+        later = [(j, f"supersedes a value of a turn kept for its {why.split()[0]}")
+                 for j in _replacing(c, sel, i)]
+        added = f.add_together([(i, why), *later]) if later else f.add(i, why)
         misses = 0 if added else misses + 1
     if not sel.units and not sel.recalled:
         _least_valid(c, f)
@@ -239,6 +256,14 @@ def _least_valid(c: SessionCandidates, f: _Fill) -> None:
     if first is not None:
         f.add(first, "the least a chat API accepts (over the budget)", limit=1 << 62)
         f.sel.over_budget = True
+
+
+def _by_importance(c: SessionCandidates, importance: np.ndarray) -> list[int]:
+    """The sendable units not taken yet, most important first (ties: the newer first)."""
+    rest = np.fromiter(c.newest(), dtype=np.int64)
+    if not len(rest):
+        return []
+    return rest[np.argsort(-importance[rest], kind="stable")].tolist()
 
 
 def _replacing(c: SessionCandidates, sel: Selection, i: int) -> list[int]:

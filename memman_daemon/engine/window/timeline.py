@@ -22,7 +22,7 @@ import numpy as np
 
 from memman_daemon.background import SLICE_S
 from memman_daemon.engine import extractive, facts, scoring
-from memman_daemon.engine.relevance import TermIndex
+from memman_daemon.engine.relevance import DocFreq
 from memman_daemon.engine.supersede import Supersession
 from memman_daemon.model import Entry, Session
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 PENDING = "tool call whose results are not (all) in the log yet"
 INLINE_ENTRIES = 2000  #: a request analyses this many new entries at once, more in slices
-ANALYSE_MAX_CHARS = 64_000  #: characters of one entry analysed (facts, words, supersession)
+ANALYSE_MAX_CHARS = facts.ANALYSE_MAX_CHARS  #: characters of one entry analysed
 
 
 @dataclass
@@ -49,12 +49,8 @@ class Unit:
     content: float = 0.0  #: the keyword-scoring design keyword part (best item)
     keyword_total: float = 0.0  #: the keyword-scoring design's role/content total (best item)
     const: float = 0.0  #: the request-independent part of the total
-    fact_chars: int = 0  #: characters of fact candidates (what a summary of it would need)
     val_n: int = 0  #: candidates that carry a value
     sup_n: int = 0  #: ...of which a later entry superseded
-    sizef: float = 1.0  #: how much its size weighs against keeping it whole
-    errors: int = 0  #: tool results with an error line
-    tools: tuple[str, ...] = ()  #: tool names it calls or answers
 
     @property
     def first(self) -> Entry:
@@ -64,26 +60,19 @@ class Unit:
 @dataclass
 class Analysis:
     """What each entry of one session's log carries, computed once per entry (entries never
-    change): candidates, words (BM25), superseded values, header features, summary picks."""
+    change): candidates, words, superseded values, summary picks, score inputs."""
 
     session: int  #: id() of the session object analysed
     done: int = 0  #: entries analysed: a prefix of the log
     cands: dict[int, list[facts.Candidate]] = field(default_factory=dict)
-    index: TermIndex = field(default_factory=TermIndex)
+    index: DocFreq = field(default_factory=DocFreq)  #: the idf of words over the session
     sup: Supersession = field(default_factory=Supersession)
     picks: list[tuple[float, int, int]] = field(default_factory=list)  #: (-score, id, k), sorted
     pick: dict[tuple[int, int], extractive.Pick] = field(default_factory=dict)
-    feat: dict[int, tuple[bool, tuple[str, ...], bool]] = field(default_factory=dict)
-    stat: dict[int, tuple[float, float, float, int, int]] = field(default_factory=dict)
-    heads: dict[tuple, str] = field(default_factory=dict)  #: gap key -> header (bounded)
-    tok: dict[str, int] = field(default_factory=dict)  #: summary line -> tokens (bounded)
-    ids: list[int] = field(default_factory=list)  #: entry ids in log order
-    vec_ids: list[int] = field(default_factory=list)  #: entries with a vector, in row order
-    vec_blocks: list[Any] = field(default_factory=list)  #: their unit vectors, in blocks
+    stat: dict[int, tuple[float, float, float, int]] = field(default_factory=dict)
 
     def feed(self, entries: list[Entry], sc: Any) -> None:
         for e in entries:
-            self.ids.append(e.id)
             # bounded work: a huge entry is analysed by its head (it is stored and sent whole)
             text = scoring.entry_text(e)[:ANALYSE_MAX_CHARS]
             cands = facts.analyse(e.content[:ANALYSE_MAX_CHARS], structured=e.role == "tool")
@@ -94,18 +83,18 @@ class Analysis:
                     cand.salience *= 0.5
                     cands.append(cand)
             self.cands[e.id] = cands
-            self.index.add(e.id, facts.terms(text))
+            # its words as its candidates hold them (not the text tokenized a second time)
+            self.index.add(t for c in cands for t in c.terms)
             self.sup.feed(e.id, cands, f"tool:{e.name}" if e.role == "tool" else "message")
             for p in extractive.picks_of(e, cands):
                 self.pick[p.order] = p
                 insort(self.picks, (-p.score, p.order[0], p.order[1]))
-            self.feat[e.id] = extractive.features(e)
             tool = sc.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
+            content = scoring.content_score(text, sc, tool=tool)
             self.stat[e.id] = (
                 max((c.salience for c in cands), default=0.0),
-                scoring.content_score(text, sc, tool=tool),
-                scoring.static_score(e, sc),
-                sum(len(c.text) for c in cands if c.salience >= extractive.MIN_SALIENCE),
+                content,
+                scoring.static_score(e, sc, content=content),
                 sum(1 for c in cands if c.salience >= extractive.MIN_SALIENCE))
         self.done += len(entries)
 
@@ -114,8 +103,7 @@ class UnitArrays:
     """Per-unit numbers as numpy columns (row = unit index), kept in step with the units, so a
     request scores 10k units and finds its gaps without a Python loop over all of them."""
 
-    FIELDS = ("tokens", "items", "facts", "const", "keyword_total", "supf", "sizef", "invalid",
-              "mandatory", "users", "errors")
+    FIELDS = ("tokens", "items", "const", "keyword_total", "supf", "invalid", "mandatory")
 
     def __init__(self) -> None:
         self.n = 0
@@ -132,15 +120,11 @@ class UnitArrays:
         c = self.cols
         c["tokens"][i] = u.tokens
         c["items"][i] = len(u.items)
-        c["facts"][i] = u.fact_chars
         c["const"][i] = u.const
         c["keyword_total"][i] = u.keyword_total
         c["supf"][i] = u.sup_n / u.val_n if u.val_n else 0.0
-        c["sizef"][i] = u.sizef
         c["invalid"][i] = bool(u.invalid)
         c["mandatory"][i] = bool(u.mandatory)
-        c["users"][i] = sum(1 for e in u.items if e.role == "user")
-        c["errors"][i] = u.errors
         if i >= self.n:
             self.n = i + 1
 
@@ -158,6 +142,8 @@ class Timeline:
     open_calls: dict[str, Unit] = field(default_factory=dict)
     consumed: int = 0  #: entries of the log already turned into units
     system_id: int | None = None  #: the session's leading system prompt
+    #: units before this one are folded or never folded (``compression.select``'s start)
+    folded: int = 0
 
     @property
     def cands(self) -> dict[int, list[facts.Candidate]]:
@@ -176,24 +162,19 @@ def _only_appended(old: tuple, new: tuple) -> bool:
 def _restat(u: Unit, an: Analysis, sc: Any) -> None:
     """A unit's cached score inputs, from its items' analysis."""
     sal = content = keyword_total = 0.0
-    chars = vals = sups = 0
+    vals = sups = 0
     by = an.sup.by
     for e in u.items:
         st = an.stat[e.id]
         sal, content = max(sal, st[0]), max(content, st[1])
         keyword_total = max(keyword_total, st[2])
-        chars += st[3]
-        vals += st[4]
+        vals += st[3]
         if by:
             sups += sum(1 for k, c in enumerate(an.cands[e.id])
                         if (e.id, k) in by and c.salience >= extractive.MIN_SALIENCE)
     u.salience, u.content, u.keyword_total = sal, content, keyword_total
-    u.fact_chars, u.val_n, u.sup_n = chars, vals, sups
+    u.val_n, u.sup_n = vals, sups
     u.const = scoring.unit_constant(u.first.role, content, sal, sc)
-    feats = [an.feat[e.id] for e in u.items]
-    u.errors = sum(1 for f in feats if f[2])
-    u.tools = tuple(dict.fromkeys(t for f in feats for t in f[1]))
-    u.sizef = (1.0 + u.tokens / 300.0) ** 0.5
 
 
 def extend(tl: Timeline, entries: list[Entry], keep_system: bool, sc: Any) -> None:

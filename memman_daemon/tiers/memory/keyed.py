@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memman.errors import CONFLICT, MemmanError, invalid_params
-from memman_daemon.params import MAX_ID_BYTES
+from memman.params import MAX_ID_BYTES
 from memman_daemon.storage.memories import MemoryRecord
 from memman_daemon.tiers.memory.core import Change, MemoryCore
 

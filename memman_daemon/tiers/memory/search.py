@@ -13,6 +13,7 @@ from memman.errors import invalid_params
 from memman_daemon.scope import caller_of
 from memman_daemon.search import fts
 from memman_daemon.search.hybrid import BM25, VECTOR, content_words, rrf
+from memman_daemon.search.words import excerpt
 from memman_daemon.search.words import words as split_words
 from memman_daemon.storage.memories import KEYED_KINDS, MemoryRecord
 from memman_daemon.tiers.memory.core import MEMORY_TYPES, STORED_TYPES, MemoryCore, check_type
@@ -89,6 +90,7 @@ class MemorySearch:
         (with a query) records similar to the query above ``memory.similarity_threshold``."""
         self.searches += 1
         self.core.embedder.check_config()
+        query = excerpt(query)  # a huge query is ranked by its head and tail (bounded work)
         limit = int(opts.get("limit") or self.core.config.memory.search_limit)
         if type_ in ("", "all"):
             types: tuple[str, ...] = STORED_TYPES

@@ -13,8 +13,10 @@ Offline heuristics, applied to fact candidates in log order (limits in docs/engi
   subject together with a value (or a word of the new value's shape), and not Y;
 * a value restated as the one that holds now ("so it's 8:15 now"): as a bare correction;
 * a correction that names only the new value ("no, I meant 1.22.6", "actually Friday",
-  "correction: EUR", "sorry, 8080"): the newest earlier candidate of the last few entries that
-  holds a value of the same shape (digits, dots, capitals), another one.
+  "correction: EUR", "sorry, 8080"): among the last few entries' candidates, the value of the
+  same shape (digits, dots, capitals) most alike the new one (the longest common start, then
+  the newest) is the replaced one, and every one of those candidates that holds it is
+  replaced.
 
 Bounded work: candidates are found through an index of their words and values (the newest
 ``SCAN`` that hold the word), never by a scan of the whole log.
@@ -128,16 +130,31 @@ class Supersession:
             return
         if not new or not _VALUEISH.search(new):
             return
-        want = _shape(new)
-        for eid, idx, c in reversed(self._recent):
+        want, new_l = _shape(new), new.lower()
+        # the replaced value: of the new one's shape, the most alike (the longest common
+        # start: "1.22.5" for "1.22.6", not the linter's "1.57.2" a tool printed in between),
+        # the newest among equals; every recent candidate that holds it is replaced (the
+        # request, the edit's arguments, the answer that repeated it)
+        best: tuple[int, int] | None = None
+        old = ""
+        holders: list[tuple[int, int, set[str]]] = []
+        for pos, (eid, idx, c) in enumerate(reversed(self._recent)):
             self.examined += 1
-            if eid == entry_id or (eid, idx) in self.by:
+            if eid == entry_id:
                 continue
-            vals = [v for v in _WORDS.findall(_body(c.text)) if _VALUEISH.search(v)]
-            if any(_shape(v) == want and v.lower() != new.lower() for v in vals):
+            vals = {v.lower() for v in _WORDS.findall(_body(c.text))
+                    if _VALUEISH.search(v) and _shape(v) == want and v.lower() != new_l}
+            if not vals:
+                continue
+            holders.append((eid, idx, vals))
+            for v in vals:
+                rank = (_common_start(v, new_l), -pos)
+                if best is None or rank > best:
+                    best, old = rank, v
+        for eid, idx, vals in holders:
+            if old in vals and (eid, idx) not in self.by and new_l not in vals:
                 self.by[(eid, idx)] = (entry_id, text)
                 self.new.append((eid, idx))
-                return
 
     def _mark(self, entry_id: int, text: str, old: str | None, new: str,
               subject: list[str]) -> None:
@@ -176,6 +193,15 @@ def _same_kind(text: str, new: str) -> bool:
     shape, low = _shape(want), want.lower()
     return any(_shape(w) == shape and w.lower() != low and w.lower() not in STOPWORDS
                for w in _WORDS.findall(text)[1:])
+
+
+def _common_start(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _shape(v: str) -> str:

@@ -43,3 +43,15 @@ def test_a_change_that_names_no_new_value_replaces_nothing() -> None:
     lines = ["The plan for the offsite is ready, 12 people.",
              "We changed the plan to include more people from sales."]
     assert replaced(lines) == {}
+
+
+def test_a_bare_correction_replaces_the_most_alike_value_wherever_it_was_repeated() -> None:
+    # a tool printed another version between the request and the correction: the newest value
+    # of the same shape is the linter's, but the corrected one is the request's, repeated in
+    # the edit and in the answer
+    lines = ["Pin the CI toolchain: set go-version to 1.22.5 in the workflow.",
+             "golangci-lint has version 1.57.2 built with go1.22.1",
+             '{"path": "ci.yml", "new": "go-version: 1.22.5"}',
+             "Done; go-version is 1.22.5 and the linter 1.57.2 is compatible.",
+             "no, I meant 1.22.6"]
+    assert replaced(lines) == {0: 4, 2: 4, 3: 4}

@@ -39,6 +39,7 @@ from memman_daemon.background import SLICE_S
 from memman_daemon.component import Component, stop_task
 from memman_daemon.model import Entry
 from memman_daemon.scope import Caller, across_mask, corpus_key
+from memman_daemon.search import late
 from memman_daemon.search.hybrid import dense_ranks, rrf_dense
 from memman_daemon.search.words import excerpt
 from memman_daemon.search.words import terms as text_terms
@@ -115,6 +116,10 @@ class Corpus:
         self.has_vec = np.zeros(0, dtype=bool)
         self.svec: np.ndarray | None = None  #: stand-in vectors of the static model
         self.has_svec = np.zeros(0, dtype=bool)
+        #: packed token vectors (``search/late.py``): (capacity, TOKENS, width) uint8, and
+        #: how many tokens each row has (0: none yet)
+        self.tok: np.ndarray | None = None
+        self.tok_n = np.zeros(0, dtype=np.int8)
         self.texts: list[str] = []
         #: rows from here on arrived after the last read prepared the stand-in vectors
         self.stand_in_from = 0
@@ -142,8 +147,14 @@ class Corpus:
             self.has_vec = np.concatenate([self.has_vec, np.zeros(cap - len(self.has_vec), bool)])
             self.has_svec = np.concatenate([self.has_svec,
                                             np.zeros(cap - len(self.has_svec), bool)])
+            self.tok_n = np.concatenate([self.tok_n,
+                                         np.zeros(cap - len(self.tok_n), np.int8)])
             if self.vec is not None:
                 self.vec = _grow(self.vec, cap)
+            if self.tok is not None:
+                grown = np.zeros((cap, *self.tok.shape[1:]), dtype=np.uint8)
+                grown[: len(self.tok)] = self.tok
+                self.tok = grown
             if self.svec is not None:
                 self.svec = _grow(self.svec, cap)
         return row
@@ -154,6 +165,7 @@ class Corpus:
             self.bm25.remove(row)
             self.has_vec[row] = False
             self.has_svec[row] = False
+            self.tok_n[row] = 0
             self.texts[row] = ""
             self.remote.pop(entry_id, None)
 
@@ -171,6 +183,14 @@ class Corpus:
             self.has_vec[:] = False
         self.vec[row] = v
         self.has_vec[row] = True
+
+    def set_tok(self, row: int, packed: np.ndarray, n: int) -> None:
+        """A row's packed token vectors (``late.pack``)."""
+        if self.tok is None or self.tok.shape[1:] != packed.shape:
+            self.tok = np.zeros((len(self.has_vec), *packed.shape), dtype=np.uint8)
+            self.tok_n[:] = 0
+        self.tok[row] = packed
+        self.tok_n[row] = n
 
 
 def _grow(m: np.ndarray, cap: int) -> np.ndarray:
@@ -243,6 +263,12 @@ class RecallIndex(Component):
         self._task: asyncio.Task[None] | None = None
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
+        #: (corpus, entry id, session id, model, packed token vectors, tokens) to keep
+        self._unsaved_tok: list[tuple[Corpus, int, str, str, np.ndarray, int]] = []
+        #: where token vectors are kept: the local file's part of the storage (a shared
+        #: store keeps them locally too; other hosts' rows have none and rank without)
+        self._tok_store: Any = storage if hasattr(storage, "save_tokens") \
+            else getattr(storage, "local", None)
         #: (session, entries) appended and not indexed yet (see ``appended``)
         self._incoming: deque[tuple[Session, list[Entry]]] = deque()
         #: other daemons' rows: corpus id -> (its corpus, the row)
@@ -270,13 +296,21 @@ class RecallIndex(Component):
             self.appended(s, s.entries, queue=False)
         model = self.embedder.model_id
         stored = dict(await self.storage.vectors(model)) if model else {}
+        toks = dict(await self._tok_store.tokens(model)) \
+            if model and self._tok_store is not None and self.embedder.late else {}
         for c in self.corpora.values():
             for eid, row in c.row_of.items():
                 blob = stored.get(eid)
                 if blob is not None:
-                    c.set_vec(row, np.frombuffer(blob, dtype="<f4"))
+                    v = np.frombuffer(blob, dtype="<f4")
+                    c.set_vec(row, v)
+                    got = toks.get(eid)
+                    if got is not None:
+                        c.set_tok(row, np.frombuffer(got[1], dtype=np.uint8).reshape(
+                            late.TOKENS, late.width(len(v))), got[0])
                     self._remember(c.texts[row], c, row)
-                else:
+                if blob is None or (self.embedder.late and eid not in toks):
+                    # (a vector kept before token vectors were: embedded again, once)
                     self._pending.queue.append((c, eid))
         for sid, eid in await self.storage.exclusions():
             self.excluded.setdefault(sid, set()).add(eid)
@@ -543,6 +577,8 @@ class RecallIndex(Component):
         for c in self.corpora.values():
             c.has_vec[:] = False
             c.vec = None
+            c.tok = None
+            c.tok_n[:] = 0
             for eid in c.row_of:
                 if not self._origin_embeds(c, eid):
                     self._pending.queue.append((c, eid))
@@ -565,30 +601,36 @@ class RecallIndex(Component):
             got.discard(entry_id)
 
     # --- retrieval -----------------------------------------------------------------------
-    async def query_vectors(self, query: str) -> tuple[Any, Any]:
-        """(search-model vector, static vector) of the question; cached. The search model
-        runs in a worker thread (milliseconds), the static one inline (microseconds)."""
+    async def query_vectors(self, query: str) -> tuple[Any, Any, Any]:
+        """(search-model vector, static vector, informative token vectors or None) of the
+        question; cached. The search model runs in a worker thread (milliseconds), the static
+        one inline (microseconds)."""
         emb = self.embedder
         key = (emb.model_id, query)
         got = self._queries.get(key)
         if got is not None:
             self._queries.move_to_end(key)
             return got
-        vec = stat = None
+        vec = stat = qtok = None
         if emb.enabled:
-            v = await emb.embed([query[:2000]])
-            vec = None if v is None else v[0]
+            both = await emb.embed_tokens([query[:2000]]) if emb.late else None
+            if both is not None:  # one pass: the sentence vector and the token vectors
+                vec = both[0][0]
+                qtok = late.question_tokens(both[1][0], both[2][0])
+            else:
+                v = await emb.embed([query[:2000]])
+                vec = None if v is None else v[0]
             if emb.local and await emb.relevance_ready():
                 sv = emb.cached([query[:2000]])
                 stat = None if sv is None else sv[0]
-        got = (vec, stat)
+        got = (vec, stat, qtok)
         self._queries[key] = got
         while len(self._queries) > QUERY_CACHE:
             self._queries.popitem(last=False)
         return got
 
     async def question_vectors(self, query: str,
-                               s: Session | None = None) -> list[tuple[Any, Any]]:
+                               s: Session | None = None) -> list[tuple[Any, Any, Any]]:
         """The awaited part of a read, done before it: the incoming entries indexed (in
         slices), the stand-in vectors of ``s``'s corpus rows still waiting for theirs (in a
         worker thread) and the vectors of each of the question's facets. The scoring that
@@ -621,7 +663,7 @@ class RecallIndex(Component):
                 c.svec[r] = v
                 c.has_svec[r] = True
 
-    def retrieve_facets(self, c: Corpus, query: str, vecs: list[tuple[Any, Any]]) -> Hits:
+    def retrieve_facets(self, c: Corpus, query: str, vecs: list[tuple[Any, ...]]) -> Hits:
         """``retrieve`` for a question that asks for several things: each facet (the whole
         question, and each of its clauses when it is long; ``vecs`` from
         ``question_vectors``) is retrieved on its own and a row keeps its best facet's score
@@ -639,14 +681,18 @@ class RecallIndex(Component):
                                                  getattr(hits, name)))
         return hits
 
-    def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, Any]) -> Hits:
-        """Every row of ``c`` scored against ``query``: BM25 and cosine, fused by RRF."""
+    def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, ...]) -> Hits:
+        """Every row of ``c`` scored against ``query``: BM25 and cosine, fused by RRF; then
+        the best ``late.WIDE`` of the fusion put in MaxSim order (late interaction: each of
+        the question's informative tokens against the row's token vectors), where the row
+        has them (a row without keeps its place)."""
         n = c.n
         bm = c.bm25.scores(text_terms(query))
         cos = np.zeros(n, dtype=np.float32)
         stand_in = np.zeros(n, dtype=bool)
         alive = c.alive()
-        vec, stat = qvecs
+        vec, stat = qvecs[0], qvecs[1]
+        qtok = qvecs[2] if len(qvecs) > 2 else None
         have = c.has_vec[:n] & alive
         if vec is not None and c.vec is not None and have.any():
             # every row at once (rows without a vector are zeros): no copy of the matrix
@@ -671,9 +717,25 @@ class RecallIndex(Component):
         vec_rank = dense_ranks(np.where(have | stand_in, cos, -np.inf), alive & (have | stand_in),
                                TOP)
         fused = rrf_dense([bm25_rank, vec_rank], RRF_K)  # memory search's fusion
+        if qtok is not None and c.tok is not None:
+            fused = self._late(c, fused, qtok)
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()))
+
+    @staticmethod
+    def _late(c: Corpus, fused: np.ndarray, qtok: np.ndarray) -> np.ndarray:
+        """The second stage: the fusion's best ``late.WIDE`` rows that have token vectors,
+        in MaxSim order (bounded: ``WIDE`` rows whatever the corpus size)."""
+        assert c.tok is not None
+        cand = np.flatnonzero(fused > 0)
+        if len(cand) > late.WIDE:
+            cand = cand[np.argpartition(-fused[cand], late.WIDE)[: late.WIDE]]
+        cand = cand[c.tok_n[cand] > 0]
+        if len(cand) < 2 or c.tok.shape[2] != late.width(qtok.shape[1]):
+            return fused
+        scores = late.maxsim(qtok, c.tok[cand], c.tok_n[cand].astype(np.int64), qtok.shape[1])
+        return late.rerank(fused, cand, scores)
 
     async def search(self, caller: Caller, query: str, limit: int,
                      session_id: str | None = None) -> list[dict[str, Any]]:
@@ -768,15 +830,15 @@ class RecallIndex(Component):
                 if not self.embedder.enabled:
                     break
                 batch: list[tuple[Corpus, int, int]] = []
+                tokens = self.embedder.late  # token vectors come from the same pass
                 while p.queue and len(batch) < self.config.recall.embed_batch:
                     c, eid = p.queue.popleft()
                     row = c.row_of.get(eid)
-                    if row is None or c.has_vec[row]:
+                    if row is None or (c.has_vec[row] and (c.tok_n[row] or not tokens)):
                         continue
-                    known = self._known_vector(c.texts[row])
+                    known = self._known_vector(c.texts[row], tokens)
                     if known is not None:  # the same text was embedded already
-                        c.set_vec(row, known)
-                        self._unsaved.append((c, eid, c.sids[row], self.embedder.model_id, known))
+                        self._set(c, eid, row, self.embedder.model_id, *known)
                         p.embedded += 1
                         continue
                     batch.append((c, eid, row))
@@ -787,8 +849,15 @@ class RecallIndex(Component):
                 model = self.embedder.model_id
                 mark = self.background.requests()
                 t0 = time.perf_counter()
+                toks: list[np.ndarray] | list[None] = [None] * len(batch)
+                vecs: np.ndarray | None = None
                 try:
-                    vecs = await self.embedder.embed([c.texts[r] for c, _, r in batch])
+                    texts = [c.texts[r] for c, _, r in batch]
+                    got = await self.embedder.embed_tokens(texts) if tokens else None
+                    if got is not None:
+                        vecs, toks = got[0], got[1]
+                    else:
+                        vecs = await self.embedder.embed(texts)
                 except Exception:
                     log.exception("embedding %d entries for recall failed", len(batch))
                     vecs = None
@@ -802,15 +871,13 @@ class RecallIndex(Component):
                     break
                 if model != self.embedder.model_id:
                     continue  # the model changed meanwhile; model_changed re-queued all
-                for (c, eid, row), v in zip(batch, vecs, strict=True):
+                for (c, eid, row), v, t in zip(batch, vecs, toks, strict=True):
                     if c.row_of.get(eid) == row:
-                        c.set_vec(row, v)
-                        self._remember(c.texts[row], c, row)
-                        self._unsaved.append((c, eid, c.sids[row], model, v))
+                        self._set(c, eid, row, model, v, None if t is None else late.pack(t))
                 p.embedded += len(batch)
                 rate = len(batch) / max(took, 1e-6)
                 p.rate = rate if not p.rate else 0.8 * p.rate + 0.2 * rate
-                if len(self._unsaved) >= 256 or not p.queue:
+                if len(self._unsaved) + len(self._unsaved_tok) >= 256 or not p.queue:
                     await self._save()
                 # a burst of requests (adds from many clients) comes first: yield as the
                 # background share would; a trickle of requests does not slow the backlog
@@ -821,13 +888,30 @@ class RecallIndex(Component):
                 else:
                     await asyncio.sleep(0)
 
-    def _known_vector(self, text: str) -> np.ndarray | None:
+    def _set(self, c: Corpus, eid: int, row: int, model: str, v: np.ndarray,
+             packed: tuple[np.ndarray, int] | None) -> None:
+        """A row's vector (and token vectors), kept in memory and queued for the file."""
+        c.set_vec(row, v)
+        self._remember(c.texts[row], c, row)
+        self._unsaved.append((c, eid, c.sids[row], model, v))
+        if packed is not None:
+            c.set_tok(row, *packed)
+            self._unsaved_tok.append((c, eid, c.sids[row], model, *packed))
+
+    def _known_vector(self, text: str, tokens: bool
+                      ) -> tuple[np.ndarray, tuple[np.ndarray, int] | None] | None:
+        """The vector (and packed token vectors, when ``tokens`` are wanted) a row with the
+        same text already has."""
         got = self._by_text.get(text)
         if got is None:
             return None
         c, row = got
         if row < c.n and c.has_vec[row] and c.texts[row] == text and c.vec is not None:
-            return c.vec[row].copy()
+            if not tokens:
+                return c.vec[row].copy(), None
+            if c.tok is not None and c.tok_n[row]:
+                return c.vec[row].copy(), (c.tok[row].copy(), int(c.tok_n[row]))
+            return None
         del self._by_text[text]
         return None
 
@@ -846,6 +930,15 @@ class RecallIndex(Component):
                 return
 
     async def _save(self) -> None:
+        if self._unsaved_tok:
+            toks, self._unsaved_tok = self._unsaved_tok, []
+            live_t = [(eid, sid, m, p, k) for c, eid, sid, m, p, k in toks if eid in c.row_of]
+            if live_t and self._tok_store is not None:
+                try:
+                    await self._tok_store.save_tokens(live_t)
+                except Exception:
+                    log.warning("storing %d token vectors failed; they are computed again "
+                                "after a restart", len(live_t), exc_info=True)
         if not self._unsaved:
             return
         batch, self._unsaved = self._unsaved, []
@@ -861,7 +954,7 @@ class RecallIndex(Component):
         """Wait until no vector is pending (tests and benchmarks)."""
         end = time.monotonic() + timeout
         while (self._pending.queue or self._pending.inflight or self._unsaved
-               or self._incoming) and self.embedder.enabled:
+               or self._unsaved_tok or self._incoming) and self.embedder.enabled:
             if time.monotonic() > end:
                 return False
             await asyncio.sleep(0.02)

@@ -204,6 +204,32 @@ class Embedder(Component):
     def local(self) -> bool:
         return self.provider == "local"
 
+    @property
+    def late(self) -> bool:
+        """The model in force gives token vectors (late interaction, ``search/late.py``):
+        the local transformer does, the static model and an API do not."""
+        return (self.enabled and self.local and self._local is not None
+                and not self._local.fast)
+
+    async def embed_tokens(self, texts: list[str]
+                           ) -> tuple[np.ndarray, list[np.ndarray], list[list[str]]] | None:
+        """Sentence vectors, token vectors and word pieces of ``texts`` from one forward pass
+        of the local transformer (in a worker thread), or None (no such model in force, or it
+        failed to load)."""
+        if not self.late or not texts:
+            return None
+        local = self._local
+        assert local is not None
+        if not local.loaded:
+            try:
+                await asyncio.to_thread(local.load)
+            except LocalEmbedderError as exc:
+                self._failed(exc)
+                return None
+        self.calls += 1
+        self.texts += len(texts)
+        return await asyncio.to_thread(local.encode_tokens, texts)
+
     # --- lifecycle -------------------------------------------------------------------------
     async def load(self) -> None:
         if self.config.embeddings.prefetch_entries:

@@ -153,6 +153,13 @@ class LocalEmbedder:
     def loaded(self) -> bool:
         return self._wl is not None
 
+    def encode_tokens(self, texts: list[str]
+                      ) -> tuple[np.ndarray, list[np.ndarray], list[list[str]]]:
+        """The transformer's sentence vectors, token vectors and word pieces (one pass)."""
+        self.load()
+        pooled, toks = self._wl.encode(texts, tokens=True)
+        return pooled, toks, [self._wl.pieces(t) for t in texts]
+
     def embed(self, texts: list[str]) -> np.ndarray:
         self.load()
         if not texts:

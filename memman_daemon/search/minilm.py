@@ -282,24 +282,44 @@ class MiniLM:
         self._tok = tok
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        return self.encode(texts)[0]
+
+    def encode(self, texts: list[str], tokens: bool = False
+               ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(sentence vectors (n, 384), and with ``tokens`` each text's token vectors: the same
+        forward pass's outputs of its word pieces, [CLS] and [SEP] left out, each of unit
+        length (late interaction, ``search/late.py``))."""
         out = np.zeros((len(texts), DIM), dtype=np.float32)
+        toks: list[np.ndarray] = [np.zeros((0, DIM), dtype=np.float32)] * len(texts)
         if not texts:
-            return out
+            return out, toks
         encs = self._tok.encode_batch([t if t.strip() else "." for t in texts])
         order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
         run: list[int] = []
+
+        def flush() -> None:
+            pooled, per = self._run([encs[j].ids for j in run], tokens)
+            out[run] = pooled
+            for j, t in zip(run, per, strict=False):  # none without ``tokens``
+                toks[j] = t
+
         for i in order:
             n = len(encs[i].ids)
             # attention memory grows with texts x length^2: long texts go in smaller runs
             if run and (len(run) >= BATCH or (len(run) + 1) * n * n > RUN_AREA):
-                out[run] = self._run([encs[j].ids for j in run])
+                flush()
                 run = []
             run.append(i)
         if run:
-            out[run] = self._run([encs[j].ids for j in run])
-        return out
+            flush()
+        return out, toks
 
-    def _run(self, seqs: list[list[int]]) -> np.ndarray:
+    def pieces(self, text: str) -> list[str]:
+        """The word pieces ``encode`` gives token vectors for ([CLS] and [SEP] left out)."""
+        return list(self._tok.encode(text if text.strip() else ".").tokens[1:-1])
+
+    def _run(self, seqs: list[list[int]], tokens: bool = False
+             ) -> tuple[np.ndarray, list[np.ndarray]]:
         b, n = len(seqs), max(len(s) for s in seqs)
         ids = np.zeros((b, n), dtype=np.int64)
         mask = np.zeros((b, n), dtype=np.float32)
@@ -311,7 +331,14 @@ class MiniLM:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         result: np.ndarray = (pooled / norms).astype(np.float32)
-        return result
+        per: list[np.ndarray] = []
+        if tokens:
+            for i, s in enumerate(seqs):
+                t = hidden[i, 1:max(len(s) - 1, 2)]  # without [CLS] and [SEP]
+                tn = np.linalg.norm(t, axis=1, keepdims=True)
+                tn[tn == 0] = 1.0
+                per.append((t / tn).astype(np.float32))
+        return result, per
 
 
 if __name__ == "__main__":  # ``python -m memman_daemon.search.minilm quantize CACHE_DIR``

@@ -1,5 +1,6 @@
 """The SQL of the recall index's table group: ``recall_vectors`` (the search model's vector of
-each session entry, written in batches by the background embedder), ``recall_exclusions``
+each session entry, written in batches by the background embedder), ``recall_tokens`` (its
+packed token vectors, ``search/late.py``, written beside it), ``recall_exclusions``
 (entries a session no longer recalls) and ``recall_forgotten`` (entries a user forgot for
 recall on another host, with a shared store). Caller: ``recall/index.py`` (``RecallIndex``)."""
 
@@ -20,15 +21,24 @@ def vectors_op(rows: list[tuple[int, str, str, np.ndarray]]) -> list[Op]:
             for eid, sid, model, v in rows]
 
 
+def tokens_op(rows: list[tuple[int, str, str, np.ndarray, int]]) -> list[Op]:
+    """Upsert (entry id, session id, model, packed token vectors, tokens kept) rows."""
+    return [("INSERT OR REPLACE INTO recall_tokens(entry_id, session_id, model, n, packed) "
+             "VALUES (?,?,?,?,?)", (eid, sid, model, n, np.ascontiguousarray(
+                 packed, dtype=np.uint8).tobytes())) for eid, sid, model, packed, n in rows]
+
+
 def delete_entry_ops(entry_id: int) -> list[Op]:
     return [("DELETE FROM recall_vectors WHERE entry_id=?", (entry_id,)),
+            ("DELETE FROM recall_tokens WHERE entry_id=?", (entry_id,)),
             ("DELETE FROM recall_forgotten WHERE entry_id=?", (entry_id,))]
 
 
 def clear_ops(session_id: str) -> list[Op]:
     """What the recall index keeps of a session's entries (the session is cleared or
     replaced). Its forgotten entries stay: an import that brings one back keeps it forgotten."""
-    return [("DELETE FROM recall_vectors WHERE session_id=?", (session_id,))]
+    return [("DELETE FROM recall_vectors WHERE session_id=?", (session_id,)),
+            ("DELETE FROM recall_tokens WHERE session_id=?", (session_id,))]
 
 
 def delete_session_ops(session_id: str) -> list[Op]:
@@ -59,6 +69,13 @@ async def vectors(store: Store, model: str) -> list[tuple[int, bytes]]:
     rows = await store.fetchall(
         "SELECT entry_id, embedding FROM recall_vectors WHERE model=?", (model,))
     return [(r[0], r[1]) for r in rows]
+
+
+async def tokens(store: Store, model: str) -> list[tuple[int, tuple[int, bytes]]]:
+    """Every stored packed token matrix of ``model``: (entry id, (tokens kept, bytes))."""
+    rows = await store.fetchall(
+        "SELECT entry_id, n, packed FROM recall_tokens WHERE model=?", (model,))
+    return [(r[0], (r[1], r[2])) for r in rows]
 
 
 async def exclusions(store: Store) -> list[tuple[Any, ...]]:
@@ -92,6 +109,12 @@ class LocalRecall:
 
     async def save_vectors(self, rows: list[tuple[int, str, str, np.ndarray]]) -> None:
         await self.store.write(vectors_op(rows))
+
+    async def tokens(self, model: str) -> list[tuple[int, tuple[int, bytes]]]:
+        return await tokens(self.store, model)
+
+    async def save_tokens(self, rows: list[tuple[int, str, str, np.ndarray, int]]) -> None:
+        await self.store.write(tokens_op(rows))
 
     async def exclusions(self) -> list[tuple[str, int]]:
         return [(r[0], r[1]) for r in await exclusions(self.store)]

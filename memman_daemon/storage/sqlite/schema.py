@@ -204,6 +204,18 @@ MIGRATIONS: list[str] = [
     -- entry id and time only)
     ALTER TABLE recall_forgotten ADD COLUMN digest TEXT NOT NULL DEFAULT '';
     """,
+    # v9: the packed token vectors of each session entry (late interaction, search/late.py),
+    # beside its vector, so that a restart does not re-embed
+    """
+    CREATE TABLE recall_tokens (
+        entry_id   INTEGER PRIMARY KEY,  -- entries.id
+        session_id TEXT NOT NULL,
+        model      TEXT NOT NULL,
+        n          INTEGER NOT NULL,     -- token vectors kept (at most late.TOKENS)
+        packed     BLOB NOT NULL         -- TOKENS x (dim/2 4-bit values + a float16 scale)
+    );
+    CREATE INDEX recall_tokens_session ON recall_tokens(session_id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,109 @@
+"""Late interaction (MaxSim): a text scored against a question token by token.
+
+The search model's forward pass gives one output per word piece; the sentence vector is their
+mean. Late interaction keeps the token outputs: for each of the question's informative tokens
+its best cosine against the text's tokens, summed (ColBERT's MaxSim). A question word then
+finds the one word of a long turn that answers it, where the mean of the turn's words blurs it.
+
+Stored compactly, a bounded size per entry (``pack``): a text's token vectors (unit length)
+are averaged over ``TOKENS`` consecutive runs when it has more (segment means: measured as good
+as keeping every token, where keeping the first ones loses), renormalized, and quantized to
+4 bits per dimension with one float16 scale per token: ``TOKENS`` x (384 / 2 + 2) bytes =
+3,104 bytes an entry for MiniLM (docs/performance.md, "Evidence recall", has the measurements:
+int4 ranks as float32 does; 8 tokens lose at the small budgets).
+
+The window uses it as a second stage (``rerank``): the question's best ``WIDE`` candidates of
+the BM25 + cosine fusion are put in MaxSim order (measured: the same evidence recall as MaxSim
+over every entry, at a bounded cost whatever the corpus size; fused with BM25 by RRF it does
+worse at small budgets).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memman_daemon.search.words import STOPWORDS
+
+TOKENS = 16  #: token vectors kept per entry at most (segment means beyond)
+WIDE = 300  #: candidates of the first ranking that MaxSim puts in order
+
+
+def width(dim: int) -> int:
+    """Bytes of one packed token: 4 bits a dimension, and a float16 scale."""
+    return dim // 2 + 2
+
+
+def pack(tokens: np.ndarray) -> tuple[np.ndarray, int]:
+    """(uint8 array (TOKENS, width), tokens kept) of a text's unit token vectors (n, dim)."""
+    n, dim = tokens.shape if tokens.ndim == 2 else (0, 0)
+    out = np.zeros((TOKENS, width(dim or 2)), dtype=np.uint8)
+    if n == 0:
+        return out, 0
+    t = np.asarray(tokens, dtype=np.float32)
+    if n > TOKENS:  # segment means, renormalized
+        cuts = np.linspace(0, n, TOKENS + 1).round().astype(int)
+        t = np.add.reduceat(t, cuts[:-1], axis=0) / np.diff(cuts)[:, None]
+        norms = np.linalg.norm(t, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        t = t / norms
+    k = len(t)
+    scale = np.abs(t).max(axis=1, keepdims=True) / 7.0
+    scale[scale == 0] = 1.0
+    q = (np.clip(np.rint(t / scale), -7, 7).astype(np.int8) + 8).astype(np.uint8)  # 1..15
+    out[:k, : dim // 2] = q[:, 0::2] | (q[:, 1::2] << 4)
+    out[:k, dim // 2:] = scale.astype("<f2").view(np.uint8).reshape(k, 2)
+    return out, k
+
+
+def unpack(packed: np.ndarray, dim: int) -> np.ndarray:
+    """Token vectors (..., TOKENS, dim) float32 of packed rows (..., TOKENS, width)."""
+    half = dim // 2
+    lo = (packed[..., :half] & 0x0F).astype(np.int8) - 8
+    hi = (packed[..., :half] >> 4).astype(np.int8) - 8
+    q = np.empty(packed.shape[:-1] + (dim,), dtype=np.float32)
+    q[..., 0::2] = lo
+    q[..., 1::2] = hi
+    scale = np.ascontiguousarray(packed[..., half: half + 2]).view("<f2").astype(np.float32)
+    out: np.ndarray = q * scale
+    return out
+
+
+def question_tokens(tokens: np.ndarray, pieces: list[str]) -> np.ndarray:
+    """The question's informative tokens: word pieces that are not stop words or punctuation
+    (measured: "what", "did", "?" match everything alike and blur the sum); all of them when
+    none is left."""
+    keep = np.array([any(ch.isalnum() for ch in p) and p.lower().lstrip("#") not in STOPWORDS
+                     for p in pieces[: len(tokens)]], dtype=bool)
+    if len(keep) < len(tokens):
+        keep = np.concatenate([keep, np.ones(len(tokens) - len(keep), dtype=bool)])
+    return tokens[keep] if keep.any() else tokens
+
+
+def maxsim(q: np.ndarray, packed: np.ndarray, counts: np.ndarray, dim: int) -> np.ndarray:
+    """MaxSim of question tokens ``q`` (m, dim) against packed rows (k, TOKENS, width) with
+    ``counts`` tokens each: (k,) scores (0 for a row with no tokens)."""
+    if not len(packed) or not len(q):
+        return np.zeros(len(packed), dtype=np.float32)
+    d = unpack(packed, dim)  # (k, T, dim)
+    sims = d.reshape(-1, dim) @ q.T  # (k*T, m)
+    sims = sims.reshape(len(packed), TOKENS, len(q))
+    valid = np.arange(TOKENS)[None, :] < counts[:, None]
+    sims = np.where(valid[:, :, None], sims, -np.inf)
+    best = sims.max(axis=1)  # (k, m)
+    best[~np.isfinite(best)] = 0.0
+    out: np.ndarray = best.sum(axis=1).astype(np.float32)
+    return out
+
+
+def rerank(fused: np.ndarray, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """``fused`` with the scores of ``rows`` (a first ranking's best, best first) handed out
+    again in the order of ``scores`` (their MaxSim): the same values, so whatever reads the
+    fused scale (shares of a hit's score, thresholds) reads it unchanged; only the order
+    within the candidates changes."""
+    out = fused.copy()
+    if len(rows) < 2:
+        return out
+    slots = np.sort(fused[rows])[::-1]
+    order = rows[np.argsort(-scores, kind="stable")]
+    out[order] = slots
+    return out

@@ -1,0 +1,99 @@
+"""Late interaction (MaxSim) in the recall retriever: token vectors packed in a bounded size,
+kept in the local file beside the entry's vector, and used to order the fusion's candidates —
+through the real daemon on a real socket and SQLite file, and the packing on its own."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+
+from memman_daemon.search import late
+from tests.helpers import running_daemon, short_tmpdir
+
+MARCH = 1709373600.0
+LINES = [
+    "Our neighbour's tortoise escaped again and was found two streets away under a hedge.",
+    "The quarterly report is due on Friday, Tim wants the charts in blue.",
+    "I bought a second-hand cello, it needs new strings before the recital.",
+    "Parking at the stadium costs eleven euros now, we should take the tram.",
+    "My sister adopted a retired greyhound named Comet from the shelter.",
+    "The boiler man comes Tuesday between eight and noon, someone has to be home.",
+    "We booked the cabin by the lake for the last week of August.",
+    "Dentist moved my appointment to the 14th, the morning slot.",
+]
+
+
+def test_packing_is_bounded_and_close_to_the_float_scores() -> None:
+    rng = np.random.default_rng(7)
+    dim = 384
+    docs = []
+    for n in (1, 5, late.TOKENS, 40, 250):
+        t = rng.normal(size=(n, dim)).astype(np.float32)
+        docs.append(t / np.linalg.norm(t, axis=1, keepdims=True))
+    packed = [late.pack(t) for t in docs]
+    for (p, k), t in zip(packed, docs, strict=True):
+        assert p.shape == (late.TOKENS, late.width(dim)) and p.nbytes == 3104
+        assert k == min(len(t), late.TOKENS)
+    q = docs[1][:3]
+    got = late.maxsim(q, np.stack([p for p, _ in packed]),
+                      np.array([k for _, k in packed]), dim)
+    # exact where nothing was averaged: 4-bit values with a scale per token stay close
+    for i in range(3):
+        want = (q @ docs[i].T).max(axis=1).sum()
+        assert abs(got[i] - want) < 0.1 * len(q)
+    assert got[1] > got[0] and got[1] > got[2]  # the text that holds the question's tokens
+    assert late.maxsim(q, np.zeros((0, late.TOKENS, late.width(dim)), np.uint8),
+                       np.zeros(0, np.int64), dim).shape == (0,)
+
+
+def test_rerank_keeps_the_scores_and_changes_only_the_candidates_order() -> None:
+    fused = np.array([0.5, 0.0, 0.3, 0.2, 0.1])
+    out = late.rerank(fused, np.array([0, 2, 3]), np.array([1.0, 3.0, 2.0]))
+    assert out.tolist() == [0.2, 0.0, 0.5, 0.3, 0.1]
+    assert sorted(out.tolist()) == sorted(fused.tolist())
+
+
+async def test_token_vectors_order_the_candidates_and_are_kept_across_a_restart() -> None:
+    root = short_tmpdir()
+    question = "which animal did my sister take home?"
+    async with running_daemon(root) as d, d.client() as c:
+        await c.session_open("t1", {"user_id": "ana"})
+        for k, line in enumerate(LINES):
+            await c.session_add("t1", {"role": "user", "content": line,
+                                       "created_at": MARCH + 60 * k})
+        app = d.server.app
+        assert await app.recall.drained(60)
+        if not app.embedder.late:  # the transformer is the default model; this test needs it
+            raise AssertionError(f"the search model {app.embedder.model_id} has no tokens")
+        got = await c.call("memman_memory_search", "ana", "session", question, {"limit": 8})
+        order = [r["text"] for r in got["results"]]
+        assert order and "greyhound" in order[0]
+        # the order is MaxSim's among the candidates, computed here from the same model
+        _pooled, toks, pieces = app.embedder._local.encode_tokens([question, *order])
+        q = late.question_tokens(toks[0], pieces[0])
+        packed = [late.pack(t) for t in toks[1:]]
+        ms = late.maxsim(q, np.stack([p for p, _ in packed]),
+                         np.array([k for _, k in packed]), q.shape[1])
+        assert list(np.argsort(-ms, kind="stable")) == list(range(len(order)))
+        # and it is not the fusion's order (the test would otherwise prove nothing): BM25 and
+        # cosine ranks fused by RRF, as the parts report them
+        def rrf(r: dict) -> float:
+            return sum(1 / (60 + x) for x in (r["parts"]["bm25_rank"],
+                                             r["parts"]["vector_rank"]) if x)
+        assert [r["text"] for r in sorted(got["results"], key=lambda r: -rrf(r))] != order
+    db = sqlite3.connect(root / "data" / "memman.db")
+    rows = db.execute("SELECT n, length(packed) FROM recall_tokens").fetchall()
+    assert len(rows) == len(LINES) and all(0 < n <= late.TOKENS and size == 3104
+                                           for n, size in rows)
+    db.close()
+    async with running_daemon(root) as d, d.client() as c:
+        app = d.server.app
+        assert await app.recall.drained(60)
+        assert app.recall.stats()["embedded"] == 0  # nothing computed again
+        got = await c.call("memman_memory_search", "ana", "session", question, {"limit": 8})
+        assert [r["text"] for r in got["results"]] == order
+        await c.call("memman_session_delete", "t1")
+    db = sqlite3.connect(root / "data" / "memman.db")
+    assert db.execute("SELECT count(*) FROM recall_tokens").fetchone()[0] == 0
+    db.close()

@@ -86,6 +86,17 @@ def forget_digest(e: Entry) -> str:
     return hashlib.md5(f"{e.type}\x00{e.role}\x00{whole}".encode(errors="replace")).hexdigest()
 
 
+#: a leading time stamp a client wrote into the text ("[Tue 5 Mar 2024 18:41] Ana: ..."):
+#: BM25 keeps it; the embedding leaves it out (a dozen word pieces of digits and brackets
+#: that every such line shares, averaged into its 16 token vectors, blur what it says)
+_STAMP = re.compile(r"^\s*\[[^\]\n]{1,48}\]\s*")
+
+
+def embedded(text: str) -> str:
+    """What of an entry's indexed text the search model embeds."""
+    return _STAMP.sub("", text, count=1) if text[:1] in " [" else text
+
+
 def shareable(s: Session, e: Entry) -> bool:
     """Other hosts may recall it: not private, in a session that takes part in recall."""
     return s.meta.recall is not False and (e.metadata or {}).get("private") is not True
@@ -213,6 +224,8 @@ class Hits:
     stand_in: np.ndarray  #: the cosine came from the static model (vector pending)
     floor: float  #: least cosine that counts as related for the model in force
     pending: int = 0  #: rows of the corpus whose search vector is pending
+    #: the MaxSim score per question token (a mean cosine; 0 where not ranked by it)
+    late_score: np.ndarray | None = None
 
     def order(self, mask: np.ndarray) -> list[int]:
         """Rows within ``mask`` that matched anything, best first."""
@@ -679,6 +692,9 @@ class RecallIndex(Component):
                 for name in ("bm25", "bm25_rank", "cosine", "vector_rank", "stand_in"):
                     setattr(hits, name, np.where(better, getattr(more, name),
                                                  getattr(hits, name)))
+                if more.late_score is not None:
+                    hits.late_score = more.late_score if hits.late_score is None \
+                        else np.maximum(hits.late_score, more.late_score)
         return hits
 
     def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, ...]) -> Hits:
@@ -717,25 +733,30 @@ class RecallIndex(Component):
         vec_rank = dense_ranks(np.where(have | stand_in, cos, -np.inf), alive & (have | stand_in),
                                TOP)
         fused = rrf_dense([bm25_rank, vec_rank], RRF_K)  # memory search's fusion
+        late_score = None
         if qtok is not None and c.tok is not None:
-            fused = self._late(c, fused, qtok)
+            fused, late_score = self._late(c, fused, qtok)
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
-                    pending=int((alive & ~have).sum()))
+                    pending=int((alive & ~have).sum()), late_score=late_score)
 
     @staticmethod
-    def _late(c: Corpus, fused: np.ndarray, qtok: np.ndarray) -> np.ndarray:
+    def _late(c: Corpus, fused: np.ndarray, qtok: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray | None]:
         """The second stage: the fusion's best ``late.WIDE`` rows that have token vectors,
-        in MaxSim order (bounded: ``WIDE`` rows whatever the corpus size)."""
+        in MaxSim order (bounded: ``WIDE`` rows whatever the corpus size); and each row's
+        MaxSim score per question token (0: not ranked by it)."""
         assert c.tok is not None
         cand = np.flatnonzero(fused > 0)
         if len(cand) > late.WIDE:
             cand = cand[np.argpartition(-fused[cand], late.WIDE)[: late.WIDE]]
         cand = cand[c.tok_n[cand] > 0]
         if len(cand) < 2 or c.tok.shape[2] != late.width(qtok.shape[1]):
-            return fused
+            return fused, None
         scores = late.maxsim(qtok, c.tok[cand], c.tok_n[cand].astype(np.int64), qtok.shape[1])
-        return late.rerank(fused, cand, scores)
+        per = np.zeros(len(fused), dtype=np.float32)
+        per[cand] = scores / max(len(qtok), 1)
+        return late.rerank(fused, cand, scores), per
 
     async def search(self, caller: Caller, query: str, limit: int,
                      session_id: str | None = None) -> list[dict[str, Any]]:
@@ -852,7 +873,7 @@ class RecallIndex(Component):
                 toks: list[np.ndarray] | list[None] = [None] * len(batch)
                 vecs: np.ndarray | None = None
                 try:
-                    texts = [c.texts[r] for c, _, r in batch]
+                    texts = [embedded(c.texts[r]) for c, _, r in batch]
                     got = await self.embedder.embed_tokens(texts) if tokens else None
                     if got is not None:
                         vecs, toks = got[0], got[1]

@@ -388,3 +388,24 @@ async def test_the_window_is_whole_while_entries_arrive_during_its_request() -> 
         finally:
             stop.set()
             await writer
+
+
+async def test_news_told_over_two_turns_is_recalled_whole() -> None:
+    # the name is in one turn, the value in the speaker's next one after a short reply: a
+    # question about the name recalls the first, and the first brings the second (no
+    # embeddings: only the shared word "Noor" relates them, nothing else brings the second)
+    async with running_daemon(embeddings={"provider": "none"}) as d, d.client() as c:
+        await _session(c, "n1", "ana", [
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(6)],
+            ("user", "Guess who rang me last night. Noor, my aunt"),
+            ("assistant", "oh wow"),
+            ("user", "They are moving to Tromsø, boxes already in the hall."),
+            *[(("assistant", "user")[k % 2], FILLER[k % 6]) for k in range(6)]], MARCH)
+        await c.session_open("n2", {"user_id": "ana"})
+        await c.session_add("n2", {"role": "user", "content": "Where is Noor living now?"})
+        assert await d.server.app.recall.drained(60)
+        ctx = await c.session_context("n2", {"max_tokens": 400})
+        body = texts(ctx)
+        assert "Noor, my aunt" in body and "moving to Tromsø" in body
+        assert "How was the weekend?" not in body  # chit-chat is never offered
+        assert ctx["tokens"] <= 400 and not ctx["over_budget"]

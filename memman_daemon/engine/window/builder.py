@@ -313,7 +313,10 @@ class ContextBuilder:
             return None
         tl = self.timelines.timeline(s)
         u = tl.entry_unit.get(eid)
-        got = cand.completing(tl.units, u.index, topic) if u is not None else None
+        got = None
+        if u is not None:
+            got = cand.completing(tl.units, u.index, topic) \
+                or cand.continuing(tl.units, u.index)
         if got is None or len(tl.units[got[0]].items) != 1:
             return None
         return tl.units[got[0]].first.id, got[1]

@@ -93,6 +93,32 @@ def completing(units: list[Unit], i: int, asked: frozenset[str]) -> tuple[int, f
     return None
 
 
+CONTINUES_WEIGHT = 0.6  #: the share of a recalled turn's score its speaker's next turn gets
+SHORT_REPLY_WORDS = 6  #: a reply this short ("oh wow", "go on") does not end a speaker's turn
+
+
+def continuing(units: list[Unit], i: int) -> tuple[int, float] | None:
+    """The same speaker's turn that carries on unit ``i`` — right after it, or after a short
+    reply of the other side — else the one it carries on: news told over two turns ("guess
+    who rang me, Noor" / "oh wow" / "she's moving to Tromsø") names its subject in one turn and
+    its value in the other. For a recalled turn (``retrieve``), when no question and answer
+    complete it."""
+    role = units[i].first.role
+    if role not in ("user", "assistant"):
+        return None
+    for step in (1, -1):
+        j = i + step
+        if not 0 <= j < len(units) or units[j].first.role not in ("user", "assistant"):
+            continue
+        if units[j].first.role == role:
+            return j, CONTINUES_WEIGHT
+        k = j + step
+        if 0 <= k < len(units) and units[k].first.role == role \
+                and len((units[j].first.content or "").split()) <= SHORT_REPLY_WORDS:
+            return k, CONTINUES_WEIGHT
+    return None
+
+
 #: a sentence that asks: from the end of the previous sentence to a question mark
 _QUESTION = re.compile(r"[^.!?\n]*\?")
 
@@ -125,6 +151,8 @@ class Recalled:
     tokens: int = 0  #: tokens of that line (with its newline)
     note: str = ""  #: "current" / "replaced later" when a newer recalled statement changed it
     extra: list[str] = field(default_factory=list)
+    #: ranked, not related (``Hits.related``): sent only with room left after everything else
+    spare: bool = False
 
     @property
     def date(self) -> str:

@@ -19,7 +19,7 @@ from memman_daemon.engine.window.candidates import Recalled
 from memman_daemon.engine.window.timeline import Timeline
 from memman_daemon.model import Entry, Session
 from memman_daemon.scope import Caller, across_entry, across_mask
-from memman_daemon.search import words
+from memman_daemon.search import late, words
 
 if TYPE_CHECKING:
     from memman_daemon.recall.index import RecallIndex
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 TOPIC_DF = 0.1  #: a word in more than this share of the corpus's entries is not the topic
 LATER_MAX = 6  #: recalled entries (the best) checked for a later session's replacing statement
 LATER_ROWS = 4  #: the later entries each check reads: the most alike by BM25 on its words
+#: past entries ranked by the second stage, not related but alike enough (``late.SPARE_MIN``),
+#: offered for the room left (the best first): a fresh session's budget is otherwise half
+#: empty while the ranking still holds evidence
+SPARE_MAX = 100
 
 
 @dataclass
@@ -117,15 +121,22 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
         return across_entry(index, c, row, caller)
 
     replaced: dict[str, dict[int, int]] = {}  #: per source session, read once
+    spare = 0
+    late_score = hits.late_score
     for row in hits.order(others):
         if len(out.recalled) >= max_items:
             break
-        if not hits.related(row) or (got_e := recallable(row)) is None:
+        related = hits.related(row)
+        if not related and (late_score is None or late_score[row] < late.SPARE_MIN
+                            or spare >= SPARE_MAX):
             continue
+        if (got_e := recallable(row)) is None:
+            continue
+        spare += not related
         e, src = got_e
         sid = c.sids[row]
         eid = e.id
-        item = Recalled(e, sid, row, float(hits.fused[row]), hits)
+        item = Recalled(e, sid, row, float(hits.fused[row]), hits, spare=not related)
         fix: Recalled | None = None
         if src is not None:
             # the statement that replaced a value it holds comes with it; when that
@@ -138,7 +149,8 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
                 got_f = recallable(lrow)
                 if got_f is None:
                     continue
-                fix = Recalled(got_f[0], sid, lrow, item.score, hits, supersedes=eid)
+                fix = Recalled(got_f[0], sid, lrow, item.score, hits, supersedes=eid,
+                               spare=item.spare)
         out.recalled.append(item)
         out.stand_ins += bool(hits.stand_in[row])
         if fix is not None:
@@ -151,7 +163,8 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
         if got is not None:
             crow = c.row_of.get(got[0], -1)
             if (got_c := recallable(crow)) is not None:
-                out.recalled.append(Recalled(got_c[0], sid, crow, item.score * got[1], hits))
+                out.recalled.append(Recalled(got_c[0], sid, crow, item.score * got[1], hits,
+                                             spare=item.spare))
     _replaced_later(out, index, c, alive_others, recallable, replaces)
     return out
 
@@ -192,7 +205,8 @@ def _replaced_later(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarr
         if recallable(row) is None:
             hidden.add(e.id)
             continue
-        out.recalled.append(Recalled(f, sid, row, item.score, item.hits, supersedes=e.id))
+        out.recalled.append(Recalled(f, sid, row, item.score, item.hits, supersedes=e.id,
+                                     spare=item.spare))
     if hidden:
         out.recalled = [r for r in out.recalled
                         if r.entry.id not in hidden and r.supersedes not in hidden]

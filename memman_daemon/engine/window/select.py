@@ -158,8 +158,10 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     if c.full_tokens <= cfg.prune_threshold * room and _fits_all(c, f):
         for i in np.flatnonzero(c.valid).tolist():
             f.add(i, "the whole log fits", limit=1 << 62)
-        for item in r.recalled:
-            f.add_recalled_together(_with_later(item, replaced_by))
+        for spare in (False, True):  # the related first, then the room left
+            for item in r.recalled:
+                if item.spare == spare:
+                    f.add_recalled_together(_with_later(item, replaced_by))
         return sel
     sel.pruned = True
     # the exchange in progress: its question, then its newest steps within half the room
@@ -184,7 +186,8 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     for k, i in enumerate(ranked):
         heap.append((-r.unit_score[i], k, 0, i))
     for k, item in enumerate(r.recalled):
-        heap.append((-item.score, k, 1, item))
+        if not item.spare:
+            heap.append((-item.score, k, 1, item))
     heapq.heapify(heap)
     seen: set[str] = set(_texts(c, sel.units))
     because: dict[int, str] = {}  #: neighbours queued: why they would be sent
@@ -243,6 +246,13 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
                  for j in _replacing(c, sel, i)]
         added = f.add_together([(i, why), *later]) if later else f.add(i, why)
         misses = 0 if added else misses + 1
+    # and what is still left: past entries ranked but not related, best first
+    for item in r.recalled:
+        if room - sel.used < 8:
+            break
+        if item.spare and item.entry.content not in seen and f.add_recalled_together(
+                _with_later(item, replaced_by)):
+            seen.add(item.entry.content)
     if not sel.units and not sel.recalled:
         _least_valid(c, f)
     return sel

@@ -870,13 +870,15 @@ class RecallIndex(Component):
                 model = self.embedder.model_id
                 mark = self.background.requests()
                 t0 = time.perf_counter()
-                toks: list[np.ndarray] | list[None] = [None] * len(batch)
+                toks: list[tuple[np.ndarray, int]] | list[None] = [None] * len(batch)
                 vecs: np.ndarray | None = None
                 try:
                     texts = [embedded(c.texts[r]) for c, _, r in batch]
                     got = await self.embedder.embed_tokens(texts) if tokens else None
                     if got is not None:
-                        vecs, toks = got[0], got[1]
+                        # packed in the worker thread too (~0.2 ms a text): a batch would
+                        # hold the event loop for tens of milliseconds
+                        vecs, toks = got[0], await asyncio.to_thread(_pack_all, got[1])
                     else:
                         vecs = await self.embedder.embed(texts)
                 except Exception:
@@ -894,7 +896,7 @@ class RecallIndex(Component):
                     continue  # the model changed meanwhile; model_changed re-queued all
                 for (c, eid, row), v, t in zip(batch, vecs, toks, strict=True):
                     if c.row_of.get(eid) == row:
-                        self._set(c, eid, row, model, v, None if t is None else late.pack(t))
+                        self._set(c, eid, row, model, v, t)
                 p.embedded += len(batch)
                 rate = len(batch) / max(took, 1e-6)
                 p.rate = rate if not p.rate else 0.8 * p.rate + 0.2 * rate
@@ -980,6 +982,10 @@ class RecallIndex(Component):
                 return False
             await asyncio.sleep(0.02)
         return True
+
+
+def _pack_all(tokens: list[np.ndarray]) -> list[tuple[np.ndarray, int]]:
+    return [late.pack(t) for t in tokens]
 
 
 _CLAUSE = re.compile(r"[.?!;:]\s+|,\s+|\s+(?:and|also|plus|as well as)\s+", re.I)

@@ -85,12 +85,23 @@ def question_tokens(tokens: np.ndarray, pieces: list[str]) -> np.ndarray:
 
 def maxsim(q: np.ndarray, packed: np.ndarray, counts: np.ndarray, dim: int) -> np.ndarray:
     """MaxSim of question tokens ``q`` (m, dim) against packed rows (k, TOKENS, width) with
-    ``counts`` tokens each: (k,) scores (0 for a row with no tokens)."""
+    ``counts`` tokens each: (k,) scores (0 for a row with no tokens). The 4-bit values are
+    never unpacked into vectors: the low and high halves of each byte (the even and odd
+    dimensions) meet the question's even and odd dimensions in two products, the offset of 8
+    and each token's scale applied to the (k x TOKENS, m) result."""
     if not len(packed) or not len(q):
         return np.zeros(len(packed), dtype=np.float32)
-    d = unpack(packed, dim)  # (k, T, dim)
-    sims = d.reshape(-1, dim) @ q.T  # (k*T, m)
-    sims = sims.reshape(len(packed), TOKENS, len(q))
+    half = dim // 2
+    k = len(packed)
+    body = packed[..., :half].reshape(k * TOKENS, half)
+    qe = np.ascontiguousarray(q[:, 0::2].T, dtype=np.float32)  # (half, m)
+    qo = np.ascontiguousarray(q[:, 1::2].T, dtype=np.float32)
+    sims = (body & 0x0F).astype(np.float32) @ qe
+    sims += (body >> 4).astype(np.float32) @ qo
+    sims -= 8.0 * (qe.sum(axis=0) + qo.sum(axis=0))
+    scale = np.ascontiguousarray(packed[..., half: half + 2]).view("<f2").astype(np.float32)
+    sims *= scale.reshape(k * TOKENS, 1)
+    sims = sims.reshape(k, TOKENS, len(q))
     valid = np.arange(TOKENS)[None, :] < counts[:, None]
     sims = np.where(valid[:, :, None], sims, -np.inf)
     best = sims.max(axis=1)  # (k, m)

@@ -839,11 +839,12 @@ class RecallIndex(Component):
         while True:
             await self._wake.wait()
             self._wake.clear()
-            if p.queue or self._incoming:
-                # the search model is loaded as soon as there is something to embed (in a
-                # thread, seconds the first time), not by the first read after a burst
-                await self.embedder.search_ready()
+            # index what arrived first (BM25 rows: searchable at once), then load the search
+            # model as soon as there is something to embed (in a thread, seconds the first
+            # time), not by the first read after a burst
             await self.settle_sliced(paced=True)
+            if p.queue:
+                await self.embedder.search_ready()
             while p.queue or self._incoming:
                 await self.settle_sliced(paced=True)
                 if not p.queue:

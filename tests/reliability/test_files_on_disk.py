@@ -117,7 +117,7 @@ def test_sigterm_stops_the_daemon_after_a_watcher_error() -> None:
             assert time.monotonic() < deadline, (root / "log").read_text()
             cfg_file.write_text(f"[context]\nmax_tokens = {n}\n")
             n += 1
-            time.sleep(0.3)
+            time.sleep(1.0)  # a file rewritten faster than it settles is not applied yet
         _replace_with(cfg_file, "directory")
         while "not a regular file" not in (root / "log").read_text():
             assert time.monotonic() < deadline, (root / "log").read_text()
@@ -200,3 +200,67 @@ async def test_the_agent_md_watch_survives_its_directory_going_away() -> None:
             await asyncio.sleep(0.5)
         hits = (await c.call(names.DOCS_SEARCH, "acme", "invoices close"))["results"]
         assert hits and hits[0]["doc_id"] == "agent.md"
+
+
+@pytest.mark.parametrize("kind", ["valid", "garbage"])
+async def test_a_100_mb_config_written_in_chunks_is_refused_whole_then_an_edit_is_applied(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 100 MB config.toml (a budget and one long comment, or garbage) written slowly while
+    the daemon runs: no half-written version is applied (the budget it names never takes
+    effect, a half that parses never resets the others), the whole is refused naming the
+    limit — log, stats and `memman status` — and the next normal edit is applied."""
+    from memman_daemon import config_watch
+
+    # the writer below pauses 0.2 s at times (a loaded machine): far less than this
+    monkeypatch.setattr(config_watch, "SETTLE_S", 2.0)
+    root = short_tmpdir()
+    cfg_file = root / "config.toml"
+    cfg_file.write_text("[context]\nmax_tokens = 4000\n")
+    cfg = Config.load(cfg_file, socket=root / "s" / "m.sock", data_dir=root / "data")
+    async with running_daemon(root, config=cfg) as d, d.client() as c:
+        watch = d.app.config_watch
+        await until(lambda: watch._task is not None)
+        await asyncio.sleep(0.3)  # the watch is in place
+        head = b"[context]\nmax_tokens = 9000\n#" if kind == "valid" else b"\x00\xff[[["
+        chunk = (b"x" if kind == "valid" else bytes(range(256))) * (1 << 20)
+        chunk = chunk[:1 << 20]
+
+        def write() -> None:
+            with open(cfg_file, "wb") as f:  # in place, as `cat big > config.toml` does
+                f.write(head + chunk[:256 * 1024])
+                f.flush()
+                time.sleep(0.2)  # long enough for the watcher to see a half-written file
+                for i in range(100):
+                    f.write(chunk)
+                    f.flush()
+                    if i % 25 == 0:
+                        time.sleep(0.2)
+                f.write(b"\n")
+
+        values = []
+
+        async def sample() -> None:
+            while True:
+                values.append(d.app.config.context.max_tokens)
+                await asyncio.sleep(0.01)
+
+        sampler = asyncio.create_task(sample())
+        try:
+            await asyncio.to_thread(write)
+            await until(lambda: watch.last_error is not None and "1048576-byte limit" in
+                        watch.last_error, timeout=60)
+        finally:
+            sampler.cancel()
+        assert set(values) == {4000}, sorted(set(values))
+        assert d.app.config.context.max_tokens == 4000
+        st = await c.stats()
+        assert "over the 1048576-byte limit" in st["config"]["last_error"]
+        r = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "memman_cli.cli", "--socket",
+                             str(d.socket), "status"], capture_output=True, text=True,
+            timeout=60)
+        assert "NOT APPLIED" in r.stdout and "1048576-byte limit" in r.stdout, r.stdout
+        # a normal edit afterwards is applied
+        cfg_file.write_text("[context]\nmax_tokens = 5000\n")
+        await until(lambda: d.app.config.context.max_tokens == 5000, timeout=60)
+        assert (await c.stats())["config"]["last_error"] is None

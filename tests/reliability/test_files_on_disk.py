@@ -264,3 +264,39 @@ async def test_a_100_mb_config_written_in_chunks_is_refused_whole_then_an_edit_i
         cfg_file.write_text("[context]\nmax_tokens = 5000\n")
         await until(lambda: d.app.config.context.max_tokens == 5000, timeout=60)
         assert (await c.stats())["config"]["last_error"] is None
+
+
+async def test_other_clients_are_answered_while_a_50_mb_agent_md_is_ingested() -> None:
+    """Reading, hashing, chunking and the rows of a 50 MB agent.md run on worker threads
+    that never hold the interpreter long (the tokens as one numpy array, not ten million
+    ints): another client's pings keep being answered while the tenant's ingest runs."""
+    async with running_daemon(embeddings={"provider": "none"}) as d, \
+            d.client("other") as c:
+        md = d.app.agent_md
+        await until(lambda: md.watching is not None)
+        path = Path(d.app.config.agent_md_path("acme"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        line = "- Invoices close on the 5th of every month; refunds need approval.\n"
+        text = "# agent.md\n\n" + line * (50_000_000 // len(line)) + "- zebra quux.\n"
+        tmp = path.with_name("agent.md.tmp")
+        await asyncio.to_thread(tmp.write_text, text)
+        before = md.ingests
+        os.replace(tmp, path)
+        lock = md._lock("acme")
+        await until(lock.locked, timeout=60)  # the ingest has begun
+        during, gaps, last = 0, [], time.monotonic()
+        for _ in range(20_000):  # bounded: the ingest ends long before
+            await asyncio.sleep(0.005)
+            assert await c.ping() == "pong"
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+            if md.ingests > before:
+                break
+            during += lock.locked()
+        assert md.ingests > before
+        assert during >= 20, during  # answered all along, not once the ingest was done
+        # generous: a loaded machine, and a loop held for seconds would still show
+        assert max(gaps) < 1.5, max(gaps)
+        hits = (await c.call(names.DOCS_SEARCH, "acme", "zebra quux"))["results"]
+        assert hits and "zebra" in hits[0]["text"]

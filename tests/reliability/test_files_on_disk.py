@@ -300,3 +300,80 @@ async def test_other_clients_are_answered_while_a_50_mb_agent_md_is_ingested() -
         assert max(gaps) < 1.5, max(gaps)
         hits = (await c.call(names.DOCS_SEARCH, "acme", "zebra quux"))["results"]
         assert hits and "zebra" in hits[0]["text"]
+
+
+async def _found(c, word: str) -> bool:
+    hits = (await c.call(names.DOCS_SEARCH, "acme", word))["results"]
+    return bool(hits) and word in hits[0]["text"]
+
+
+async def _until_found(c, word: str, rounds: int = 300) -> None:
+    for _ in range(rounds):  # bounded: 30 s of 0.1 s waits
+        if await _found(c, word):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{word} never ingested")
+
+
+async def test_agent_md_back_to_a_file_after_a_fifo_or_directory_is_ingested() -> None:
+    """Through the real watcher: agent.md becomes a FIFO or a directory, then a file again —
+    by rename over it or unlink and create, right away or after the watcher saw the bad
+    version — and each new file's content is ingested."""
+    async with running_daemon(embeddings={"provider": "none"}) as d, d.client() as c:
+        md = d.app.agent_md
+        await until(lambda: md.watching is not None)
+        path = Path(d.app.config.agent_md_path("acme"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# agent.md\n\n- start.\n")
+        orderings = [(bad, how, pause) for pause in (0.0, 0.3) for bad in ("fifo", "directory")
+                     for how in ("rename", "unlink")]
+        for i, (bad, how, pause) in enumerate(orderings):
+            _replace_with(path, bad)
+            if bad == "directory":
+                (path / "inside.md").write_text("not agent.md\n")
+            if pause:
+                before = md.unreadable
+                await until(lambda b=before: md.unreadable > b)  # the bad version was seen
+            word = f"zebra{i}quux"
+            content = f"# agent.md\n\n- The code word is {word}.\n"
+            if bad == "directory":
+                shutil.rmtree(path)
+            elif how == "unlink":
+                path.unlink()
+            if how == "rename":
+                tmp = path.with_name("agent.md.tmp")
+                tmp.write_text(content)
+                os.replace(tmp, path)
+            else:
+                path.write_text(content)
+            await _until_found(c, word)
+
+
+async def test_an_agent_md_change_whose_event_was_lost_is_still_ingested(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watcher that reports no change at all (a lost event): its tick compares each
+    tenant's file with the version last read, so a FIFO replaced by a file, and a later
+    edit, are ingested anyway."""
+    import watchfiles
+
+    async def blind(*_a: object, stop_event: asyncio.Event, **_k: object):
+        for _ in range(100_000):  # a tick per 0.1 s, never a change
+            if stop_event.is_set():
+                return
+            yield set()
+            await asyncio.sleep(0.1)
+
+    monkeypatch.setattr(watchfiles, "awatch", blind)
+    root = short_tmpdir()
+    path = root / "data" / "tenants" / "acme" / "agent.md"
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    async with running_daemon(root, embeddings={"provider": "none"}) as d, d.client() as c:
+        md = d.app.agent_md
+        await until(lambda: md.watching is not None and md.unreadable >= 1)
+        tmp = path.with_name("agent.md.tmp")
+        tmp.write_text("# agent.md\n\n- The code word is zebraquux.\n")
+        os.replace(tmp, path)
+        await _until_found(c, "zebraquux")
+        path.write_text("# agent.md\n\n- The code word is now okapiwombat.\n")
+        await _until_found(c, "okapiwombat")

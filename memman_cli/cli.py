@@ -99,6 +99,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(line)
     elif shared:
         print("  shared     local (user memory and business context in the SQLite file)")
+    conf = stats.get("config") or {}
+    if conf.get("last_error"):  # the daemon runs with the values it had before
+        print(f"  config     {conf.get('path')} NOT APPLIED, previous values kept: "
+              f"{conf['last_error']}")
     quarantined = (stats.get("session_engine") or {}).get("quarantined") or {}
     for sid, q in sorted(quarantined.items()):
         print(f"  quarantined session {sid}: background compression failed "

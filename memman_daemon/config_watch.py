@@ -4,9 +4,16 @@ The daemon's ``Config`` object is shared by every component; a reload copies the
 into its section objects in place, so everyone sees them at their next read. The socket and
 data dir are fixed for the daemon's life: a file that names others is logged as "restart
 needed" and they are not applied. A file that fails to parse, or that is not a regular file (a
-FIFO, a directory: ``memman.config.read_toml``), is reported and the old values stay. The file
-is read on a worker thread, never on the event loop. An error in the watcher itself is logged
-and the watch starts again; closing it always completes.
+FIFO, a directory, a file over ``CONFIG_MAX_BYTES``: ``memman.config.read_toml``), is reported
+(the log, ``memman_stats`` ``config.last_error``, ``memman status``) and the old values stay.
+
+A changed file is read only once it has stopped changing (the same size, mtime and inode over
+``SETTLE_S``, before and after the read), so a file still being written is never applied
+half-written; one that keeps changing is reported and read again at its next change. The file
+is read once per reload, on a worker thread, never on the event loop. Besides watchfiles'
+events the file is looked at every ``POLL_MS``: a change whose event was lost (watchfiles drops
+one that lands as its timeout clears) is still applied. An error in the watcher itself is
+logged and the watch starts again; closing it always completes.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +38,26 @@ log = logging.getLogger(__name__)
 
 #: after the watch itself failed (its directory went away, say): wait this long, then again
 RETRY_S = 1.0
+#: a changed file is applied once it stayed the same this long (an editor's save is done by
+#: then; a 100 MB file written in chunks is not)
+SETTLE_S = 0.3
+#: waits for a file to stop changing before the reload is given up until its next change
+SETTLE_TRIES = 20
+#: the file is looked at this often without an event (milliseconds)
+POLL_MS = 1000
+
+#: what tells one version of the file from another: None when there is none
+Signature = tuple[int, ...] | None
+
+
+def signature(path: Path) -> Signature:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return (-1,)  # unreadable as a path: read_toml says why
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class ConfigWatcher:
@@ -41,11 +69,14 @@ class ConfigWatcher:
         self.watch_errors = 0
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        #: the version of the file last applied or refused (the poll compares against it)
+        self._seen: Signature = None
 
     async def start(self) -> None:
         directory = self.path.parent
         if not directory.is_dir():
             return  # nothing to watch; a config created later needs a restart
+        self._seen = await asyncio.to_thread(signature, self.path)  # the one loaded at start
         self._stop.clear()
         self._task = asyncio.create_task(self._watch(directory), name="memman-config-watch")
 
@@ -62,11 +93,14 @@ class ConfigWatcher:
         target = str(self.path)
         while not self._stop.is_set():
             try:
-                # only the config file: other files in its folder (a log, say) must not wake us
-                async for _changes in watchfiles.awatch(
+                # only the config file: other files in its folder (a log, say) must not wake us;
+                # an empty set every POLL_MS: the file is compared with the version last seen
+                async for changes in watchfiles.awatch(
                         directory, stop_event=self._stop, debounce=200, step=50,
-                        recursive=False, watch_filter=lambda _c, p: p == target):
-                    await self.reload_off_loop()
+                        recursive=False, watch_filter=lambda _c, p: p == target,
+                        rust_timeout=POLL_MS, yield_on_timeout=True):
+                    if changes or await asyncio.to_thread(signature, self.path) != self._seen:
+                        await self.reload_off_loop()
                 return
             except asyncio.CancelledError:
                 raise
@@ -79,22 +113,46 @@ class ConfigWatcher:
                     await asyncio.wait_for(self._stop.wait(), RETRY_S)
 
     def _load(self) -> tuple[Config, dict[str, Any]]:
-        """The file's values (and its top-level socket / data_dir, as written)."""
+        """The file's values (and its top-level socket / data_dir, as written), from one read."""
         cfg = self.config
         raw = read_toml(self.path)
-        fresh = Config.load(self.path, socket=cfg.socket, data_dir=cfg.data_dir)
+        fresh = Config.load(self.path, socket=cfg.socket, data_dir=cfg.data_dir, tables=raw)
         return fresh, {k: raw[k] for k in ("socket", "data_dir") if k in raw}
 
-    async def reload_off_loop(self) -> bool:
-        """``reload`` with the file read on a worker thread."""
+    def _load_settled(self, before: Signature) -> tuple[Signature, Any]:
+        """``_load``'s values or exception, and the file's signature after the read (when it
+        differs from ``before`` the file changed meanwhile and the read is not used)."""
         try:
-            loaded = await asyncio.to_thread(self._load)
-        except Exception as exc:  # noqa: BLE001 - reported, old values kept
-            return self._failed(exc)
-        return self._apply(*loaded)
+            loaded: Any = self._load()
+        except Exception as exc:  # noqa: BLE001 - handed back: applied or reported by the loop
+            loaded = exc
+        return signature(self.path), loaded
+
+    async def reload_off_loop(self) -> bool:
+        """``reload`` with the file read on a worker thread, once it has stopped changing:
+        a file still being written is neither applied nor refused half-written."""
+        for _ in range(SETTLE_TRIES):
+            before = await asyncio.to_thread(signature, self.path)
+            await asyncio.sleep(SETTLE_S)
+            if await asyncio.to_thread(signature, self.path) != before:
+                continue
+            after, loaded = await asyncio.to_thread(self._load_settled, before)
+            if after != before:
+                continue
+            self._seen = after
+            if isinstance(loaded, Exception):
+                return self._failed(loaded)
+            return self._apply(*loaded)
+        # still changing: the old values stay, and the poll (the version not yet seen) or
+        # the next event reads it again
+        self.last_error = (f"config file {self.path} kept changing for "
+                           f"{SETTLE_S * SETTLE_TRIES:.0f} s; not applied yet")
+        log.warning("config reload: %s", self.last_error)
+        return False
 
     def reload(self) -> bool:
         """Apply the file's current values; False (and the old values kept) if it is invalid."""
+        self._seen = signature(self.path)
         try:
             loaded = self._load()
         except Exception as exc:  # noqa: BLE001 - reported, old values kept

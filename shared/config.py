@@ -350,10 +350,13 @@ class Config:
         socket: str | os.PathLike | None = None,
         data_dir: str | os.PathLike | None = None,
         overrides: dict[str, dict[str, Any]] | None = None,
+        tables: dict[str, Any] | None = None,
     ) -> Config:
-        """Read the TOML file (if present), environment overrides, then explicit arguments."""
+        """Read the TOML file (if present), environment overrides, then explicit arguments.
+        ``tables``: the file's tables as already read (``read_toml``): the file is not read
+        again, so the values are those of that one read, never of a file changed since."""
         path = paths.config_path(config_file)
-        raw = read_toml(path)
+        raw = dict(read_toml(path) if tables is None else tables)
         cfg = cls(config_file=path)  # the file consulted (it may not exist yet)
         top_socket = raw.pop("socket", None)
         top_data = raw.pop("data_dir", None)
@@ -389,7 +392,9 @@ class Config:
         return rows
 
 
-#: the largest config.toml read (a bigger one is refused: it is not a config)
+#: the largest config.toml read. A bigger one is refused, at start and on reload alike (the
+#: old values stay), and the refusal names this limit: every memman command and hook reads the
+#: file too, and a file this size is not a config (docs/decisions.md)
 CONFIG_MAX_BYTES = 1024 * 1024
 
 
@@ -398,7 +403,7 @@ def read_toml(path: Path) -> dict[str, Any]:
     as a ``ConfigError`` naming it, when it is not a regular file (a FIFO, a directory), over
     ``CONFIG_MAX_BYTES``, not UTF-8 or not TOML."""
     try:
-        data = read_regular(path, CONFIG_MAX_BYTES, "config file")
+        data = read_regular(path, CONFIG_MAX_BYTES, "config file", "fixed for every config file")
     except FileNotFoundError:
         return {}
     except OSError as exc:

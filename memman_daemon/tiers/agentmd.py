@@ -7,7 +7,10 @@ path: it becomes one file-name component through ``memman.paths.id_to_filename``
 resolve outside its root (a symlinked tenant directory) is refused. At start every existing
 agent.md is ingested as the tenant's document ``agent.md``; then the directory above the
 ``{tenant}`` part is watched with watchfiles (50 ms debounce), so an edit on disk is
-re-ingested well within a second.
+re-ingested well within a second. Each tick of the watcher (at least once a second) also
+compares every tenant's path with the version last read or written here (inode, size, mtime):
+a change whose event was lost — watchfiles drops one that lands as its wait times out — and a
+FIFO or directory replaced by a file are still ingested.
 
 Written once over the agent.md group (``storage/agentmd.py``), which says where the content
 is kept besides the file:
@@ -177,6 +180,16 @@ def install(tmp: str, path: Path) -> None:
         os.close(dfd)
 
 
+def _signature(path: Path) -> tuple[int, ...] | None:
+    """What tells one version of the file at ``path`` from another (a FIFO or directory in its
+    place included); None when there is nothing there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -232,6 +245,9 @@ class AgentMd(Component):
         self._stop = asyncio.Event()
         self._locks: dict[str, asyncio.Lock] = {}
         self._names: dict[str, str] = {}  #: file-name component -> tenant id (shortened ones)
+        #: per tenant, the version of its path last read (or written) here: the watcher's
+        #: tick compares, so a change whose event was lost is still ingested
+        self._seen: dict[str, tuple[int, ...] | None] = {}
         self.ingests = 0
         self.unreadable = 0  #: agent.md files refused (not a regular file, too large, not UTF-8)
         self.watch_errors = 0  #: times the watcher failed and was started again
@@ -391,6 +407,10 @@ class AgentMd(Component):
                 # a change to a directory (a new tenant dir with its file in it) re-checks
                 # that tenant's agent.md: the file may have appeared before its dir was watched
                 tenants = {t for _, p in changes if (t := self.tenant_of(p))}
+                # every tick: a file that differs from the version last read is read again,
+                # whether or not its event came (watchfiles drops one that lands as its wait
+                # times out; a FIFO or directory replaced by a file must not stay unseen)
+                tenants |= set(await asyncio.to_thread(self._changed))
                 for tenant in sorted(tenants):
                     try:
                         await self.ingest(tenant)
@@ -398,6 +418,21 @@ class AgentMd(Component):
                         log.exception("re-ingesting agent.md of tenant %s failed", tenant)
         finally:
             self.watching = None
+
+    def _changed(self) -> list[str]:
+        """Tenants whose agent.md is not the version last read here (a stat each; on a
+        worker thread)."""
+        tenants = set(self._seen)
+        tenants |= {t for p in self._existing() if (t := self.tenant_of(str(p)))}
+        out = []
+        for tenant in tenants:
+            try:
+                path = self.path(tenant)
+            except MemmanError:
+                continue
+            if tenant not in self._seen or _signature(path) != self._seen[tenant]:
+                out.append(tenant)
+        return out
 
     # --- sync ----------------------------------------------------------------------------
     async def ingest(self, tenant_id: str) -> dict[str, Any]:
@@ -407,6 +442,8 @@ class AgentMd(Component):
 
     async def _ingest(self, tenant_id: str) -> dict[str, Any]:
         path = self.path(tenant_id)
+        # taken before the read: a file changed during it differs at the next tick
+        self._seen[tenant_id] = await asyncio.to_thread(_signature, path)
         try:
             text, mtime = await asyncio.to_thread(_read, path,
                                                   self.config.docs.agent_md_max_bytes)
@@ -452,6 +489,7 @@ class AgentMd(Component):
 
     async def _regenerate(self, tenant_id: str, path: Path, content: str) -> None:
         await asyncio.to_thread(atomic_write, path, content)
+        self._seen[tenant_id] = await asyncio.to_thread(_signature, path)  # written here
         self._known[tenant_id] = await _hash(content)
         self.regenerated += 1
 
@@ -532,6 +570,7 @@ class AgentMd(Component):
                 raise
         assert new is not None
         await asyncio.to_thread(install, tmp, path)
+        self._seen[tenant_id] = await asyncio.to_thread(_signature, path)  # written here
         self._known[tenant_id] = await _hash(new)
         self.regenerated += 1
         return path, new, answer

@@ -36,7 +36,7 @@ from memman_daemon.storage import ConstraintError
 from memman_daemon.storage.agentmd import DOC_ID
 from memman_daemon.storage.counts import BackgroundCounts
 from memman_daemon.storage.docs import Doc, NewChunk
-from memman_daemon.tiers.chunking import chunk_text
+from memman_daemon.tiers.chunking import chunk_text_counted
 from memman_daemon.tiers.searchable import SearchableTier
 
 if TYPE_CHECKING:
@@ -359,12 +359,14 @@ class BusinessDocs(SearchableTier):
         content = doc["content"]
         cfg = self.config.docs
         enc = self.tokens.encoding(DEFAULT_MODEL)
-        chunks = chunk_text(content, enc, cfg.chunk_tokens, cfg.chunk_overlap)
+        # the tokens counted by the one encoding chunking makes (a second one held a 50 MB
+        # agent.md's worker thread seconds longer)
+        chunks, tokens = chunk_text_counted(content, enc, cfg.chunk_tokens, cfg.chunk_overlap)
         now = self.clock.now()
         doc_id = doc.get("doc_id") or digest[:16]
         d = Doc(pk=pk, tenant_id=tenant_id, doc_id=doc_id, title=doc.get("title") or doc_id,
                 source=doc.get("source") or "upload", hash=digest, chunks=len(chunks),
-                tokens=len(enc.encode_ordinary(content)),
+                tokens=tokens,
                 bytes=len(content.encode()), created_at=old.created_at if old else now,
                 updated_at=now, metadata=doc.get("metadata") or {})
         return d, chunks

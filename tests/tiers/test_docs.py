@@ -4,6 +4,7 @@ business appending atomically, restart."""
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from memman import names
 from memman.errors import CONFLICT, NOT_FOUND, MemmanError
 from memman_daemon.clock import FakeClock
-from memman_daemon.tiers.chunking import chunk_text
+from memman_daemon.tiers.chunking import _boundary_rank, chunk_text, chunk_text_counted
 from memman_daemon.tiers.docs import rerank, rerank_features
 from memman_daemon.tokens import TokenCounter
 from tests.helpers import running_daemon, short_tmpdir
@@ -30,6 +31,45 @@ def test_chunking_by_tokens_with_overlap() -> None:
     para = ("alpha " * 70).strip() + ".\n\n" + ("beta " * 200).strip()
     first = chunk_text(para, enc, 100, 10)[0]
     assert first.text.endswith("alpha.")
+
+
+def _chunks_token_by_token(text, enc, size, overlap):
+    """The chunking rule read literally: every token decoded, the window scanned backwards."""
+    overlap = max(0, min(overlap, size // 2))
+    toks = enc.encode_ordinary(text)
+    n, out, start = len(toks), [], 0
+    while start < n:
+        end = min(n, start + size)
+        if end < n:
+            best, best_rank = end, 0
+            for i in range(end - 1, start + int(size * 0.6), -1):
+                rank = _boundary_rank(enc.decode_single_token_bytes(toks[i]))
+                if rank > best_rank:
+                    best, best_rank = i + 1, rank
+                    if rank == 3:
+                        break
+            end = best
+        piece = enc.decode(toks[start:end]).strip()
+        if piece:
+            out.append((len(out), piece, end - start, start))
+        if end >= n:
+            break
+        start = max(end - overlap, start + 1)
+    return out, n
+
+
+def test_chunking_with_numpy_cuts_where_the_rule_read_literally_does() -> None:
+    enc = TokenCounter().encoding("gpt-4o-mini")
+    rng = random.Random(7)
+    words = ["alpha", "beta.", "gamma!", "delta?", "x:", "\n", "\n\n", "  ", "<|endoftext|>",
+             "café", "日本", "end.\n", "zeta"]
+    for _ in range(60):
+        text = "".join(rng.choice(words) + rng.choice([" ", "", "\n"])
+                       for _ in range(rng.randint(0, 1500)))
+        size, overlap = rng.choice([1, 2, 5, 17, 100, 256]), rng.choice([0, 3, 32])
+        chunks, n = chunk_text_counted(text, enc, size, overlap)
+        got = [(c.seq, c.text, c.tokens, c.start_token) for c in chunks]
+        assert (got, n) == _chunks_token_by_token(text, enc, size, overlap)
 
 
 def test_rerank_features_and_per_doc_cap() -> None:

@@ -74,9 +74,9 @@ def _random_value(rng: random.Random, depth: int = 0) -> Any:
     return rng.choice(choices)
 
 
-#: tables written by background telemetry (usage-series points, embedding vectors of what
-#: an earlier call stored): not changes a refused call made
-BACKGROUND = ("usage_series", "vectors")
+#: tables written by background telemetry (usage-series points, embedding vectors and the
+#: recall index's token vectors of what an earlier call stored): not changes a refused call made
+BACKGROUND = ("usage_series", "vectors", "recall_tokens")
 
 
 class _State:

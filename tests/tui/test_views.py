@@ -471,6 +471,9 @@ async def test_one_number_for_how_full_after_a_request_with_its_own_budget():
             small = await c.session_context("chat-1", {"max_tokens": 60})
             assert small["budget"] == 60
             await wait_for(pilot, lambda: not screen.fullness().preview, "the usage point")
+            # the gauge's text follows at its next refresh
+            await wait_for(pilot, lambda: "last request" in str(
+                screen.query_one("#fullness").render()), "the gauge's text")
             gauge = screen.fullness()
             text = str(screen.query_one("#fullness").render())
             await pilot.press("escape")

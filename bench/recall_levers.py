@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:
 
 from bench import recall as br  # noqa: E402
 from bench.data import recall_data as rd  # noqa: E402
+from memman.config import RecallConfig  # noqa: E402
 from memman_daemon.search import late  # noqa: E402
 
 Ranker = Callable[[dict[str, Any]], list[int]]
@@ -124,7 +125,7 @@ SYSTEMS: dict[str, Ranker] = {
     "  second stage over RRF's best 50": second(fused(bm25_pos, dense),
                                                 maxsim(16, "mean", "int4", qall=False), 50),
     "  second stage over RRF's best 300 (memman)": second(
-        fused(bm25_pos, dense), maxsim(16, "mean", "int4", qall=False), late.WIDE),
+        fused(bm25_pos, dense), maxsim(16, "mean", "int4", qall=False), RecallConfig().rerank_candidates),
 }
 
 

@@ -297,6 +297,12 @@ class RecallConfig:
     embed_batch: int = 128
     #: characters of one entry that are indexed and embedded (the entry is stored whole)
     max_chars: int = 4000
+    #: fusion of the BM25 and cosine rankings: score = sum 1 / (rrf_k + rank) (Cormack et al.)
+    rrf_k: int = 60
+    #: ranks taken from each of the two lists before they are fused
+    candidates: int = 1000
+    #: the fusion's best rows put in late-interaction (MaxSim) order, the second stage
+    rerank_candidates: int = 300
 
 
 @dataclass
@@ -465,7 +471,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "scratchpad.max_snippets", "memory.max_working_entries", "memory.search_limit",
         "memory.candidates", "memory.max_scan", "docs.chunk_tokens", "docs.candidates",
         "docs.top_k", "docs.max_chunks_per_doc", "docs.max_scan", "scratchpad.frequency_saturation",
-        "recall.embed_batch", "recall.max_chars")},
+        "recall.embed_batch", "recall.max_chars", "recall.rrf_k", "recall.candidates",
+        "recall.rerank_candidates")},
     **{k: (1e-9, None) for k in (
         "limits.frame_timeout_s", "compression.check_interval_s", "llm.timeout_s",
         "compression.quarantine_retry_s",

@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RRF_K = 60  #: reciprocal rank fusion constant (Cormack et al. 2009)
-TOP = 1000  #: ranks taken from each list before fusion
 STATIC_PER_REQUEST = 2000  #: stand-in vectors one request computes at most, in a thread
 STATIC_INLINE = 64  #: ...and on the event loop (rows that arrived while it waited)
 QUERY_CACHE = 256  #: query vectors kept
@@ -699,7 +697,7 @@ class RecallIndex(Component):
 
     def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, ...]) -> Hits:
         """Every row of ``c`` scored against ``query``: BM25 and cosine, fused by RRF; then
-        the best ``late.WIDE`` of the fusion put in MaxSim order (late interaction: each of
+        the best ``[recall] rerank_candidates`` of the fusion put in MaxSim order (late interaction: each of
         the question's informative tokens against the row's token vectors), where the row
         has them (a row without keeps its place)."""
         n = c.n
@@ -729,10 +727,11 @@ class RecallIndex(Component):
                     mu, sd = 0.1, 0.1
                 cos[got] = (raw - mu_s) / sd_s * sd + mu
                 stand_in[got] = True
-        bm25_rank = dense_ranks(bm, alive, TOP)
+        top = self.config.recall.candidates
+        bm25_rank = dense_ranks(bm, alive, top)
         vec_rank = dense_ranks(np.where(have | stand_in, cos, -np.inf), alive & (have | stand_in),
-                               TOP)
-        fused = rrf_dense([bm25_rank, vec_rank], RRF_K)  # memory search's fusion
+                               top)
+        fused = rrf_dense([bm25_rank, vec_rank], self.config.recall.rrf_k)
         late_score = None
         if qtok is not None and c.tok is not None:
             fused, late_score = self._late(c, fused, qtok)
@@ -740,16 +739,16 @@ class RecallIndex(Component):
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()), late_score=late_score)
 
-    @staticmethod
-    def _late(c: Corpus, fused: np.ndarray, qtok: np.ndarray
+    def _late(self, c: Corpus, fused: np.ndarray, qtok: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray | None]:
-        """The second stage: the fusion's best ``late.WIDE`` rows that have token vectors,
-        in MaxSim order (bounded: ``WIDE`` rows whatever the corpus size); and each row's
-        MaxSim score per question token (0: not ranked by it)."""
+        """The second stage: the fusion's best ``[recall] rerank_candidates`` rows that have
+        token vectors, in MaxSim order (bounded: that many rows whatever the corpus size); and
+        each row's MaxSim score per question token (0: not ranked by it)."""
         assert c.tok is not None
         cand = np.flatnonzero(fused > 0)
-        if len(cand) > late.WIDE:
-            cand = cand[np.argpartition(-fused[cand], late.WIDE)[: late.WIDE]]
+        wide = self.config.recall.rerank_candidates
+        if len(cand) > wide:
+            cand = cand[np.argpartition(-fused[cand], wide)[:wide]]
         cand = cand[c.tok_n[cand] > 0]
         if len(cand) < 2 or c.tok.shape[2] != late.width(qtok.shape[1]):
             return fused, None

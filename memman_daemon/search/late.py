@@ -12,7 +12,8 @@ as keeping every token, where keeping the first ones loses), renormalized, and q
 3,104 bytes an entry for MiniLM (docs/performance.md, "Evidence recall", has the measurements:
 int4 ranks as float32 does; 8 tokens lose at the small budgets).
 
-The window uses it as a second stage (``rerank``): the question's best ``WIDE`` candidates of
+The window uses it as a second stage (``rerank``): the question's best ``[recall]
+rerank_candidates`` (300) candidates of
 the BM25 + cosine fusion are put in MaxSim order (measured: the same evidence recall as MaxSim
 over every entry, at a bounded cost whatever the corpus size; fused with BM25 by RRF it does
 worse at small budgets).
@@ -25,7 +26,6 @@ import numpy as np
 from memman_daemon.search.words import STOPWORDS
 
 TOKENS = 16  #: token vectors kept per entry at most (segment means beyond)
-WIDE = 300  #: candidates of the first ranking that MaxSim puts in order
 #: least MaxSim score per question token (a mean of best cosines) of a past entry that is
 #: offered only for the room left (``engine/window/retrieve.py``): measured on our data sets,
 #: three in four evidence turns reach it and three in four other turns do not

@@ -176,6 +176,7 @@ def build_graph(w: dict[str, np.ndarray]) -> Any:
 
 
 _quantize_lock = threading.Lock()
+_quantize_locks: dict[str, threading.Lock] = {}  #: int8 file -> the lock of its build
 
 
 def _int8_path(zf: zipfile.ZipFile, cache_dir: Path) -> Path:
@@ -211,7 +212,9 @@ def _quantized(zf: zipfile.ZipFile, cache_dir: Path) -> Path:
     loads read neither the weights nor the fp32 graph: less memory and time at start."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     target = _int8_path(zf, cache_dir)
-    with _quantize_lock:
+    with _quantize_lock:  # one lock per file: another data dir's slow build never waits here
+        lock = _quantize_locks.setdefault(str(target), threading.Lock())
+    with lock:
         if target.is_file():
             return target
         log.info("making the int8 %s model in %s (once)", MODEL, cache_dir)
@@ -222,6 +225,8 @@ def _quantized(zf: zipfile.ZipFile, cache_dir: Path) -> Path:
                               timeout=600, check=False)
         if done.returncode == 0 and target.is_file():
             return target
+        if not cache_dir.is_dir():  # the data dir went away meanwhile: nothing to build for
+            raise FileNotFoundError(f"{cache_dir} no longer exists")
         log.warning("quantizing in a child process failed (%s); quantizing here",
                     (done.stderr or "").strip().splitlines()[-1:] or done.returncode)
         _make_int8(zf, target)

@@ -220,12 +220,8 @@ class Embedder(Component):
             return None
         local = self._local
         assert local is not None
-        if not local.loaded:
-            try:
-                await asyncio.to_thread(local.load)
-            except LocalEmbedderError as exc:
-                self._failed(exc)
-                return None
+        if not await self._loaded(local):
+            return None
         self.calls += 1
         self.texts += len(texts)
         return await asyncio.to_thread(local.encode_tokens, texts)
@@ -286,9 +282,16 @@ class Embedder(Component):
         if not self.enabled:
             return False
         local = self._local
-        if self.local and local is not None and not local.loaded:
+        if self.local and local is not None:
+            return await self._loaded(local)
+        return True
+
+    async def _loaded(self, model: Any) -> bool:
+        """``model`` (a local one) loaded in a worker thread if it is not yet; False (and the
+        error recorded) when it cannot load."""
+        if not model.loaded:
             try:
-                await asyncio.to_thread(local.load)
+                await asyncio.to_thread(model.load)
             except LocalEmbedderError as exc:
                 self._failed(exc)
                 return False
@@ -300,13 +303,7 @@ class Embedder(Component):
         r = self._relevance
         if not self.local or self.error is not None or r is None:
             return False
-        if not r.loaded:
-            try:
-                await asyncio.to_thread(r.load)
-            except LocalEmbedderError as exc:
-                self._failed(exc)
-                return False
-        return True
+        return await self._loaded(r)
 
     async def relevance(self, texts: list[str]) -> np.ndarray | None:
         """``cached``'s vectors for many texts at once: those the prefetch made from the LRU,

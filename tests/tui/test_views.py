@@ -228,8 +228,11 @@ async def test_selection_follows_its_entry_and_is_held_when_it_leaves_the_contex
                                                + "filler " * 12})
                     n += 1
             assert not await _own_row(c, "s1", doomed), "the old entry never folded"
+            # the refill follows the next refresh, and the daemon may still be making its
+            # search model's files then (the first embedding in a data dir): more steps
             await wait_for(pilot, lambda: all(p.entry_ids != [doomed]
-                                              for p in screen.view.parts), "the refill")
+                                              for p in screen.view.parts), "the refill",
+                           steps=1500)
             # followed its entry to its new place (rows above it folded into a summary)
             assert table.selected_key == key
             assert table.get_row_index(key) == table.cursor_row != row_before
@@ -246,7 +249,7 @@ async def test_selection_follows_its_entry_and_is_held_when_it_leaves_the_contex
                                                + "filler " * 12})
                     m += 1
             await wait_for(pilot, lambda: all(p.key != victim.key for p in screen.view.parts),
-                           "the entry to leave the context")
+                           "the entry to leave the context", steps=1500)
             await wait_for(pilot, lambda: "held" in str(table.get_row(victim.key)[3]),
                            "the held row")
             assert table.selected_key == victim.key and table.show_cursor

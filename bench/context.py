@@ -19,7 +19,8 @@ into one session as fast as they are answered, then the first ``memman_session_c
 then the drain of the background work (vectors, compression) for ``--drain`` seconds; a probe
 in a process of its own calls ``memman_ping`` back to back on its own connection the whole
 time, and its round trips are reported per phase (p50 / p99 / max), beside the same probe
-with the daemon idle.
+with the daemon idle. Then the daemon is stopped and started again on the same data dir (unless
+``--no-restart``): the time until it answers, then its first context, with the probe pinging.
 
     .venv/bin/python bench/context.py [--sizes 1000,10000,100000] [--calls 40] [--burst 60000]
 """
@@ -31,6 +32,7 @@ import asyncio
 import math
 import multiprocessing as mp
 import random
+import shutil
 import statistics
 import sys
 import time
@@ -42,7 +44,7 @@ from memman.client import Client  # noqa: E402
 from memman_daemon.model import Entry, Session  # noqa: E402
 from memman_daemon.storage.sqlite import sessions as session_rows  # noqa: E402
 from memman_daemon.tokens import REPLY_PRIMING  # noqa: E402
-from tests.helpers import daemon_process, running_daemon  # noqa: E402
+from tests.helpers import daemon_process, running_daemon, short_tmpdir  # noqa: E402
 
 WORDS = ("the plan task error success deploy build tool result user asked about config value "
          "retry cluster file update approval done failed check log metric").split()
@@ -177,9 +179,22 @@ async def _adds(sock: Path, sid: str, n: int, clients: int = 8) -> None:
     await asyncio.gather(*(one(k) for k in range(clients)))
 
 
-async def burst(n: int, drain_s: float) -> dict:
-    """Phases: 0 idle, 1 the burst, 2 the first context, 3 the drain."""
-    with daemon_process() as d:
+async def burst(n: int, drain_s: float, restart: bool = True) -> dict:
+    """Phases: 0 idle, 1 the burst, 2 the first context, 3 the drain; then (``restart``) the
+    daemon stopped and started again on the same data dir: 4 its start (until it answers a
+    ping), 5 the first context after it."""
+    root = short_tmpdir()
+    try:
+        res = await _burst(root, n, drain_s)
+        if restart:
+            res.update(await _restarted(root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return res
+
+
+async def _burst(root: Path, n: int, drain_s: float) -> dict:
+    with daemon_process(root) as d:
         q: mp.Queue = mp.Queue()
         stop, phase = mp.Event(), mp.Value("i", 0)
         p = mp.Process(target=_probe, args=(str(d.socket), q, stop, phase))
@@ -218,10 +233,41 @@ async def burst(n: int, drain_s: float) -> dict:
     res: dict = {"n": n, **took, "context_during_drain_p50_ms": statistics.median(nxt),
                  "pending_after_drain": st["recall"]["pending_vectors"], "peak_rss_mb": rss}
     for k, name in enumerate(("idle", "burst", "first_context", "drain")):
-        xs = lat.get(k, [0.0])
-        res[name] = {"n": len(xs), "p50": statistics.median(xs), "p99": pct(xs, 0.99),
-                     "max": max(xs)}
+        res[name] = _summary(lat.get(k, [0.0]))
     return res
+
+
+def _summary(xs: list[float]) -> dict:
+    return {"n": len(xs), "p50": statistics.median(xs), "p99": pct(xs, 0.99), "max": max(xs)}
+
+
+async def _restarted(root: Path) -> dict:
+    """The daemon started again on the burst's data dir: how long until it answers a ping
+    (its load), then the first context (the same question as after the burst), with the
+    probe pinging from its first answer on."""
+    t0 = time.perf_counter()
+    with daemon_process(root) as d:
+        c = await Client.connect(d.socket, name="bench")
+        await c.ping()  # waits for the load: the socket is bound before it
+        start_s = time.perf_counter() - t0
+        q: mp.Queue = mp.Queue()
+        stop, phase = mp.Event(), mp.Value("i", 4)
+        p = mp.Process(target=_probe, args=(str(d.socket), q, stop, phase))
+        p.start()
+        await asyncio.sleep(1.0)  # the probe connected and pinging
+        phase.value = 5
+        t1 = time.perf_counter()
+        await c.session_context("burst", {"query": "why did the cluster deploy fail"})
+        first = time.perf_counter() - t1
+        await asyncio.sleep(0.5)
+        stop.set()
+        lat = q.get()
+        p.join()
+        await c.close()
+        rss = rss_mb(d.proc.pid, "VmHWM")
+    return {"restart_start_s": start_s, "restart_first_context_s": first,
+            "restart_peak_rss_mb": rss, "after_start": _summary(lat.get(4, [0.0])),
+            "restart_context": _summary(lat.get(5, [0.0]))}
 
 
 def burst_rows(res: dict) -> list[dict]:
@@ -245,6 +291,16 @@ def burst_rows(res: dict) -> list[dict]:
                          f"{res['peak_rss_mb']:.0f} MB",
                 "baseline": "-", "ratio": "-",
                 "target": f"< 5 s {'✓' if res['first_context_s'] < 5 else '✗'}"})
+    if "restart_first_context_s" in res:
+        m = res["restart_context"]
+        out.append({"benchmark": "context",
+                    "what": f"first context after a restart on the {res['n']:,} entries (the "
+                            f"daemon answered {res['restart_start_s']:.1f} s after its start)",
+                    "value": f"{res['restart_first_context_s']:.2f} s; another client's ping "
+                             f"meanwhile p99 {m['p99']:.1f} ms, max {m['max']:.0f} ms",
+                    "baseline": "-", "ratio": "-",
+                    "target": f"< 5 s, ping within 1 s "
+                              f"{'✓' if res['restart_first_context_s'] < 5 and m['max'] < 1000 else '✗'}"})
     return out
 
 
@@ -299,6 +355,8 @@ async def main() -> None:
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--burst", type=int, default=60_000)
     ap.add_argument("--drain", type=float, default=20.0)
+    ap.add_argument("--no-restart", action="store_true",
+                    help="skip the restart on the burst's data dir")
     args = ap.parse_args()
     res = await measure([int(x) for x in args.sizes.split(",") if x], args.calls) \
         if args.sizes else []
@@ -313,7 +371,7 @@ async def main() -> None:
               f"{m['tokens']} | {m['base_messages']} | {m['base_tokens']} | "
               f"{m['rss_mb']:.0f} |")
     if args.burst:
-        b = await burst(args.burst, args.drain)
+        b = await burst(args.burst, args.drain, restart=not args.no_restart)
         print()
         print("| another client's ping | p50 ms | p99 ms | max ms | pings |")
         print("|---|---:|---:|---:|---:|")
@@ -324,6 +382,15 @@ async def main() -> None:
               f"s; contexts during the drain p50 {b['context_during_drain_p50_ms']:.0f} ms; "
               f"vectors still pending after it: {b['pending_after_drain']}; daemon peak RSS "
               f"{b['peak_rss_mb']:.0f} MB")
+        if "restart_first_context_s" in b:
+            print("\n| after a restart, another client's ping | p50 ms | p99 ms | max ms | pings |")
+            print("|---|---:|---:|---:|---:|")
+            for name in ("after_start", "restart_context"):
+                m = b[name]
+                print(f"| {name} | {m['p50']:.2f} | {m['p99']:.1f} | {m['max']:.0f} | {m['n']} |")
+            print(f"\nrestart: the daemon answered a ping {b['restart_start_s']:.2f} s after its "
+                  f"start; first context {b['restart_first_context_s']:.2f} s; daemon peak RSS "
+                  f"{b['restart_peak_rss_mb']:.0f} MB")
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ class App:
         self.embedder.on_model_changed = [self.user_memory.vscopes.reset,
                                           self.docs.vscopes.reset, self.vector_sync.request,
                                           self.recall.model_changed]
-        self.sessions.on_appended = [self.recall.appended]
+        self.sessions.on_appended = [self.recall.appended, self.engine.timelines.appended]
         self.engine.builder.learned = self.user_memory.bearing_on
         self.sessions.on_reset = [self.recall.session_gone]
         self.sessions.on_recall_changed = [self.recall.recall_changed]

@@ -54,8 +54,9 @@ class SessionEngine(Component):
         self.background = background
         self.sessions, self.summarizer, self.audit = sessions, summarizer, audit
         self.cache = cache  #: its cached tool results ride in the context; cycles age them
-        #: every session's units, analysed once (compression and the window read them)
-        self.timelines = Timelines(config)
+        #: every session's units, analysed once (compression and the window read them); the
+        #: analysis follows the log in the background, within the same time budget
+        self.timelines = Timelines(config, background)
         self.recall = recall  #: the one retriever: this session and the user's past ones
         self.builder = ContextBuilder(config=config, clock=clock, tokens=tokens,
                                       timelines=self.timelines, recall=recall,
@@ -81,10 +82,12 @@ class SessionEngine(Component):
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.timelines.close()
 
     def stats(self) -> dict[str, Any]:
         return {**self.counters, "context": dict(self.builder.counters),
                 "compacting": len(self._compacting),
+                "analysis_pending": self.timelines.pending(),
                 "quarantined": {sid: {k: v for k, v in q.items() if k != "retry_mono"}
                                 for sid, q in self.quarantine.items()}}
 

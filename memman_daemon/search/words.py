@@ -50,17 +50,27 @@ def terms(text: str) -> list[str]:
     """Lower-cased, stemmed words (identifiers also split into their parts: ``snake_case`` and
     ``a.b`` by the word pattern, ``camelCase`` here, so "benchmark" finds
     ``BenchmarkSlidingAllow``), no stop words."""
-    out = []
+    out: list[str] = []
+    of = _terms_of
     for w in _WORD.findall(text):
-        lw = w.lower()
-        if len(lw) >= 2 and lw not in STOPWORDS:
-            out.append(stem(lw))
-        if not w.islower() and _CAMEL_HINT.search(w):
-            for part in _CAMEL_PART.findall(w):
-                lp = part.lower()
-                if len(lp) >= 2 and lp not in STOPWORDS and lp != lw:
-                    out.append(stem(lp))
+        got = of(w)
+        if got:
+            out.extend(got)
     return out
+
+
+@lru_cache(maxsize=65_536)  # a word's terms, once: most of a log's words are seen before
+def _terms_of(w: str) -> tuple[str, ...]:
+    out = []
+    lw = w.lower()
+    if len(lw) >= 2 and lw not in STOPWORDS:
+        out.append(stem(lw))
+    if not w.islower() and _CAMEL_HINT.search(w):
+        for part in _CAMEL_PART.findall(w):
+            lp = part.lower()
+            if len(lp) >= 2 and lp not in STOPWORDS and lp != lw:
+                out.append(stem(lp))
+    return tuple(out)
 
 
 def excerpt(text: str, limit: int = QUERY_MAX_CHARS) -> str:

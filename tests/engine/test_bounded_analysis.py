@@ -75,3 +75,56 @@ def test_a_huge_entry_is_analysed_by_its_head(monkeypatch) -> None:
     from memman.config import ScoringConfig
     an.feed([big], ScoringConfig())
     assert seen and max(seen) <= ANALYSE_MAX_CHARS
+
+
+async def test_a_large_backlog_is_not_waited_for_and_the_follower_completes_it(monkeypatch):
+    """After a burst of adds (or a restart) a context does not wait for the analysis of every
+    entry: it gets every unit and the newest entries' own analysis, the background follower does
+    the rest — and once it has, the window marks the value a later entry replaced."""
+    import asyncio
+
+    from memman_daemon.background import BackgroundShare
+    from memman_daemon.engine.window import timeline
+    from tests.engine.test_context import FILLER, add
+    from tests.helpers import running_daemon
+
+    monkeypatch.setattr(timeline, "WAIT_ENTRIES", 40)
+    monkeypatch.setattr(timeline, "NEWEST_OWN", 10)
+    monkeypatch.setattr(timeline, "INLINE_ENTRIES", 5)
+    async with running_daemon(compression={"auto_compress": False}) as d, d.client() as c:
+        tls = d.app.engine.timelines
+        share: BackgroundShare = tls.background
+        tls.background = None  # no follower while the backlog builds up
+        await c.call("memman_session_open", "big", {})
+        old = await add(c, "big", "The exporter listens on port 9100.")
+        for i in range(120):
+            await add(c, "big", f"{FILLER} {i}", role="user" if i % 2 else "assistant")
+        await add(c, "big", "I changed the port to 9200 this morning.", role="assistant")
+        s = d.app.sessions.get("big")
+        out = await c.call("memman_session_context", "big",
+                           {"query": "which port does the exporter listen on", "max_tokens": 300})
+        tl = tls.timeline(s)
+        # every entry is in a unit; the analysis is not: only the newest entries' own
+        assert tl.consumed == len(s.entries) == 122
+        assert tl.an.done == 0
+        assert len(tl.an.cands) <= timeline.NEWEST_OWN + timeline.INLINE_ENTRIES
+        assert s.entries[-1].id in tl.an.cands and old not in tl.an.cands
+        assert (await c.stats())["session_engine"]["analysis_pending"] == 122
+        assert not out["over_budget"]
+        # the follower catches up, in slices within the background share
+        monkeypatch.setattr("memman_daemon.background.FREEZE_EVERY", 50)
+        tls.background = share
+        slices = share.slices
+        tls.appended(s, [])
+        for _ in range(500):
+            if not (await c.stats())["session_engine"]["analysis_pending"]:
+                break
+            await asyncio.sleep(0.01)
+        assert tl.an.done == len(s.entries)
+        assert share.slices > slices and share.freezes >= 2
+        assert any(eid == old for eid, _k in tl.an.sup.by)
+        out = await c.call("memman_session_context", "big",
+                           {"query": "which port does the exporter listen on", "max_tokens": 300})
+        text = "\n".join(m["content"] or "" for m in out["messages"])
+        assert "9200" in text
+        assert "port 9100" not in text or "replaced later" in text

@@ -4,16 +4,24 @@ so a window is always valid for the chat API) — each analysed once: fact candi
 salience (``facts``), words (``relevance``), superseded values (``supersede``). Compression
 chooses what to fold from it; the window takes its candidates from it.
 
-``Timelines`` keeps one per session, extended as entries arrive (O(new entries)), rebuilt from
-the cached analysis after a pin or a config change.
+``Timelines`` keeps one per session. Two things follow the log, each a prefix of it: the units
+(a few µs an entry: every read has them all) and the analysis (~50-150 µs an entry). The
+analysis is done by a background follower as entries arrive (``appended``: in slices within the
+background share, so a burst of adds is served first), and by a read only up to a bound
+(``INLINE_ENTRIES`` on the event loop at once, ``WAIT_ENTRIES`` in slices that yield): after a
+burst of adds or a restart a read does not wait for the analysis of the whole log. It gets every
+unit, the newest entries' own analysis (``NEWEST_OWN``: their facts and salience) and the rest
+as far as the follower has come; a unit not analysed yet scores by its role and content words
+only, and supersession reaches it when the follower does. Rebuilt from the cached analysis
+after a pin or a config change.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
-from bisect import insort
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman_daemon.background import SLICE_S
+from memman_daemon.component import stop_task
 from memman_daemon.engine import extractive, facts, scoring
 from memman_daemon.engine.relevance import DocFreq
 from memman_daemon.engine.supersede import Supersession
@@ -30,8 +39,21 @@ if TYPE_CHECKING:
     from memman.config import Config
     from memman_daemon.background import BackgroundShare
 
+log = logging.getLogger(__name__)
+
 PENDING = "tool call whose results are not (all) in the log yet"
-INLINE_ENTRIES = 2000  #: a request analyses this many new entries at once, more in slices
+#: a backlog a read analyses on the event loop at once (~50-150 µs an entry); a larger one in
+#: slices, or by the follower
+INLINE_ENTRIES = 256
+#: entries a read turns into units on the event loop at once (a few µs each); more in slices
+UNITS_INLINE = 5000
+#: a request waits (in slices that yield) for the analysis of a backlog up to this many entries;
+#: a larger one (a burst of adds, a restart) is the background follower's, and the window uses
+#: what is analysed
+WAIT_ENTRIES = 4000
+#: ...then the request analyses the newest entries on their own (facts, salience: what the
+#: newest turns of a window are scored by), this many at most
+NEWEST_OWN = 1000
 ANALYSE_MAX_CHARS = facts.ANALYSE_MAX_CHARS  #: characters of one entry analysed
 
 
@@ -60,43 +82,77 @@ class Unit:
 @dataclass
 class Analysis:
     """What each entry of one session's log carries, computed once per entry (entries never
-    change): candidates, words, superseded values, summary picks, score inputs."""
+    change). Two parts: an entry's own (``own``: candidates, salience, score inputs — pure, in
+    any order) and what is fed in log order (``feed``: word counts, superseded values, summary
+    picks), of which ``done`` entries are in."""
 
     session: int  #: id() of the session object analysed
-    done: int = 0  #: entries analysed: a prefix of the log
+    done: int = 0  #: entries fed in log order: a prefix of the log
     cands: dict[int, list[facts.Candidate]] = field(default_factory=dict)
     index: DocFreq = field(default_factory=DocFreq)  #: the idf of words over the session
     sup: Supersession = field(default_factory=Supersession)
-    picks: list[tuple[float, int, int]] = field(default_factory=list)  #: (-score, id, k), sorted
     pick: dict[tuple[int, int], extractive.Pick] = field(default_factory=dict)
     stat: dict[int, tuple[float, float, float, int]] = field(default_factory=dict)
+    _picks: list[tuple[float, int, int]] = field(default_factory=list)
+    _sorted: bool = True
+
+    @property
+    def picks(self) -> list[tuple[float, int, int]]:
+        """(-score, entry id, k) of every fed entry's picks, best first (sorted when read: a
+        sorted insert per pick was O(picks) each)."""
+        if not self._sorted:
+            self._picks.sort()
+            self._sorted = True
+        return self._picks
+
+    def own(self, e: Entry, sc: Any) -> list[facts.Candidate]:
+        """``e``'s candidates and score inputs, computed once."""
+        got = self.cands.get(e.id)
+        if got is not None:
+            return got
+        # bounded work: a huge entry is analysed by its head (it is stored and sent whole)
+        cands = facts.analyse(e.content[:ANALYSE_MAX_CHARS], structured=e.role == "tool")
+        for c in e.tool_calls or []:  # a call's arguments: the command, rarely the fact
+            fn = c.get("function", {})
+            for cand in facts.analyse(f"{fn.get('name', '')}({fn.get('arguments', '')})",
+                                      structured=True):
+                cand.salience *= 0.5
+                cands.append(cand)
+        self.cands[e.id] = cands
+        content, static = _content(e, sc)
+        self.stat[e.id] = (max((c.salience for c in cands), default=0.0), content, static,
+                           sum(1 for c in cands if c.salience >= extractive.MIN_SALIENCE))
+        return cands
 
     def feed(self, entries: list[Entry], sc: Any) -> None:
+        """The next entries of the log, in order."""
         for e in entries:
-            # bounded work: a huge entry is analysed by its head (it is stored and sent whole)
-            text = scoring.entry_text(e)[:ANALYSE_MAX_CHARS]
-            cands = facts.analyse(e.content[:ANALYSE_MAX_CHARS], structured=e.role == "tool")
-            for c in e.tool_calls or []:  # a call's arguments: the command, rarely the fact
-                fn = c.get("function", {})
-                for cand in facts.analyse(f"{fn.get('name', '')}({fn.get('arguments', '')})",
-                                          structured=True):
-                    cand.salience *= 0.5
-                    cands.append(cand)
-            self.cands[e.id] = cands
+            cands = self.own(e, sc)
             # its words as its candidates hold them (not the text tokenized a second time)
             self.index.add(t for c in cands for t in c.terms)
             self.sup.feed(e.id, cands, f"tool:{e.name}" if e.role == "tool" else "message")
             for p in extractive.picks_of(e, cands):
                 self.pick[p.order] = p
-                insort(self.picks, (-p.score, p.order[0], p.order[1]))
-            tool = sc.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
-            content = scoring.content_score(text, sc, tool=tool)
-            self.stat[e.id] = (
-                max((c.salience for c in cands), default=0.0),
-                content,
-                scoring.static_score(e, sc, content=content),
-                sum(1 for c in cands if c.salience >= extractive.MIN_SALIENCE))
+                self._picks.append((-p.score, p.order[0], p.order[1]))
+                self._sorted = False
         self.done += len(entries)
+
+    def stat_of(self, e: Entry, sc: Any) -> tuple[float, float, float, int]:
+        """``e``'s score inputs; before its analysis, those of its role and content words
+        (no salience yet)."""
+        got = self.stat.get(e.id)
+        if got is not None:
+            return got
+        content, static = _content(e, sc)
+        return 0.0, content, static, 0
+
+
+def _content(e: Entry, sc: Any) -> tuple[float, float]:
+    """(content score, static score) of an entry: keyword rules over a bounded head."""
+    text = scoring.entry_text(e)[:ANALYSE_MAX_CHARS]
+    tool = sc.typed_tools_count_as_marker and e.type in ("tool_call", "tool_result")
+    content = scoring.content_score(text, sc, tool=tool)
+    return content, scoring.static_score(e, sc, content=content)
 
 
 class UnitArrays:
@@ -153,10 +209,9 @@ class Timeline:
     def sup(self) -> Supersession:
         return self.an.sup
 
-
-def _only_appended(old: tuple, new: tuple) -> bool:
-    """Keys (session object, entries, version, config): the log only grew."""
-    return old[0] == new[0] and old[2:] == new[2:] and new[1] > old[1]
+    def behind(self, entries: int) -> bool:
+        """Entries of a log of ``entries`` not in units or not analysed yet."""
+        return self.consumed < entries or self.an.done < entries
 
 
 def _restat(u: Unit, an: Analysis, sc: Any) -> None:
@@ -165,11 +220,11 @@ def _restat(u: Unit, an: Analysis, sc: Any) -> None:
     vals = sups = 0
     by = an.sup.by
     for e in u.items:
-        st = an.stat[e.id]
+        st = an.stat_of(e, sc)
         sal, content = max(sal, st[0]), max(content, st[1])
         keyword_total = max(keyword_total, st[2])
         vals += st[3]
-        if by:
+        if by and e.id in an.cands:
             sups += sum(1 for k, c in enumerate(an.cands[e.id])
                         if (e.id, k) in by and c.salience >= extractive.MIN_SALIENCE)
     u.salience, u.content, u.keyword_total = sal, content, keyword_total
@@ -223,12 +278,23 @@ def extend(tl: Timeline, entries: list[Entry], keep_system: bool, sc: Any) -> No
         tl.arr.put(u)
 
 
+def _restat_entries(tl: Timeline, entries: list[Entry], sc: Any) -> None:
+    """The units of newly analysed entries take their analysis in."""
+    seen: set[int] = set()
+    for e in entries:
+        u = tl.entry_unit.get(e.id)
+        if u is not None and u.index not in seen:
+            seen.add(u.index)
+            _restat(u, tl.an, sc)
+            tl.arr.put(u)
+
+
 def _apply_superseded(tl: Timeline) -> None:
     """Units holding values that later entries superseded recount them (a score input)."""
     new, tl.an.sup.new = tl.an.sup.new, []
     by, cands = tl.an.sup.by, tl.an.cands
     for u in {id(u): u for u in (tl.entry_unit.get(eid) for eid, _ in new) if u}.values():
-        u.sup_n = sum(1 for e in u.items for k, c in enumerate(cands[e.id])
+        u.sup_n = sum(1 for e in u.items for k, c in enumerate(cands.get(e.id, ()))
                       if (e.id, k) in by and c.salience >= extractive.MIN_SALIENCE)
         tl.arr.put(u)
 
@@ -236,83 +302,175 @@ def _apply_superseded(tl: Timeline) -> None:
 
 
 class Timelines:
-    """One timeline per session, kept current."""
+    """One timeline per session, kept current: the units by every read, the analysis by a
+    background follower (``appended``) and by reads up to a bound."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, background: BackgroundShare | None = None) -> None:
         self.config = config
+        self.background = background  #: the follower's time budget (None: no follower)
         self._timelines: dict[str, Timeline] = {}
         self.versions: dict[str, int] = {}  #: bumped by the engine on pin/compress/clear/import
+        #: sessions with entries not analysed yet, in the order they fell behind
+        self._follow: dict[str, Session] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
 
     def invalidate(self, session_id: str) -> None:
         self.versions[session_id] = self.versions.get(session_id, 0) + 1
 
     def forget(self, session_id: str) -> None:
         self._timelines.pop(session_id, None)
+        self._follow.pop(session_id, None)
         self.invalidate(session_id)
 
+    # --- following the log ---------------------------------------------------------------
+    def appended(self, s: Session, entries: list[Entry]) -> None:
+        """New entries of ``s`` (the session log's hook): the follower analyses them."""
+        self._behind(s)
+
+    def _behind(self, s: Session) -> None:
+        self._follow[s.id] = s
+        if self.background is None:
+            return
+        if self._task is None or self._task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self._task = loop.create_task(self._run(), name="memman-timelines")
+        self._wake.set()
+
+    async def close(self) -> None:
+        await stop_task(self._task)
+        self._task = None
+
+    def pending(self) -> int:
+        """Entries of the followed sessions not analysed yet."""
+        out = 0
+        for sid, s in self._follow.items():
+            tl = self._timelines.get(sid)
+            done = tl.an.done if tl is not None and tl.an.session == id(s) else 0
+            out += max(len(s.entries) - done, 0)
+        return out
+
+    async def _run(self) -> None:
+        """The follower: each session that fell behind, a slice at a time within the
+        background share (round robin), until its units and analysis have every entry."""
+        assert self.background is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._follow:
+                sid, s = next(iter(self._follow.items()))
+                async with self.background.turn():
+                    if self._follow.get(sid) is not s:
+                        continue  # forgotten (deleted, cleared, replaced) meanwhile
+                    try:
+                        tl = self._current(s)
+                        before = tl.an.done
+                        done = self._slice(tl, s)
+                        self.background.grew(max(tl.an.done - before, 0))
+                    except Exception:  # a bug, not a loop of tracebacks: reads still work
+                        log.exception("analysing session %s failed", sid)
+                        done = True
+                if self._follow.get(sid) is s:
+                    del self._follow[sid]
+                    if not done:
+                        self._follow[sid] = s  # to the back: the others get their turn
+
+    # --- reads -----------------------------------------------------------------------------
     def timeline(self, s: Session) -> Timeline:
-        """The session's units, extended as entries arrive (O(new entries)); rebuilt from the
-        cached analysis after a pin or a config change, from scratch for a new session object."""
-        cfg = self.config
-        key = self._key(s, len(s.entries))
-        tl = self._timelines.get(s.id)
-        if tl is not None and tl.key == key:
-            return tl
-        an = tl.an if tl is not None and tl.an.session == id(s) else Analysis(id(s))
-        if an.done < len(s.entries):
-            an.feed(s.entries[an.done:], cfg.scoring)
-        keep_system = cfg.context.keep_system_prompts
-        if tl is not None and tl.an is an and _only_appended(tl.key, key):
-            extend(tl, s.entries[tl.consumed:], keep_system, cfg.scoring)
-            tl.key = key
-        else:
-            an.sup.new = []
-            tl = Timeline(key, an)
-            extend(tl, s.entries, keep_system, cfg.scoring)
-            self._timelines[s.id] = tl
-        _apply_superseded(tl)
+        """The session's units (at most ``UNITS_INLINE`` more built now), analysed as far as
+        the follower has come (a backlog of ``INLINE_ENTRIES`` or fewer, now); what is left is
+        the follower's. Bounded work on the event loop whatever the backlog: a request calls
+        ``prepare`` first, which brings its session's units up to date in slices."""
+        tl = self._current(s)
+        # a backlog small enough to analyse now is (a few new entries, a small session); a
+        # larger one is left whole to the follower
+        backlog = len(s.entries) - tl.an.done
+        self._step(tl, s, UNITS_INLINE, backlog if backlog <= INLINE_ENTRIES else 0)
+        if tl.behind(len(s.entries)):
+            self._behind(s)
         return tl
 
-    def _key(self, s: Session, entries: int) -> tuple:
-        """A timeline's key: (session object, entries in units, version, scoring config)."""
-        return (id(s), entries, self.versions.get(s.id, 0), id(self.config.scoring))
+    def _current(self, s: Session) -> Timeline:
+        """The session's timeline for the current key; a new one (on the same analysis) when
+        a pin or a config change made the units stale, or for a new session object."""
+        key = self._key(s)
+        tl = self._timelines.get(s.id)
+        if tl is None or tl.key != key:
+            an = tl.an if tl is not None and tl.an.session == id(s) else Analysis(id(s))
+            an.sup.new = []
+            tl = self._timelines[s.id] = Timeline(key, an)
+            self.versions.setdefault(s.id, 0)  # the engine's sweep forgets it with the session
+        return tl
+
+    def _key(self, s: Session) -> tuple:
+        """A timeline's key: (session object, version, scoring config, system prompts kept)."""
+        return (id(s), self.versions.get(s.id, 0), id(self.config.scoring),
+                self.config.context.keep_system_prompts)
+
+    def _step(self, tl: Timeline, s: Session, units: int, entries: int) -> None:
+        """Up to ``units`` more entries into units and ``entries`` more analysed."""
+        sc = self.config.scoring
+        n = len(s.entries)
+        if tl.consumed < n and units:
+            extend(tl, s.entries[tl.consumed: tl.consumed + units],
+                   self.config.context.keep_system_prompts, sc)
+        an = tl.an
+        if an.done < n and entries:
+            batch = s.entries[an.done: an.done + entries]
+            an.feed(batch, sc)
+            _restat_entries(tl, batch, sc)
+        _apply_superseded(tl)
+
+    def _slice(self, tl: Timeline, s: Session, *, analyse: bool = True) -> bool:
+        """About ``SLICE_S`` of work: units first, then the analysis. True when done."""
+        t0 = time.perf_counter()
+        while tl.consumed < len(s.entries) and time.perf_counter() - t0 < SLICE_S:
+            self._step(tl, s, 256, 0)
+        while analyse and tl.an.done < len(s.entries) and time.perf_counter() - t0 < SLICE_S:
+            self._step(tl, s, 0, 8)
+        return tl.consumed >= len(s.entries) and (not analyse or tl.an.done >= len(s.entries))
 
     async def prepare(self, s: Session) -> None:
-        """Before a request: a backlog of more than ``INLINE_ENTRIES`` entries not analysed
-        yet (the first context after a burst of adds) is analysed in slices that yield to
-        other clients — this request waits for it, the others do not."""
-        tl = self._timelines.get(s.id)
-        done = tl.an.done if tl is not None and tl.an.session == id(s) else 0
-        if len(s.entries) - done > INLINE_ENTRIES:
-            await self.catch_up(s, None)
+        """Before a request, in slices that yield to other clients: every entry in units; the
+        analysis of a backlog up to ``WAIT_ENTRIES`` entries; past that (a burst of adds, a
+        restart) only the newest ``NEWEST_OWN`` entries' own analysis, and the follower does
+        the rest — this request waits for none of it."""
+        while not self._slice(self._current(s), s, analyse=False):
+            await asyncio.sleep(0)
+        tl = self._current(s)
+        if len(s.entries) - tl.an.done <= WAIT_ENTRIES:
+            while not self._slice(self._current(s), s):
+                await asyncio.sleep(0)
+            return
+        self._behind(s)
+        sc = self.config.scoring
+        todo = [e for e in s.entries[-NEWEST_OWN:] if e.id not in tl.an.cands]
+        while todo:
+            t0 = time.perf_counter()
+            batch: list[Entry] = []
+            while todo and time.perf_counter() - t0 < SLICE_S:
+                e = todo.pop()
+                tl.an.own(e, sc)
+                batch.append(e)
+            _restat_entries(tl, batch, sc)
+            if todo:
+                await asyncio.sleep(0)
+                if self._current(s) is not tl:
+                    return  # a pin or a config change meanwhile: the units are rebuilt
 
     async def catch_up(self, s: Session, background: BackgroundShare | None) -> None:
-        """Analyse the entries not analysed yet and group them into units, a few at a time
-        within the background share (~50-100 µs an entry: a burst of adds is served first,
-        this follows), so that the next ``timeline`` has nothing left to do. Returns once
-        every entry is in; while adds outrun the share, it keeps following them. Without a
-        share (a request waiting for it): slices of ``SLICE_S``, yielding between them."""
+        """Every entry into units and analysed, a slice at a time within the background share
+        (compression reads the whole analysis): a burst of adds is served first, this
+        follows; while adds outrun the share, it keeps following them. Without a share: slices
+        of ``SLICE_S``, yielding between them."""
         while True:
             if background is None:
                 await asyncio.sleep(0)
             async with background.turn() if background is not None else _no_turn():
-                sc, keep_system = self.config.scoring, self.config.context.keep_system_prompts
-                tl = self._timelines.get(s.id)
-                if tl is None or tl.an.session != id(s):
-                    # an empty timeline of this session, extended below
-                    tl = self._timelines[s.id] = Timeline(self._key(s, 0), Analysis(id(s)))
-                an = tl.an
-                t0 = time.perf_counter()
-                while an.done < len(s.entries) and time.perf_counter() - t0 < SLICE_S:
-                    an.feed(s.entries[an.done:an.done + 8], sc)
-                # the units too, unless a pin or a config change made them stale (then the
-                # next ``timeline`` rebuilds them from this analysis)
-                fresh = tl.key == self._key(s, tl.consumed)
-                if fresh and tl.consumed < an.done:
-                    extend(tl, s.entries[tl.consumed:an.done], keep_system, sc)
-                    tl.key = self._key(s, tl.consumed)
-                    _apply_superseded(tl)
-                if an.done >= len(s.entries) and (tl.consumed >= len(s.entries) or not fresh):
+                if self._slice(self._current(s), s):
                     return
 
 

@@ -57,6 +57,9 @@ log = logging.getLogger(__name__)
 STATIC_PER_REQUEST = 2000  #: stand-in vectors one request computes at most, in a thread
 STATIC_INLINE = 64  #: ...and on the event loop (rows that arrived while it waited)
 QUERY_CACHE = 256  #: query vectors kept
+#: questions whose cosines against a corpus are kept (``_cosines``): a question asked again
+#: (the next context of the same exchange) costs the rows that changed, not the whole matrix
+COSINE_CACHE = 8
 KNOWN_TEXTS = 100_000  #: texts remembered with the row that holds their vector
 #: statements of other hosts' removed rows that a session here excluded, remembered for when
 #: they come back under a new id (an import with replace there)
@@ -132,6 +135,8 @@ class Corpus:
         self.texts: list[str] = []
         #: rows from here on arrived after the last read prepared the stand-in vectors
         self.stand_in_from = 0
+        #: bumped when a row's vector is replaced (not only set): cached cosines are stale
+        self.vec_epoch = 0
 
     @property
     def n(self) -> int:
@@ -152,7 +157,9 @@ class Corpus:
         if origin:
             self.remote[e.id] = e
         if row >= len(self.has_vec):
-            cap = max(64, 2 * len(self.has_vec))
+            # grown by a quarter: at most that much room unused (a doubling left up to half
+            # of ~4.6 KB a row of vectors empty)
+            cap = max(64, len(self.has_vec) + len(self.has_vec) // 4)
             self.has_vec = np.concatenate([self.has_vec, np.zeros(cap - len(self.has_vec), bool)])
             self.has_svec = np.concatenate([self.has_svec,
                                             np.zeros(cap - len(self.has_svec), bool)])
@@ -190,6 +197,9 @@ class Corpus:
         if self.vec is None or self.vec.shape[1] != len(v):
             self.vec = np.zeros((len(self.has_vec), len(v)), dtype=np.float32)
             self.has_vec[:] = False
+            self.vec_epoch += 1
+        elif self.has_vec[row]:
+            self.vec_epoch += 1
         self.vec[row] = v
         self.has_vec[row] = True
 
@@ -273,6 +283,9 @@ class RecallIndex(Component):
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        #: (corpus, question vector) -> (vec_epoch, rows, rows with a vector, cosines)
+        self._cos: OrderedDict[tuple[int, bytes], tuple[int, int, np.ndarray, np.ndarray]] \
+            = OrderedDict()
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
         #: (corpus, entry id, session id, model, packed token vectors, tokens) to keep
         self._unsaved_tok: list[tuple[Corpus, int, str, str, np.ndarray, int]] = []
@@ -588,12 +601,14 @@ class RecallIndex(Component):
         for c in self.corpora.values():
             c.has_vec[:] = False
             c.vec = None
+            c.vec_epoch += 1
             c.tok = None
             c.tok_n[:] = 0
             for eid in c.row_of:
                 if not self._origin_embeds(c, eid):
                     self._pending.queue.append((c, eid))
         self._queries.clear()
+        self._cos.clear()
         self._by_text.clear()
         self._wake.set()
 
@@ -709,8 +724,7 @@ class RecallIndex(Component):
         qtok = qvecs[2] if len(qvecs) > 2 else None
         have = c.has_vec[:n] & alive
         if vec is not None and c.vec is not None and have.any():
-            # every row at once (rows without a vector are zeros): no copy of the matrix
-            cos = np.where(have, c.vec[:n] @ vec, 0.0).astype(np.float32)
+            cos = self._cosines(c, vec, have)
         missing = alive & ~have
         if stat is not None and missing.any():
             self._stand_ins(c, missing)
@@ -738,6 +752,34 @@ class RecallIndex(Component):
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()), late_score=late_score)
+
+    def _cosines(self, c: Corpus, vec: np.ndarray, have: np.ndarray) -> np.ndarray:
+        """Each row's cosine with the question vector ``vec`` (0 for rows without a vector):
+        one matrix-vector product over the corpus (no copy of the matrix), or, for a question
+        asked again, over the rows that arrived or got their vector since (the last
+        ``COSINE_CACHE`` questions' cosines are kept, ~5 bytes a row each)."""
+        assert c.vec is not None
+        n = len(have)
+        vec = np.asarray(vec, dtype=np.float32)
+        key = (id(c), vec.tobytes())
+        got = self._cos.get(key)
+        if got is not None and got[0] == c.vec_epoch and got[1] <= n:
+            _epoch, n0, had, old = got
+            self._cos.move_to_end(key)
+            cos = np.zeros(n, dtype=np.float32)
+            cos[:n0] = old
+            rows = np.flatnonzero(have[:n0] & ~had)
+            new = np.flatnonzero(have[n0:]) + n0
+            rows = np.concatenate([rows, new]) if len(new) else rows
+            if len(rows):
+                cos[rows] = c.vec[rows] @ vec
+        else:
+            cos = np.asarray(c.vec[:n] @ vec, dtype=np.float32)
+        cos[~have] = 0.0
+        self._cos[key] = (c.vec_epoch, n, have.copy(), cos.copy())
+        while len(self._cos) > COSINE_CACHE:
+            self._cos.popitem(last=False)
+        return cos
 
     def _late(self, c: Corpus, fused: np.ndarray, qtok: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray | None]:

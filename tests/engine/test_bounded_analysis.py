@@ -121,7 +121,7 @@ async def test_a_large_backlog_is_not_waited_for_and_the_follower_completes_it(m
                 break
             await asyncio.sleep(0.01)
         assert tl.an.done == len(s.entries)
-        assert share.slices > slices and share.freezes >= 2
+        assert share.slices > slices and share.freezes >= 1  # 122 entries, one every 50
         assert any(eid == old for eid, _k in tl.an.sup.by)
         out = await c.call("memman_session_context", "big",
                            {"query": "which port does the exporter listen on", "max_tokens": 300})

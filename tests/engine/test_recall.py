@@ -409,3 +409,54 @@ async def test_news_told_over_two_turns_is_recalled_whole() -> None:
         assert "Noor, my aunt" in body and "moving to Tromsø" in body
         assert "How was the weekend?" not in body  # chit-chat is never offered
         assert ctx["tokens"] <= 400 and not ctx["over_budget"]
+
+
+async def test_a_question_asked_again_reuses_its_cosines_and_sees_every_new_vector() -> None:
+    """The cosines of a question asked again are kept: the next read computes only the rows
+    that arrived or got their vector since (counted), and equals a fresh product."""
+    import numpy as np
+
+    from memman_daemon.model import Entry
+    from memman_daemon.recall.index import Corpus
+
+    async with running_daemon() as d:
+        r = d.app.recall
+        c = r.corpora.setdefault(("u", "t"), Corpus())
+        rng = np.random.default_rng(3)
+
+        def row(i: int) -> int:
+            return c.add(Entry(i, "s", "message", "user", f"line {i}", 3, float(i)), f"line {i}")
+
+        def unit() -> np.ndarray:
+            v = rng.standard_normal(8).astype(np.float32)
+            return v / np.linalg.norm(v)
+
+        for i in range(1, 101):
+            c.set_vec(row(i), unit())
+        q = unit()
+        first = r._cosines(c, q, c.has_vec[: c.n] & c.alive()).copy()
+        assert np.allclose(first, c.vec[: c.n] @ q)
+        for i in range(101, 111):  # ten new rows, five of them with a vector
+            got = row(i)
+            if i % 2:
+                c.set_vec(got, unit())
+        c.remove(7)
+        rows_seen: list[int] = []
+        vec = c.vec
+
+        class Counting(np.ndarray):
+            def __getitem__(self, key):
+                if isinstance(key, np.ndarray):
+                    rows_seen.append(len(key))
+                return super().__getitem__(key)
+
+        c.vec = vec.view(Counting)
+        have = c.has_vec[: c.n] & c.alive()
+        again = np.asarray(r._cosines(c, q, have))
+        c.vec = vec
+        assert rows_seen == [5]  # only the rows that got a vector since
+        want = np.where(have, vec[: c.n] @ q, 0.0)
+        assert np.allclose(again, want) and again[6] == 0.0  # entry 7 is row 6: removed
+        c.set_vec(0, unit())  # a replaced vector: the kept cosines are not trusted
+        third = np.asarray(r._cosines(c, q, c.has_vec[: c.n] & c.alive()))
+        assert np.allclose(third, np.where(c.has_vec[: c.n] & c.alive(), c.vec[: c.n] @ q, 0.0))

@@ -126,7 +126,9 @@ class Corpus:
         self.remote: dict[int, Entry] = {}
         self.vec: np.ndarray | None = None  #: (capacity, dim) search-model vectors
         self.has_vec = np.zeros(0, dtype=bool)
-        self.svec: np.ndarray | None = None  #: stand-in vectors of the static model
+        #: stand-in vectors of the static model (float16: only ranked while a row's search
+        #: vector is pending, and dropped once none is)
+        self.svec: np.ndarray | None = None
         self.has_svec = np.zeros(0, dtype=bool)
         #: packed token vectors (``search/late.py``): (capacity, TOKENS, width) uint8, and
         #: how many tokens each row has (0: none yet)
@@ -213,7 +215,7 @@ class Corpus:
 
 
 def _grow(m: np.ndarray, cap: int) -> np.ndarray:
-    out = np.zeros((cap, m.shape[1]), dtype=np.float32)
+    out = np.zeros((cap, m.shape[1]), dtype=m.dtype)
     out[: len(m)] = m
     return out
 
@@ -674,6 +676,9 @@ class RecallIndex(Component):
         # the newest rows still waiting, those of them without a stand-in yet: the next read
         # after this one makes none (the rest rank by BM25 alone until theirs arrive)
         newest = np.flatnonzero(c.alive() & ~c.has_vec[:n])[::-1][:STATIC_PER_REQUEST]
+        if not len(newest) and c.svec is not None:  # every row has its search vector
+            c.svec = None
+            c.has_svec[:] = False
         todo = newest[~c.has_svec[newest]].tolist()
         if not todo:
             return
@@ -682,7 +687,7 @@ class RecallIndex(Component):
         if vecs is None or not len(vecs):
             return
         if c.svec is None or c.svec.shape[1] != vecs.shape[1]:
-            c.svec = np.zeros((len(c.has_svec), vecs.shape[1]), dtype=np.float32)
+            c.svec = np.zeros((len(c.has_svec), vecs.shape[1]), dtype=np.float16)
             c.has_svec[:] = False
         for r, t, v in zip(todo, texts, vecs, strict=True):
             if c.texts[r] == t:  # not removed meanwhile
@@ -730,7 +735,9 @@ class RecallIndex(Component):
             self._stand_ins(c, missing)
             got = missing & c.has_svec[:n]
             if got.any() and c.svec is not None:
-                raw = (c.svec[:n] @ stat)[got]
+                # only the rows that have one (not a product over the whole matrix)
+                raw = c.svec[np.flatnonzero(got)].astype(np.float32) @ np.asarray(
+                    stat, dtype=np.float32)
                 # the static model's cosines run lower: put them on the search model's scale
                 # by their standing among this corpus (z-score), so the two rank together
                 ref = cos[have] if have.sum() >= 20 else None
@@ -869,7 +876,7 @@ class RecallIndex(Component):
         if vecs is None:
             return
         if c.svec is None or c.svec.shape[1] != vecs.shape[1]:
-            c.svec = np.zeros((len(c.has_svec), vecs.shape[1]), dtype=np.float32)
+            c.svec = np.zeros((len(c.has_svec), vecs.shape[1]), dtype=np.float16)
             c.has_svec[:] = False
         c.svec[todo] = vecs
         c.has_svec[todo] = True

@@ -460,3 +460,34 @@ async def test_a_question_asked_again_reuses_its_cosines_and_sees_every_new_vect
         c.set_vec(0, unit())  # a replaced vector: the kept cosines are not trusted
         third = np.asarray(r._cosines(c, q, c.has_vec[: c.n] & c.alive()))
         assert np.allclose(third, np.where(c.has_vec[: c.n] & c.alive(), c.vec[: c.n] @ q, 0.0))
+
+
+async def test_a_row_whose_vector_is_pending_ranks_by_its_stand_in_until_it_arrives() -> None:
+    """While a row's search vector is pending the static model stands in for it (kept as
+    float16, ranked over the rows that have one); once every row has its vector the stand-ins
+    are dropped and the rows rank by the search model."""
+    import asyncio
+
+    import numpy as np
+
+    from memman_daemon.component import stop_task
+    from memman_daemon.scope import Caller
+
+    async with running_daemon() as d, d.client() as c:
+        r = d.app.recall
+        await stop_task(r._task)  # nothing is embedded meanwhile
+        await _session(c, "s1", "ana", [
+            ("user", "My cat Miso is allergic to chicken."),
+            *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(6)]], MARCH)
+        caller = Caller("ana", session_id="s1")
+        hits = await r.search(caller, "which pet food allergy", 5, session_id="s1")
+        corpus = r.corpus_of(d.app.sessions.get("s1"))
+        assert hits and {h["parts"]["vector_model"] for h in hits} == {"static (pending)"}
+        assert corpus.svec is not None and corpus.svec.dtype == np.float16
+        assert "Miso" in hits[0]["text"]
+        r._task = asyncio.get_running_loop().create_task(r._embed_loop())
+        r._wake.set()
+        assert await r.drained(60)
+        hits = await r.search(caller, "which pet food allergy", 5, session_id="s1")
+        assert {h["parts"]["vector_model"] for h in hits} == {"search"}
+        assert corpus.svec is None and "Miso" in hits[0]["text"]

@@ -57,7 +57,7 @@ NEWEST_OWN = 1000
 ANALYSE_MAX_CHARS = facts.ANALYSE_MAX_CHARS  #: characters of one entry analysed
 
 
-@dataclass
+@dataclass(slots=True)
 class Unit:
     """Entries that enter or leave the context together, with their cached score inputs."""
 
@@ -66,7 +66,8 @@ class Unit:
     tokens: int
     mandatory: str = ""  #: "system" / "pinned" when it always stays
     invalid: str = ""  #: why it can never be sent (broken tool pairing)
-    pending: set[str] = field(default_factory=set)  #: tool_call ids still without a result
+    #: tool_call ids still without a result (a unit without tool calls shares the empty one)
+    pending: set[str] | frozenset[str] = frozenset()
     salience: float = 0.0  #: best candidate's salience
     content: float = 0.0  #: the keyword-scoring design keyword part (best item)
     keyword_total: float = 0.0  #: the keyword-scoring design's role/content total (best item)
@@ -243,7 +244,7 @@ def extend(tl: Timeline, entries: list[Entry], keep_system: bool, sc: Any) -> No
             if owner is not None:
                 owner.items.append(e)
                 owner.tokens += e.tokens
-                owner.pending.discard(e.tool_call_id or "")
+                owner.pending.discard(e.tool_call_id or "")  # type: ignore[union-attr]
                 if not owner.pending and owner.invalid == PENDING:
                     owner.invalid = ""  # its last result arrived
                 if e.pinned:

@@ -59,7 +59,7 @@ STATIC_INLINE = 64  #: ...and on the event loop (rows that arrived while it wait
 QUERY_CACHE = 256  #: query vectors kept
 #: questions whose cosines against a corpus are kept (``_cosines``): a question asked again
 #: (the next context of the same exchange) costs the rows that changed, not the whole matrix
-COSINE_CACHE = 8
+COSINE_CACHE = 16  #: (a question's facets are up to 13 vectors)
 KNOWN_TEXTS = 100_000  #: texts remembered with the row that holds their vector
 #: statements of other hosts' removed rows that a session here excluded, remembered for when
 #: they come back under a new id (an import with replace there)
@@ -701,6 +701,10 @@ class RecallIndex(Component):
         — the facets' rankings interleave, so every thing asked for gets its best hits, not
         only the words the question repeats most."""
         parts = facets(query)
+        have = c.has_vec[:c.n] & c.alive()
+        qv = [v[0] for v in vecs if v[0] is not None]
+        if len(qv) > 1 and c.vec is not None and have.any():
+            self._cosines_many(c, qv, have)  # every facet in one pass over the matrix
         hits = self.retrieve(c, query, vecs[0])
         for f, qv in zip(parts[1:], vecs[1:], strict=True):
             more = self.retrieve(c, f, qv)
@@ -765,25 +769,44 @@ class RecallIndex(Component):
         one matrix-vector product over the corpus (no copy of the matrix), or, for a question
         asked again, over the rows that arrived or got their vector since (the last
         ``COSINE_CACHE`` questions' cosines are kept, ~5 bytes a row each)."""
+        return self._cosines_many(c, [vec], have)[0]
+
+    def _cosines_many(self, c: Corpus, vecs: list[np.ndarray], have: np.ndarray
+                      ) -> list[np.ndarray]:
+        """``_cosines`` of several question vectors (a question's facets): the ones not kept
+        are computed together, one pass over the matrix for all of them."""
         assert c.vec is not None
         n = len(have)
-        vec = np.asarray(vec, dtype=np.float32)
-        key = (id(c), vec.tobytes())
-        got = self._cos.get(key)
-        if got is not None and got[0] == c.vec_epoch and got[1] <= n:
-            _epoch, n0, had, old = got
-            self._cos.move_to_end(key)
-            cos = np.zeros(n, dtype=np.float32)
-            cos[:n0] = old
-            rows = np.flatnonzero(have[:n0] & ~had)
-            new = np.flatnonzero(have[n0:]) + n0
-            rows = np.concatenate([rows, new]) if len(new) else rows
-            if len(rows):
-                cos[rows] = c.vec[rows] @ vec
-        else:
-            cos = np.asarray(c.vec[:n] @ vec, dtype=np.float32)
+        out: list[np.ndarray | None] = [None] * len(vecs)
+        todo: list[tuple[int, np.ndarray, tuple[int, bytes]]] = []
+        for i, v in enumerate(vecs):
+            v = np.asarray(v, dtype=np.float32)
+            key = (id(c), v.tobytes())
+            got = self._cos.get(key)
+            if got is not None and got[0] == c.vec_epoch and got[1] <= n:
+                _epoch, n0, had, old = got
+                self._cos.move_to_end(key)
+                cos = np.zeros(n, dtype=np.float32)
+                cos[:n0] = old
+                rows = np.flatnonzero(have[:n0] & ~had)
+                new = np.flatnonzero(have[n0:]) + n0
+                rows = np.concatenate([rows, new]) if len(new) else rows
+                if len(rows):
+                    cos[rows] = c.vec[rows] @ v
+                out[i] = self._keep(c, key, cos, have)
+            else:
+                todo.append((i, v, key))
+        if todo:
+            many = np.asarray(c.vec[:n] @ np.stack([v for _, v, _ in todo], axis=1),
+                              dtype=np.float32)
+            for k, (i, _v, key) in enumerate(todo):
+                out[i] = self._keep(c, key, np.ascontiguousarray(many[:, k]), have)
+        return [o for o in out if o is not None]
+
+    def _keep(self, c: Corpus, key: tuple[int, bytes], cos: np.ndarray,
+              have: np.ndarray) -> np.ndarray:
         cos[~have] = 0.0
-        self._cos[key] = (c.vec_epoch, n, have.copy(), cos.copy())
+        self._cos[key] = (c.vec_epoch, len(have), have.copy(), cos.copy())
         while len(self._cos) > COSINE_CACHE:
             self._cos.popitem(last=False)
         return cos

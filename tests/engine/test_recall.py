@@ -460,6 +460,11 @@ async def test_a_question_asked_again_reuses_its_cosines_and_sees_every_new_vect
         c.set_vec(0, unit())  # a replaced vector: the kept cosines are not trusted
         third = np.asarray(r._cosines(c, q, c.has_vec[: c.n] & c.alive()))
         assert np.allclose(third, np.where(c.has_vec[: c.n] & c.alive(), c.vec[: c.n] @ q, 0.0))
+        # a question's facets: the ones not kept in one pass, each as its own product
+        have = c.has_vec[: c.n] & c.alive()
+        qs = [q, unit(), unit()]
+        for got, v in zip(r._cosines_many(c, qs, have), qs, strict=True):
+            assert np.allclose(got, np.where(have, c.vec[: c.n] @ v, 0.0))
 
 
 async def test_a_row_whose_vector_is_pending_ranks_by_its_stand_in_until_it_arrives() -> None:

@@ -108,6 +108,13 @@ async def measure(sizes: list[int], calls: int) -> list[dict]:
             s = d.app.sessions.get(sid)
             budget = s.meta.max_tokens or d.app.config.context.max_tokens
             await c.call("memman_session_context", sid, {})  # warm the timeline cache
+            # the per-entry analysis is the background follower's (in a live session it
+            # follows the adds): measured once it has caught up, as the vectors are
+            for _ in range(6000):
+                st = await c.call("memman_stats")
+                if not st["session_engine"]["analysis_pending"]:
+                    break
+                await asyncio.sleep(0.05)
             window(s, budget)
             wire, warm, after_add, algo, base = [], [], [], [], []
             for k in range(calls):

@@ -209,7 +209,7 @@ def summarize_entries(entries: list[Entry], room: int, measure: Callable[[str], 
     qt = set(facts.terms(query)) if query else set()
 
     def rel(c: facts.Candidate) -> float:
-        return len(qt & c.terms) / len(qt) if qt else 0.0
+        return len(qt.intersection(c.terms)) / len(qt) if qt else 0.0
 
     skip = set(sup.by)
     picks = [p for e, cands in analysed for p in picks_of(e, cands, skip=skip, relevance=rel)]

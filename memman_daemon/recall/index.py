@@ -109,6 +109,61 @@ def indexed(e: Entry) -> bool:
     return not (e.role == "system" and e.type == "message")
 
 
+#: rows per block of the vector arrays (``Blocks``)
+BLOCK = 8192
+
+
+class Blocks:
+    """A growable array of rows (each of ``row_shape``) kept in blocks of ``BLOCK`` rows:
+    growing adds a block and never copies what is held (a corpus's vectors are ~4.6 KB a row:
+    copying 100,000 of them to grow held the event loop for a few hundred ms), and at most one
+    block is unused (zeros the kernel has not given pages to yet). Indexed like a numpy array
+    by a row or an array of rows; ``matmul`` multiplies the first ``n`` rows."""
+
+    def __init__(self, rows: int, row_shape: tuple[int, ...], dtype: Any) -> None:
+        self.row_shape, self.dtype = tuple(row_shape), np.dtype(dtype)
+        self.blocks: list[np.ndarray] = []
+        self.ensure(rows)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.blocks) * BLOCK, *self.row_shape)
+
+    def ensure(self, rows: int) -> None:
+        while len(self.blocks) * BLOCK < rows:
+            self.blocks.append(np.zeros((BLOCK, *self.row_shape), dtype=self.dtype))
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, (int, np.integer)):
+            return self.blocks[int(key) // BLOCK][int(key) % BLOCK]
+        rows = np.asarray(key, dtype=np.int64)
+        out = np.empty((len(rows), *self.row_shape), dtype=self.dtype)
+        which = rows // BLOCK
+        for b in np.unique(which).tolist():
+            m = which == b
+            out[m] = self.blocks[b][rows[m] % BLOCK]
+        return out
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(key, (int, np.integer)):
+            self.blocks[int(key) // BLOCK][int(key) % BLOCK] = value
+            return
+        rows = np.asarray(key, dtype=np.int64)
+        value = np.asarray(value)
+        which = rows // BLOCK
+        for b in np.unique(which).tolist():
+            m = which == b
+            self.blocks[b][rows[m] % BLOCK] = value[m]
+
+    def matmul(self, n: int, q: np.ndarray) -> np.ndarray:
+        """The first ``n`` rows (2-D rows) times ``q`` ((dim,) or (dim, k)), block by block."""
+        parts = [blk[: min(BLOCK, n - i * BLOCK)] @ q
+                 for i, blk in enumerate(self.blocks) if i * BLOCK < n]
+        if not parts:
+            return np.zeros((0, *q.shape[1:]), dtype=np.float32)
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
 class Corpus:
     """One scope's rows. Row numbers never change; a removed row is dead (masked)."""
 
@@ -124,15 +179,15 @@ class Corpus:
         self.row_of: dict[int, int] = {}
         #: rows of other daemons' sessions: corpus id -> the entry as it is quoted
         self.remote: dict[int, Entry] = {}
-        self.vec: np.ndarray | None = None  #: (capacity, dim) search-model vectors
+        self.vec: Blocks | None = None  #: (capacity, dim) search-model vectors
         self.has_vec = np.zeros(0, dtype=bool)
         #: stand-in vectors of the static model (float16: only ranked while a row's search
         #: vector is pending, and dropped once none is)
-        self.svec: np.ndarray | None = None
+        self.svec: Blocks | None = None
         self.has_svec = np.zeros(0, dtype=bool)
         #: packed token vectors (``search/late.py``): (capacity, TOKENS, width) uint8, and
         #: how many tokens each row has (0: none yet)
-        self.tok: np.ndarray | None = None
+        self.tok: Blocks | None = None
         self.tok_n = np.zeros(0, dtype=np.int8)
         self.texts: list[str] = []
         #: rows from here on arrived after the last read prepared the stand-in vectors
@@ -167,14 +222,9 @@ class Corpus:
                                             np.zeros(cap - len(self.has_svec), bool)])
             self.tok_n = np.concatenate([self.tok_n,
                                          np.zeros(cap - len(self.tok_n), np.int8)])
-            if self.vec is not None:
-                self.vec = _grow(self.vec, cap)
-            if self.tok is not None:
-                grown = np.zeros((cap, *self.tok.shape[1:]), dtype=np.uint8)
-                grown[: len(self.tok)] = self.tok
-                self.tok = grown
-            if self.svec is not None:
-                self.svec = _grow(self.svec, cap)
+            for rows in (self.vec, self.tok, self.svec):
+                if rows is not None:
+                    rows.ensure(cap)
         return row
 
     def remove(self, entry_id: int) -> None:
@@ -197,7 +247,7 @@ class Corpus:
 
     def set_vec(self, row: int, v: np.ndarray) -> None:
         if self.vec is None or self.vec.shape[1] != len(v):
-            self.vec = np.zeros((len(self.has_vec), len(v)), dtype=np.float32)
+            self.vec = Blocks(len(self.has_vec), (len(v),), np.float32)
             self.has_vec[:] = False
             self.vec_epoch += 1
         elif self.has_vec[row]:
@@ -208,16 +258,10 @@ class Corpus:
     def set_tok(self, row: int, packed: np.ndarray, n: int) -> None:
         """A row's packed token vectors (``late.pack``)."""
         if self.tok is None or self.tok.shape[1:] != packed.shape:
-            self.tok = np.zeros((len(self.has_vec), *packed.shape), dtype=np.uint8)
+            self.tok = Blocks(len(self.has_vec), packed.shape, np.uint8)
             self.tok_n[:] = 0
         self.tok[row] = packed
         self.tok_n[row] = n
-
-
-def _grow(m: np.ndarray, cap: int) -> np.ndarray:
-    out = np.zeros((cap, m.shape[1]), dtype=m.dtype)
-    out[: len(m)] = m
-    return out
 
 
 @dataclass
@@ -687,7 +731,7 @@ class RecallIndex(Component):
         if vecs is None or not len(vecs):
             return
         if c.svec is None or c.svec.shape[1] != vecs.shape[1]:
-            c.svec = np.zeros((len(c.has_svec), vecs.shape[1]), dtype=np.float16)
+            c.svec = Blocks(len(c.has_svec), (vecs.shape[1],), np.float16)
             c.has_svec[:] = False
         for r, t, v in zip(todo, texts, vecs, strict=True):
             if c.texts[r] == t:  # not removed meanwhile
@@ -797,7 +841,7 @@ class RecallIndex(Component):
             else:
                 todo.append((i, v, key))
         if todo:
-            many = np.asarray(c.vec[:n] @ np.stack([v for _, v, _ in todo], axis=1),
+            many = np.asarray(c.vec.matmul(n, np.stack([v for _, v, _ in todo], axis=1)),
                               dtype=np.float32)
             for k, (i, _v, key) in enumerate(todo):
                 out[i] = self._keep(c, key, np.ascontiguousarray(many[:, k]), have)
@@ -899,7 +943,7 @@ class RecallIndex(Component):
         if vecs is None:
             return
         if c.svec is None or c.svec.shape[1] != vecs.shape[1]:
-            c.svec = np.zeros((len(c.has_svec), vecs.shape[1]), dtype=np.float16)
+            c.svec = Blocks(len(c.has_svec), (vecs.shape[1],), np.float16)
             c.has_svec[:] = False
         c.svec[todo] = vecs
         c.has_svec[todo] = True

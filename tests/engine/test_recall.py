@@ -435,7 +435,7 @@ async def test_a_question_asked_again_reuses_its_cosines_and_sees_every_new_vect
             c.set_vec(row(i), unit())
         q = unit()
         first = r._cosines(c, q, c.has_vec[: c.n] & c.alive()).copy()
-        assert np.allclose(first, c.vec[: c.n] @ q)
+        assert np.allclose(first, c.vec.matmul(c.n, q))
         for i in range(101, 111):  # ten new rows, five of them with a vector
             got = row(i)
             if i % 2:
@@ -443,28 +443,34 @@ async def test_a_question_asked_again_reuses_its_cosines_and_sees_every_new_vect
         c.remove(7)
         rows_seen: list[int] = []
         vec = c.vec
+        real_get, real_matmul = type(vec).__getitem__, type(vec).matmul
 
-        class Counting(np.ndarray):
+        class Counting(type(vec)):
             def __getitem__(self, key):
                 if isinstance(key, np.ndarray):
                     rows_seen.append(len(key))
-                return super().__getitem__(key)
+                return real_get(self, key)
 
-        c.vec = vec.view(Counting)
+            def matmul(self, n, q):
+                rows_seen.append(n)
+                return real_matmul(self, n, q)
+
+        vec.__class__ = Counting
         have = c.has_vec[: c.n] & c.alive()
         again = np.asarray(r._cosines(c, q, have))
-        c.vec = vec
+        vec.__class__ = Counting.__mro__[1]
         assert rows_seen == [5]  # only the rows that got a vector since
-        want = np.where(have, vec[: c.n] @ q, 0.0)
+        want = np.where(have, vec.matmul(c.n, q), 0.0)
         assert np.allclose(again, want) and again[6] == 0.0  # entry 7 is row 6: removed
         c.set_vec(0, unit())  # a replaced vector: the kept cosines are not trusted
         third = np.asarray(r._cosines(c, q, c.has_vec[: c.n] & c.alive()))
-        assert np.allclose(third, np.where(c.has_vec[: c.n] & c.alive(), c.vec[: c.n] @ q, 0.0))
+        assert np.allclose(third, np.where(c.has_vec[: c.n] & c.alive(), c.vec.matmul(c.n, q),
+                                           0.0))
         # a question's facets: the ones not kept in one pass, each as its own product
         have = c.has_vec[: c.n] & c.alive()
         qs = [q, unit(), unit()]
         for got, v in zip(r._cosines_many(c, qs, have), qs, strict=True):
-            assert np.allclose(got, np.where(have, c.vec[: c.n] @ v, 0.0))
+            assert np.allclose(got, np.where(have, c.vec.matmul(c.n, v), 0.0))
 
 
 async def test_a_row_whose_vector_is_pending_ranks_by_its_stand_in_until_it_arrives() -> None:
@@ -496,3 +502,29 @@ async def test_a_row_whose_vector_is_pending_ranks_by_its_stand_in_until_it_arri
         hits = await r.search(caller, "which pet food allergy", 5, session_id="s1")
         assert {h["parts"]["vector_model"] for h in hits} == {"search"}
         assert corpus.svec is None and "Miso" in hits[0]["text"]
+
+
+def test_vector_rows_grow_in_blocks_and_read_like_one_array(monkeypatch) -> None:
+    """The recall index's vectors grow a block at a time (nothing held is copied) and are read
+    like one array: a row, a gather across blocks, a product over the first n rows."""
+    import numpy as np
+
+    from memman_daemon.recall import index
+
+    monkeypatch.setattr(index, "BLOCK", 4)
+    rows = index.Blocks(3, (2,), np.float32)
+    assert rows.shape == (4, 2)
+    dense = np.arange(22, dtype=np.float32).reshape(11, 2)
+    first = rows.blocks[0]
+    rows.ensure(11)
+    assert rows.shape == (12, 2) and rows.blocks[0] is first  # grown, not copied
+    for i in range(11):
+        rows[i] = dense[i]
+    pick = np.array([9, 1, 5, 10])
+    assert np.array_equal(rows[pick], dense[pick])
+    rows[np.array([2, 6])] = np.array([[-1, -1], [-2, -2]], dtype=np.float32)
+    dense[[2, 6]] = [[-1, -1], [-2, -2]]
+    q = np.array([0.5, 2.0], dtype=np.float32)
+    assert np.allclose(rows.matmul(11, q), dense @ q)
+    assert np.allclose(rows.matmul(6, np.stack([q, -q], axis=1)), dense[:6] @ np.stack([q, -q], 1))
+    assert np.array_equal(rows[7], dense[7])

@@ -79,7 +79,8 @@ def fact_lines(tl: Any, kept: set[int], query_terms: set[str], room: int,
         p = an.pick.get((eid, k))
         if p is None or eid not in an.cands:
             continue
-        rel = min(1.0, sum(idf[t] for t in query_terms & an.cands[eid][k].terms) / enough)
+        rel = min(1.0, sum(idf[t] for t in query_terms.intersection(an.cands[eid][k].terms))
+                  / enough)
         # salience + REL_WEIGHT x relevance, per size (the picks' own scale)
         size = (1.0 + len(p.text) / 400.0) ** 0.5
         pool.append(extractive.Pick(p.order, p.label, p.text, p.score + REL_WEIGHT * rel / size))

@@ -119,6 +119,7 @@ class App:
                                           self.docs.vscopes.reset, self.vector_sync.request,
                                           self.recall.model_changed]
         self.sessions.on_appended = [self.recall.appended, self.engine.timelines.appended]
+        self.engine.timelines.yield_to = self.recall.indexing
         self.engine.builder.learned = self.user_memory.bearing_on
         self.sessions.on_reset = [self.recall.session_gone]
         self.sessions.on_recall_changed = [self.recall.recall_changed]

@@ -55,8 +55,10 @@ class BackgroundShare(Component):
         self.freezes = 0
 
     @asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        """Wait for this task's turn, then run one slice of background work."""
+    async def turn(self, share: float | None = None) -> AsyncIterator[None]:
+        """Wait for this task's turn, then run one slice of background work (``share``: this
+        work's own share of the time, when it must keep up with the requests that make it:
+        the recall index's rows of a burst of adds)."""
         async with self._lock:
             await self._yield_to_requests()
             self._mark = self.requests()
@@ -68,7 +70,7 @@ class BackgroundShare(Component):
                 self.work_s += worked
                 self.slices += 1
                 self.longest_s = max(self.longest_s, worked)
-                share = min(1.0, max(0.01, self._share()))
+                share = min(1.0, max(0.01, self._share() if share is None else share))
                 self._owed = worked * (1 - share) / share
 
     async def _yield_to_requests(self) -> None:

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -315,6 +315,9 @@ class Timelines:
         self._follow: dict[str, Session] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: set by the app: work that goes first (the recall index's rows of new entries: every
+        #: read needs them, the analysis only scores)
+        self.yield_to: Callable[[], bool] = lambda: False
 
     def invalidate(self, session_id: str) -> None:
         self.versions[session_id] = self.versions.get(session_id, 0) + 1
@@ -362,6 +365,9 @@ class Timelines:
             await self._wake.wait()
             self._wake.clear()
             while self._follow:
+                if self.yield_to():  # the recall index's rows of new entries go first
+                    await asyncio.sleep(SLICE_S)
+                    continue
                 sid, s = next(iter(self._follow.items()))
                 async with self.background.turn():
                     if self._follow.get(sid) is not s:

@@ -146,7 +146,7 @@ class Blocks:
         rows = np.asarray(key, dtype=np.int64)
         out = np.empty((len(rows), *self.row_shape), dtype=self.dtype)
         which = rows // BLOCK
-        for b in np.unique(which).tolist():
+        for b in _present(which):
             m = which == b
             out[m] = self.blocks[b][rows[m] % BLOCK]
         return out
@@ -158,7 +158,7 @@ class Blocks:
         rows = np.asarray(key, dtype=np.int64)
         value = np.asarray(value)
         which = rows // BLOCK
-        for b in np.unique(which).tolist():
+        for b in _present(which):
             m = which == b
             self.blocks[b][rows[m] % BLOCK] = value[m]
 
@@ -169,6 +169,13 @@ class Blocks:
         if not parts:
             return np.zeros((0, *q.shape[1:]), dtype=np.float32)
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def _present(which: np.ndarray) -> list[int]:
+    """The blocks an array of rows falls in (a few: a count per block, no sort)."""
+    if not len(which):
+        return []
+    return np.flatnonzero(np.bincount(which)).tolist()
 
 
 class Corpus:

@@ -373,10 +373,7 @@ class Timelines:
                     if self._follow.get(sid) is not s:
                         continue  # forgotten (deleted, cleared, replaced) meanwhile
                     try:
-                        tl = self._current(s)
-                        before = tl.an.done
-                        done = self._slice(tl, s)
-                        self.background.grew(max(tl.an.done - before, 0))
+                        done = self._slice(self._current(s), s)
                     except Exception:  # a bug, not a loop of tracebacks: reads still work
                         log.exception("analysing session %s failed", sid)
                         done = True
@@ -434,10 +431,13 @@ class Timelines:
     def _slice(self, tl: Timeline, s: Session, *, analyse: bool = True) -> bool:
         """About ``SLICE_S`` of work: units first, then the analysis. True when done."""
         t0 = time.perf_counter()
+        units, done = tl.consumed, tl.an.done
         while tl.consumed < len(s.entries) and time.perf_counter() - t0 < SLICE_S:
             self._step(tl, s, 256, 0)
         while analyse and tl.an.done < len(s.entries) and time.perf_counter() - t0 < SLICE_S:
             self._step(tl, s, 0, 8)
+        if self.background is not None:  # long-lived objects: out of the collector's sight
+            self.background.grew(max(tl.consumed - units, 0) + max(tl.an.done - done, 0))
         return tl.consumed >= len(s.entries) and (not analyse or tl.an.done >= len(s.entries))
 
     async def prepare(self, s: Session) -> None:

@@ -1,7 +1,7 @@
 """One time budget for the daemon's background work.
 
-Background work — compression's per-entry analysis and its summaries, the embedding prefetch —
-runs on the same event loop (or under the same GIL) as the requests. While clients are being
+Background work — the timelines' per-entry analysis, compression's summaries, the embedding
+prefetch, the recall index's rows of new entries — runs on the same event loop (or under the same GIL) as the requests. While clients are being
 served it takes at most ``[limits] background_share`` of the time: after each slice of ``t``
 seconds, ``t * (1 - share) / share`` seconds are owed to requests before the next background
 slice. The owed time is only paid while requests keep coming: as soon as ``SLICE_S`` passes
@@ -10,6 +10,8 @@ at the rate of the add path alone, the work it leaves behind is done right after
 client polling now and then does not slow that catch-up down.
 
 The budget is global, not per task: two kinds of background work running together share it.
+Work that must keep up with the requests that make it (the recall index's rows of a burst of
+adds) takes a share of its own (``turn(share)``).
 
 Long-lived state built in the background (every entry's analysis) is moved out of the garbage
 collector's sight as it grows (``grew``), as start-up does for what it loaded

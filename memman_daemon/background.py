@@ -7,7 +7,8 @@ background_share`` of the time: after each slice of ``t`` seconds, ``t * (1 - sh
 seconds are owed to requests before the next background slice. The owed time is only paid
 while requests keep coming: as soon as ``SLICE_S`` passes with none, the daemon is idle and the
 next slice starts. So a burst of durable adds is served at the rate of the add path alone, the
-work it leaves behind is done right after it, and a client polling now and then does not slow that catch-up down.
+work it leaves behind is done right after it, and a client polling now and then does not slow
+that catch-up down.
 
 The budget is global, not per task: two kinds of background work running together share it.
 Work that must keep up with the requests that make it (the recall index's rows of a burst of

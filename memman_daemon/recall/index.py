@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memman_daemon.background import SLICE_S
+from memman_daemon.background import SLICE_S, release_memory
 from memman_daemon.component import Component, stop_task
 from memman_daemon.model import Entry
 from memman_daemon.scope import Caller, across_mask, corpus_key
@@ -67,6 +67,9 @@ CARRIED = 10_000
 #: a burst: more requests than this per second of embedding makes the worker yield
 BUSY_RATE = 500.0
 CALM_PROBE_S = 0.05  #: how long the embedder listens for a burst before each batch
+#: entries embedded between two returns of the C heap's free pages (``release_memory``), and
+#: whenever the backlog is done
+TRIM_EVERY = 8192
 #: the share of the time the background indexing of a burst's entries may take (their BM25
 #: rows: ~40 µs an entry, an add ~300 µs): it keeps up with the adds, so the first read after
 #: a burst finds them indexed (within the background share alone it fell far behind)
@@ -340,6 +343,7 @@ class RecallIndex(Component):
         #: under a new id (an import with replace) is forgotten too
         self.forgotten_said: set[tuple[str, float, str]] = set()
         self._pending = _Pending()
+        self._trimmed_at = 0  #: entries embedded when the C heap was last trimmed
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
@@ -1000,6 +1004,9 @@ class RecallIndex(Component):
                         continue
                     batch.append((c, eid, row))
                 if not batch:
+                    if not p.queue and (self._unsaved or self._unsaved_tok):
+                        # the last rows all had a text embedded before: kept all the same
+                        await self._save()
                     continue
                 p.inflight = len(batch)  # taken off the queue: still pending while it waits
                 await self._calm()
@@ -1038,6 +1045,9 @@ class RecallIndex(Component):
                 p.rate = rate if not p.rate else 0.8 * p.rate + 0.2 * rate
                 if len(self._unsaved) + len(self._unsaved_tok) >= 256 or not p.queue:
                     await self._save()
+                if p.embedded - self._trimmed_at >= TRIM_EVERY or not p.queue:
+                    self._trimmed_at = p.embedded
+                    await release_memory()
                 # a burst of requests (adds from many clients) comes first: yield as the
                 # background share would; a trickle of requests does not slow the backlog
                 busy = self.background.requests() - mark

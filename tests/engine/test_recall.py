@@ -4,6 +4,7 @@ never do; corrections supersede; the window never exceeds its budget; context eq
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 from hypothesis import HealthCheck, given, settings
@@ -528,3 +529,29 @@ def test_vector_rows_grow_in_blocks_and_read_like_one_array(monkeypatch) -> None
     assert np.allclose(rows.matmul(11, q), dense @ q)
     assert np.allclose(rows.matmul(6, np.stack([q, -q], axis=1)), dense[:6] @ np.stack([q, -q], 1))
     assert np.array_equal(rows[7], dense[7])
+
+
+async def test_the_embedder_returns_the_heaps_free_pages_when_its_backlog_is_done(
+        monkeypatch) -> None:
+    """The embedder's batches leave the C heap fragmented: once the backlog is embedded (and
+    every ``TRIM_EVERY`` entries) its free pages go back to the system."""
+    from memman_daemon import background
+    from memman_daemon.recall import index
+
+    calls: list[int] = []
+
+    async def counting() -> bool:
+        calls.append(1)
+        return await background.release_memory()
+
+    monkeypatch.setattr(index, "release_memory", counting)
+    assert await background.release_memory()  # glibc here: the call exists
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "s1", "ana", [(("user", "assistant")[k % 2], FILLER[k % 6])
+                                        for k in range(6)], MARCH)
+        assert await d.app.recall.drained(60)
+        for _ in range(200):  # the trim follows the last batch's save
+            if calls:
+                break
+            await asyncio.sleep(0.01)
+        assert calls

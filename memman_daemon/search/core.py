@@ -64,12 +64,15 @@ def question(text: str) -> str:
 class Scope:
     """What the caller may be shown, handed to every backend, which applies it before it
     ranks. ``owner``: the user id (user memory, recall) or the tenant id (documents);
-    ``layers``: user memory's types; ``kind``: one kind of record; ``mask``: the rows of an
-    in-memory corpus the caller may see (``memman_daemon/scope.py``'s ``across_mask``)."""
+    ``layers``: user memory's types; ``kind``: one kind of record; ``key_prefixes``: only
+    keyed records whose key starts with one of them (the LangGraph store's namespace);
+    ``mask``: the rows of an in-memory corpus the caller may see
+    (``memman_daemon/scope.py``'s ``across_mask``)."""
 
     owner: str
     layers: tuple[str, ...] = ()
     kind: str | None = None
+    key_prefixes: tuple[str, ...] | None = None
     mask: np.ndarray | None = field(default=None, compare=False, hash=False)
 
 

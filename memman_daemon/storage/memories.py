@@ -176,11 +176,13 @@ class MemoryRows(Protocol):
 
     async def full_text(self, user_id: str, types: tuple[str, ...], words: list[str],
                         kind: str | None, candidates: int, *, scan: int,
-                        want: int) -> list[tuple[MemoryRecord, float]]:
-        """The live records of these layers (of ``kind``) matching any of ``words``, best
-        first, with their lexical score (higher is better), at most ``candidates``. When the
-        words match more than ``scan`` records, only the newest ``scan`` matches may be
-        ranked, unless that leaves fewer than ``want``."""
+                        want: int, key_prefixes: tuple[str, ...] | None = None
+                        ) -> list[tuple[MemoryRecord, float]]:
+        """The live records of these layers (of ``kind``; whose key starts with one of
+        ``key_prefixes`` when given) matching any of ``words``, best first, with their lexical
+        score (higher is better), at most ``candidates``. When the words match more than
+        ``scan`` records, only the newest ``scan`` matches may be ranked, unless that leaves
+        fewer than ``want``."""
 
     async def nearest(self, user_id: str, types: tuple[str, ...], query: np.ndarray,
                       model: str, k: int) -> list[tuple[int, float]] | None:

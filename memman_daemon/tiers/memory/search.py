@@ -75,6 +75,14 @@ def _threshold(value: Any, default: float) -> float:
     return float(value)
 
 
+def in_scope(rec: MemoryRecord, scope: Scope) -> bool:
+    """``rec`` is within ``scope``: its user, one of its layers, its kind, its key prefix."""
+    return (rec.user_id == scope.owner and rec.type in scope.layers
+            and (not scope.kind or rec.kind == scope.kind)
+            and (scope.key_prefixes is None
+                 or rec.key is not None and rec.key.startswith(scope.key_prefixes)))
+
+
 class KeyedFloor:
     """A stage after ranking (the three-tier design): a preference or rule applies or not —
     one found by meaning alone (not by its words) is kept only at a cosine of at least
@@ -165,7 +173,7 @@ class MemorySearch:
         if not query.strip():
             raise invalid_params("query", "must not be empty (or pass opts.flow for playbooks)")
         return await self._search_stored(user_id, types, query, limit, kind,
-                                         self.mode_for(opts))
+                                         self.mode_for(opts), opts.get("key_prefixes"))
 
     def mode_for(self, opts: dict[str, Any]) -> str:
         """``opts.mode``: "hybrid" (default with embeddings on), "fts" or "vector"; with
@@ -197,19 +205,33 @@ class MemorySearch:
         # in a hybrid search the vectors carry the meaning, so full text needs fewer rows
         found = await self.core.rows.full_text(
             scope.owner, scope.layers, words, scope.kind, k,
-            scan=cfg.hybrid_max_scan if content_only else cfg.max_scan, want=want)
+            scan=cfg.hybrid_max_scan if content_only else cfg.max_scan, want=want,
+            key_prefixes=scope.key_prefixes)
         return [(r.id, s, r) for r, s in found]
 
     async def _store_nearest(self, qv: np.ndarray, scope: Scope,
                              k: int) -> list[tuple[int, float]] | None:
+        if scope.key_prefixes is not None:
+            # a key prefix: only keyed records carry keys, and the cached ones are all of
+            # them: ranked among those in scope (before ranking), not the layer's nearest
+            recs = [r for r in await self._keyed(scope.owner, scope.layers, scope.kind)
+                    if in_scope(r, scope)]
+            sims = await self.core_vectors().similarities(qv, scope, [r.id for r in recs],
+                                                          load=True)
+            return sorted(sims.items(), key=lambda t: -t[1])[:k]
         return await self.core.rows.nearest(scope.owner, scope.layers, qv,
                                             self.core.embedder.model_id, k)
 
     async def _rows(self, ids: list[int], scope: Scope) -> dict[int, MemoryRecord]:
-        """The live records among ``ids`` that are within ``scope`` (its kind)."""
+        """The live records among ``ids`` that are within ``scope``."""
         got = await self.core.rows.live(ids)
-        return {i: r for i, r in got.items() if r.user_id == scope.owner
-                and r.type in scope.layers and (not scope.kind or r.kind == scope.kind)}
+        return {i: r for i, r in got.items() if in_scope(r, scope)}
+
+    def core_vectors(self) -> VectorStore:
+        """The retrieval core's vector store over user memory: the store ranks where it can,
+        else the user's layers' loaded matrices."""
+        return VectorStore(self._store_nearest, self.core.vscopes,
+                           lambda scope: [(scope.owner, t) for t in scope.layers])
 
     def retriever(self, *, want: int, content_only: bool) -> Retriever:
         """The retrieval core over user memory: SQL full text, the store's or the loaded
@@ -219,17 +241,16 @@ class MemorySearch:
         async def text(query: str, scope: Scope, k: int) -> list[Found]:
             return await self._full_text(query, scope, k, content_only=content_only, want=want)
 
-        vectors = VectorStore(self._store_nearest, core.vscopes,
-                              lambda scope: [(scope.owner, t) for t in scope.layers])
-        return Retriever(SqlLexical(text), vectors, self._rows,
+        return Retriever(SqlLexical(text), self.core_vectors(), self._rows,
                          Fusion.of(core.config.memory))
 
     async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,
-                             limit: int, kind: str | None,
-                             mode: str = "hybrid") -> list[dict[str, Any]]:
+                             limit: int, kind: str | None, mode: str = "hybrid",
+                             key_prefixes: list[str] | None = None) -> list[dict[str, Any]]:
         core = self.core
         cfg = core.config.memory
-        scope = Scope(user_id, types, kind or None)
+        scope = Scope(user_id, types, kind or None,
+                      None if key_prefixes is None else tuple(key_prefixes))
         qv = await core.embedder.embed([query]) if mode != "fts" else None
         ranked = await self.retriever(want=limit, content_only=mode == "hybrid").run(
             query, scope, candidates=cfg.candidates, qv=None if qv is None else qv[0],

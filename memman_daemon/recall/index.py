@@ -274,10 +274,9 @@ class RecallIndex(Component):
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
         #: (corpus, entry id, session id, model, packed token vectors, tokens) to keep
         self._unsaved_tok: list[tuple[Corpus, int, str, str, np.ndarray, int]] = []
-        #: where token vectors are kept: the local file's part of the storage (a shared
-        #: store keeps them locally too; other hosts' rows have none and rank without)
-        self._tok_store: Any = storage if hasattr(storage, "save_tokens") \
-            else getattr(storage, "local", None)
+        #: where token vectors are kept: the storage, as vectors are (a shared store keeps
+        #: this daemon's locally too, and hands every row's to the other hosts)
+        self._tok_store: Any = storage
         #: (session, entries) appended and not indexed yet (see ``appended``)
         self._incoming: deque[tuple[Session, list[Entry]]] = deque()
         #: other daemons' rows: corpus id -> (its corpus, the row)

@@ -185,9 +185,11 @@ class MemoryRows(Protocol):
         fewer than ``want``."""
 
     async def nearest(self, user_id: str, types: tuple[str, ...], query: np.ndarray,
-                      model: str, k: int) -> list[tuple[int, float]] | None:
-        """``(id, cosine)`` of the ``k`` nearest live records, best first -- or None when
-        this store does not rank vectors itself (the caller ranks the loaded vectors)."""
+                      model: str, k: int, kind: str | None = None
+                      ) -> list[tuple[int, float]] | None:
+        """``(id, cosine)`` of the ``k`` nearest live records (of ``kind``), best first --
+        or None when this store does not rank vectors itself (the caller ranks the loaded
+        vectors)."""
 
     async def scope_vectors(self, user_id: str, type_: str, model: str,
                             dim: int) -> tuple[list[int], np.ndarray]:

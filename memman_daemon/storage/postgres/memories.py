@@ -129,12 +129,14 @@ class PgMemories:
         return [(MemoryRecord.from_row(r), float(r[10])) for r in await self.pg.run(read)]
 
     async def nearest(self, user_id: str, types: tuple[str, ...], query: np.ndarray,
-                      model: str, k: int) -> list[tuple[int, float]] | None:
+                      model: str, k: int, kind: str | None = None
+                      ) -> list[tuple[int, float]] | None:
         if self.pg.vector_backend != "pgvector":
             return None  # ranked in the daemon's matrices, loaded from here
         return await self.pg.run(lambda conn: vectors.nearest(
-            conn, f"FROM memory_vectors v JOIN memories m ON m.id = v.id WHERE {LIVE_OF}",
-            [user_id, list(types)], query, model, k))
+            conn, f"FROM memory_vectors v JOIN memories m ON m.id = v.id WHERE {LIVE_OF} "
+            "AND ($3::text IS NULL OR m.kind=$3)", [user_id, list(types), kind], query, model,
+            k))
 
     async def scope_vectors(self, user_id: str, type_: str, model: str,
                             dim: int) -> tuple[list[int], np.ndarray]:

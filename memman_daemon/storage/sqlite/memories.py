@@ -150,7 +150,8 @@ class SqliteMemories:
             f"ORDER BY r LIMIT ?", [match, low, *params, limit])
 
     async def nearest(self, user_id: str, types: tuple[str, ...], query: np.ndarray,
-                      model: str, k: int) -> list[tuple[int, float]] | None:
+                      model: str, k: int, kind: str | None = None
+                      ) -> list[tuple[int, float]] | None:
         return None  # ranked in the daemon's loaded matrices
 
     async def scope_vectors(self, user_id: str, type_: str, model: str,

@@ -211,16 +211,18 @@ class MemorySearch:
 
     async def _store_nearest(self, qv: np.ndarray, scope: Scope,
                              k: int) -> list[tuple[int, float]] | None:
-        if scope.key_prefixes is not None:
-            # a key prefix: only keyed records carry keys, and the cached ones are all of
-            # them: ranked among those in scope (before ranking), not the layer's nearest
+        if scope.key_prefixes is not None or scope.kind in KEYED_KINDS:
+            # a key prefix or a keyed kind: the cached keyed records are all of them, so
+            # they are ranked among those in scope (before ranking), not the layer's nearest
+            # (a kind of episodic record: in the store's WHERE where it ranks, else its
+            # nearest are filtered, ``_rows``)
             recs = [r for r in await self._keyed(scope.owner, scope.layers, scope.kind)
                     if in_scope(r, scope)]
             sims = await self.core_vectors().similarities(qv, scope, [r.id for r in recs],
                                                           load=True)
             return sorted(sims.items(), key=lambda t: -t[1])[:k]
         return await self.core.rows.nearest(scope.owner, scope.layers, qv,
-                                            self.core.embedder.model_id, k)
+                                            self.core.embedder.model_id, k, scope.kind)
 
     async def _rows(self, ids: list[int], scope: Scope) -> dict[int, MemoryRecord]:
         """The live records among ``ids`` that are within ``scope``."""

@@ -249,6 +249,12 @@ class DocsConfig:
     top_k: int = 10
     agent_md: str = ""  #: path template; "{tenant}" is replaced; empty = <data>/tenants/{tenant}/agent.md
     max_chunks_per_doc: int = 3  #: rerank keeps at most this many chunks of one document
+    #: hybrid ranking (the retrieval core's fusion, before the reranker): reciprocal rank
+    #: fusion constant and each list's weight (until 0.x documents used ``[memory]``'s; the
+    #: same defaults)
+    rrf_k: int = 5
+    bm25_weight: float = 0.5
+    vector_weight: float = 1.0
     max_scan: int = 5_000  #: a query matching more chunks ranks only the newest this many
     watch: bool = True  #: watch agent.md files and re-ingest on change
     watch_debounce_ms: int = 50  #: watchfiles debounce (milliseconds)

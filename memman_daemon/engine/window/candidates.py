@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -147,16 +147,18 @@ class Recalled:
     score: float  #: fused retrieval score
     hits: Any = None  #: the retriever's arrays, read for ``parts`` when shown
     supersedes: int | None = None  #: brought along: it replaced a value of this entry
-    line: str = ""  #: how it is quoted: "- [date · session] role: text"
+    line: str = ""  #: how it is quoted under its group's heading: "- role: text"
     tokens: int = 0  #: tokens of that line (with its newline)
     note: str = ""  #: "current" / "replaced later" when a newer recalled statement changed it
-    extra: list[str] = field(default_factory=list)
-    #: ranked, not related (``Hits.related``): sent only with room left after everything else
-    spare: bool = False
 
     @property
     def date(self) -> str:
         return day(self.entry.created_at)
+
+    @property
+    def group(self) -> tuple[str, str]:
+        """Lines of one session and day share one heading (``group_heading``)."""
+        return (self.session_id, self.date)
 
     @property
     def parts(self) -> dict[str, Any]:
@@ -164,8 +166,16 @@ class Recalled:
         return {**out, "supersedes": self.supersedes} if self.supersedes else out
 
 
+def group_heading(group: tuple[str, str]) -> str:
+    """The heading of a session's recalled lines of one day: its date and source, said once
+    for its lines (a session id can cost dozens of tokens; said on every line it took the
+    room of a third of the lines)."""
+    sid, date = group
+    return f"[{date} · session {sid}]"
+
+
 def recalled_line(r: Recalled) -> str:
     e = r.entry
     who = e.name or e.role
     mark = f" ({r.note})" if r.note else ""
-    return f"- [{r.date} · session {r.session_id}]{mark} {who}: {e.content}"
+    return f"-{mark} {who}: {e.content}"

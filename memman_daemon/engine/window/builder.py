@@ -144,6 +144,7 @@ class ContextBuilder:
         learned = await self._learned(s, query, req, room, model)
         tl = self.timelines.timeline(s)
         c = cand.of_session(tl)
+        self.sources.begin()
         r = retrieve(self.recall, s, tl, query, query_id, vecs, recall=req.recall,
                      room=room, max_items=self.config.recall.max_items,
                      sources=self.sources)

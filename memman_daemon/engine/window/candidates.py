@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -150,15 +150,13 @@ class Recalled:
     line: str = ""  #: how it is quoted under its group's heading: "- role: text"
     tokens: int = 0  #: tokens of that line (with its newline)
     note: str = ""  #: "current" / "replaced later" when a newer recalled statement changed it
+    date: str = field(init=False)  #: its day (UTC), "2024-03-05"
+    #: lines of one session and day share one heading (``group_heading``)
+    group: tuple[str, str] = field(init=False)
 
-    @property
-    def date(self) -> str:
-        return day(self.entry.created_at)
-
-    @property
-    def group(self) -> tuple[str, str]:
-        """Lines of one session and day share one heading (``group_heading``)."""
-        return (self.session_id, self.date)
+    def __post_init__(self) -> None:
+        self.date = day(self.entry.created_at)
+        self.group = (self.session_id, self.date)
 
     @property
     def parts(self) -> dict[str, Any]:

@@ -55,7 +55,8 @@ def recalled_order(items: list[Recalled]) -> list[Recalled]:
                                         r.entry.id))
 
 
-def recalled_message(items: list[Recalled]) -> dict[str, Any]:
+def recalled_text(items: list[Recalled]) -> str:
+    """The recalled message's content: the header, then each group's heading and lines."""
     lines = [RECALLED_HEADER]
     group = None
     for r in recalled_order(items):
@@ -63,7 +64,11 @@ def recalled_message(items: list[Recalled]) -> dict[str, Any]:
             group = r.group
             lines.append(group_heading(group))
         lines.append(r.line or recalled_line(r))
-    return {"role": "system", "content": "\n".join(lines)}
+    return "\n".join(lines)
+
+
+def recalled_message(items: list[Recalled]) -> dict[str, Any]:
+    return {"role": "system", "content": recalled_text(items)}
 
 
 def lines_message(e: Entry, lines: list[str], role: str) -> dict[str, Any]:

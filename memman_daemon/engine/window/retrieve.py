@@ -82,10 +82,21 @@ class Sources:
                  sessions: dict[str, Session]) -> None:
         self.config, self.timelines, self.sessions = config, timelines, sessions
         self._replaced: dict[str, tuple[tuple, dict[int, int]]] = {}
+        self._current: dict[str, Timeline] = {}  #: timelines read by this request
+
+    def begin(self) -> None:
+        """A new request: timelines are looked up afresh (once each, then kept for it)."""
+        self._current.clear()
+
+    def timeline(self, s: Session) -> Timeline:
+        tl = self._current.get(s.id)
+        if tl is None:
+            tl = self._current[s.id] = self.timelines.timeline(s)
+        return tl
 
     def replaced(self, s: Session) -> dict[int, int]:
         """``s``'s replaced values: entry id -> the entry that replaced it."""
-        tl = self.timelines.timeline(s)
+        tl = self.timeline(s)
         got = self._replaced.get(s.id)
         if got is None or got[0] != tl.key:
             by = {eid: later for (eid, _k), (later, _t) in tl.an.sup.by.items()}
@@ -100,7 +111,7 @@ class Sources:
         it carries (``candidates.completing``, else ``continuing``)."""
         if not self.config.context.neighbours:
             return None
-        tl = self.timelines.timeline(s)
+        tl = self.timeline(s)
         u = tl.entry_unit.get(eid)
         got = None
         if u is not None:
@@ -113,7 +124,7 @@ class Sources:
     def analysed(self, e: Entry, sid: str) -> list[Any]:
         """An entry's fact candidates: from its session's cached analysis, else made now."""
         src = self.sessions.get(sid)
-        an = self.timelines.timeline(src).an if src is not None else None
+        an = self.timeline(src).an if src is not None else None
         got = an.cands.get(e.id) if an is not None else None
         return got if got is not None else facts.analyse((e.content or "")[:4000],
                                                          structured=False)
@@ -187,9 +198,16 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
     own at a share of its score) — until they could fill the room ``OFFER`` times over."""
     need = OFFER * max(room, 1)
     offered = 0
+    by_id: dict[int, Recalled] = {}  #: an entry is offered once, at its best score
 
     def offer(item: Recalled) -> None:
         nonlocal offered
+        was = by_id.get(item.entry.id)
+        if was is not None:  # a completing turn that is a hit of its own too
+            if item.score > was.score and was.supersedes is None:
+                was.score = item.score
+            return
+        by_id[item.entry.id] = item
         out.recalled.append(item)
         if item.entry.tokens <= room:  # one that can never fit fills nothing
             offered += item.entry.tokens

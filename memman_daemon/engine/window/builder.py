@@ -23,7 +23,7 @@ from memman_daemon.engine import facts, scoring
 from memman_daemon.engine.window import candidates as cand
 from memman_daemon.engine.window import render
 from memman_daemon.engine.window.request import Request, band_for
-from memman_daemon.engine.window.retrieve import Retrieval, Sources, question, retrieve
+from memman_daemon.engine.window.retrieve import Retrieval, Sources, more, question, retrieve
 from memman_daemon.engine.window.select import Costs, Selection, select
 from memman_daemon.engine.window.summarize import fact_lines, relevant_lines
 from memman_daemon.engine.window.timeline import Timeline, Timelines
@@ -145,15 +145,19 @@ class ContextBuilder:
         tl = self.timelines.timeline(s)
         c = cand.of_session(tl)
         self.sources.begin()
+        max_items = self.config.recall.max_items
         r = retrieve(self.recall, s, tl, query, query_id, vecs, recall=req.recall,
-                     room=room, max_items=self.config.recall.max_items,
-                     sources=self.sources)
+                     room=room, max_items=max_items, sources=self.sources)
         headings: dict[tuple[str, str], int] = {}
-        for item in r.recalled:
-            self._measure_line(item, room, model)
-            if item.group not in headings:
-                headings[item.group] = self._count_text(
-                    cand.group_heading(item.group) + "\n", model)
+
+        def measure_recalled() -> None:
+            for item in r.recalled:
+                self._measure_line(item, room, model)
+                if item.group not in headings:
+                    headings[item.group] = self._count_text(
+                        cand.group_heading(item.group) + "\n", model)
+
+        measure_recalled()
         notes = _notes(tl)
         newest = s.entries[-1].created_at if s.entries else 0.0
         old_before = newest - cfg.date_after_s
@@ -205,6 +209,11 @@ class ContextBuilder:
         # what no question decides (ties, a window with no question) goes by importance
         importance = scoring.totals(tl.arr, 0.0, self.config.scoring)
         sel = select(c, r, room, costs, cfg, reserve, importance)
+        if room - sel.used >= 8 and self.recall is not None and more(
+                r, self.recall, s, room, max_items, self.sources):
+            # room left while ranked past entries remain: offered again, more of them
+            measure_recalled()
+            sel = select(c, r, room, costs, cfg, reserve, importance)
         if reserve and not sel.over_budget:
             self._facts(sel, tl, c, r, query, room, model)
         if self._mark_recalled(sel.recalled):

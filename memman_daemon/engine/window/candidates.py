@@ -133,8 +133,17 @@ def _asks(e: Entry, about: frozenset[str]) -> bool:
     return any(about.intersection(words.terms(q)) for q in _QUESTION.findall(text))
 
 
+_DAYS: dict[int, str] = {}  #: day number -> "YYYY-MM-DD" (a window dates hundreds of lines)
+
+
 def day(ts: float) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(ts))
+    n = int(ts // 86400)
+    got = _DAYS.get(n)
+    if got is None:
+        if len(_DAYS) > 100_000:
+            _DAYS.clear()
+        got = _DAYS[n] = time.strftime("%Y-%m-%d", time.gmtime(n * 86400))
+    return got
 
 
 @dataclass

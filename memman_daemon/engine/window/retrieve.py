@@ -13,8 +13,10 @@ shown either.
 
 The work per request is bounded by the room, not by the corpus: past entries are taken in rank
 order only until their tokens could fill the room ``OFFER`` times over (``[recall] max_items``
-at most), and only those get their completing and superseding entries. A session's replaced
-values are read once per version of its timeline (``Sources``).
+at most), and only those get their completing and superseding entries; when the selection
+still leaves room and more ranked entries remain, the builder asks for more (``more``, with
+``MORE`` times the offer). A session's replaced values are read once per version of its
+timeline (``Sources``).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ LATER_ROWS = 4  #: the later entries each check reads: the most alike by BM25 on
 #: past entries are offered in rank order until their tokens fill the room this many times
 #: over: the selection skips some (the same words again, one too large for what is left, a
 #: value whose replacement does not fit), and the rest still fill it
-OFFER = 2
+OFFER = 1.25
+MORE = 4  #: the offer asked again, this many times larger, when the room was not filled
 
 
 @dataclass
@@ -63,6 +66,10 @@ class Retrieval:
     topic: frozenset[str] = frozenset()
     stand_ins: int = 0  #: hits ranked by the static model while their vector is pending
     pending: int = 0  #: entries of the corpus still waiting for their vector
+    #: the offer of past entries stopped at its bound while ranked ones remained (``more``)
+    cut: bool = False
+    #: what asking for more reads again: (corpus, rows this session may be shown, caller)
+    across: tuple[Any, np.ndarray, Caller] | None = None
 
     def parts(self, unit: int) -> dict[str, Any]:
         """A unit's rank and score parts ({} when it was not retrieved)."""
@@ -150,7 +157,7 @@ def question(s: Session, query: str) -> tuple[str, int | None]:
 
 
 def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
-             query_id: int | None, vecs: list[tuple[Any, Any]] | None, *, recall: bool,
+             query_id: int | None, vecs: list[tuple[Any, ...]] | None, *, recall: bool,
              room: int, max_items: int, sources: Sources) -> Retrieval:
     """``vecs``: the question's vectors (``RecallIndex.question_vectors``, awaited before:
     nothing here awaits, so the timeline and the corpus do not grow under it). ``room``: the
@@ -186,17 +193,33 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
     caller = Caller(s.meta.user_id, s.meta.tenant_id, s.id, project=s.meta.project,
                     keeps_project=s.meta.recall_project)
     others = across_mask(index, c, caller)
-    _recall(out, index, c, hits, others, caller, room, max_items, sources)
+    out.across = (c, others, caller)
+    _recall(out, index, c, hits, others, caller, room, OFFER * max(room, 1), max_items,
+            sources)
     _replaced_later(out, index, c, c.alive() & ~mine, caller, sources)
     return out
 
 
+def more(out: Retrieval, index: RecallIndex, s: Session, room: int, max_items: int,
+         sources: Sources) -> bool:
+    """The selection left room while the offer of past entries stopped at its bound: offer
+    them again, ``MORE`` times as many tokens (the same rank order, so the same entries
+    first). False when there is nothing more to offer."""
+    if not out.cut or out.across is None:
+        return False
+    c, others, caller = out.across
+    out.recalled, out.cut = [], False
+    _recall(out, index, c, out.hits, others, caller, room, MORE * OFFER * max(room, 1),
+            max_items, sources)
+    _replaced_later(out, index, c, c.alive() & ~c.of_session(s.id), caller, sources)
+    return True
+
+
 def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.ndarray,
-            caller: Caller, room: int, max_items: int, sources: Sources) -> None:
+            caller: Caller, room: int, need: float, max_items: int, sources: Sources) -> None:
     """Past entries in rank order, each followed by the statement that replaced a value it
     holds (sent together or not at all) and the turn that completes it (a candidate of its
-    own at a share of its score) — until they could fill the room ``OFFER`` times over."""
-    need = OFFER * max(room, 1)
+    own at a share of its score) — until their tokens reach ``need`` (``cut`` then)."""
     offered = 0
     by_id: dict[int, Recalled] = {}  #: an entry is offered once, at its best score
 
@@ -213,11 +236,20 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
             offered += item.entry.tokens
 
     for row in hits.order(others):
-        if len(out.recalled) >= max_items or offered >= need:
+        if len(out.recalled) >= max_items:
             break
-        if (got_e := across_entry(index, c, row, caller)) is None:
+        if offered >= need:
+            out.cut = True
+            break
+        # a row of this daemon passed the scope's mask (``across_mask``, the same rules):
+        # its entry is read as it is; another host's row is checked whole
+        got_e = across_entry(index, c, row, caller) if c.eids[row] in c.remote \
+            else index.entry_at(c, row)
+        if got_e is None:
             continue
         e, src = got_e
+        if e is None:
+            continue
         sid = c.sids[row]
         item = Recalled(e, sid, row, float(hits.fused[row]), hits)
         fix: Recalled | None = None

@@ -350,8 +350,8 @@ class ContextBuilder:
         cfg = self.config.context
         req, sel, c = w.request, w.selection, w.cands
         reserved = req.tool_tokens + req.cached_tokens
-        full = c.full_tokens + REPLY_PRIMING
-        usage = (full + reserved) / req.budget
+        history = c.history_tokens + REPLY_PRIMING
+        usage = (history + reserved) / req.budget
         breakdown: dict[str, int] = {}
         for p in w.parts:
             breakdown[p["kind"]] = breakdown.get(p["kind"], 0) + p["tokens"]
@@ -366,9 +366,9 @@ class ContextBuilder:
             "parts": w.parts,
             "breakdown": breakdown,
             "tokens": w.tokens,
-            "history_tokens": full,
+            "history_tokens": history,
             "sent_usage": round(w.tokens / req.budget, 4),
-            "history_usage": round(full / req.budget, 4),
+            "history_usage": round(history / req.budget, 4),
             "tool_tokens": req.tool_tokens,
             "budget": req.budget,
             "usage": round(usage, 4),

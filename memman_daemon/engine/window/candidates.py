@@ -28,7 +28,7 @@ class SessionCandidates:
     valid: np.ndarray  #: unit index -> may be sent (a tool call with all its results, ...)
     mandatory: list[int]  #: system prompt and pinned units: always sent
     current: list[int]  #: the exchange in progress: its question first, then its newest steps
-    full_tokens: int  #: the whole log as originals (sendable units)
+    history_tokens: int  #: the whole log as originals (sendable units)
     companions: dict[int, list[int]]  #: unit -> units that complete it (a correction)
 
     def newest(self) -> Iterator[int]:

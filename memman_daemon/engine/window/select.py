@@ -163,7 +163,7 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     if sel.used > room:
         sel.over_budget = True
         return sel
-    if c.full_tokens <= cfg.prune_threshold * room and _fits_all(c, f):
+    if c.history_tokens <= cfg.prune_threshold * room and _fits_all(c, f):
         for i in np.flatnonzero(c.valid).tolist():
             f.add(i, "the whole log fits", limit=1 << 62)
         for item in sorted(r.recalled, key=lambda x: -x.score):  # best first

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 TOPIC_DF = 0.1  #: a word in more than this share of the corpus's entries is not the topic
 LATER_MAX = 6  #: recalled entries (the best) checked for a later session's replacing statement
 LATER_ROWS = 4  #: the later entries each check reads: the most alike by BM25 on its words
+#: ...its rarest words (the fewest postings): they decide BM25's ranking, and the work of a
+#: check is the length of their postings, not of every common word's
+LATER_TERMS = 8
 #: past entries are offered in rank order until their tokens fill the room this many times
 #: over: the selection skips some (the same words again, one too large for what is left, a
 #: value whose replacement does not fit), and the rest still fill it
@@ -70,6 +73,7 @@ class Retrieval:
     cut: bool = False
     #: what asking for more reads again: (corpus, rows this session may be shown, caller)
     across: tuple[Any, np.ndarray, Caller] | None = None
+    own: list[tuple[float, int]] = field(default_factory=list)  #: (score, tokens), best first
 
     def parts(self, unit: int) -> dict[str, Any]:
         """A unit's rank and score parts ({} when it was not retrieved)."""
@@ -194,6 +198,8 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
                     keeps_project=s.meta.recall_project)
     others = across_mask(index, c, caller)
     out.across = (c, others, caller)
+    # this session's units ranked above a past entry take the room before it
+    out.own = [(out.unit_score[i], tl.units[i].tokens) for i in out.units]
     _recall(out, index, c, hits, others, caller, room, OFFER * max(room, 1), max_items,
             sources)
     _replaced_later(out, index, c, c.alive() & ~mine, caller, sources)
@@ -222,6 +228,7 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
     own at a share of its score) — until their tokens reach ``need`` (``cut`` then)."""
     offered = 0
     by_id: dict[int, Recalled] = {}  #: an entry is offered once, at its best score
+    own, k = out.own, 0  #: this session's ranked units, taken as the walk passes their score
 
     def offer(item: Recalled) -> None:
         nonlocal offered
@@ -238,6 +245,10 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
     for row in hits.order(others):
         if len(out.recalled) >= max_items:
             break
+        score = float(hits.fused[row])
+        while k < len(own) and own[k][0] >= score:
+            offered += own[k][1] if own[k][1] <= room else 0
+            k += 1
         if offered >= need:
             out.cut = True
             break
@@ -251,7 +262,7 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
         if e is None:
             continue
         sid = c.sids[row]
-        item = Recalled(e, sid, row, float(hits.fused[row]), hits)
+        item = Recalled(e, sid, row, score, hits)
         fix: Recalled | None = None
         if src is not None:
             # the statement that replaced a value it holds comes with it; when that
@@ -294,8 +305,10 @@ def _replaced_later(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarr
     hidden: set[int] = set()
     for item in best:
         e = item.entry
-        # its words as indexed (a bounded head: a megabyte entry costs what 4,000 chars do)
-        scores = c.bm25.scores(words.terms(c.texts[item.row]))
+        # its rarest words as indexed (a bounded head: a megabyte entry costs what 4,000
+        # characters do)
+        terms = sorted(set(words.terms(c.texts[item.row])), key=c.bm25.df)[:LATER_TERMS]
+        scores = c.bm25.scores(terms)
         alike = np.flatnonzero((scores > 0) & others & (at > e.created_at))
         if len(alike) > LATER_ROWS:  # the best few, without sorting them all
             alike = alike[np.argpartition(-scores[alike], LATER_ROWS)[:LATER_ROWS]]

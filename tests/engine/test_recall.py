@@ -417,3 +417,32 @@ async def test_news_told_over_two_turns_is_recalled_whole() -> None:
         assert "Noor, my aunt" in body and "moving to Tromsø" in body
         assert "How was the weekend?" not in body  # chit-chat is never offered
         assert ctx["tokens"] <= 400 and not ctx["over_budget"]
+
+
+async def test_a_fresh_session_spends_its_budget_on_past_turns_in_rank_order() -> None:
+    # the turns alike the question are the same two lines said fifty times (sent once each),
+    # so what fills the room is the rest of the ranking: past turns keep coming, best first,
+    # until no more fit (the first offer of past entries is spent on the repeats; the window
+    # asks for more rather than leave the budget free)
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "old", "ana", [
+            (("user", "assistant")[k % 2], f"Note {k}: the bike with the {k}-speed hub is "
+                                           f"parked at rack {k}.") for k in range(40)],
+                       MARCH)
+        await _session(c, "chat", "ana", [
+            (("user", "assistant")[k % 2], FILLER[k % 2]) for k in range(100)],
+                       MARCH + 86400)
+        await c.session_open("q", {"user_id": "ana"})
+        await c.session_add("q", {"role": "user", "content": "How was the weekend?"})
+        assert await d.server.app.recall.drained(60)
+        ctx = await c.session_context("q", {"max_tokens": 600})
+        body = texts(ctx)
+        # the question's own words are not sent again; its past answer is, once
+        assert body.count("How was the weekend?") == 1
+        assert body.count("Busy, the usual errands") == 1
+        notes = [r for r in ctx["recalled"] if r["text"].startswith("Note ")]
+        assert 5 <= len(notes) < 40  # the room is filled, and it is not everything
+        # what is left free is less than any past turn not sent would cost
+        assert ctx["breakdown"]["free"] < 30, ctx["breakdown"]
+        assert ctx["tokens"] <= 600 and not ctx["over_budget"]
+        assert_valid_chat(ctx["messages"])

@@ -45,8 +45,6 @@ TEMPORAL = re.compile(
     r"date|dated|yesterday|today|tomorrow|"
     r"january|february|march|april|june|july|august|september|october|november|december|"
     r"\d{4})\b", re.I)
-#: an entry whose text opens with its own date ("[Tue 5 Mar 2024 18:41] ...") needs no prefix
-STATES_ITS_DATE = re.compile(r"^\s*(?:\[[^\]]{0,40}\b(?:19|20)\d\d\b[^\]]{0,20}\]|(?:19|20)\d\d-\d\d-\d\d)")
 CACHE = 65_536  #: measured token counts kept (entries with a date or note, recalled lines)
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
@@ -169,7 +167,7 @@ class ContextBuilder:
         def day(i: int) -> str | None:
             e = units[i].first
             if not temporal or units[i].mandatory == "system" or e.created_at >= old_before \
-                    or STATES_ITS_DATE.match((e.content or "")[:64]):
+                    or cand.STATES_ITS_DATE.match((e.content or "")[:64]):
                 return None
             return cand.day(e.created_at)
 

@@ -18,6 +18,10 @@ from memman_daemon.engine.window.timeline import Timeline, Unit
 from memman_daemon.model import Entry
 from memman_daemon.search import words
 
+#: an entry whose text opens with its own date ("[Tue 5 Mar 2024 18:41] ...") needs no prefix
+#: (this session's units) and no date in its heading (recalled lines)
+STATES_ITS_DATE = re.compile(
+    r"^\s*(?:\[[^\]]{0,40}\b(?:19|20)\d\d\b[^\]]{0,20}\]|(?:19|20)\d\d-\d\d-\d\d)")
 ANSWER_WEIGHT = 0.7  #: the answer a retrieved question got, at this share of its score
 QUESTION_WEIGHT = 0.5  #: the question a retrieved answer answers
 
@@ -160,12 +164,15 @@ class Recalled:
     tokens: int = 0  #: tokens of that line (with its newline)
     note: str = ""  #: "current" / "replaced later" when a newer recalled statement changed it
     date: str = field(init=False)  #: its day (UTC), "2024-03-05"
-    #: lines of one session and day share one heading (``group_heading``)
+    #: lines of one session and day share one heading (``group_heading``): (session, day,
+    #: or "" for lines that state their own date)
     group: tuple[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.date = day(self.entry.created_at)
-        self.group = (self.session_id, self.date)
+        # a line that opens with its own date is grouped under its session alone
+        states = STATES_ITS_DATE.match((self.entry.content or "")[:64]) is not None
+        self.group = (self.session_id, "" if states else self.date)
 
     @property
     def parts(self) -> dict[str, Any]:
@@ -176,9 +183,9 @@ class Recalled:
 def group_heading(group: tuple[str, str]) -> str:
     """The heading of a session's recalled lines of one day: its date and source, said once
     for its lines (a session id can cost dozens of tokens; said on every line it took the
-    room of a third of the lines)."""
+    room of a third of the lines). Lines that open with their own date: the source alone."""
     sid, date = group
-    return f"[{date} · session {sid}]"
+    return f"[{date} · session {sid}]" if date else f"[session {sid}]"
 
 
 def recalled_line(r: Recalled) -> str:

@@ -166,8 +166,11 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     if c.history_tokens <= cfg.prune_threshold * room and _fits_all(c, f):
         for i in np.flatnonzero(c.valid).tolist():
             f.add(i, "the whole log fits", limit=1 << 62)
-        for item in sorted(r.recalled, key=lambda x: -x.score):  # best first
-            f.add_recalled_together(_with_later(item, replaced_by))
+        seen = set(_texts(c, sel.units))
+        for item in sorted(r.recalled, key=lambda x: -x.score):  # best first, once each
+            if item.entry.content not in seen and f.add_recalled_together(
+                    _with_later(item, replaced_by)):
+                seen.add(item.entry.content)
         return sel
     sel.pruned = True
     # the exchange in progress: its question, then its newest steps within half the room

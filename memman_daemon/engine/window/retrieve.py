@@ -74,6 +74,7 @@ class Retrieval:
     #: what asking for more reads again: (corpus, rows this session may be shown, caller)
     across: tuple[Any, np.ndarray, Caller] | None = None
     own: list[tuple[float, int]] = field(default_factory=list)  #: (score, tokens), best first
+    recalled_stand_ins: int = 0  #: of ``stand_ins``, the past entries' (offered again: undone)
 
     def parts(self, unit: int) -> dict[str, Any]:
         """A unit's rank and score parts ({} when it was not retrieved)."""
@@ -215,6 +216,8 @@ def more(out: Retrieval, index: RecallIndex, s: Session, room: int, max_items: i
         return False
     c, others, caller = out.across
     out.recalled, out.cut = [], False
+    out.stand_ins -= out.recalled_stand_ins
+    out.recalled_stand_ins = 0
     _recall(out, index, c, out.hits, others, caller, room, MORE * OFFER * max(room, 1),
             max_items, sources)
     _replaced_later(out, index, c, c.alive() & ~c.of_session(s.id), caller, sources)
@@ -275,6 +278,7 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
                     continue
                 fix = Recalled(got_f[0], sid, lrow, item.score, hits, supersedes=e.id)
         offer(item)
+        out.recalled_stand_ins += bool(hits.stand_in[row])
         out.stand_ins += bool(hits.stand_in[row])
         if fix is not None:
             offer(fix)

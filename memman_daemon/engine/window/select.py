@@ -123,11 +123,16 @@ class _Fill:
         return True
 
     def add_recalled_together(self, items: list[Recalled]) -> bool:
-        saved = (self.sel.used, list(self.sel.recalled), set(self.recalled_ids),
-                 set(self.groups))
+        if len(items) == 1:
+            return self.add_recalled(items[0])
+        # a value and its replacement: undone by what was appended (no copy of the lists)
+        n, used, groups = len(self.sel.recalled), self.sel.used, set(self.groups)
         for r in items:
             if not self.add_recalled(r):
-                self.sel.used, self.sel.recalled, self.recalled_ids, self.groups = saved
+                for x in self.sel.recalled[n:]:
+                    self.recalled_ids.discard(x.entry.id)
+                del self.sel.recalled[n:]
+                self.sel.used, self.groups = used, groups
                 return False
         return True
 

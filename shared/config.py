@@ -294,10 +294,13 @@ class RecallConfig:
     #: "off"; "tenant" is accepted and means the same as "user" (the user's sessions within
     #: that tenant: never another user's, ``memman.scope``)
     scope: str = "user"
-    #: a past session's entry is recalled only when it matches the question this well: a
-    #: shared informative word (BM25 > 0) or a cosine at least the model's similarity threshold
+    #: ``memman_memory_search`` type ``session`` returns a past entry only when it matches the
+    #: query this well: a shared informative word (BM25 > 0) or a cosine at least the model's
+    #: similarity threshold (0: the model's calibrated value). The window has no such floor: it
+    #: fills its budget in rank order
     min_cosine: float = 0.0
-    #: most entries one window recalls from past sessions (lines of the ``recalled`` part)
+    #: most past entries one window is offered (its ``recalled`` lines are at most as many);
+    #: fewer are read when fewer could fill the room
     max_items: int = 400
     #: entries embedded per background batch (the search model, in a worker thread)
     embed_batch: int = 128

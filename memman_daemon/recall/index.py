@@ -855,6 +855,8 @@ class RecallIndex(Component):
                         continue
                     batch.append((c, eid, row))
                 if not batch:
+                    if not p.queue and (self._unsaved or self._unsaved_tok):
+                        await self._save()  # the last rows were texts embedded already
                     continue
                 p.inflight = len(batch)  # taken off the queue: still pending while it waits
                 await self._calm()

@@ -129,11 +129,7 @@ class Undo:
         self.sessions.get(sid)
         entry_id = int(rec["data"]["entry_id"])
         previous = bool(rec["data"].get("previous"))
-        recall = self.recall
-        op = (recall.exclude_op(sid, entry_id, self.clock.now()) if previous
-              else recall.include_op(sid, entry_id))
-        await self.store.write([op, uop])
-        recall.set_excluded(sid, entry_id, previous)
+        await self.recall.set_exclusion(sid, entry_id, previous, self.clock.now(), [uop])
         return {"session_id": sid, "entry_id": entry_id, "excluded": previous}
 
     async def _restore_snippet(self, rec: dict[str, Any], uop: Op) -> dict[str, Any]:

@@ -112,8 +112,9 @@ class RecalledLine:
 
 
 def recalled_lines(p: Part) -> list[RecalledLine]:
-    """The recalled part's lines with their sources (the header line left out)."""
-    lines = [ln for ln in p.text.splitlines()[1:] if ln.strip()]
+    """The recalled part's lines with their sources (the header and the headings of each
+    session's lines left out: an entry's line starts with "- ")."""
+    lines = [ln for ln in p.text.splitlines()[1:] if ln.startswith("- ")]
     return [RecalledLine(int(src.get("entry_id", 0)), str(src.get("session_id", "")),
                          str(src.get("date", "")), line)
             for src, line in zip(p.sources, lines, strict=False)]

@@ -328,11 +328,15 @@ METHODS: tuple[Method, ...] = (
                         "flow": Nullable(Str()), "session_id": Nullable(Id()),
                         "threshold": Nullable(COSINE),
                         "mode": Nullable(Str(choices=("hybrid", "fts", "vector"))),
-                        "tenant_id": TENANT_ID, "project": Nullable(PROJECT)}),
+                        "tenant_id": TENANT_ID, "project": Nullable(PROJECT),
+                        "key_prefixes": Nullable(Array(Str(max_bytes=1024), max_items=16,
+                                                       min_items=1))}),
            default=dict)),
        "MemorySearch",
        "Best first with scores; opts: limit, kind, flow (exact id first, then similarity), "
-       "threshold, mode (hybrid, fts, vector), session_id, tenant_id, project.\n\n"
+       "threshold, mode (hybrid, fts, vector), session_id, tenant_id, project, key_prefixes "
+       "(the stored layers: only keyed records whose key starts with one of them, applied "
+       "before ranking).\n\n"
        "Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id; "
        "unnamed: the one tenant the user's sessions are in, -32602 naming it when there are "
        "several; the recall index: BM25 + the search model): across sessions "

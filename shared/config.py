@@ -249,6 +249,12 @@ class DocsConfig:
     top_k: int = 10
     agent_md: str = ""  #: path template; "{tenant}" is replaced; empty = <data>/tenants/{tenant}/agent.md
     max_chunks_per_doc: int = 3  #: rerank keeps at most this many chunks of one document
+    #: hybrid ranking (the retrieval core's fusion, before the reranker): reciprocal rank
+    #: fusion constant and each list's weight (until 0.x documents used ``[memory]``'s; the
+    #: same defaults)
+    rrf_k: int = 5
+    bm25_weight: float = 0.5
+    vector_weight: float = 1.0
     max_scan: int = 5_000  #: a query matching more chunks ranks only the newest this many
     watch: bool = True  #: watch agent.md files and re-ingest on change
     watch_debounce_ms: int = 50  #: watchfiles debounce (milliseconds)
@@ -288,10 +294,13 @@ class RecallConfig:
     #: "off"; "tenant" is accepted and means the same as "user" (the user's sessions within
     #: that tenant: never another user's, ``memman.scope``)
     scope: str = "user"
-    #: a past session's entry is recalled only when it matches the question this well: a
-    #: shared informative word (BM25 > 0) or a cosine at least the model's similarity threshold
+    #: ``memman_memory_search`` type ``session`` returns a past entry only when it matches the
+    #: query this well: a shared informative word (BM25 > 0) or a cosine at least the model's
+    #: similarity threshold (0: the model's calibrated value). The window has no such floor: it
+    #: fills its budget in rank order
     min_cosine: float = 0.0
-    #: most entries one window recalls from past sessions (lines of the ``recalled`` part)
+    #: most past entries one window is offered (its ``recalled`` lines are at most as many);
+    #: fewer are read when fewer could fill the room
     max_items: int = 400
     #: entries embedded per background batch (the search model, in a worker thread)
     embed_batch: int = 128

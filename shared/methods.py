@@ -448,7 +448,9 @@ class AsyncMethods:
             opts: dict[str, Any] | None = None,
     ) -> MemorySearch:
         """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
-        threshold, mode (hybrid, fts, vector), session_id, tenant_id, project.
+        threshold, mode (hybrid, fts, vector), session_id, tenant_id, project,
+        key_prefixes (the stored layers: only keyed records whose key starts with one of
+        them, applied before ranking).
 
         Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id;
         unnamed: the one tenant the user's sessions are in, -32602 naming it when there
@@ -979,7 +981,9 @@ class SyncMethods:
             opts: dict[str, Any] | None = None,
     ) -> MemorySearch:
         """Best first with scores; opts: limit, kind, flow (exact id first, then similarity),
-        threshold, mode (hybrid, fts, vector), session_id, tenant_id, project.
+        threshold, mode (hybrid, fts, vector), session_id, tenant_id, project,
+        key_prefixes (the stored layers: only keyed records whose key starts with one of
+        them, applied before ranking).
 
         Type ``session``: what the user's sessions *within the tenant* said (opts.tenant_id;
         unnamed: the one tenant the user's sessions are in, -32602 naming it when there

@@ -191,12 +191,7 @@ class FrameDecoder:
         if room <= 0:
             self._refuse(f"message larger than the {self.max_message_bytes}-byte limit "
                          "(limits.max_message_bytes)")
-        head = self._waiting[0]
-        piece = head[:room]
-        if len(piece) == len(head):
-            self._waiting.pop(0)
-        else:
-            self._waiting[0] = head[room:]
+        piece = self._take(room)
         try:
             self._unpacker.feed(piece)
         except msgpack.BufferFull:  # cannot happen with room <= max_buffer_size; kept as a guard
@@ -206,6 +201,16 @@ class FrameDecoder:
         self._kept.append(piece)
         self._fed += len(piece)
         return True
+
+    def _take(self, room: int) -> memoryview:
+        """The next waiting bytes, at most ``room`` of them (the rest of a piece stays first)."""
+        head = self._waiting[0]
+        piece = head[:room]
+        if len(piece) == len(head):
+            self._waiting.pop(0)
+        else:
+            self._waiting[0] = head[room:]
+        return piece
 
     def _refuse(self, why: str) -> NoReturn:
         """Start skipping the current frame from its first byte; raise ``FrameRefused``."""
@@ -253,12 +258,7 @@ class FrameDecoder:
                                     f"{self.max_message_bytes}-byte limit "
                                     "(limits.max_message_bytes) holding one item over "
                                     f"{self.SKIP_BUFFER} times that, too large to skip")
-            head = self._waiting[0]
-            piece = head[:room]
-            if len(piece) == len(head):
-                self._waiting.pop(0)
-            else:
-                self._waiting[0] = head[room:]
+            piece = self._take(room)
             skipper.feed(piece)
             self._skip_fed += len(piece)
         rest = skipper.read_bytes(self._skip_fed - skipper.tell())

@@ -10,6 +10,7 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 
+from memman.errors import INVALID_PARAMS, MemmanError
 from memman.integrations.langgraph import MemmanStore, memory_key, parse_key
 from memman.sync_client import SyncClient
 from tests.helpers import DaemonProcess, daemon_process
@@ -102,3 +103,26 @@ def test_keys_round_trip() -> None:
     for ns, key in ((("a",), "k"), (("a/b", "c:d"), "e:f/g"), (("ü", "x y"), "%41")):
         assert parse_key(memory_key(ns, key)) == (ns, key)
     assert parse_key("editor") is None
+
+
+def test_a_namespace_is_searched_within_itself(daemon: DaemonProcess) -> None:
+    """The namespace prefix is a scope applied before ranking: sixty better-matching items of
+    another namespace (more than the fifty a search asks for) do not crowd out the one item of
+    this namespace; a namespace whose name only starts like it ("pets" / "petsitter") stays
+    out."""
+    store = MemmanStore(user_id="cy", socket=str(daemon.socket))
+    for k in range(60):
+        store.put(("cy", "petsitter"), f"p{k}", {"text": f"the cat food brand number {k}: "
+                                                 "cat food cat food"})
+    store.put(("cy", "pets"), "miso", {"text": "Miso the cat eats salmon cat food"})
+    hits = store.search(("cy", "pets"), query="cat food", limit=3)
+    assert [h.key for h in hits] == ["miso"] and hits[0].namespace == ("cy", "pets")
+    assert len(store.search(("cy",), query="cat food", limit=100)) == 61
+    store.close()
+
+
+def test_the_key_prefixes_option_is_checked(daemon: DaemonProcess) -> None:
+    with SyncClient(daemon.socket) as c:
+        with pytest.raises(MemmanError) as got:
+            c.call("memman_memory_search", "cy", "semantic", "cat", {"key_prefixes": "x"})
+        assert got.value.code == INVALID_PARAMS and "opts.key_prefixes" in got.value.message

@@ -166,10 +166,7 @@ async def recall_exclude(call: Call, session_id: str, entry_id: int,
         f"session:{e.session_id}#{entry_id}", "recall", call.client_name, session_id=s.id,
         user_id=s.meta.user_id, tenant_id=s.meta.tenant_id, entry_id=entry_id,
         previous=before)
-    op = (recall.exclude_op(session_id, entry_id, call.app.clock.now()) if excluded
-          else recall.include_op(session_id, entry_id))
-    await call.app.store.write([op, audit_op])
-    recall.set_excluded(session_id, entry_id, excluded)
+    await recall.set_exclusion(session_id, entry_id, excluded, call.app.clock.now(), [audit_op])
     call.app.events.publish("session", "recall_excluded", out, **call.app.sessions.scope(s))
     return {**out, "audit_id": rec.id}
 

@@ -39,9 +39,7 @@ from memman_daemon.background import SLICE_S, release_memory
 from memman_daemon.component import Component, stop_task
 from memman_daemon.model import Entry
 from memman_daemon.scope import Caller, across_mask, corpus_key
-from memman_daemon.search import late
-from memman_daemon.search.hybrid import dense_ranks, rrf_dense
-from memman_daemon.search.words import excerpt
+from memman_daemon.search import core, late
 from memman_daemon.search.words import terms as text_terms
 from memman_daemon.storage.recall import Change, Forgotten, RemoteRow
 
@@ -144,6 +142,9 @@ class Blocks:
             self.blocks.append(np.zeros((BLOCK, *self.row_shape), dtype=self.dtype))
 
     def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, tuple):  # a row, then an index within it: ``tok[row, :n]``
+            row: np.ndarray = self[key[0]]
+            return row[key[1:]]
         if isinstance(key, (int, np.integer)):
             return self.blocks[int(key) // BLOCK][int(key) % BLOCK]
         rows = np.asarray(key, dtype=np.int64)
@@ -353,10 +354,9 @@ class RecallIndex(Component):
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
         #: (corpus, entry id, session id, model, packed token vectors, tokens) to keep
         self._unsaved_tok: list[tuple[Corpus, int, str, str, np.ndarray, int]] = []
-        #: where token vectors are kept: the local file's part of the storage (a shared
-        #: store keeps them locally too; other hosts' rows have none and rank without)
-        self._tok_store: Any = storage if hasattr(storage, "save_tokens") \
-            else getattr(storage, "local", None)
+        #: where token vectors are kept: the storage, as vectors are (a shared store keeps
+        #: this daemon's locally too, and hands every row's to the other hosts)
+        self._tok_store: Any = storage
         #: (session, entries) appended and not indexed yet (see ``appended``)
         self._incoming: deque[tuple[Session, list[Entry]]] = deque()
         #: other daemons' rows: corpus id -> (its corpus, the row)
@@ -600,6 +600,12 @@ class RecallIndex(Component):
             if got is not None and row is not None:
                 got[0].set_vec(row, np.frombuffer(blob, dtype="<f4"))
                 self._remember(got[0].texts[row], got[0], row)
+        for key, n, packed in change.tokens:  # MaxSim for them, embedded where they were said
+            got = self._remote_in.get(key)
+            row = got[0].row_of.get(key) if got is not None else None
+            if got is not None and row is not None and n > 0:
+                got[0].set_tok(row, np.frombuffer(packed, dtype=np.uint8).reshape(
+                    late.TOKENS, -1), n)
         self._wake.set()
         return ops
 
@@ -625,7 +631,7 @@ class RecallIndex(Component):
         session reassigned to another user, its origin renamed) leaves first, and its vector
         is kept when the text is the same (the origin's vector is not sent again)."""
         text = r.text[: self.config.recall.max_chars]
-        kept = None
+        kept = kept_tok = None
         old = self._remote_in.pop(r.id, None)
         if old is not None:
             oc, _ = old
@@ -633,6 +639,8 @@ class RecallIndex(Component):
             if (orow is not None and oc.vec is not None and oc.has_vec[orow]
                     and oc.texts[orow] == text):
                 kept = oc.vec[orow].copy()
+                if oc.tok is not None and oc.tok_n[orow]:
+                    kept_tok = (oc.tok[orow].copy(), int(oc.tok_n[orow]))
             oc.remove(r.id)
         k = corpus_key(r.user_id, r.tenant_id)
         c = self.corpora.get(k)
@@ -643,6 +651,8 @@ class RecallIndex(Component):
         self._remote_in[r.id] = (c, r)
         if kept is not None:
             c.set_vec(row, kept)
+            if kept_tok is not None:
+                c.set_tok(row, *kept_tok)
         elif not self._origin_embeds(c, r.id):
             self._pending.queue.append((c, r.id))
 
@@ -683,13 +693,13 @@ class RecallIndex(Component):
         self._wake.set()
 
     # --- exclusions (a person's "not in this session") --------------------------------------
-    def exclude_op(self, session_id: str, entry_id: int, at: float) -> Any:
-        return self.storage.exclude_op(session_id, entry_id, at)
-
-    def include_op(self, session_id: str, entry_id: int) -> Any:
-        return self.storage.include_op(session_id, entry_id)
-
-    def set_excluded(self, session_id: str, entry_id: int, excluded: bool) -> None:
+    async def set_exclusion(self, session_id: str, entry_id: int, excluded: bool, at: float,
+                            ops: list[Any]) -> None:
+        """Session ``session_id`` no longer recalls entry ``entry_id`` (``excluded``), or again
+        does: written through the storage with ``ops`` (its audit row) in one transaction,
+        then kept here. The one place an exclusion is written (``memman_session_exclude``,
+        ``memman_undo``)."""
+        await self.storage.write_exclusion(session_id, entry_id, excluded, at, ops)
         got = self.excluded.setdefault(session_id, set())
         if excluded:
             got.add(entry_id)
@@ -762,7 +772,8 @@ class RecallIndex(Component):
                 c.svec[r] = v
                 c.has_svec[r] = True
 
-    def retrieve_facets(self, c: Corpus, query: str, vecs: list[tuple[Any, ...]]) -> Hits:
+    def retrieve_facets(self, c: Corpus, query: str, vecs: list[tuple[Any, ...]],
+                        mask: np.ndarray | None = None) -> Hits:
         """``retrieve`` for a question that asks for several things: each facet (the whole
         question, and each of its clauses when it is long; ``vecs`` from
         ``question_vectors``) is retrieved on its own and a row keeps its best facet's score
@@ -773,9 +784,9 @@ class RecallIndex(Component):
         qv = [v[0] for v in vecs if v[0] is not None]
         if len(qv) > 1 and c.vec is not None and have.any():
             self._cosines_many(c, qv, have)  # every facet in one pass over the matrix
-        hits = self.retrieve(c, query, vecs[0])
+        hits = self.retrieve(c, query, vecs[0], mask)
         for f, qv in zip(parts[1:], vecs[1:], strict=True):
-            more = self.retrieve(c, f, qv)
+            more = self.retrieve(c, f, qv, mask)
             better = more.fused > hits.fused
             if better.any():
                 hits.fused = np.where(better, more.fused, hits.fused)
@@ -787,21 +798,26 @@ class RecallIndex(Component):
                         else np.maximum(hits.late_score, more.late_score)
         return hits
 
-    def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, ...]) -> Hits:
+    def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, ...],
+                 mask: np.ndarray | None = None) -> Hits:
         """Every row of ``c`` scored against ``query``: BM25 and cosine, fused by RRF; then
         the best ``[recall] rerank_candidates`` of the fusion put in MaxSim order (late interaction: each of
         the question's informative tokens against the row's token vectors), where the row
-        has them (a row without keeps its place)."""
+        has them (a row without keeps its place). ``mask``: the caller's scope, applied
+        before ranking (rows outside it are in no list)."""
         n = c.n
-        bm = c.bm25.scores(text_terms(query))
-        cos = np.zeros(n, dtype=np.float32)
+        # the core's in-memory backends: BM25 postings, one matrix-vector product
+        bm = core.Bm25Lexical(c.bm25, text_terms).scores(query)
         stand_in = np.zeros(n, dtype=bool)
         alive = c.alive()
         vec, stat = qvecs[0], qvecs[1]
         qtok = qvecs[2] if len(qvecs) > 2 else None
         have = c.has_vec[:n] & alive
+        # one matrix-vector product, or the rows that changed for a question asked again
         if vec is not None and c.vec is not None and have.any():
             cos = self._cosines(c, vec, have)
+        else:
+            cos = np.zeros(n, dtype=np.float32)
         missing = alive & ~have
         if stat is not None and missing.any():
             self._stand_ins(c, missing)
@@ -820,14 +836,15 @@ class RecallIndex(Component):
                     mu, sd = 0.1, 0.1
                 cos[got] = (raw - mu_s) / sd_s * sd + mu
                 stand_in[got] = True
-        top = self.config.recall.candidates
-        bm25_rank = dense_ranks(bm, alive, top)
-        vec_rank = dense_ranks(np.where(have | stand_in, cos, -np.inf), alive & (have | stand_in),
-                               top)
-        fused = rrf_dense([bm25_rank, vec_rank], self.config.recall.rrf_k)
-        late_score = None
-        if qtok is not None and c.tok is not None:
-            fused, late_score = self._late(c, fused, qtok)
+        # the retrieval core over the corpus (``search/core.py``): both lists within the
+        # scope's rows, fused with ``[recall]``'s constants, then its MaxSim stage
+        cfg = self.config.recall
+        seen = alive if mask is None else alive & mask[:n]
+        ranking = core.MaxSim(cfg.rerank_candidates).dense(
+            core.dense(bm, cos, seen, seen & (have | stand_in), core.Fusion.of(cfg),
+                       cfg.candidates), c.tok, c.tok_n, qtok)
+        fused, bm25_rank, vec_rank = ranking.fused, ranking.lexical_rank, ranking.vector_rank
+        late_score = ranking.late
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()), late_score=late_score)
@@ -879,24 +896,6 @@ class RecallIndex(Component):
             self._cos.popitem(last=False)
         return cos
 
-    def _late(self, c: Corpus, fused: np.ndarray, qtok: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray | None]:
-        """The second stage: the fusion's best ``[recall] rerank_candidates`` rows that have
-        token vectors, in MaxSim order (bounded: that many rows whatever the corpus size); and
-        each row's MaxSim score per question token (0: not ranked by it)."""
-        assert c.tok is not None
-        cand = np.flatnonzero(fused > 0)
-        wide = self.config.recall.rerank_candidates
-        if len(cand) > wide:
-            cand = cand[np.argpartition(-fused[cand], wide)[:wide]]
-        cand = cand[c.tok_n[cand] > 0]
-        if len(cand) < 2 or c.tok.shape[2] != late.width(qtok.shape[1]):
-            return fused, None
-        scores = late.maxsim(qtok, c.tok[cand], c.tok_n[cand].astype(np.int64), qtok.shape[1])
-        per = np.zeros(len(fused), dtype=np.float32)
-        per[cand] = scores / max(len(qtok), 1)
-        return late.rerank(fused, cand, scores), per
-
     async def search(self, caller: Caller, query: str, limit: int,
                      session_id: str | None = None) -> list[dict[str, Any]]:
         """``memman_memory_search`` type ``session``: the caller's session entries (the user's,
@@ -904,7 +903,7 @@ class RecallIndex(Component):
         sessions the scope decides (``scope.across_mask``: not private, recall on, not
         forgotten); with ``session_id`` (the caller's own session) that session's entries. A
         huge query is ranked by its excerpt (``words.excerpt``)."""
-        query = excerpt(query)
+        query = core.question(query)
         vecs = await self.question_vectors(query)
         self.settle()
         c = self.corpora.get(corpus_key(caller.user_id, caller.tenant_id))
@@ -920,7 +919,7 @@ class RecallIndex(Component):
                 np.frombuffer(c.private, dtype=np.int8, count=c.n) == 0)
         else:
             mask = across_mask(self, c, caller.asking(None))
-        hits = self.retrieve_facets(c, query, vecs)
+        hits = self.retrieve_facets(c, query, vecs, mask)  # the scope before ranking
         out: list[dict[str, Any]] = []
         for row in hits.order(mask):
             if len(out) >= limit:
@@ -1005,8 +1004,7 @@ class RecallIndex(Component):
                     batch.append((c, eid, row))
                 if not batch:
                     if not p.queue and (self._unsaved or self._unsaved_tok):
-                        # the last rows all had a text embedded before: kept all the same
-                        await self._save()
+                        await self._save()  # the last rows were texts embedded already
                     continue
                 p.inflight = len(batch)  # taken off the queue: still pending while it waits
                 await self._calm()

@@ -26,10 +26,6 @@ import numpy as np
 from memman_daemon.search.words import STOPWORDS
 
 TOKENS = 16  #: token vectors kept per entry at most (segment means beyond)
-#: least MaxSim score per question token (a mean of best cosines) of a past entry that is
-#: offered only for the room left (``engine/window/retrieve.py``): measured on our data sets,
-#: three in four evidence turns reach it and three in four other turns do not
-SPARE_MIN = 0.25
 
 
 def width(dim: int) -> int:

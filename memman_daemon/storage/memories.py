@@ -176,16 +176,20 @@ class MemoryRows(Protocol):
 
     async def full_text(self, user_id: str, types: tuple[str, ...], words: list[str],
                         kind: str | None, candidates: int, *, scan: int,
-                        want: int) -> list[tuple[MemoryRecord, float]]:
-        """The live records of these layers (of ``kind``) matching any of ``words``, best
-        first, with their lexical score (higher is better), at most ``candidates``. When the
-        words match more than ``scan`` records, only the newest ``scan`` matches may be
-        ranked, unless that leaves fewer than ``want``."""
+                        want: int, key_prefixes: tuple[str, ...] | None = None
+                        ) -> list[tuple[MemoryRecord, float]]:
+        """The live records of these layers (of ``kind``; whose key starts with one of
+        ``key_prefixes`` when given) matching any of ``words``, best first, with their lexical
+        score (higher is better), at most ``candidates``. When the words match more than
+        ``scan`` records, only the newest ``scan`` matches may be ranked, unless that leaves
+        fewer than ``want``."""
 
     async def nearest(self, user_id: str, types: tuple[str, ...], query: np.ndarray,
-                      model: str, k: int) -> list[tuple[int, float]] | None:
-        """``(id, cosine)`` of the ``k`` nearest live records, best first -- or None when
-        this store does not rank vectors itself (the caller ranks the loaded vectors)."""
+                      model: str, k: int, kind: str | None = None
+                      ) -> list[tuple[int, float]] | None:
+        """``(id, cosine)`` of the ``k`` nearest live records (of ``kind``), best first --
+        or None when this store does not rank vectors itself (the caller ranks the loaded
+        vectors)."""
 
     async def scope_vectors(self, user_id: str, type_: str, model: str,
                             dim: int) -> tuple[list[int], np.ndarray]:

@@ -30,6 +30,8 @@ REMOTE_BASE = 1 << 52
 
 #: (corpus id, session id, model, unit vector) — a vector to keep
 VectorRow = tuple[int, str, str, "np.ndarray"]
+#: (corpus id, session id, model, packed token vectors, tokens kept) — token vectors to keep
+TokenRow = tuple[int, str, str, "np.ndarray", int]
 #: an entry of this daemon forgotten for recall on another host: (entry id, session id, the
 #: entry's created_at, the digest of what it said — ``recall/index.py``'s ``forget_digest``;
 #: '' when unknown). The digest finds it again under a new id (an import with replace)
@@ -61,6 +63,8 @@ class Change:
     rows: list[RemoteRow] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)  #: corpus ids removed
     vectors: list[tuple[int, bytes]] = field(default_factory=list)  #: (corpus id, float32)
+    #: (corpus id, tokens kept, packed token vectors: ``search/late.py``'s ``pack``)
+    tokens: list[tuple[int, int, bytes]] = field(default_factory=list)
     #: this daemon's entries a user forgot for recall on another host (``Forgotten``);
     #: already recorded in the local file when they come
     forgotten: list[Forgotten] = field(default_factory=list)
@@ -91,6 +95,14 @@ class RecallStorage(Protocol):
     async def save_vectors(self, rows: list[VectorRow]) -> None:
         """Keep vectors (of this daemon's entries and, shared, of others' rows)."""
 
+    async def tokens(self, model: str) -> list[tuple[int, tuple[int, bytes]]]:
+        """Every stored packed token matrix of ``model`` of this daemon's entries: (entry id,
+        (tokens kept, bytes))."""
+
+    async def save_tokens(self, rows: list[TokenRow]) -> None:
+        """Keep packed token vectors (of this daemon's entries and, shared, of others'
+        rows)."""
+
     async def exclusions(self) -> list[tuple[str, int]]:
         """(session id, corpus id) pairs: what a session no longer recalls."""
 
@@ -98,6 +110,12 @@ class RecallStorage(Protocol):
         """The operation (for the local file's ``write``) that excludes one entry."""
 
     def include_op(self, session_id: str, entry_id: int) -> Any: ...
+
+    async def write_exclusion(self, session_id: str, entry_id: int, excluded: bool, at: float,
+                              ops: list[Any]) -> None:
+        """Exclude (or include again) one entry for a session, with ``ops`` (its audit row)
+        in the same transaction of the local file (exclusions are the session's state: they
+        stay on its host)."""
 
     async def forgotten(self) -> list[Forgotten]:
         """This daemon's entries forgotten for recall on another host (``Change.forgotten``):

@@ -29,8 +29,17 @@ import numpy as np
 
 from memman.config import DEFAULT_MODEL
 from memman.errors import invalid_params, not_found
-from memman_daemon.search.hybrid import BM25, VECTOR, rrf
-from memman_daemon.search.words import excerpt
+from memman_daemon.search.core import (
+    BM25,
+    Found,
+    Fusion,
+    Ranked,
+    Retriever,
+    Scope,
+    SqlLexical,
+    VectorStore,
+    question,
+)
 from memman_daemon.search.words import words as split_words
 from memman_daemon.storage import ConstraintError
 from memman_daemon.storage.agentmd import DOC_ID
@@ -109,19 +118,6 @@ def rerank_features(query: str, text: str) -> tuple[float, float, float]:
     return coverage, proximity, phrase
 
 
-def fuse_chunks(cands: dict[int, dict[str, Any]], hits: list[tuple[int, float]], mc: Any,
-                n_cand: int) -> tuple[dict[int, dict[str, Any]], dict[int, Any]]:
-    """Reciprocal rank fusion of the candidate chunks' lexical and vector ranks: the
-    candidates that stay, and each one's fusion parts."""
-    lex_list = sorted(((c["chunk_id"], c["lexical"]) for c in cands.values()
-                       if c["lexical"] > 0), key=lambda t: -t[1])
-    vec_list = [(cid, s) for cid, s in hits if cid in cands]
-    fused = rrf({BM25: lex_list, VECTOR: vec_list}, mc.rrf_k,
-                {BM25: mc.bm25_weight, VECTOR: mc.vector_weight})
-    fused_parts = {f.id: f.to_wire() for f in fused[:n_cand]}
-    return {cid: c for cid, c in cands.items() if cid in fused_parts}, fused_parts
-
-
 def rerank(query: str, cands: list[dict[str, Any]], top_k: int, per_doc: int,
            hybrid: bool) -> list[dict[str, Any]]:
     """Order candidates ``{chunk_id, doc, text, lexical, semantic}`` and keep ``top_k``."""
@@ -157,21 +153,46 @@ def candidate(chunk_id: int, doc: int, seq: int, text: str,
             "semantic": 0.0}
 
 
-def search_answer(query: str, cands: dict[int, dict[str, Any]],
-                  fused_parts: dict[int, dict[str, Any]], by_pk: dict[int, Doc], top_k: int,
-                  per_doc: int, hybrid: bool) -> list[dict[str, Any]]:
-    """``memman_docs_search``'s answer: the candidates reranked, each with its document."""
-    ranked = rerank(query, list(cands.values()), top_k, per_doc, hybrid)
+class Rerank:
+    """The documents' stage after ranking: the fusion's best ``candidates`` (all of them when
+    full text alone ranked), each chunk's cosine floored at 0, reranked locally (``rerank``)
+    to ``top_k``, at most ``per_doc`` chunks of one document."""
+
+    name = "rerank"
+
+    def __init__(self, candidates: int, top_k: int, per_doc: int) -> None:
+        self.candidates, self.top_k, self.per_doc = candidates, top_k, per_doc
+
+    def __call__(self, ranked: Ranked) -> Ranked:
+        kept = ranked.hits[: self.candidates] if ranked.fused else ranked.hits
+        cands = []
+        for c in kept:
+            row = c.row
+            row["semantic"] = max(0.0, c.cosine) if c.cosine is not None else 0.0
+            row["fused"] = c.fused.to_wire() if c.fused is not None else {}
+            cands.append(row)
+        ranked.candidates = len(cands)
+        order = {row["chunk_id"]: c for row, c in zip(cands, kept, strict=True)}
+        out = rerank(ranked.query, cands, self.top_k, self.per_doc, ranked.fused)
+        ranked.hits = [order[row["chunk_id"]] for row in out]
+        for c in ranked.hits:
+            c.score = c.row["score"]
+        return ranked
+
+
+def search_answer(ranked: Ranked, by_pk: dict[int, Doc]) -> list[dict[str, Any]]:
+    """``memman_docs_search``'s answer: the reranked candidates, each with its document."""
     out = []
-    for c in ranked:
+    for hit in ranked.hits:
+        c = hit.row
         d = by_pk.get(c["doc"])
+        fused = c["fused"]
         out.append({"doc_id": d.doc_id if d else None, "title": d.title if d else None,
                     "source": d.source if d else None, "chunk_id": c["chunk_id"],
                     "seq": c["seq"], "text": c["text"], "score": c["score"],
-                    "lexical": c["lexical"], "parts": {**c["parts"],
-                                                       **fused_parts.get(c["chunk_id"], {})},
-                    "matched": fused_parts.get(c["chunk_id"], {}).get("matched", [BM25]),
-                    "candidates": len(cands)})
+                    "lexical": c["lexical"], "parts": {**c["parts"], **fused},
+                    "matched": fused.get("matched", [BM25]),
+                    "candidates": ranked.candidates})
     return out
 
 
@@ -419,43 +440,42 @@ class BusinessDocs(SearchableTier):
         return int(opts.get("limit") or cfg.top_k), int(opts.get("candidates") or cfg.candidates)
 
     async def search(self, tenant_id: str, query: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
-        """Top chunks, best first: ``{doc_id, title, seq, text, score, parts, ...}``:
-        full-text and nearest-vector candidates fused by reciprocal rank
-        (``search/hybrid.rrf``), then the local reranker."""
+        """Top chunks, best first: ``{doc_id, title, seq, text, score, parts, ...}``: the
+        retrieval core over the tenant's chunks (full text and nearest vectors, fused by
+        reciprocal rank with ``[docs]``'s constants), then its declared stage, the local
+        reranker (``Rerank``)."""
         top_k, n_cand = self._search_sizes(query, opts)
-        query = excerpt(query)  # a huge query is ranked by its head and tail (bounded work)
+        query = question(query)  # a huge query is ranked by its head and tail (bounded work)
         cfg = self.config.docs
-        cands: dict[int, dict[str, Any]] = {}
-        for cid, doc, seq, text, score in await self.rows.full_text(
-                tenant_id, query, n_cand, top_k, cfg.max_scan):
-            cands[cid] = candidate(cid, doc, seq, text, score)
         emb = self.embedder
         emb.check_config()
         qv = await emb.embed([query]) if emb.enabled else None
-        fused_parts: dict[int, dict[str, Any]] = {}
-        if qv is not None:
-            # hybrid: ~n_cand nearest chunks joined to the full-text candidates, fused by
-            # reciprocal rank; the n_cand best fused go on to the reranker
-            hits = await self.rows.nearest(tenant_id, qv[0], emb.model_id, n_cand)
-            m = None
-            if hits is None:  # ranked here: this daemon's matrix of the tenant's vectors
-                self.vscopes.dim = int(qv.shape[1])
-                m = await self.vscopes.get(tenant_id, int(qv.shape[1]))
-                hits = m.search(qv[0], n_cand)
-            missing = [cid for cid, _ in hits if cid not in cands]
-            if missing:
-                for cid, doc, seq, text in await self.rows.chunks(missing):
-                    cands[cid] = candidate(cid, doc, seq, text)
-            sims = dict(hits)
-            if m is not None:
-                sims.update(m.similarities(qv[0], list(cands)))
-            for cid, sim in sims.items():
-                if cid in cands:
-                    cands[cid]["semantic"] = max(0.0, sim)
-            cands, fused_parts = fuse_chunks(cands, hits, self.config.memory, n_cand)
+        ranked = await self.retriever(top_k).run(
+            query, Scope(tenant_id), candidates=n_cand, qv=None if qv is None else qv[0],
+            cosines=n_cand, stages=(Rerank(n_cand, top_k, cfg.max_chunks_per_doc),))
         by_pk = {d.pk: d for d in (await self.cache.docs(tenant_id)).values()}
-        return search_answer(query, cands, fused_parts, by_pk, top_k, cfg.max_chunks_per_doc,
-                             qv is not None)
+        return search_answer(ranked, by_pk)
+
+    def retriever(self, top_k: int) -> Retriever:
+        """The retrieval core over the documents group: SQL full text (the tenant in its
+        ``WHERE``), the store's or the loaded matrix's vectors, ``[docs]``'s fusion."""
+        cfg = self.config.docs
+
+        async def text(query: str, scope: Scope, k: int) -> list[Found]:
+            return [(cid, score, candidate(cid, doc, seq, text, score))
+                    for cid, doc, seq, text, score in await self.rows.full_text(
+                        scope.owner, query, k, top_k, cfg.max_scan)]
+
+        async def nearest(qv: np.ndarray, scope: Scope, k: int) -> list[tuple[int, float]] | None:
+            return await self.rows.nearest(scope.owner, qv, self.embedder.model_id, k)
+
+        async def rows(ids: list[int], scope: Scope) -> dict[int, dict[str, Any]]:
+            return {cid: candidate(cid, doc, seq, text)
+                    for cid, doc, seq, text in await self.rows.chunks(ids)}
+
+        return Retriever(SqlLexical(text), VectorStore(nearest, self.vscopes,
+                                                       lambda scope: [scope.owner]),
+                         rows, Fusion.of(cfg))
 
     # --- reads (last: ``list`` would shadow the type in the annotations above) -----------------------------------------------------------------------------
     async def get(self, tenant_id: str, doc_id: str) -> Doc | None:

@@ -41,7 +41,9 @@ def part_cells(p: Part, content_width: int) -> tuple[Any, ...]:
 
 
 def recalled_cells(p: Part, line: RecalledLine, content_width: int) -> tuple[Any, ...]:
-    content = line.text.removeprefix("- ")
+    # its date is said by the heading of its group in the message: shown on its row here
+    content = f"[{line.date}] {line.text.removeprefix('- ')}" if line.date \
+        else line.text.removeprefix("- ")
     if len(content) > content_width:
         content = content[: max(1, content_width - 1)] + "…"
     return (str(p.index + 1), Text("recalled", STYLE["recalled"]), "",

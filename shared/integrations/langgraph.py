@@ -14,7 +14,8 @@ whose key names the item's namespace and key (``langgraph:users/ana/memories:k1`
 percent-encoded) and whose value is the item's value; its namespace and key also ride in the
 record's metadata. So items are durable, audited, shown in the TUI's memory screen and found by
 ``memman search`` and the MCP ``search`` tool. ``search`` with a ``query`` is memman's hybrid
-search (BM25 + the local embedder) over those records, restricted to the namespace prefix;
+search (BM25 + the local embedder) over those records, restricted to the namespace prefix
+before ranking (``opts.key_prefixes``);
 ``filter`` compares value fields (``{"kind": "fact"}``, or operators ``$eq``, ``$ne``, ``$gt``,
 ``$gte``, ``$lt``, ``$lte`` as LangGraph's in-memory store does). ``put(..., None)`` and
 ``delete`` forget the record (audited). ``list_namespaces`` reads the keys. TTLs are not
@@ -62,6 +63,16 @@ def memory_key(namespace: tuple[str, ...], key: str) -> str:
     so ``/`` and ``:`` inside a label or key cannot be confused with the separators)."""
     return (PREFIX + "/".join(quote(p, safe="") for p in namespace) + ":"
             + quote(key, safe=""))
+
+
+def key_prefixes(namespace_prefix: tuple[str, ...]) -> list[str]:
+    """What the user-memory keys of the items under ``namespace_prefix`` start with: the
+    namespace itself (``...pets:``) or one below it (``...pets/``), never a namespace that
+    only starts like it (``...petsitter``)."""
+    if not namespace_prefix:
+        return [PREFIX]
+    ns = PREFIX + "/".join(quote(p, safe="") for p in namespace_prefix)
+    return [ns + ":", ns + "/"]
 
 
 def parse_key(mkey: str) -> tuple[tuple[str, ...], str] | None:
@@ -215,8 +226,10 @@ class MemmanStore(BaseStore):
         hits: list[SearchItem] = []
         if op.query:
             want = op.offset + op.limit
+            # the namespace prefix as key prefixes, applied by the daemon before it ranks
+            # (a namespace full of better matches elsewhere cannot crowd this one out)
             res = self._call(names.MEMORY_SEARCH, self.user_id, "semantic", op.query,
-                             {"limit": max(50, want * 5)})
+                             {"limit": max(50, want * 5), "key_prefixes": key_prefixes(prefix)})
             for r in res["results"]:
                 parsed = parse_key(str(r.get("key") or ""))
                 if parsed is None or not _starts(parsed[0], prefix):

@@ -45,10 +45,15 @@ async def test_a_fact_from_session_one_is_in_session_three_with_its_date_and_sou
         ctx = await c.session_context("s3", {"max_tokens": 1000})
         body = texts(ctx)
         assert "Miso is allergic to chicken" in body
-        assert "[2024-03-02 · session s1]" in body  # its date and source session
+        # its date and source session, said once above that session's lines
+        assert "[2024-03-02 · session s1]\n" in body
         assert "Rex" not in body  # another user's sessions are never recalled
         rec = [p for p in ctx["parts"] if p["kind"] == "recalled"]
-        assert rec and all(s["session_id"] == "s1" for s in rec[0]["sources"])
+        assert rec and {s["session_id"] for s in rec[0]["sources"]} <= {"s1", "s2"}
+        # the room is filled in rank order: the facts rank first, small talk after them
+        best = sorted(ctx["recalled"], key=lambda r: -r["fused"])
+        assert {"Miso" in r["text"] for r in best[:2]} == {True}
+        assert all(r["session_id"] == "s1" for r in best[:2])
         assert ctx["tokens"] <= 1000 and not ctx["over_budget"]
         assert_valid_chat(ctx["messages"])
         # the session may opt out, per request or for good
@@ -246,10 +251,13 @@ async def test_a_recalled_question_brings_the_answer_it_got_in_its_session() -> 
         assert await d.server.app.recall.drained(60)
         ctx = await c.session_context("s3", {"max_tokens": 1000})
         body = texts(ctx)
-        assert "- [2024-03-02 · session s1] assistant: Which name should the new project" in body
+        assert ("[2024-03-02 · session s1]\n- assistant: Which name should the new project"
+                in body)
         # the answer shares no word with the question: it comes as the turn that completes it
-        assert "- [2024-03-02 · session s1] user: Let's go with the first one" in body
-        assert "How was the weekend" not in body  # what is not related stays out
+        assert "\n- user: Let's go with the first one" in body
+        # ...ranked right after its question, before the small talk that fills the room left
+        best = [r["text"] for r in sorted(ctx["recalled"], key=lambda r: -r["fused"])]
+        assert best[0].startswith("Which name") and best[1].startswith("Let's go with")
 
 
 async def test_vectors_survive_a_restart_without_re_embedding(tmp_path_factory) -> None:
@@ -529,6 +537,7 @@ def test_vector_rows_grow_in_blocks_and_read_like_one_array(monkeypatch) -> None
     assert np.allclose(rows.matmul(11, q), dense @ q)
     assert np.allclose(rows.matmul(6, np.stack([q, -q], axis=1)), dense[:6] @ np.stack([q, -q], 1))
     assert np.array_equal(rows[7], dense[7])
+    assert np.array_equal(rows[9, :1], dense[9, :1])  # a row, then within it
 
 
 async def test_the_embedder_returns_the_heaps_free_pages_when_its_backlog_is_done(
@@ -555,3 +564,32 @@ async def test_the_embedder_returns_the_heaps_free_pages_when_its_backlog_is_don
                 break
             await asyncio.sleep(0.01)
         assert calls
+
+
+async def test_a_fresh_session_spends_its_budget_on_past_turns_in_rank_order() -> None:
+    # the turns alike the question are the same two lines said fifty times (sent once each),
+    # so what fills the room is the rest of the ranking: past turns keep coming, best first,
+    # until no more fit (the first offer of past entries is spent on the repeats; the window
+    # asks for more rather than leave the budget free)
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "old", "ana", [
+            (("user", "assistant")[k % 2], f"Note {k}: the bike with the {k}-speed hub is "
+                                           f"parked at rack {k}.") for k in range(40)],
+                       MARCH)
+        await _session(c, "chat", "ana", [
+            (("user", "assistant")[k % 2], FILLER[k % 2]) for k in range(100)],
+                       MARCH + 86400)
+        await c.session_open("q", {"user_id": "ana"})
+        await c.session_add("q", {"role": "user", "content": "How was the weekend?"})
+        assert await d.server.app.recall.drained(60)
+        ctx = await c.session_context("q", {"max_tokens": 600})
+        body = texts(ctx)
+        # the question's own words are not sent again; its past answer is, once
+        assert body.count("How was the weekend?") == 1
+        assert body.count("Busy, the usual errands") == 1
+        notes = [r for r in ctx["recalled"] if r["text"].startswith("Note ")]
+        assert 5 <= len(notes) < 40  # the room is filled, and it is not everything
+        # what is left free is less than any past turn not sent would cost
+        assert ctx["breakdown"]["free"] < 30, ctx["breakdown"]
+        assert ctx["tokens"] <= 600 and not ctx["over_budget"]
+        assert_valid_chat(ctx["messages"])

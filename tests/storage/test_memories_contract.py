@@ -147,6 +147,26 @@ async def test_full_text_ranks_the_live_records_of_the_user(storage: Storage) ->
     assert [i for i, _ in await found(["red", "fish"])] == [recs[1].id]
 
 
+async def test_full_text_keeps_to_key_prefixes_before_ranking(storage: Storage) -> None:
+    rows = storage.memories
+    mine = await new(storage, "ana", "semantic", "preference", "lg:pets:miso", "cat food")
+    deeper = await new(storage, "ana", "semantic", "preference", "lg:pets/vet:a", "cat food")
+    other = await new(storage, "ana", "semantic", "preference", "lg:petsitter:b",
+                      "cat food cat food cat food")
+    pct = await new(storage, "ana", "semantic", "preference", "lg:p%_:c", "cat food")
+    await stored(storage, mine, deeper, other, pct)
+
+    async def found(prefixes: tuple[str, ...] | None) -> set[int]:
+        return {r.id for r, _ in await rows.full_text(
+            "ana", ("semantic",), ["cat", "food"], None, 10, scan=1000, want=10,
+            key_prefixes=prefixes)}
+
+    assert await found(None) == {mine.id, deeper.id, other.id, pct.id}
+    assert await found(("lg:pets:", "lg:pets/")) == {mine.id, deeper.id}
+    assert await found(("lg:pets:",)) == {mine.id}
+    assert await found(("lg:p%",)) == {pct.id}  # a prefix is text, never a LIKE pattern
+
+
 async def test_vectors_nearest_and_backlog(storage: Storage) -> None:
     rows = storage.memories
     near, far, bare = [await new(storage, "ana", "episodic", "entry", None, t)

@@ -20,15 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman_daemon.engine import facts, scoring
-from memman_daemon.engine.supersede import Supersession
 from memman_daemon.engine.window import candidates as cand
 from memman_daemon.engine.window import render
 from memman_daemon.engine.window.request import Request, band_for
-from memman_daemon.engine.window.retrieve import Retrieval, question, retrieve
+from memman_daemon.engine.window.retrieve import Retrieval, Sources, more, question, retrieve
 from memman_daemon.engine.window.select import Costs, Selection, select
 from memman_daemon.engine.window.summarize import fact_lines, relevant_lines
 from memman_daemon.engine.window.timeline import Timeline, Timelines
-from memman_daemon.model import Entry, Session
+from memman_daemon.model import Session
 from memman_daemon.recall.index import facets
 from memman_daemon.tokens import REPLY_PRIMING
 
@@ -46,8 +45,6 @@ TEMPORAL = re.compile(
     r"date|dated|yesterday|today|tomorrow|"
     r"january|february|march|april|june|july|august|september|october|november|december|"
     r"\d{4})\b", re.I)
-#: an entry whose text opens with its own date ("[Tue 5 Mar 2024 18:41] ...") needs no prefix
-STATES_ITS_DATE = re.compile(r"^\s*(?:\[[^\]]{0,40}\b(?:19|20)\d\d\b[^\]]{0,20}\]|(?:19|20)\d\d-\d\d-\d\d)")
 CACHE = 65_536  #: measured token counts kept (entries with a date or note, recalled lines)
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
@@ -92,6 +89,8 @@ class ContextBuilder:
         #: set by the app: the user's preferences, rules and playbook that bear on a question,
         #: as lines (memory-augmented prompts, across sessions); None = none
         self.learned: Callable[[Session, str], Awaitable[list[str]]] | None = None
+        #: the user's other sessions as recall reads them (their replaced values cached)
+        self.sources = Sources(config, timelines, sessions)
         self._measured: OrderedDict[tuple, int] = OrderedDict()
         self.counters = {"contexts": 0, "pruned": 0, "emergencies": 0, "over_budget": 0,
                          "recalled": 0, "trimmed": 0}
@@ -117,6 +116,18 @@ class ContextBuilder:
                             repr(msg.get("tool_calls")), msg.get("name"),
                             msg.get("tool_call_id")), msg, model)
 
+    def _measure_line(self, item: cand.Recalled, room: int, model: str) -> None:
+        """A recalled entry's line and its tokens, measured with the newline that joins it to
+        the next (the tokenizer often merges a line's closing punctuation with it: "!\\n")."""
+        item.line = cand.recalled_line(item)
+        if item.entry.tokens > room + 64:
+            # it cannot fit (its line holds all of its text, a few tokens of chat framing
+            # aside, and only the room decreases from here on): not tokenized again on
+            # every request (a recalled megabyte took seconds)
+            item.tokens = item.entry.tokens
+            return
+        item.tokens = self._count_text(item.line + "\n", model)
+
     # --- the pipeline ------------------------------------------------------------------------
     async def build(self, s: Session, req: Request) -> Window:
         cfg = self.config.context
@@ -131,21 +142,20 @@ class ContextBuilder:
         learned = await self._learned(s, query, req, room, model)
         tl = self.timelines.timeline(s)
         c = cand.of_session(tl)
+        self.sources.begin()
+        max_items = self.config.recall.max_items
         r = retrieve(self.recall, s, tl, query, query_id, vecs, recall=req.recall,
-                     max_items=self.config.recall.max_items, sessions=self.sessions,
-                     superseded=self._superseded, completes=self._completes,
-                     replaces=self._replaces)
-        for item in r.recalled:
-            item.line = cand.recalled_line(item)
-            if item.entry.tokens > room + 64:
-                # it cannot fit (its line holds all of its text, a few tokens of chat framing
-                # aside, and only the room decreases from here on): not
-                # tokenized again on every request (a recalled megabyte took seconds)
-                item.tokens = item.entry.tokens
-                continue
-            # measured with the newline that joins it to the next: the tokenizer often merges
-            # a line's closing punctuation with it ("!\n"), so "+ 1" over-counted ~1 in 5
-            item.tokens = self._count_text(item.line + "\n", model)
+                     room=room, max_items=max_items, sources=self.sources)
+        headings: dict[tuple[str, str], int] = {}
+
+        def measure_recalled() -> None:
+            for item in r.recalled:
+                self._measure_line(item, room, model)
+                if item.group not in headings:
+                    headings[item.group] = self._count_text(
+                        cand.group_heading(item.group) + "\n", model)
+
+        measure_recalled()
         notes = _notes(tl)
         newest = s.entries[-1].created_at if s.entries else 0.0
         old_before = newest - cfg.date_after_s
@@ -157,7 +167,7 @@ class ContextBuilder:
         def day(i: int) -> str | None:
             e = units[i].first
             if not temporal or units[i].mandatory == "system" or e.created_at >= old_before \
-                    or STATES_ITS_DATE.match((e.content or "")[:64]):
+                    or cand.STATES_ITS_DATE.match((e.content or "")[:64]):
                 return None
             return cand.day(e.created_at)
 
@@ -188,7 +198,7 @@ class ContextBuilder:
 
         header = self._msg_tokens({"role": "system", "content": render.RECALLED_HEADER}, model)
         costs = Costs(plain=lambda i: unit_cost(i, False), dated=lambda i: unit_cost(i, True),
-                      day=day, lines=lines, recalled_header=header)
+                      day=day, lines=lines, recalled_header=header, headings=headings)
         room -= learned[1] if learned else 0
         # a question that asks for many things: room for the facts it names
         asked = len(facets(query)) - 1
@@ -197,11 +207,16 @@ class ContextBuilder:
         # what no question decides (ties, a window with no question) goes by importance
         importance = scoring.totals(tl.arr, 0.0, self.config.scoring)
         sel = select(c, r, room, costs, cfg, reserve, importance)
+        if room - sel.used >= 8 and self.recall is not None and more(
+                r, self.recall, s, room, max_items, self.sources):
+            # room left while ranked past entries remain: offered again, more of them
+            measure_recalled()
+            sel = select(c, r, room, costs, cfg, reserve, importance)
         if reserve and not sel.over_budget:
             self._facts(sel, tl, c, r, query, room, model)
         if self._mark_recalled(sel.recalled):
             for item in sel.recalled:
-                item.line = cand.recalled_line(item)
+                self._measure_line(item, room, model)
         days = {i: day(i) for i in sel.dated}
         rolling = self._rolling(s, sel, c, qterms, room, model)
 
@@ -222,36 +237,25 @@ class ContextBuilder:
 
         msgs, parts, tokens = assemble()
         # the recalled message is measured whole: joining its lines (and a mark added after
-        # the selection) may cost a token more than their sum; the lowest-ranked give way
-        while tokens > req.budget and sel.recalled and not sel.over_budget:
-            sel.recalled.remove(min(sel.recalled, key=lambda x: x.score))
-            self.counters["trimmed"] += 1
+        # the selection) may cost a token more than their sum; the lowest-ranked lines give
+        # way, and only that message is measured again
+        at = next((k for k, p in enumerate(parts) if p["kind"] == "recalled"), None)
+        if at is not None and tokens > req.budget and not sel.over_budget:
+            rest = tokens - parts[at]["tokens"]
+            while sel.recalled and rest + self._msg_tokens(
+                    render.recalled_message(sel.recalled), model) > req.budget:
+                drop = min(sel.recalled, key=lambda x: x.score)
+                # a statement that replaced a value leaves with that value: never the
+                # corrected-away value alone
+                sel.recalled = [x for x in sel.recalled
+                                if x is not drop and x.entry.id != drop.supersedes]
+                self.counters["trimmed"] += 1
             msgs, parts, tokens = assemble()
         # what is sent decides, not only what was selected: the reply priming and the tool
         # definitions alone may pass a tiny budget with no system prompt in the session
         sel.over_budget = sel.over_budget or tokens > req.budget
         return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens,
                       "included" if rolling is not None else _no_rolling(s, sel))
-
-    def _analysed(self, e: Entry, sid: str) -> list[Any]:
-        """An entry's fact candidates: from its session's cached analysis, else made now."""
-        src = self.sessions.get(sid)
-        an = self.timelines.timeline(src).an if src is not None else None
-        got = an.cands.get(e.id) if an is not None else None
-        return got if got is not None else facts.analyse((e.content or "")[:4000],
-                                                         structured=False)
-
-    def _supersession(self, entries: list[tuple[Entry, str]]) -> Supersession:
-        """``supersede.py``'s rules over entries of the user's sessions, in time order."""
-        sup = Supersession()
-        for e, sid in entries:
-            sup.feed(e.id, self._analysed(e, sid), "message")
-        return sup
-
-    def _replaces(self, entries: list[tuple[Entry, str]]) -> dict[int, int]:
-        """Entries in time order: entry id -> the later entry that replaced a value it holds."""
-        return {old: new for (old, _k), (new, _t) in self._supersession(entries).by.items()
-                if old != new}
 
     def _mark_recalled(self, items: list[cand.Recalled]) -> bool:
         """Across sessions, a newer statement supersedes an older one: recalled entries that
@@ -262,7 +266,7 @@ class ContextBuilder:
         best = sorted(items, key=lambda r: -r.score)[:MARK_MAX]  # bounded work
         ordered = sorted(best, key=lambda r: (r.entry.created_at, r.entry.id))
         by_id = {r.entry.id: r for r in ordered}
-        sup = self._supersession([(r.entry, r.session_id) for r in ordered])
+        sup = self.sources.supersession([(r.entry, r.session_id) for r in ordered])
         marked = False
         for (old, _k), (new, _text) in sup.by.items():
             if old in by_id and new in by_id and old != new:
@@ -306,26 +310,6 @@ class ContextBuilder:
             lines = lines[:-1]
         return None
 
-    def _completes(self, s: Session, eid: int, topic: frozenset[str]
-                   ) -> tuple[int, float] | None:
-        """Another session's entry: the entry that completes it there, and its share."""
-        if not self.config.context.neighbours:
-            return None
-        tl = self.timelines.timeline(s)
-        u = tl.entry_unit.get(eid)
-        got = None
-        if u is not None:
-            got = cand.completing(tl.units, u.index, topic) \
-                or cand.continuing(tl.units, u.index)
-        if got is None or len(tl.units[got[0]].items) != 1:
-            return None
-        return tl.units[got[0]].first.id, got[1]
-
-    def _superseded(self, s: Session) -> dict[int, int]:
-        """Another session's replaced values: entry id -> the entry that replaced it."""
-        return {eid: later for (eid, _k), (later, _t) in
-                self.timelines.timeline(s).an.sup.by.items()}
-
     def _rolling(self, s: Session, sel: Selection, c: cand.SessionCandidates,
                  qterms: set[str], room: int, model: str) -> tuple[dict[str, Any], int] | None:
         """The rolling summary of finished exchanges: whole when the whole log fits, else
@@ -364,8 +348,8 @@ class ContextBuilder:
         cfg = self.config.context
         req, sel, c = w.request, w.selection, w.cands
         reserved = req.tool_tokens + req.cached_tokens
-        full = c.full_tokens + REPLY_PRIMING
-        usage = (full + reserved) / req.budget
+        history = c.history_tokens + REPLY_PRIMING
+        usage = (history + reserved) / req.budget
         breakdown: dict[str, int] = {}
         for p in w.parts:
             breakdown[p["kind"]] = breakdown.get(p["kind"], 0) + p["tokens"]
@@ -380,9 +364,9 @@ class ContextBuilder:
             "parts": w.parts,
             "breakdown": breakdown,
             "tokens": w.tokens,
-            "history_tokens": full,
+            "history_tokens": history,
             "sent_usage": round(w.tokens / req.budget, 4),
-            "history_usage": round(full / req.budget, 4),
+            "history_usage": round(history / req.budget, 4),
             "tool_tokens": req.tool_tokens,
             "budget": req.budget,
             "usage": round(usage, 4),

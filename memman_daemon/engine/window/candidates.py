@@ -18,6 +18,10 @@ from memman_daemon.engine.window.timeline import Timeline, Unit
 from memman_daemon.model import Entry
 from memman_daemon.search import words
 
+#: an entry whose text opens with its own date ("[Tue 5 Mar 2024 18:41] ...") needs no prefix
+#: (this session's units) and no date in its heading (recalled lines)
+STATES_ITS_DATE = re.compile(
+    r"^\s*(?:\[[^\]]{0,40}\b(?:19|20)\d\d\b[^\]]{0,20}\]|(?:19|20)\d\d-\d\d-\d\d)")
 ANSWER_WEIGHT = 0.7  #: the answer a retrieved question got, at this share of its score
 QUESTION_WEIGHT = 0.5  #: the question a retrieved answer answers
 
@@ -28,7 +32,7 @@ class SessionCandidates:
     valid: np.ndarray  #: unit index -> may be sent (a tool call with all its results, ...)
     mandatory: list[int]  #: system prompt and pinned units: always sent
     current: list[int]  #: the exchange in progress: its question first, then its newest steps
-    full_tokens: int  #: the whole log as originals (sendable units)
+    history_tokens: int  #: the whole log as originals (sendable units)
     companions: dict[int, list[int]]  #: unit -> units that complete it (a correction)
 
     def newest(self) -> Iterator[int]:
@@ -133,8 +137,17 @@ def _asks(e: Entry, about: frozenset[str]) -> bool:
     return any(about.intersection(words.terms(q)) for q in _QUESTION.findall(text))
 
 
+_DAYS: dict[int, str] = {}  #: day number -> "YYYY-MM-DD" (a window dates hundreds of lines)
+
+
 def day(ts: float) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(ts))
+    n = int(ts // 86400)
+    got = _DAYS.get(n)
+    if got is None:
+        if len(_DAYS) > 100_000:
+            _DAYS.clear()
+        got = _DAYS[n] = time.strftime("%Y-%m-%d", time.gmtime(n * 86400))
+    return got
 
 
 @dataclass
@@ -147,16 +160,19 @@ class Recalled:
     score: float  #: fused retrieval score
     hits: Any = None  #: the retriever's arrays, read for ``parts`` when shown
     supersedes: int | None = None  #: brought along: it replaced a value of this entry
-    line: str = ""  #: how it is quoted: "- [date · session] role: text"
+    line: str = ""  #: how it is quoted under its group's heading: "- role: text"
     tokens: int = 0  #: tokens of that line (with its newline)
     note: str = ""  #: "current" / "replaced later" when a newer recalled statement changed it
-    extra: list[str] = field(default_factory=list)
-    #: ranked, not related (``Hits.related``): sent only with room left after everything else
-    spare: bool = False
+    date: str = field(init=False)  #: its day (UTC), "2024-03-05"
+    #: lines of one session and day share one heading (``group_heading``): (session, day,
+    #: or "" for lines that state their own date)
+    group: tuple[str, str] = field(init=False)
 
-    @property
-    def date(self) -> str:
-        return day(self.entry.created_at)
+    def __post_init__(self) -> None:
+        self.date = day(self.entry.created_at)
+        # a line that opens with its own date is grouped under its session alone
+        states = STATES_ITS_DATE.match((self.entry.content or "")[:64]) is not None
+        self.group = (self.session_id, "" if states else self.date)
 
     @property
     def parts(self) -> dict[str, Any]:
@@ -164,8 +180,16 @@ class Recalled:
         return {**out, "supersedes": self.supersedes} if self.supersedes else out
 
 
+def group_heading(group: tuple[str, str]) -> str:
+    """The heading of a session's recalled lines of one day: its date and source, said once
+    for its lines (a session id can cost dozens of tokens; said on every line it took the
+    room of a third of the lines). Lines that open with their own date: the source alone."""
+    sid, date = group
+    return f"[{date} · session {sid}]" if date else f"[session {sid}]"
+
+
 def recalled_line(r: Recalled) -> str:
     e = r.entry
     who = e.name or e.role
     mark = f" ({r.note})" if r.note else ""
-    return f"- [{r.date} · session {r.session_id}]{mark} {who}: {e.content}"
+    return f"-{mark} {who}: {e.content}"

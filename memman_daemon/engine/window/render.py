@@ -2,7 +2,8 @@
 entries it carries, why), and the answer of ``memman_session_context`` around them.
 
 Order: the session's leading system prompt(s), then the ``recalled`` part (past sessions'
-entries, oldest first, each line with its date and source session), then the kept units in
+entries, oldest first, under a heading with the date and source session of each session's
+lines of one day), then the kept units in
 log order (an old unit opens with its date when the one before it is of another day; a
 value replaced later carries a note naming the later statement), the matching lines of an
 entry too large to keep whole where that entry stood, and cached tool results before the
@@ -13,7 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from memman_daemon.engine.window.candidates import Recalled, SessionCandidates, recalled_line
+from memman_daemon.engine.window.candidates import (
+    Recalled,
+    SessionCandidates,
+    group_heading,
+    recalled_line,
+)
 from memman_daemon.engine.window.select import Selection
 from memman_daemon.model import Entry
 
@@ -38,10 +44,31 @@ def entry_message(e: Entry, *, day: str | None, note: str) -> dict[str, Any]:
     return msg
 
 
+def recalled_order(items: list[Recalled]) -> list[Recalled]:
+    """Oldest first, a session's lines of one day together under their heading."""
+    first: dict[tuple[str, str], tuple[float, int]] = {}
+    for r in items:
+        at = (r.entry.created_at, r.entry.id)
+        if r.group not in first or at < first[r.group]:
+            first[r.group] = at
+    return sorted(items, key=lambda r: (first[r.group], r.group, r.entry.created_at,
+                                        r.entry.id))
+
+
+def recalled_text(items: list[Recalled]) -> str:
+    """The recalled message's content: the header, then each group's heading and lines."""
+    lines = [RECALLED_HEADER]
+    group = None
+    for r in recalled_order(items):
+        if r.group != group:
+            group = r.group
+            lines.append(group_heading(group))
+        lines.append(r.line or recalled_line(r))
+    return "\n".join(lines)
+
+
 def recalled_message(items: list[Recalled]) -> dict[str, Any]:
-    ordered = sorted(items, key=lambda r: (r.entry.created_at, r.entry.id))
-    return {"role": "system",
-            "content": "\n".join([RECALLED_HEADER, *(recalled_line(r) for r in ordered)])}
+    return {"role": "system", "content": recalled_text(items)}
 
 
 def lines_message(e: Entry, lines: list[str], role: str) -> dict[str, Any]:
@@ -74,7 +101,7 @@ def messages(c: SessionCandidates, sel: Selection, *, days: dict[int, str | None
 
     def put_recalled() -> None:
         msg = recalled_message(sel.recalled)
-        ordered = sorted(sel.recalled, key=lambda r: (r.entry.created_at, r.entry.id))
+        ordered = recalled_order(sel.recalled)
         msgs.append(msg)
         parts.append(part("recalled", count(msg), [r.entry.id for r in ordered],
                           mark="recalled",

@@ -52,6 +52,9 @@ class Costs:
     day: Callable[[int], str | None]  #: unit -> its day, or None when it shows no date
     lines: Callable[[int, int], tuple[list[str], int]]  #: unit, room -> relevant lines, tokens
     recalled_header: int  #: tokens of the recalled message without lines
+    #: a recalled group (session, day) -> tokens of its heading line (with its newline),
+    #: paid by the group's first line sent
+    headings: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,6 +78,7 @@ class _Fill:
         self.sel = Selection()
         self.order: list[int] = []
         self.recalled_ids: set[int] = set()
+        self.groups: set[tuple[str, str]] = set()  #: recalled groups whose heading is sent
 
     def delta(self, i: int) -> tuple[int, bool, int | None]:
         """Tokens unit ``i`` adds (with the date prefixes it adds or takes from its next
@@ -119,10 +123,16 @@ class _Fill:
         return True
 
     def add_recalled_together(self, items: list[Recalled]) -> bool:
-        saved = (self.sel.used, list(self.sel.recalled), set(self.recalled_ids))
+        if len(items) == 1:
+            return self.add_recalled(items[0])
+        # a value and its replacement: undone by what was appended (no copy of the lists)
+        n, used, groups = len(self.sel.recalled), self.sel.used, set(self.groups)
         for r in items:
             if not self.add_recalled(r):
-                self.sel.used, self.sel.recalled, self.recalled_ids = saved
+                for x in self.sel.recalled[n:]:
+                    self.recalled_ids.discard(x.entry.id)
+                del self.sel.recalled[n:]
+                self.sel.used, self.groups = used, groups
                 return False
         return True
 
@@ -130,11 +140,14 @@ class _Fill:
         if r.entry.id in self.recalled_ids:
             return True
         cost = r.tokens + (0 if self.sel.recalled else self.costs.recalled_header)
+        if r.group not in self.groups:
+            cost += self.costs.headings.get(r.group, 0)
         if self.sel.used + cost > self.room:
             return False
         self.sel.used += cost
         self.sel.recalled.append(r)
         self.recalled_ids.add(r.entry.id)
+        self.groups.add(r.group)
         return True
 
 
@@ -155,13 +168,14 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     if sel.used > room:
         sel.over_budget = True
         return sel
-    if c.full_tokens <= cfg.prune_threshold * room and _fits_all(c, f):
+    if c.history_tokens <= cfg.prune_threshold * room and _fits_all(c, f):
         for i in np.flatnonzero(c.valid).tolist():
             f.add(i, "the whole log fits", limit=1 << 62)
-        for spare in (False, True):  # the related first, then the room left
-            for item in r.recalled:
-                if item.spare == spare:
-                    f.add_recalled_together(_with_later(item, replaced_by))
+        seen = set(_texts(c, sel.units))
+        for item in sorted(r.recalled, key=lambda x: -x.score):  # best first, once each
+            if item.entry.content not in seen and f.add_recalled_together(
+                    _with_later(item, replaced_by)):
+                seen.add(item.entry.content)
         return sel
     sel.pruned = True
     # the exchange in progress: its question, then its newest steps within half the room
@@ -186,8 +200,7 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     for k, i in enumerate(ranked):
         heap.append((-r.unit_score[i], k, 0, i))
     for k, item in enumerate(r.recalled):
-        if not item.spare:
-            heap.append((-item.score, k, 1, item))
+        heap.append((-item.score, k, 1, item))
     heapq.heapify(heap)
     seen: set[str] = set(_texts(c, sel.units))
     because: dict[int, str] = {}  #: neighbours queued: why they would be sent
@@ -246,13 +259,6 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
                  for j in _replacing(c, sel, i)]
         added = f.add_together([(i, why), *later]) if later else f.add(i, why)
         misses = 0 if added else misses + 1
-    # and what is still left: past entries ranked but not related, best first
-    for item in r.recalled:
-        if room - sel.used < 8:
-            break
-        if item.spare and item.entry.content not in seen and f.add_recalled_together(
-                _with_later(item, replaced_by)):
-            seen.add(item.entry.content)
     if not sel.units and not sel.recalled:
         _least_valid(c, f)
     return sel

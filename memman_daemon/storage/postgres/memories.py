@@ -108,7 +108,8 @@ class PgMemories:
 
     async def full_text(self, user_id: str, types: tuple[str, ...], words: list[str],
                         kind: str | None, candidates: int, *, scan: int,
-                        want: int) -> list[tuple[MemoryRecord, float]]:
+                        want: int, key_prefixes: tuple[str, ...] | None = None
+                        ) -> list[tuple[MemoryRecord, float]]:
         # `scan` is FTS5's concern: the GIN index finds the matches without scoring them all
         args: list[Any] = [user_id, list(types), kind, candidates]
 
@@ -119,18 +120,23 @@ class PgMemories:
             return await conn.fetch(
                 f"SELECT {M_COLUMNS}, ts_rank(m.tsv, q) AS r FROM memories m, "
                 f"websearch_to_tsquery('english', $5) q WHERE m.tsv @@ q AND {LIVE_OF} "
-                "AND ($3::text IS NULL OR m.kind=$3) ORDER BY r DESC, m.id DESC LIMIT $4",
-                *args, tsq)
+                "AND ($3::text IS NULL OR m.kind=$3) "
+                "AND ($6::text[] IS NULL OR EXISTS (SELECT 1 FROM unnest($6::text[]) p(x) "
+                "WHERE left(m.key, length(p.x)) = p.x)) "
+                "ORDER BY r DESC, m.id DESC LIMIT $4",
+                *args, tsq, None if key_prefixes is None else list(key_prefixes))
 
         return [(MemoryRecord.from_row(r), float(r[10])) for r in await self.pg.run(read)]
 
     async def nearest(self, user_id: str, types: tuple[str, ...], query: np.ndarray,
-                      model: str, k: int) -> list[tuple[int, float]] | None:
+                      model: str, k: int, kind: str | None = None
+                      ) -> list[tuple[int, float]] | None:
         if self.pg.vector_backend != "pgvector":
             return None  # ranked in the daemon's matrices, loaded from here
         return await self.pg.run(lambda conn: vectors.nearest(
-            conn, f"FROM memory_vectors v JOIN memories m ON m.id = v.id WHERE {LIVE_OF}",
-            [user_id, list(types)], query, model, k))
+            conn, f"FROM memory_vectors v JOIN memories m ON m.id = v.id WHERE {LIVE_OF} "
+            "AND ($3::text IS NULL OR m.kind=$3)", [user_id, list(types), kind], query, model,
+            k))
 
     async def scope_vectors(self, user_id: str, type_: str, model: str,
                             dim: int) -> tuple[list[int], np.ndarray]:

@@ -59,7 +59,14 @@ import asyncpg
 import numpy as np
 
 from memman_daemon.storage.postgres.events import encode
-from memman_daemon.storage.recall import REMOTE_BASE, Change, Forgotten, RemoteRow, VectorRow
+from memman_daemon.storage.recall import (
+    REMOTE_BASE,
+    Change,
+    Forgotten,
+    RemoteRow,
+    TokenRow,
+    VectorRow,
+)
 from memman_daemon.storage.sqlite import identity
 from memman_daemon.storage.sqlite.recall import LocalRecall, forgotten_ops
 
@@ -101,12 +108,14 @@ _ROW = ("INSERT INTO recall_rows(origin, entry_id, session_id, tenant_id, user_i
         "seq=EXCLUDED.seq WHERE recall_rows.gone AND NOT (recall_rows.forgotten "
         "AND recall_rows.session_id=EXCLUDED.session_id "
         "AND recall_rows.created_at=EXCLUDED.created_at)")
-_GONE = ("WITH g AS (UPDATE recall_rows SET gone=true, content='', text='', "
-         "seq=nextval('recall_seq') WHERE origin=$1 AND NOT gone AND {} RETURNING id) "
+#: a tombstone keeps no vector and no token vectors
+_DROP = ("dt AS (DELETE FROM recall_row_tokens k USING g WHERE k.id=g.id) "
          "DELETE FROM recall_row_vectors v USING g WHERE v.id=g.id")
+_GONE = ("WITH g AS (UPDATE recall_rows SET gone=true, content='', text='', "
+         "seq=nextval('recall_seq') WHERE origin=$1 AND NOT gone AND {} RETURNING id), "
+         + _DROP.replace("{", "{{").replace("}", "}}"))
 _FORGET = ("WITH g AS (UPDATE recall_rows SET gone=true, forgotten=true, content='', text='', "
-           "seq=nextval('recall_seq') WHERE id=$1 AND NOT gone RETURNING id) "
-           "DELETE FROM recall_row_vectors v USING g WHERE v.id=g.id")
+           "seq=nextval('recall_seq') WHERE id=$1 AND NOT gone RETURNING id), " + _DROP)
 _VEC_OWN = ("INSERT INTO recall_row_vectors(id, model, embedding, seq) "
             "SELECT id, $3, $4, nextval('recall_seq') FROM recall_rows "
             "WHERE origin=$1 AND entry_id=$2 AND NOT gone "
@@ -114,6 +123,16 @@ _VEC_OWN = ("INSERT INTO recall_row_vectors(id, model, embedding, seq) "
 _VEC_SHARED = ("INSERT INTO recall_row_vectors(id, model, embedding, seq) "
                "SELECT id, $2, $3, nextval('recall_seq') FROM recall_rows WHERE id=$1 AND NOT gone "
                "ON CONFLICT (id, model) DO UPDATE SET embedding=EXCLUDED.embedding, "
+               "seq=EXCLUDED.seq")
+_TOK_OWN = ("INSERT INTO recall_row_tokens(id, model, n, packed, seq) "
+            "SELECT id, $3, $4, $5, nextval('recall_seq') FROM recall_rows "
+            "WHERE origin=$1 AND entry_id=$2 AND NOT gone "
+            "ON CONFLICT (id, model) DO UPDATE SET n=EXCLUDED.n, packed=EXCLUDED.packed, "
+            "seq=EXCLUDED.seq")
+_TOK_SHARED = ("INSERT INTO recall_row_tokens(id, model, n, packed, seq) "
+               "SELECT id, $2, $3, $4, nextval('recall_seq') FROM recall_rows "
+               "WHERE id=$1 AND NOT gone "
+               "ON CONFLICT (id, model) DO UPDATE SET n=EXCLUDED.n, packed=EXCLUDED.packed, "
                "seq=EXCLUDED.seq")
 _COLS = ("id, origin, entry_id, session_id, tenant_id, user_id, type, role, name, content, "
          "text, created_at, model, gone, forgotten, seq")
@@ -125,6 +144,11 @@ class ClaimLost(Exception):
 
 def _blob(v: Any) -> bytes:
     return np.asarray(v, dtype="<f4").tobytes()
+
+
+def _packed(p: Any) -> bytes:
+    """Packed token vectors (``search/late.py``) as stored: their bytes."""
+    return p if isinstance(p, bytes) else np.ascontiguousarray(p, dtype=np.uint8).tobytes()
 
 
 class SharedRecall:
@@ -169,6 +193,10 @@ class SharedRecall:
     def include_op(self, session_id: str, entry_id: int) -> Any:
         return self.local.include_op(session_id, entry_id)
 
+    async def write_exclusion(self, session_id: str, entry_id: int, excluded: bool, at: float,
+                              ops: list[Any]) -> None:
+        await self.local.write_exclusion(session_id, entry_id, excluded, at, ops)
+
     async def forgotten(self) -> list[Forgotten]:
         return await self.local.forgotten()
 
@@ -177,6 +205,15 @@ class SharedRecall:
         if own:
             await self.local.save_vectors(own)
         self._queue("vectors", rows)
+
+    async def tokens(self, model: str) -> list[tuple[int, tuple[int, bytes]]]:
+        return await self.local.tokens(model)
+
+    async def save_tokens(self, rows: list[TokenRow]) -> None:
+        own = [r for r in rows if r[0] < REMOTE_BASE]
+        if own:
+            await self.local.save_tokens(own)
+        self._queue("tokens", rows)
 
     # --- lifecycle --------------------------------------------------------------------------
     def attach(self, local: Callable[[], Iterable[tuple[Session, list[tuple[Entry, str]]]]],
@@ -368,6 +405,8 @@ class SharedRecall:
                 items = list(item)
             elif kind == "session":
                 items = [item]
+            elif kind == "tokens":
+                items = [(key, m, int(k), _packed(p)) for key, _sid, m, p, k in item]
             else:
                 items = [(key, m, _blob(v)) for key, _sid, m, v in item]
             if steps and steps[-1][0] == kind:
@@ -393,6 +432,15 @@ class SharedRecall:
                 elif kind == "session":
                     await conn.execute(_GONE.format("session_id = ANY($2::text[])"),
                                        self.origin, items)
+                elif kind == "tokens":
+                    own_t = [(self.origin, k, m, n, b) for k, m, n, b in items
+                             if k < REMOTE_BASE]
+                    shared_t = [(k - REMOTE_BASE, m, n, b) for k, m, n, b in items
+                                if k >= REMOTE_BASE]
+                    if own_t:
+                        await conn.executemany(_TOK_OWN, own_t)
+                    if shared_t:
+                        await conn.executemany(_TOK_SHARED, shared_t)
                 else:
                     own = [(self.origin, k, m, b) for k, m, b in items if k < REMOTE_BASE]
                     shared = [(k - REMOTE_BASE, m, b) for k, m, b in items if k >= REMOTE_BASE]
@@ -418,16 +466,20 @@ class SharedRecall:
         id) is marked gone and written again — removals first, as the writer keeps them."""
         model = self._model()
         have: dict[int, tuple[bool, tuple[Any, ...]]] = {}
+        tokened: set[int] = set()  # rows with their token vectors of the model
         forgotten: set[tuple[int, str, float]] = set()  # another host's forget: never again
         for r in await self.pg.fetch(
                 "SELECT r.entry_id, v.id IS NOT NULL, r.gone, r.session_id, r.created_at, "
-                "r.tenant_id, r.user_id, md5(r.text) "
+                "r.tenant_id, r.user_id, md5(r.text), t.id IS NOT NULL "
                 "FROM recall_rows r LEFT JOIN recall_row_vectors v ON v.id=r.id AND v.model=$2 "
+                "LEFT JOIN recall_row_tokens t ON t.id=r.id AND t.model=$2 "
                 "WHERE r.origin=$1 AND (NOT r.gone OR r.forgotten)", self.origin, model):
             if r[2]:
                 forgotten.add((r[0], r[3], r[4]))
             else:
                 have[r[0]] = (r[1], (r[3], r[5], r[6], float(r[4]), r[7]))
+                if r[8]:
+                    tokened.add(r[0])
         rows: list[tuple[str, Any]] = []
         wanted: set[int] = set()
         changed: set[int] = set()
@@ -458,6 +510,12 @@ class SharedRecall:
             if stored:
                 batch.append(("vectors", [(eid, "", model, np.frombuffer(b, dtype="<f4"))
                                           for eid, b in stored]))
+        untokened = {eid for eid in wanted if eid in changed or eid not in tokened}
+        if untokened and model:
+            toks = [(eid, "", model, got[1], got[0])
+                    for eid, got in await self.local.tokens(model) if eid in untokened]
+            for k in range(0, len(toks), 500):
+                batch.append(("tokens", toks[k:k + 500]))
         for k in range(0, len(batch), 50):  # bounded transactions, in order
             await self._write(batch[k:k + 50])
         self.reconciled += 1
@@ -478,7 +536,7 @@ class SharedRecall:
         # a new model: its vectors of every row, not only of the rows changed since
         vcursor = cursor if model == self._read_model else 0
 
-        async def read(conn: Any) -> tuple[list[Any], list[Any]]:
+        async def read(conn: Any) -> tuple[list[Any], list[Any], list[Any]]:
             # one snapshot for both tables: nothing committed between them is skipped
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             # the others' rows, and this daemon's own that another host forgot
@@ -490,9 +548,13 @@ class SharedRecall:
                 "SELECT v.id, v.embedding, v.seq FROM recall_row_vectors v JOIN recall_rows r "
                 "ON r.id=v.id WHERE v.seq > $1 AND v.model=$3 AND r.origin <> $2 "
                 "AND NOT r.gone", vcursor, self.origin, model)
-            return rows, vecs
+            toks = await conn.fetch(
+                "SELECT t.id, t.n, t.packed, t.seq FROM recall_row_tokens t JOIN recall_rows r "
+                "ON r.id=t.id WHERE t.seq > $1 AND t.model=$3 AND r.origin <> $2 "
+                "AND NOT r.gone", vcursor, self.origin, model)
+            return rows, vecs, toks
 
-        rows, vecs = await self.pg.run(read)
+        rows, vecs, toks = await self.pg.run(read)
         change = Change()
         for r in rows:
             key = REMOTE_BASE + r["id"]
@@ -507,12 +569,14 @@ class SharedRecall:
                     key, r["origin"], r["session_id"], r["tenant_id"], r["user_id"], r["type"],
                     r["role"], r["name"], r["content"], r["text"], r["created_at"], r["model"]))
         change.vectors = [(REMOTE_BASE + v["id"], bytes(v["embedding"])) for v in vecs]
+        change.tokens = [(REMOTE_BASE + t["id"], int(t["n"]), bytes(t["packed"])) for t in toks]
         if change.forgotten:  # recorded first (read again if it fails): holds across a restart
             await self.local.store.write(forgotten_ops(change.forgotten, time.time()))
-        self._cursor = max([cursor, *(r["seq"] for r in rows), *(v["seq"] for v in vecs)])
+        self._cursor = max([cursor, *(r["seq"] for r in rows), *(v["seq"] for v in vecs),
+                            *(t["seq"] for t in toks)])
         self._read_model = model
         self.read += len(rows)
-        if change.rows or change.gone or change.vectors or change.forgotten:
+        if change.rows or change.gone or change.vectors or change.tokens or change.forgotten:
             ops = self._on_change(change)
             if ops:  # exclusions carried over: a failure costs them after a restart only
                 try:

@@ -139,6 +139,20 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE recall_rows ADD COLUMN forgotten BOOLEAN NOT NULL DEFAULT false;
     """,
+    # v5: a row's packed token vectors (4 bits a dimension, at most 16 tokens: search/late.py),
+    # written by whichever daemon embedded it, so every host ranks the others' rows by MaxSim
+    # without embedding them again (SQLite's recall_tokens, shared)
+    """
+    CREATE TABLE recall_row_tokens (
+        id     BIGINT NOT NULL REFERENCES recall_rows(id) ON DELETE CASCADE,
+        model  TEXT NOT NULL,
+        n      SMALLINT NOT NULL,           -- tokens kept
+        packed BYTEA NOT NULL,              -- (16, dim / 2 + 2) uint8
+        seq    BIGINT NOT NULL,
+        PRIMARY KEY (id, model)
+    );
+    CREATE INDEX recall_row_tokens_seq ON recall_row_tokens(seq);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

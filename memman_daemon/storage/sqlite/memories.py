@@ -111,7 +111,8 @@ class SqliteMemories:
 
     async def full_text(self, user_id: str, types: tuple[str, ...], words: list[str],
                         kind: str | None, candidates: int, *, scan: int,
-                        want: int) -> list[tuple[MemoryRecord, float]]:
+                        want: int, key_prefixes: tuple[str, ...] | None = None
+                        ) -> list[tuple[MemoryRecord, float]]:
         store = self.store
         # the rows FTS5 indexes (archived ones too), as the highest id: one b-tree descent,
         # where count(*) reads every page (ms at 100k rows, on every search). Ids only grow and
@@ -124,18 +125,24 @@ class SqliteMemories:
         # words match more than `scan` entries, only the newest `scan` matches are ranked --
         # unless that leaves this user fewer than `want` results, then all are
         low = await fts_rows.newest_bound(store, "memories_fts", match, scan)
-        found = await self._ranked(match, low, user_id, types, kind, candidates)
+        found = await self._ranked(match, low, user_id, types, kind, candidates, key_prefixes)
         if low and len(found) < want:
-            found = await self._ranked(match, 0, user_id, types, kind, candidates)
+            found = await self._ranked(match, 0, user_id, types, kind, candidates,
+                                       key_prefixes)
         return [(MemoryRecord.from_row(r), -r[10]) for r in found]
 
     async def _ranked(self, match: str, low: int, user_id: str, types: tuple[str, ...],
-                      kind: str | None, limit: int) -> list[Any]:
+                      kind: str | None, limit: int,
+                      key_prefixes: tuple[str, ...] | None = None) -> list[Any]:
         filt = f"m.user_id=? AND m.type IN ({_marks(len(types))}) AND m.archived_by IS NULL"
         params: list[Any] = [user_id, *types]
         if kind:
             filt += " AND m.kind=?"
             params.append(kind)
+        if key_prefixes is not None:  # compared as text: no LIKE pattern in a user's key
+            filt += " AND (" + " OR ".join(["substr(m.key, 1, ?) = ?"] * len(key_prefixes)) + ")"
+            for p in key_prefixes:
+                params += [len(p), p]
         return await self.store.fetchall(
             f"SELECT {prefixed('m')}, bm25(memories_fts) AS r "
             f"FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
@@ -143,7 +150,8 @@ class SqliteMemories:
             f"ORDER BY r LIMIT ?", [match, low, *params, limit])
 
     async def nearest(self, user_id: str, types: tuple[str, ...], query: np.ndarray,
-                      model: str, k: int) -> list[tuple[int, float]] | None:
+                      model: str, k: int, kind: str | None = None
+                      ) -> list[tuple[int, float]] | None:
         return None  # ranked in the daemon's loaded matrices
 
     async def scope_vectors(self, user_id: str, type_: str, model: str,

@@ -125,6 +125,12 @@ class LocalRecall:
     def include_op(self, session_id: str, entry_id: int) -> Op:
         return include_op(session_id, entry_id)
 
+    async def write_exclusion(self, session_id: str, entry_id: int, excluded: bool, at: float,
+                              ops: list[Any]) -> None:
+        op = exclude_op(session_id, entry_id, at) if excluded else include_op(session_id,
+                                                                              entry_id)
+        await self.store.write([op, *ops])
+
     async def forgotten(self) -> list[Forgotten]:
         return await forgotten(self.store)
 

@@ -12,8 +12,19 @@ import numpy as np
 from memman.errors import invalid_params
 from memman_daemon.scope import caller_of
 from memman_daemon.search import fts
-from memman_daemon.search.hybrid import BM25, VECTOR, content_words, rrf
-from memman_daemon.search.words import excerpt
+from memman_daemon.search.core import (
+    BM25,
+    VECTOR,
+    Found,
+    Fusion,
+    Ranked,
+    Retriever,
+    Scope,
+    SqlLexical,
+    VectorStore,
+    question,
+)
+from memman_daemon.search.hybrid import content_words
 from memman_daemon.search.words import words as split_words
 from memman_daemon.storage.memories import KEYED_KINDS, MemoryRecord
 from memman_daemon.tiers.memory.core import MEMORY_TYPES, STORED_TYPES, MemoryCore, check_type
@@ -64,6 +75,57 @@ def _threshold(value: Any, default: float) -> float:
     return float(value)
 
 
+def in_scope(rec: MemoryRecord, scope: Scope) -> bool:
+    """``rec`` is within ``scope``: its user, one of its layers, its kind, its key prefix."""
+    return (rec.user_id == scope.owner and rec.type in scope.layers
+            and (not scope.kind or rec.kind == scope.kind)
+            and (scope.key_prefixes is None
+                 or rec.key is not None and rec.key.startswith(scope.key_prefixes)))
+
+
+class KeyedFloor:
+    """A stage after ranking (the three-tier design): a preference or rule applies or not —
+    one found by meaning alone (not by its words) is kept only at a cosine of at least
+    ``threshold``."""
+
+    name = "keyed_floor"
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+
+    def __call__(self, ranked: Ranked) -> Ranked:
+        if ranked.fused:
+            ranked.hits = [c for c in ranked.hits if not (
+                c.row.kind in KEYED_KINDS and BM25 not in c.matched
+                and (c.cosine or 0.0) < self.threshold)]
+        return ranked
+
+
+class Recency:
+    """A stage after ranking (the four-layer design's recency bonus): a record's score gains
+    up to ``[memory] recency_bonus`` as it is new — on the lexical scale when full text alone
+    ranked, else ``rrf_recency`` at most on the fused scale; best first again (ties: newer
+    id first)."""
+
+    name = "recency"
+
+    def __init__(self, bonus: Any, now: float, most: float, rrf_most: float) -> None:
+        self.bonus, self.now, self.most, self.rrf_most = bonus, now, most, rrf_most
+
+    def __call__(self, ranked: Ranked) -> Ranked:
+        for c in ranked.hits:
+            b = self.bonus(c.row.updated_at, self.now)
+            c.extra["recency"] = b
+            if ranked.fused:
+                part = self.rrf_most * (b / self.most if self.most else 0.0)
+                c.extra["rrf_recency"] = part
+                c.score = round(c.score + part, 6)
+            else:
+                c.score = round(c.lexical + b, 6)
+        ranked.hits.sort(key=lambda c: (-c.score, -c.id))
+        return ranked
+
+
 class MemorySearch:
     """Search, lookup and playbooks over every layer of a user."""
 
@@ -90,7 +152,7 @@ class MemorySearch:
         (with a query) records similar to the query above ``memory.similarity_threshold``."""
         self.searches += 1
         self.core.embedder.check_config()
-        query = excerpt(query)  # a huge query is ranked by its head and tail (bounded work)
+        query = question(query)  # a huge query is ranked by its head and tail (bounded work)
         limit = int(opts.get("limit") or self.core.config.memory.search_limit)
         if type_ in ("", "all"):
             types: tuple[str, ...] = STORED_TYPES
@@ -111,7 +173,7 @@ class MemorySearch:
         if not query.strip():
             raise invalid_params("query", "must not be empty (or pass opts.flow for playbooks)")
         return await self._search_stored(user_id, types, query, limit, kind,
-                                         self.mode_for(opts))
+                                         self.mode_for(opts), opts.get("key_prefixes"))
 
     def mode_for(self, opts: dict[str, Any]) -> str:
         """``opts.mode``: "hybrid" (default with embeddings on), "fts" or "vector"; with
@@ -130,98 +192,85 @@ class MemorySearch:
             return 0.0
         return cfg.recency_bonus * (1.0 - age / cfg.recency_window_s)
 
-    async def _full_text(self, user_id: str, types: tuple[str, ...], query: str, limit: int,
-                         kind: str | None, content_only: bool
-                         ) -> tuple[dict[int, float], dict[int, MemoryRecord]]:
-        """Full-text candidates: ``({id: score (higher is better)}, {id: record})``, best
-        first. ``content_only``: stop words left out of the query (the hybrid half)."""
+    # --- the retrieval core's backends over the memories group ----------------------------
+    async def _full_text(self, query: str, scope: Scope, k: int, *, content_only: bool,
+                         want: int) -> list[Found]:
+        """The SQL lexical index: records of the scope (its user, layers, kind: the
+        ``WHERE``) matching ``query``, best first. ``content_only``: stop words left out of
+        the query (the hybrid half)."""
         cfg = self.core.config.memory
         words = fts.words(query)
         if content_only:
             words = content_words(words)
         # in a hybrid search the vectors carry the meaning, so full text needs fewer rows
         found = await self.core.rows.full_text(
-            user_id, types, words, kind, cfg.candidates,
-            scan=cfg.hybrid_max_scan if content_only else cfg.max_scan, want=limit)
-        return {r.id: s for r, s in found}, {r.id: r for r, _ in found}
+            scope.owner, scope.layers, words, scope.kind, k,
+            scan=cfg.hybrid_max_scan if content_only else cfg.max_scan, want=want,
+            key_prefixes=scope.key_prefixes)
+        return [(r.id, s, r) for r, s in found]
 
-    async def _nearest(self, user_id: str, types: tuple[str, ...], qv: np.ndarray,
-                       k: int) -> list[tuple[int, float]]:
-        """The ``k`` records of these layers nearest to ``qv``: ``(id, cosine)`` best first;
-        ranked by the store where it can, else in the loaded matrices."""
+    async def _store_nearest(self, qv: np.ndarray, scope: Scope,
+                             k: int) -> list[tuple[int, float]] | None:
+        if scope.key_prefixes is not None or scope.kind in KEYED_KINDS:
+            # a key prefix or a keyed kind: the cached keyed records are all of them, so
+            # they are ranked among those in scope (before ranking), not the layer's nearest
+            # (a kind of episodic record: in the store's WHERE where it ranks, else its
+            # nearest are filtered, ``_rows``)
+            recs = [r for r in await self._keyed(scope.owner, scope.layers, scope.kind)
+                    if in_scope(r, scope)]
+            sims = await self.core_vectors().similarities(qv, scope, [r.id for r in recs],
+                                                          load=True)
+            return sorted(sims.items(), key=lambda t: -t[1])[:k]
+        return await self.core.rows.nearest(scope.owner, scope.layers, qv,
+                                            self.core.embedder.model_id, k, scope.kind)
+
+    async def _rows(self, ids: list[int], scope: Scope) -> dict[int, MemoryRecord]:
+        """The live records among ``ids`` that are within ``scope``."""
+        got = await self.core.rows.live(ids)
+        return {i: r for i, r in got.items() if in_scope(r, scope)}
+
+    def core_vectors(self) -> VectorStore:
+        """The retrieval core's vector store over user memory: the store ranks where it can,
+        else the user's layers' loaded matrices."""
+        return VectorStore(self._store_nearest, self.core.vscopes,
+                           lambda scope: [(scope.owner, t) for t in scope.layers])
+
+    def retriever(self, *, want: int, content_only: bool) -> Retriever:
+        """The retrieval core over user memory: SQL full text, the store's or the loaded
+        matrices' vectors, fused with ``[memory]``'s constants."""
         core = self.core
-        hits = await core.rows.nearest(user_id, types, qv, core.embedder.model_id, k)
-        if hits is not None:
-            return hits
-        hits = []
-        for t in types:
-            m = await core.scope(user_id, t, int(qv.shape[0]))
-            hits += m.search(qv, k)
-        hits.sort(key=lambda h: -h[1])
-        return hits[:k]
+
+        async def text(query: str, scope: Scope, k: int) -> list[Found]:
+            return await self._full_text(query, scope, k, content_only=content_only, want=want)
+
+        return Retriever(SqlLexical(text), self.core_vectors(), self._rows,
+                         Fusion.of(core.config.memory))
 
     async def _search_stored(self, user_id: str, types: tuple[str, ...], query: str,
-                             limit: int, kind: str | None,
-                             mode: str = "hybrid") -> list[dict[str, Any]]:
+                             limit: int, kind: str | None, mode: str = "hybrid",
+                             key_prefixes: list[str] | None = None) -> list[dict[str, Any]]:
         core = self.core
         cfg = core.config.memory
-        now = core.clock.now()
-        lexical: dict[int, float] = {}
-        rows: dict[int, MemoryRecord] = {}
-        if mode != "vector":
-            lexical, rows = await self._full_text(user_id, types, query, limit, kind,
-                                                  content_only=mode == "hybrid")
+        scope = Scope(user_id, types, kind or None,
+                      None if key_prefixes is None else tuple(key_prefixes))
         qv = await core.embedder.embed([query]) if mode != "fts" else None
-        if qv is None:  # full text only: its score plus the four-layer design's recency bonus
-            scored = []
-            for rid, rec in rows.items():
-                rec_bonus = self._recency(rec.updated_at, now)
-                lex = lexical[rid]
-                scored.append((round(lex + rec_bonus, 6), rec, lex, rec_bonus))
-            scored.sort(key=lambda t: (-t[0], -t[1].id))
-            return [{**rec.to_wire(), "score": sc, "lexical": round(lex, 6), "semantic": None,
-                     "recency": round(bonus, 6), "matched": [BM25]}
-                    for sc, rec, lex, bonus in scored[:limit]]
-        # hybrid: ~candidates from full text and from vectors, fused by reciprocal rank
-        q = qv[0]
-        nearest = await self._nearest(user_id, types, q, cfg.candidates)
-        missing = [i for i, _ in nearest if i not in rows]
-        rows.update(await core.rows.live(missing))
-        if kind:
-            rows = {i: r for i, r in rows.items() if r.kind == kind}
-        vec_list = [(i, s) for i, s in nearest if i in rows]
-        lex_list = sorted(lexical.items(), key=lambda t: -t[1])
-        fused = rrf({BM25: lex_list, VECTOR: vec_list}, cfg.rrf_k,
-                    {BM25: cfg.bm25_weight, VECTOR: cfg.vector_weight})
-        sims = {i: s for i, s in vec_list}
-        need = [f.id for f in fused[:limit * 4] if f.id not in sims]
-        for t in types:  # cosine for full-text-only hits too, where their vector is loaded
-            m = core.vscopes.scopes.get((user_id, t))
-            if m is not None and need:
-                sims.update(m.similarities(q, need))
-        ranked = []
-        for f in fused:
-            found = rows.get(f.id)
-            if found is None:
-                continue
-            rec = found
-            if (rec.kind in KEYED_KINDS and BM25 not in f.parts
-                    and sims.get(f.id, 0.0) < core.embedder.threshold(
-                        "similarity", cfg.similarity_threshold)):
-                continue  # the three-tier design: a preference or rule applies or not
-            rec_bonus = self._recency(rec.updated_at, now)
-            rec_part = cfg.rrf_recency * (rec_bonus / cfg.recency_bonus if cfg.recency_bonus
-                                          else 0.0)
-            ranked.append((round(f.rrf + rec_part, 6), rec, f, rec_bonus, rec_part))
-        ranked.sort(key=lambda t: (-t[0], -t[1].id))
+        ranked = await self.retriever(want=limit, content_only=mode == "hybrid").run(
+            query, scope, candidates=cfg.candidates, qv=None if qv is None else qv[0],
+            lexical=mode != "vector", cosines=limit * 4,
+            stages=(KeyedFloor(core.embedder.threshold("similarity",
+                                                       cfg.similarity_threshold)),
+                    Recency(self._recency, core.clock.now(), cfg.recency_bonus,
+                            cfg.rrf_recency)))
         out = []
-        for sc, rec, f, rec_bonus, rec_part in ranked[:limit]:
-            sem = sims.get(f.id)
-            out.append({**rec.to_wire(), "score": sc,
-                        "lexical": round(lexical.get(f.id, 0.0), 6),
-                        "semantic": None if sem is None else round(sem, 6),
-                        "recency": round(rec_bonus, 6), "matched": f.matched,
-                        "parts": {**f.to_wire(), "recency": round(rec_part, 6)}})
+        for c in ranked.hits[:limit]:
+            rec = c.row
+            bonus = c.extra["recency"]
+            hit = {**rec.to_wire(), "score": c.score, "lexical": round(c.lexical, 6),
+                   "semantic": None if c.cosine is None else round(c.cosine, 6),
+                   "recency": round(bonus, 6), "matched": c.matched}
+            if c.fused is not None:
+                hit["parts"] = {**c.fused.to_wire(), "recency": round(c.extra["rrf_recency"], 6)}
+            out.append(hit)
         return out
 
     # --- the three-tier design's lookup: exact id (flow) first, then similarity -----------
@@ -235,18 +284,18 @@ class MemorySearch:
 
     async def similar(self, user_id: str, types: tuple[str, ...], query: str,
                       kind: str | None = None) -> list[tuple[MemoryRecord, float]]:
-        """Keyed records by cosine to ``query``, best first (empty with embeddings off)."""
+        """Keyed records by cosine to ``query``, best first (empty with embeddings off): the
+        retrieval core's vector list over the scope's keyed records."""
         recs = await self._keyed(user_id, types, kind)
         if not recs or not query.strip():
             return []
         qv = await self.core.embedder.embed([query])
         if qv is None:
             return []
-        sims: dict[int, float] = {}
-        for t in {r.type for r in recs}:
-            m = await self.core.scope(user_id, t, int(qv.shape[1]))
-            sims.update(m.similarities(qv[0], [r.id for r in recs if r.type == t]))
-        scored = [(r, sims[r.id]) for r in recs if r.id in sims]
+        scope = Scope(user_id, tuple(sorted({r.type for r in recs})), kind)
+        ranked = await self.retriever(want=0, content_only=True).by_vector(
+            qv[0], scope, {r.id: r for r in recs})
+        scored = [(c.row, c.score) for c in ranked.hits]
         scored.sort(key=lambda t: (-t[1], -t[0].updated_at))
         return scored
 

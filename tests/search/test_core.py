@@ -1,0 +1,126 @@
+"""The retrieval core (``memman_daemon/search/core.py``): the scope filters before ranking
+(a row the caller may not see takes no rank from one it may), fusion reads its constants,
+the list form and the dense form rank alike, the stages run in the order declared, and
+through the real daemon ``memman_memory_search`` type ``session`` ranks only what the caller
+may be shown."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memman_daemon.search import core
+from memman_daemon.search.bm25 import Bm25
+from memman_daemon.search.vector_matrix import VectorScopes
+from memman_daemon.search.words import terms
+from tests.helpers import running_daemon
+
+TEXTS = ["the deploy failed on the staging cluster",
+         "deploy deploy deploy staging rollback notes",
+         "lunch order for friday",
+         "the staging cluster runs postgres 15"]
+
+
+def _bm25() -> Bm25:
+    b = Bm25()
+    for t in TEXTS:
+        b.add(terms(t))
+    return b
+
+
+async def test_the_scope_mask_filters_before_ranking() -> None:
+    lex = core.Bm25Lexical(_bm25(), terms)
+    everyone = await lex.ranked("deploy staging", core.Scope("ana"), 10)
+    assert [r for r, _, _ in everyone][:2] == [1, 0]
+    hidden = np.array([True, False, True, True])  # row 1 is not the caller's to see
+    seen = await lex.ranked("deploy staging", core.Scope("ana", mask=hidden), 10)
+    assert 1 not in [r for r, _, _ in seen] and seen[0][0] == 0
+    # the dense form: the hidden row is in no list, so the visible row ranks first
+    bm = lex.scores("deploy staging")
+    ranking = core.dense(bm, np.zeros(4, np.float32), hidden, np.zeros(4, bool),
+                         core.Fusion(60), 100)
+    assert ranking.lexical_rank[0] == 1 and ranking.lexical_rank[1] == 0
+    assert ranking.fused[1] == 0 and ranking.fused[0] == 1 / 61
+
+
+async def test_fusion_reads_its_constants_from_config_sections() -> None:
+    class Section:
+        rrf_k = 5
+        bm25_weight = 0.5
+        vector_weight = 1.0
+
+    f = core.Fusion.of(Section())
+    fused = {x.id: x.rrf for x in f.fuse([(1, 3.0), (2, 1.0)], [(2, 0.9)])}
+    assert fused[1] == 0.5 / 6 and fused[2] == 0.5 / 7 + 1.0 / 6
+
+    class Recall:
+        rrf_k = 60
+
+    assert core.Fusion.of(Recall()) == core.Fusion(60, 1.0, 1.0)
+
+
+class _Note:
+    name = "note"
+
+    def __init__(self, seen: list[str], tag: str) -> None:
+        self.seen, self.tag = seen, tag
+
+    def __call__(self, ranked: core.Ranked) -> core.Ranked:
+        self.seen.append(self.tag)
+        ranked.hits = ranked.hits[:2]
+        return ranked
+
+
+async def test_the_list_form_fuses_scoped_rows_then_runs_the_declared_stages() -> None:
+    vecs = np.eye(4, dtype=np.float32)
+    ids = [10, 11, 12, 13]
+
+    async def load(key: object) -> tuple[list[int], np.ndarray]:
+        return ids, vecs
+
+    matrices = VectorScopes(load)
+
+    async def text(query: str, scope: core.Scope, k: int) -> list[core.Found]:
+        rows = {10: 2.0, 11: 1.0} if scope.owner == "ana" else {}
+        return [(i, s, f"row {i}") for i, s in rows.items()][:k]
+
+    async def no_store(qv: np.ndarray, scope: core.Scope, k: int) -> None:
+        return None
+
+    async def rows(got: list[int], scope: core.Scope) -> dict[int, str]:
+        return {i: f"row {i}" for i in got if i != 13}  # 13 is outside the scope
+
+    retriever = core.Retriever(core.SqlLexical(text),
+                               core.VectorStore(no_store, matrices, lambda s: [s.owner]),
+                               rows, core.Fusion(60))
+    order: list[str] = []
+    qv = np.array([0, 0, 1, 0.5], dtype=np.float32)
+    ranked = await retriever.run("q", core.Scope("ana"), candidates=10, qv=qv, cosines=10,
+                                 stages=(_Note(order, "a"), _Note(order, "b")))
+    assert order == ["a", "b"] and ranked.fused
+    got = [c.id for c in ranked.hits]
+    assert 13 not in got and len(got) == 2
+    assert ranked.hits[0].fused is not None and ranked.hits[0].fused.matched
+    # a lexical-only hit gets its cosine from the loaded matrix
+    by_id = {c.id: c for c in (await retriever.run(
+        "q", core.Scope("ana"), candidates=10, qv=qv, cosines=10)).hits}
+    assert by_id[10].cosine == 0.0 and by_id[12].cosine is not None
+    # full text alone: no fusion, the lexical order
+    plain = await retriever.run("q", core.Scope("ana"), candidates=10, qv=None)
+    assert not plain.fused and [c.id for c in plain.hits] == [10, 11]
+
+
+async def test_session_search_ranks_only_what_the_caller_may_see() -> None:
+    """A private entry of another session that matches better takes no rank from the visible
+    one: the visible hit is first in the BM25 list (filter before ranking)."""
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("p", {"user_id": "ana"})
+        for k in range(3):
+            await c.session_add("p", {"role": "user", "content": "glacier glacier glacier "
+                                      f"hike permit number {k}", "metadata": {"private": True}})
+        await c.session_open("v", {"user_id": "ana"})
+        await c.session_add("v", {"role": "user", "content": "the glacier hike needs a permit"})
+        await c.session_open("q", {"user_id": "ana"})
+        got = (await c.memory_search("ana", "session", "glacier hike permit",
+                                     {"limit": 10}))["results"]
+        assert [r["session_id"] for r in got] == ["v"]
+        assert got[0]["parts"]["bm25_rank"] == 1

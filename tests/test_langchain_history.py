@@ -8,6 +8,7 @@ LangChain consumer of a history) driving it through a chat model."""
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Iterator
 
@@ -117,10 +118,24 @@ def test_stored_as_typed_entries(daemon: DaemonProcess) -> None:
     assert h.messages[-1] == AIMessage("6.")
 
 
+def _settled(mm: SyncClient, timeout: float = 120.0) -> None:
+    """Wait until the daemon's background work for the log is done: every entry's search
+    vector embedded and every entry analysed (``memman_stats``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = mm.call("memman_stats")
+        if not st["recall"]["pending_vectors"] and not st["session_engine"]["analysis_pending"]:
+            return
+        assert time.monotonic() < deadline, f"background work still pending: {st['recall']}"
+        time.sleep(0.05)
+
+
 def test_budgeted_messages(daemon: DaemonProcess) -> None:
     h = MemmanChatMessageHistory("lc-budget", socket=str(daemon.socket))
     h.add_messages([HumanMessage(f"question {i} " + "words " * 50) if i % 2 == 0 else
                     AIMessage(f"answer {i} " + "words " * 50) for i in range(30)])
+    with SyncClient(daemon.socket) as mm:
+        _settled(mm)  # the window ranks by vectors once they exist: compare two settled reads
     small = MemmanChatMessageHistory("lc-budget", max_tokens=500, socket=str(daemon.socket))
     window = small.messages
     assert 0 < len(window) < 30

@@ -6,20 +6,23 @@ watcher survives its errors and shutdown always completes; a reloaded socket or 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from memman import names
+from memman.client import Client
 from memman.config import Config
 from memman.errors import CONFLICT, MemmanError
-from tests.helpers import daemon_env, running_daemon, short_tmpdir, wait_for_socket
+from tests.helpers import RunningDaemon, daemon_env, running_daemon, short_tmpdir, wait_for_socket
 from tests.wire import blocking_ping
 
 
@@ -44,9 +47,10 @@ def _replace_with(path: Path, kind: str) -> None:
         path.write_bytes(b"# agent.md\n\n- caf\xe9 \xff\xfe is not UTF-8\n")
 
 
-@pytest.mark.parametrize("kind", ["fifo", "directory"])
-async def test_config_replaced_by_a_fifo_or_directory_is_refused_and_the_watch_goes_on(
-        kind: str, caplog: pytest.LogCaptureFixture) -> None:
+
+@contextlib.asynccontextmanager
+async def _watched() -> AsyncIterator[tuple[RunningDaemon, Client, Path]]:
+    """A daemon reading its own config.toml, once its config watch is in place."""
     root = short_tmpdir()
     cfg_file = root / "config.toml"
     cfg_file.write_text("[context]\nmax_tokens = 4000\n")
@@ -55,6 +59,13 @@ async def test_config_replaced_by_a_fifo_or_directory_is_refused_and_the_watch_g
         watch = d.app.config_watch
         await until(lambda: watch._task is not None)
         await asyncio.sleep(0.3)  # the watch is in place
+        yield d, c, cfg_file
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+async def test_config_replaced_by_a_fifo_or_directory_is_refused_and_the_watch_goes_on(
+        kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    async with _watched() as (d, c, cfg_file):
+        watch = d.app.config_watch
         _replace_with(cfg_file, kind)
         await until(lambda: watch.last_error is not None and "not a regular file" in
                     watch.last_error)
@@ -213,14 +224,8 @@ async def test_a_100_mb_config_written_in_chunks_is_refused_whole_then_an_edit_i
 
     # the writer below pauses 0.2 s at times (a loaded machine): far less than this
     monkeypatch.setattr(config_watch, "SETTLE_S", 2.0)
-    root = short_tmpdir()
-    cfg_file = root / "config.toml"
-    cfg_file.write_text("[context]\nmax_tokens = 4000\n")
-    cfg = Config.load(cfg_file, socket=root / "s" / "m.sock", data_dir=root / "data")
-    async with running_daemon(root, config=cfg) as d, d.client() as c:
+    async with _watched() as (d, c, cfg_file):
         watch = d.app.config_watch
-        await until(lambda: watch._task is not None)
-        await asyncio.sleep(0.3)  # the watch is in place
         head = b"[context]\nmax_tokens = 9000\n#" if kind == "valid" else b"\x00\xff[[["
         chunk = (b"x" if kind == "valid" else bytes(range(256))) * (1 << 20)
         chunk = chunk[:1 << 20]

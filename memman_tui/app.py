@@ -322,7 +322,7 @@ class MemmanApp(App):
                 except MemmanError:
                     return
             if isinstance(ans, dict):
-                live.previews[sid] = {"sent_tokens": ans.get("sent_tokens", ans.get("tokens")),
+                live.previews[sid] = {"sent_tokens": ans.get("tokens"),
                                       "history_tokens": ans.get("history_tokens"), "at": at}
 
         await asyncio.gather(*(one(sid) for sid in todo[:50]))

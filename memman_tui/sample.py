@@ -92,7 +92,7 @@ def _preview(sid: str, budget: int, used: int) -> dict[str, Any]:
                      "tokens": e["tokens"], "pinned": e["pinned"], "score": _SCORES[i],
                      "decision": decision, "reason": reason})
     share = used / budget
-    return {"session_id": sid, "budget": budget, "full_tokens": used, "usage": share,
+    return {"session_id": sid, "budget": budget, "history_tokens": used, "usage": share,
             "entries": rows, "summaries": [],
             "why": f"{share:.0%} of the budget, over the 80% prune threshold: low scores "
                    "summarized"}
@@ -165,8 +165,7 @@ def _context(sid: str) -> dict[str, Any]:
     breakdown["free"] = max(0, budget - sent)
     history = ov["active_tokens"]
     return {"session_id": sid, "messages": msgs, "parts": parts, "tokens": sent,
-            "sent_tokens": sent, "history_tokens": history, "budget": budget,
-            "full_tokens": history, "sent_usage": round(sent / budget, 4),
+            "history_tokens": history, "budget": budget, "sent_usage": round(sent / budget, 4),
             "history_usage": round(history / budget, 4), "tool_tokens": 120,
             "breakdown": breakdown, "band": "prune", "model": DEFAULT_MODEL,
             "why": f"{history / budget:.0%} of the budget (prune): pruning low-importance "

@@ -172,8 +172,8 @@ def read_answer(answer: dict[str, Any]) -> SentView:
                   p.get("summary_id"), p.get("score"),
                   [x for x in p.get("sources") or [] if isinstance(x, dict)])
              for i, (p, m) in enumerate(zip(raw_parts, messages, strict=True))]
-    sent = int(answer.get("sent_tokens", answer.get("tokens")) or 0)
-    history = int(answer.get("history_tokens", answer.get("full_tokens")) or 0)
+    sent = int(answer.get("tokens") or 0)
+    history = int(answer.get("history_tokens") or 0)
     tool_tokens = int(answer.get("tool_tokens") or 0)
     breakdown = answer.get("breakdown")
     if not isinstance(breakdown, dict):

@@ -86,6 +86,6 @@ def fullness(overview: dict[str, Any], points: list[dict[str, Any]] | None = Non
             req_budget, req_tokens = int(ctx["budget"]), ctx.get("sent_tokens")
         return Fullness(budget, sent, last.get("history_tokens"), False, req_budget, req_tokens)
     if preview is not None:
-        return Fullness(budget, preview.get("sent_tokens", preview.get("tokens")),
+        return Fullness(budget, preview.get("sent_tokens"),
                         preview.get("history_tokens"), True)
     return Fullness(budget, None, None)

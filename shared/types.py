@@ -318,22 +318,20 @@ class CachedTools(TypedDict, total=False):
 class ContextFigures(TypedDict, total=False):
     """Figures shared by ``memman_session_context`` and ``memman_session_preview``.
 
-    One figure, one name: the daemon computes ``tokens`` (sent, tool definitions included),
-    ``history_tokens``, ``budget`` and ``sent_usage``; ``sent_tokens``, ``full_tokens``,
-    ``target_tokens`` and ``final_usage`` are their published second names, always equal
-    copies (kept on the wire: published fields never go)."""
+    One figure, one name: ``tokens`` is what the LLM receives (tool definitions included),
+    ``history_tokens`` the whole log, ``budget`` the request's budget and ``sent_usage`` /
+    ``history_usage`` their shares of it. The daemon builds the answers from these shapes, so
+    each field is declared here once for both sides of the wire."""
 
     session_id: str
     parts: list[ContextPart]
     breakdown: dict[str, int]
     tokens: int  #: what the LLM receives (tokens), tool definitions included
-    sent_tokens: int  #: = ``tokens``
     history_tokens: int  #: the whole log as originals (tokens)
     sent_usage: float
     history_usage: float
     tool_tokens: int
     budget: int  #: the request's budget (tokens)
-    full_tokens: int  #: = ``history_tokens``
     usage: float
     band: str
     pruned: bool
@@ -341,7 +339,6 @@ class ContextFigures(TypedDict, total=False):
     model: str
     encoding: str
     query: str
-    target_tokens: int  #: = ``budget``
     gaps: list[Gap]
     rolling_summary: str
     why: str
@@ -353,7 +350,6 @@ class ContextAnswer(ContextFigures, total=False):
     """``memman_session_context``: the budgeted message list for the chat API."""
 
     messages: list[dict[str, Any]]
-    final_usage: float  #: = ``sent_usage``
     emergency: bool
     kept_entries: int
     dropped_entries: int

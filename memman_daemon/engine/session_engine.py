@@ -338,7 +338,7 @@ class SessionEngine(Component):
         self.last_context[s.id] = out["tokens"]
         if out["pruned"]:
             self._publish(s, "pruned", {k: out[k] for k in (
-                "tokens", "budget", "full_tokens", "usage", "band", "emergency", "over_budget",
+                "tokens", "budget", "history_tokens", "usage", "band", "emergency", "over_budget",
                 "kept_entries", "dropped_entries", "summarized_entries")})
         return out
 

@@ -55,6 +55,9 @@ async def test_answers_have_the_declared_fields() -> None:
             _check("part", types.ContextPart, p, problems)
         preview = await c.session_preview("s1")
         check(names.SESSION_PREVIEW, preview)
+        # one name per figure: the second names the answers once carried are gone
+        for answer in (ctx, preview):
+            assert not {"sent_tokens", "full_tokens", "target_tokens", "final_usage"} & set(answer)
         for e in preview["entries"]:
             _check("preview entry", types.EntryDecision, e, problems)
         _check("compaction", types.Compaction, preview["compaction"], problems)

@@ -55,7 +55,7 @@ async def test_small_history_is_kept_whole_and_bands_follow_usage():
             await add(c, "s", f"{FILLER} {i}", role="user" if i % 2 == 0 else "assistant")
         r = await c.call("memman_session_context", "s", {})
         assert r["band"] == "ok" and not r["pruned"] and len(r["messages"]) == 10
-        full = r["full_tokens"]
+        full = r["history_tokens"]
         assert r["tokens"] == full
         for budget, band in [(int(full / 0.7), "warn"), (int(full / 0.85), "prune"),
                              (int(full / 0.95), "aggressive"), (int(full / 1.5), "emergency")]:

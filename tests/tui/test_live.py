@@ -98,7 +98,7 @@ def test_an_answer_without_parts_gets_kinds_from_its_messages():
     """The guarded fallback for a daemon whose context answer has no `parts`."""
     from memman_tui.sent import read_answer
 
-    answer = {"session_id": "s1", "budget": 1000, "tokens": 120, "full_tokens": 300,
+    answer = {"session_id": "s1", "budget": 1000, "tokens": 120, "history_tokens": 300,
               "cached_tools": {"messages": 2, "tokens": 30},
               "messages": [
                   {"role": "system", "content": "[SYSTEM: be careful]"},

@@ -65,7 +65,7 @@ async def test_context_view_equals_the_daemons_answer_at_the_same_moment():
             answer = await c.call(names.SESSION_CONTEXT, "s1", {})
             view = screen.view
             assert view.messages == answer["messages"]  # same messages, same order
-            assert view.sent_tokens == answer.get("sent_tokens", answer["tokens"])
+            assert view.sent_tokens == answer["tokens"]
             assert view.budget == answer["budget"]
             kinds = [p.kind for p in view.parts]
             assert {"system_prompt", "cached_tool_result", "message"} <= set(kinds), kinds
@@ -129,8 +129,7 @@ async def test_sent_and_history_are_the_daemons_figures_with_the_reserved_segmen
             screen = await open_session(pilot)
             answer = await c.call(names.SESSION_CONTEXT, "s1", {"peek": True})
             line = str(screen.query_one("#fullness").render())
-            sent = answer.get("sent_tokens", answer["tokens"])
-            history = answer.get("history_tokens", answer["full_tokens"])
+            sent, history = answer["tokens"], answer["history_tokens"]
             assert "sent " in line and f"{sent:,}/{answer['budget']:,}" in line
             assert f"history {history:,}/{answer['budget']:,}" in line
             cached = answer["cached_tools"]["tokens"]

@@ -136,8 +136,8 @@ async def test_series_records_context_exchanges_and_survives_restart() -> None:
         kinds = [p["kind"] for p in series["points"]]
         assert kinds == ["context", "exchange"]  # a peek records nothing
         first = series["points"][0]
-        assert first["sent_tokens"] == ctx.get("sent_tokens", ctx["tokens"])
-        assert first["history_tokens"] == ctx.get("history_tokens", ctx["full_tokens"])
+        assert first["sent_tokens"] == ctx["tokens"]
+        assert first["history_tokens"] == ctx["history_tokens"]
         assert first["sent_usage"] == round(first["sent_tokens"] / series["budget"], 4)
         assert series["points"][1]["exchange"] == 1
         assert series["bands"] == [0.6, 0.8, 0.9, 1.0]

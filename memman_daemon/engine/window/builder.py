@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memman.types import ContextAnswer, ContextFigures, Preview
 from memman_daemon.engine import facts, scoring
 from memman_daemon.engine.window import candidates as cand
 from memman_daemon.engine.window import render
@@ -72,12 +73,6 @@ class Window:
     notes: dict[int, str]
     tokens: int
     rolling: str = ""  #: what became of the rolling summary
-
-
-#: the context answer's second names of one figure (documented wire fields kept for
-#: clients): alias -> the name the daemon computes and reads
-SAME_FIGURE = {"sent_tokens": "tokens", "full_tokens": "history_tokens",
-               "target_tokens": "budget", "final_usage": "sent_usage"}
 
 
 class ContextBuilder:
@@ -333,7 +328,7 @@ class ContextBuilder:
             lines.pop(0)  # the oldest line gives way
         return None
 
-    async def context(self, s: Session, req: Request) -> dict[str, Any]:
+    async def context(self, s: Session, req: Request) -> ContextAnswer:
         w = await self.build(s, req)
         self.counters["contexts"] += 1
         self.counters["pruned"] += w.selection.pruned
@@ -344,7 +339,9 @@ class ContextBuilder:
         return out
 
     # --- the answer ---------------------------------------------------------------------------
-    def answer(self, w: Window) -> dict[str, Any]:
+    def answer(self, w: Window) -> ContextAnswer:
+        """The context answer, in its one declared shape (``memman.types.ContextAnswer``, read
+        by the clients): one name per figure."""
         cfg = self.config.context
         req, sel, c = w.request, w.selection, w.cands
         reserved = req.tool_tokens + req.cached_tokens
@@ -358,46 +355,43 @@ class ContextBuilder:
         breakdown["free"] = max(req.budget - w.tokens, 0)
         gaps = _gaps(w)
         kept = sum(len(c.units[i].items) for i in sel.units)
-        out = {
-            "session_id": w.session.id,
-            "messages": w.messages,
-            "parts": w.parts,
-            "breakdown": breakdown,
-            "tokens": w.tokens,
-            "history_tokens": history,
-            "sent_usage": round(w.tokens / req.budget, 4),
-            "history_usage": round(history / req.budget, 4),
-            "tool_tokens": req.tool_tokens,
-            "budget": req.budget,
-            "usage": round(usage, 4),
-            "band": band_for(usage, cfg),
-            "pruned": sel.pruned,
-            "emergency": band_for(usage, cfg) == "emergency",
-            "over_budget": sel.over_budget,
-            "model": req.model,
-            "encoding": self.tokens.encoding_name(req.model),
-            "query": w.retrieval.query[:200],
-            "kept_entries": kept,
-            "dropped_entries": sum(g["count"] for g in gaps),
-            "summarized_entries": sum(g["count"] for g in gaps if g["action"] == "summarized"),
-            "gaps": gaps,
-            "recalled": [{"entry_id": r.entry.id, "session_id": r.session_id, "date": r.date,
-                          "role": r.entry.role, "tokens": r.tokens, "note": r.note,
-                          "text": r.entry.content, "at": r.entry.created_at,
-                          **r.parts} for r in sel.recalled],
-            "retrieval": {"stand_ins": w.retrieval.stand_ins,
-                          "pending_vectors": w.retrieval.pending},
-            "rolling_summary": w.rolling,
-            "why": _why(w, usage, cfg),
-            "cached_tools": {"messages": len(req.cached), "tokens": req.cached_tokens,
-                             "note": req.cached_note},
-        }
-        # each figure is computed once; the protocol's second names for it are copies
-        out.update({alias: out[name] for alias, name in SAME_FIGURE.items()})
-        return out
+        return ContextAnswer(
+            session_id=w.session.id,
+            messages=w.messages,
+            parts=w.parts,
+            breakdown=breakdown,
+            tokens=w.tokens,
+            history_tokens=history,
+            sent_usage=round(w.tokens / req.budget, 4),
+            history_usage=round(history / req.budget, 4),
+            tool_tokens=req.tool_tokens,
+            budget=req.budget,
+            usage=round(usage, 4),
+            band=band_for(usage, cfg),
+            pruned=sel.pruned,
+            emergency=band_for(usage, cfg) == "emergency",
+            over_budget=sel.over_budget,
+            model=req.model,
+            encoding=self.tokens.encoding_name(req.model),
+            query=w.retrieval.query[:200],
+            kept_entries=kept,
+            dropped_entries=sum(g["count"] for g in gaps),
+            summarized_entries=sum(g["count"] for g in gaps if g["action"] == "summarized"),
+            gaps=gaps,
+            recalled=[{"entry_id": r.entry.id, "session_id": r.session_id, "date": r.date,
+                       "role": r.entry.role, "tokens": r.tokens, "note": r.note,
+                       "text": r.entry.content, "at": r.entry.created_at,
+                       **r.parts} for r in sel.recalled],
+            retrieval={"stand_ins": w.retrieval.stand_ins,
+                       "pending_vectors": w.retrieval.pending},
+            rolling_summary=w.rolling,
+            why=_why(w, usage, cfg),
+            cached_tools={"messages": len(req.cached), "tokens": req.cached_tokens,
+                          "note": req.cached_note},
+        )
 
     # --- preview: the same window, per entry ----------------------------------------------
-    async def preview(self, s: Session, req: Request) -> dict[str, Any]:
+    async def preview(self, s: Session, req: Request) -> Preview:
         w = await self.build(s, req)
         out = self.answer(w)
         c, sel, r = w.cands, w.selection, w.retrieval
@@ -443,13 +437,10 @@ class ContextBuilder:
                      "role": x.entry.role, "decision": "recalled", "note": x.note,
                      "tokens": x.tokens, "score_parts": x.parts}
                     for x in sel.recalled]
-        keep = ("budget", "full_tokens", "usage", "band", "pruned", "over_budget",
-                "target_tokens", "rolling_summary", "why", "cached_tools", "parts",
-                "breakdown", "tokens", "sent_tokens", "history_tokens", "sent_usage",
-                "history_usage", "tool_tokens", "query", "gaps", "model", "encoding",
-                "retrieval", "messages")
-        return {"session_id": s.id, **{k: out[k] for k in keep}, "entries": rows,
-                "recalled": recalled, "summaries": summaries}
+        # the figures both answers share (``ContextFigures``), then the preview's own
+        figures = {k: out[k] for k in ContextFigures.__annotations__ if k in out}
+        return Preview(**figures, entries=rows, recalled=recalled, summaries=summaries,
+                       messages=out["messages"])
 
 
 def _after_system(c: cand.SessionCandidates, sel: Selection) -> int:

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from memman.errors import STORAGE_ERROR, MemmanError, invalid_params, not_found
+from memman.errors import STORAGE_ERROR, MemmanError, not_found
 from memman.params import INT64_MAX
 from memman.schemas import DEFAULT_ROLE
 from memman_daemon.model import Entry, Session, SessionMeta, Summary
@@ -378,11 +378,9 @@ class Sessions:
         return {"session_id": s.id, "user_id": s.meta.user_id, "tenant_id": s.meta.tenant_id}
 
 
-def normalize_call(c: dict[str, Any], where: str = "entry.tool_calls") -> dict[str, Any]:
+def normalize_call(c: dict[str, Any]) -> dict[str, Any]:
     """Shape a tool call as the chat API wants it: {id, type: function, function: {name, arguments}}."""
-    fn = c.get("function") or {}
-    if not isinstance(fn, dict):
-        raise invalid_params(where, "'function' must be a map")
+    fn = c.get("function") or {}  # a map when present (the schema checked it)
     args = fn.get("arguments", "{}")
     if not isinstance(args, str):
         args = json.dumps(args, separators=(",", ":"), ensure_ascii=False)

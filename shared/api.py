@@ -385,7 +385,7 @@ METHODS: tuple[Method, ...] = (
        "Add or replace a document: doc = {content, doc_id?, title?, source?, metadata?}.",
        writes=True),
     _M(names.DOCS_SEARCH,
-       (_P("tenant_id", TENANT_ID), _P("query", Str()),
+       (_P("tenant_id", TENANT_ID), _P("query", Str(min_len=1, strip_empty=True)),
         _P("opts", Map({"limit": Nullable(LIMIT),
                         "candidates": Nullable(Int(1, 100_000, doc="a positive integer"))}),
            default=dict)), "DocsSearch",

@@ -144,7 +144,7 @@ def parse(data: dict[str, Any], session_id: str, next_id: Callable[[], int]) -> 
     for raw in sorted(entries_raw, key=lambda r: r["id"]):
         calls = raw.get("tool_calls")
         if calls is not None:  # shaped as session_add shapes them (the chat API's form)
-            calls = [normalize_call(c, "data.entries.tool_calls") for c in calls]
+            calls = [normalize_call(c) for c in calls]
         e = Entry.from_wire({**raw, "id": mapping[raw["id"]], "session_id": session_id,
                              "metadata": raw.get("metadata") or {}, "tool_calls": calls})
         if e.summary_id is not None:

@@ -544,8 +544,6 @@ class SessionEngine(Component):
 
     async def report_usage(self, s: Session, prompt_tokens: int,
                            completion_tokens: int) -> dict[str, Any]:
-        if prompt_tokens < 0 or completion_tokens < 0:
-            raise invalid_params("prompt_tokens", "token counts must not be negative")
         rec = usage.record(s.meta, self.clock.now(), prompt_tokens, completion_tokens,
                            self.last_context.get(s.id), self.config.context.usage_history)
         await self.sessions.save_meta(s)

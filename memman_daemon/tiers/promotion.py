@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from memman_daemon.tiers.memory import UserMemory
     from memman_daemon.tiers.scratchpad import Scratchpad
 
-TARGETS = ("preference", "rule", "playbook", "business")
-
 
 def _markers(text: str, markers: list[str]) -> list[str]:
     low = f" {text.lower()} "
@@ -131,8 +129,6 @@ class Promotion:
 
     async def _promote(self, session_id: str, snippet_id: int, target: str, opts: dict[str, Any],
                        client: str) -> dict[str, Any]:
-        if target not in TARGETS:
-            raise invalid_params("target", f"must be one of {', '.join(TARGETS)}; got {target!r}")
         s = self.sessions.get(session_id)
         sn = self.scratchpad.get(session_id, snippet_id)
         user, tenant = s.meta.user_id, s.meta.tenant_id
@@ -148,8 +144,6 @@ class Promotion:
         try:
             if target == "business":
                 key = opts.get("key")
-                if key is not None and not isinstance(key, str):
-                    raise invalid_params("opts.key", "expected a string")
                 res = await self.agent_md.append(tenant, text_opt("text", sn.text), key=key,
                                                  replace=replace)
                 ref = f"agent.md:{tenant}" + (f"#{key}" if key else "")

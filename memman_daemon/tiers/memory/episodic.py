@@ -28,9 +28,7 @@ class Episodic:
         core = self.core
         if not content:
             raise invalid_params("entry.content", "must not be empty")
-        at = entry.get("timestamp")
-        if at is not None and (not isinstance(at, (int, float)) or isinstance(at, bool)):
-            raise invalid_params("entry.timestamp", "expected unix seconds")
+        at = entry.get("timestamp")  # unix seconds or nil (the schema checked it)
         await core.rows.reserve_ids(1)
         rec = core.new(user_id, "episodic", "entry", None, content, metadata,
                        float(at) if at is not None else None)

@@ -155,18 +155,14 @@ class UserMemory(Component):
     async def append(self, user_id: str, type_: str, entry: dict[str, Any],
                      client: str = "") -> dict[str, Any]:
         check_type(type_)
-        if not isinstance(entry, dict):
-            raise invalid_params("entry", "expected a map")
         return await self.core.decided(lambda: self._append(user_id, type_, entry, client))
 
     async def _append(self, user_id: str, type_: str, entry: dict[str, Any],
                       client: str) -> dict[str, Any]:
-        content = entry.get("content", "")
-        if not isinstance(content, str):
-            raise invalid_params("entry.content", "expected a string")
+        # the shapes were checked by the method's schema (content: a string or nil, metadata
+        # a map or nil); what is left here is what needs more than one field
+        content = entry.get("content") or ""
         metadata = entry.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise invalid_params("entry.metadata", "expected a map")
         if entry.get("id") is not None:
             metadata = {**metadata, "external_id": entry["id"]}
         if type_ == "working":  # the local scratchpad: works while a shared store is down
@@ -227,8 +223,6 @@ class UserMemory(Component):
         evicted (audited)."""
         check_type(type_)
         keep = opts.get("keep_last", self.config.memory.compact_keep_last)
-        if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
-            raise invalid_params("opts.keep_last", "expected a whole number ≥ 0")
         summarize = bool(opts.get("summarize_older", True))
         if type_ == "working":
             evicted = 0

@@ -126,3 +126,29 @@ def test_the_key_prefixes_option_is_checked(daemon: DaemonProcess) -> None:
         with pytest.raises(MemmanError) as got:
             c.call("memman_memory_search", "cy", "semantic", "cat", {"key_prefixes": "x"})
         assert got.value.code == INVALID_PARAMS and "opts.key_prefixes" in got.value.message
+
+
+def test_another_users_store_under_the_same_namespace_sees_nothing(daemon: DaemonProcess) -> None:
+    """The namespace narrows the caller's own memory, never widens it: bob's store searching,
+    listing and getting ana's exact namespace and key finds nothing of hers, and his writes
+    there do not touch her item."""
+    ana = MemmanStore(user_id="ana-lg", socket=str(daemon.socket))
+    bob = MemmanStore(user_id="bob-lg", socket=str(daemon.socket))
+    ns = ("shared", "notes")
+    ana.put(ns, "door", {"text": "the door code is 4417"})
+    assert [h.key for h in ana.search(ns, query="door code")] == ["door"]
+    assert bob.search(ns, query="door code", limit=50) == []
+    assert bob.search(("shared",), query="door code 4417", limit=50) == []
+    assert bob.get(ns, "door") is None
+    assert bob.list_namespaces(prefix=("shared",)) == []
+    with SyncClient(daemon.socket) as c:  # the raw option: her prefix finds it for her only
+        opts = {"key_prefixes": [memory_key(ns, "")[:-1]]}
+        mine = c.call("memman_memory_search", "ana-lg", "semantic", "door code", opts)
+        assert len(mine["results"]) == 1
+        assert c.call("memman_memory_search", "bob-lg", "semantic", "door code",
+                      opts)["results"] == []
+    bob.put(ns, "door", {"text": "bob's door"})
+    bob.delete(ns, "door")
+    assert ana.get(ns, "door").value == {"text": "the door code is 4417"}
+    ana.close()
+    bob.close()

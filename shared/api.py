@@ -367,6 +367,21 @@ METHODS: tuple[Method, ...] = (
                         "kind": Nullable(Str(max_bytes=64)),
                         "include_archived": Nullable(Bool())}), default=dict)), "MemoryRecords",
        "A user's memory entries of one type."),
+    _M(names.SEARCH,
+       (_P("user_id", USER_ID), _P("query", Str(min_len=1, strip_empty=True)),
+        _P("opts", Map({"limit": Nullable(Int(1, 50, doc="an integer from 1 to 50")),
+                        "tenant_id": TENANT_ID,
+                        "min_coverage": Nullable(Float(0.0, 1.0, doc="a share from 0 to 1"))}),
+           default=dict)),
+       "SearchEverywhere",
+       "One search over everything the caller may read, best first: the user's memory, the "
+       "scratchpads of the user's sessions in the tenant, the tenant's documents and what the "
+       "user's sessions in the tenant said (never a private, recall-off or forgotten entry of "
+       "another session). Each source is ranked by the retrieval core within that scope; the "
+       "lists are merged by rank (``[memory] sources_rrf_k``), each hit weighted by the share "
+       "of the question's words it carries; a hit under ``opts.min_coverage`` (0.25) is left "
+       "out. opts: limit (10), tenant_id (unnamed: the one tenant the user's sessions are in), "
+       "min_coverage. Each hit's ``id`` is what the forget methods accept."),
     _M(names.MEMORY_PLAYBOOK,
        (_P("user_id", USER_ID), _P("query", Str()),
         _P("opts", Map({"flow": Nullable(Str()), "session_id": Nullable(Id()),

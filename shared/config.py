@@ -232,6 +232,9 @@ class MemoryConfig:
     hybrid_max_scan: int = 2_000  #: hybrid ranking: BM25 ranks only the newest this many matches
     vector_weight: float = 1.0  #: hybrid ranking: weight w of the vector list in the fusion
     rrf_recency: float = 0.005  #: hybrid ranking: most a brand-new entry adds to its fused score
+    #: memman_search: the rank fusion constant of its four sources (memory, scratchpads,
+    #: documents, sessions: their scores do not compare, their ranks do)
+    sources_rrf_k: int = 60
     #: preferences/rules/playbooks found by meaning: least cosine (0: the model's own value,
     #: docs/tiers.md — cosines of different models are on different scales)
     similarity_threshold: float = 0.0
@@ -480,7 +483,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "scratchpad.max_snippets", "memory.max_working_entries", "memory.search_limit",
         "memory.candidates", "memory.max_scan", "docs.chunk_tokens", "docs.candidates",
         "docs.top_k", "docs.max_chunks_per_doc", "docs.max_scan", "scratchpad.frequency_saturation",
-        "recall.embed_batch", "recall.max_chars", "recall.rrf_k", "recall.candidates",
+        "recall.embed_batch", "recall.max_chars", "recall.rrf_k", "recall.candidates", "memory.sources_rrf_k",
         "recall.rerank_candidates")},
     **{k: (1e-9, None) for k in (
         "limits.frame_timeout_s", "compression.check_interval_s", "llm.timeout_s",

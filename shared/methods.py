@@ -50,6 +50,7 @@ from memman.types import (
     Removed,
     Report,
     ScratchpadRead,
+    SearchEverywhere,
     Series,
     SessionExport,
     SessionOverview,
@@ -522,6 +523,26 @@ class AsyncMethods:
         ``memman_memory_list(user_id, type, opts={})``.
         """
         return await self.call('memman_memory_list', *_given([user_id, type, opts], 2))
+
+    async def search(
+            self,
+            user_id: str,
+            query: str,
+            opts: dict[str, Any] | None = None,
+    ) -> SearchEverywhere:
+        """One search over everything the caller may read, best first: the user's memory, the
+        scratchpads of the user's sessions in the tenant, the tenant's documents and
+        what the user's sessions in the tenant said (never a private, recall-off or
+        forgotten entry of another session). Each source is ranked by the retrieval core
+        within that scope; the lists are merged by rank (``[memory] sources_rrf_k``),
+        each hit weighted by the share of the question's words it carries; a hit under
+        ``opts.min_coverage`` (0.25) is left out. opts: limit (10), tenant_id (unnamed:
+        the one tenant the user's sessions are in), min_coverage. Each hit's ``id`` is
+        what the forget methods accept.
+
+        ``memman_search(user_id, query, opts={})``.
+        """
+        return await self.call('memman_search', *_given([user_id, query, opts], 2))
 
     async def memory_playbook(
             self,
@@ -1055,6 +1076,26 @@ class SyncMethods:
         ``memman_memory_list(user_id, type, opts={})``.
         """
         return self.call('memman_memory_list', *_given([user_id, type, opts], 2))
+
+    def search(
+            self,
+            user_id: str,
+            query: str,
+            opts: dict[str, Any] | None = None,
+    ) -> SearchEverywhere:
+        """One search over everything the caller may read, best first: the user's memory, the
+        scratchpads of the user's sessions in the tenant, the tenant's documents and
+        what the user's sessions in the tenant said (never a private, recall-off or
+        forgotten entry of another session). Each source is ranked by the retrieval core
+        within that scope; the lists are merged by rank (``[memory] sources_rrf_k``),
+        each hit weighted by the share of the question's words it carries; a hit under
+        ``opts.min_coverage`` (0.25) is left out. opts: limit (10), tenant_id (unnamed:
+        the one tenant the user's sessions are in), min_coverage. Each hit's ``id`` is
+        what the forget methods accept.
+
+        ``memman_search(user_id, query, opts={})``.
+        """
+        return self.call('memman_search', *_given([user_id, query, opts], 2))
 
     def memory_playbook(
             self,

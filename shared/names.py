@@ -61,6 +61,8 @@ MEMORY_STATS = "memman_memory_stats"
 MEMORY_CLEAR = "memman_memory_clear"
 MEMORY_LIST = "memman_memory_list"
 MEMORY_PLAYBOOK = "memman_memory_playbook"
+#: one search over everything the caller may read (memory, scratchpads, documents, sessions)
+SEARCH = "memman_search"
 
 # --- business context -----------------------------------------------------------------
 DOCS_ADD = "memman_docs_add"

@@ -723,6 +723,31 @@ class MemorySearch(TypedDict):
     mode: str
 
 
+class SearchHit(TypedDict):
+    """One hit of ``memman_search``: ``id`` as the forget methods take it (``memory:N``,
+    ``snippet:SESSION#N``, ``doc:DOC_ID`` with its ``chunk:N``, ``entry:SESSION#N``)."""
+
+    id: str
+    kind: str  #: memory, snippet, doc or entry: the source it came from
+    text: str
+    source: str  #: where it came from, in words
+    score: float  #: the merged score (rank fusion times the coverage weight)
+    coverage: float  #: share of the question's words the hit carries
+    native_score: float  #: the source's own score (not comparable across sources)
+    chunk: NotRequired[str]
+
+
+class SearchEverywhere(TypedDict):
+    """``memman_search``: the merged hits, best first."""
+
+    query: str
+    hits: list[SearchHit]
+    user_id: str
+    tenant_id: str
+    below_floor: int  #: hits left out for carrying too few of the question's words
+    ranking: str  #: how the hits were ranked, in words
+
+
 class Learned(TypedDict):
     """``memman_memory_learn``."""
 

@@ -12,6 +12,7 @@ from memman.errors import NOT_FOUND, MemmanError, invalid_params
 from memman.scope import DEFAULT_TENANT, Caller
 from memman_daemon.rpc import Call, handles
 from memman_daemon.scope import caller_of
+from memman_daemon.tiers.everywhere import MIN_COVERAGE, search_everywhere
 
 
 def parse_ref(record_id: int | str) -> tuple[str | None, str | None, int]:
@@ -105,6 +106,18 @@ async def memory_search(call: Call, user_id: str, type: str, query: str,
     results = await um.search(user_id, type, query, opts)
     mode = "terms" if type == "working" else um.mode_for(opts)
     return {"results": results, "mode": mode}
+
+
+@handles(names.SEARCH)
+async def search(call: Call, user_id: str, query: str, opts: dict[str, Any]) -> dict[str, Any]:
+    # the scope: the user within the tenant (``caller_of``); each source applies it
+    app = call.app
+    caller = caller_of(app.sessions.by_id, user_id, opts.get("tenant_id"))
+    floor = opts.get("min_coverage")
+    return await search_everywhere(
+        caller, query, int(opts.get("limit") or app.config.memory.search_limit),
+        MIN_COVERAGE if floor is None else float(floor), config=app.config,
+        memory=app.user_memory, docs=app.docs, recall=app.recall)
 
 
 @handles(names.MEMORY_PLAYBOOK)

@@ -99,6 +99,11 @@ class Fusion:
         return rrf({BM25: lexical, VECTOR: vector}, self.k,
                    {BM25: self.lexical_weight, VECTOR: self.vector_weight})
 
+    def merge(self, lists: dict[str, list[int]]) -> list[Fused]:
+        """Ranked lists of ids from sources whose scores do not compare (``memman_search``'s
+        four), merged by rank alone, best first; a tie keeps the order of ``lists``."""
+        return rrf({name: [(i, 0.0) for i in ids] for name, ids in lists.items()}, self.k)
+
     def fuse_dense(self, ranks: list[np.ndarray]) -> np.ndarray:
         """The same over whole corpora: ``ranks[i][row]`` 1-based, 0 where not in list i
         (the recall index's lists are unweighted)."""

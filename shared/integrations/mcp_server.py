@@ -56,7 +56,6 @@ except ImportError as exc:  # pragma: no cover - depends on the install
                       "reinstall memman: pipx install --force memman-agent") from exc
 
 ENV_PREFIX = "MEMMAN_MCP_"
-RRF_K = 60  #: reciprocal-rank fusion constant for merging the search sources
 MIN_COVERAGE = 0.25  #: search's relevance floor: share of the query's words a hit must carry
 INT64_MAX = 2**63 - 1  #: ids travel as msgpack integers
 
@@ -188,7 +187,7 @@ def client_session_name(client: str | None, now: float | None = None) -> str:
 
 _READS = frozenset({names.SESSION_CONTEXT, names.SESSION_GET, names.SESSION_LIST,
                     names.SESSION_REPORT, names.MEMORY_RECALL, names.MEMORY_SEARCH,
-                    names.MEMORY_LIST, names.MEMORY_STATS, names.DOCS_SEARCH, names.DOCS_LIST})
+                    names.SEARCH, names.MEMORY_LIST, names.MEMORY_STATS, names.DOCS_SEARCH, names.DOCS_LIST})
 
 
 class Daemon:
@@ -255,22 +254,6 @@ UserArg = Annotated[str | None, Field(
     description="user id; default: the server's user (--user / MEMMAN_MCP_USER)")]
 TenantArg = Annotated[str | None, Field(
     description="tenant id; default: the server's tenant (--tenant / MEMMAN_MCP_TENANT)")]
-
-
-RANKING = ("each source ranks its own hits (user memory: BM25 + recency; scratchpad: term "
-           "score; documents: reranked BM25); the lists are merged by reciprocal rank fusion, "
-           "1/(60 + rank), weighted by the share of query words the hit contains")
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def coverage(query: str, text: str) -> float:
-    """Share of the query's distinct words found in ``text`` (5-letter prefixes, as the
-    daemon's stemmed indexes match), 0..1: one measure that means the same for every source."""
-    terms = {w[:5] for w in _WORD.findall(query.lower())}
-    if not terms:
-        return 0.0
-    words = {w[:5] for w in _WORD.findall(text.lower())}
-    return len(terms & words) / len(terms)
 
 
 def _tool_error(exc: MemmanError) -> ToolError:
@@ -425,50 +408,14 @@ def build_server(settings: Settings, daemon: Daemon | None = None) -> MCPServer:
         if not query.strip():
             raise ToolError("query must contain words to search for")
         user, tenant = user_id or settings.user, tenant_id or settings.tenant
-        opts = {"limit": limit}
-        stored, working, docs, said = await asyncio.gather(
-            call(names.MEMORY_SEARCH, user, "", query, opts),
-            call(names.MEMORY_SEARCH, user, "working", query, {**opts, "tenant_id": tenant}),
-            call(names.DOCS_SEARCH, tenant, query, opts),
-            call(names.MEMORY_SEARCH, user, "session", query, {**opts, "tenant_id": tenant}))
-        sources: list[list[dict[str, Any]]] = [[], [], [], []]
-        for r in stored["results"]:
-            what = {"preference": f"preference '{r.get('key')}'",
-                    "rule": f"rule when '{r.get('key')}'",
-                    "playbook": f"playbook '{r.get('key')}'"}.get(r["kind"], r["kind"])
-            sources[0].append({"id": f"memory:{r['id']}", "text": r["content"],
-                               "source": f"user memory ({r['type']} {what}) of {user}",
-                               "native_score": r["score"]})
-        for r in working["results"]:
-            sources[1].append({"id": f"snippet:{r['session_id']}#{r['id']}", "text": r["text"],
-                               "source": f"scratchpad of session {r['session_id']}",
-                               "native_score": r["score"]})
-        for r in docs["results"]:
-            sources[2].append({"id": f"doc:{r['doc_id']}", "chunk": f"chunk:{r['chunk_id']}",
-                               "text": r["text"],
-                               "source": f"business document '{r['title']}' of tenant "
-                                         f"{tenant} (chunk {r['seq']})",
-                               "native_score": r["score"]})
-        for r in said["results"]:  # what the user's sessions said (the recall index)
-            sources[3].append({"id": f"entry:{r['session_id']}#{r['id']}", "text": r["text"],
-                               "source": f"{r['role']} in session {r['session_id']} on "
-                                         f"{time.strftime('%Y-%m-%d', time.gmtime(r['created_at']))}",
-                               "native_score": r["score"]})
-        fused: list[dict[str, Any]] = []
-        below = 0
-        for hits in sources:
-            for rank, h in enumerate(hits):
-                cov = coverage(query, h["text"])
-                if cov < settings.min_coverage or cov == 0.0:
-                    below += 1
-                    continue
-                score = (1.0 / (RRF_K + rank + 1)) * (0.5 + 0.5 * cov)
-                fused.append({**h, "score": round(score, 6), "coverage": round(cov, 3)})
-        fused.sort(key=lambda h: (-h["score"], -h["coverage"]))
-        return {"query": query, "hits": fused[:limit], "user_id": user, "tenant_id": tenant,
-                "below_floor": below, "ranking": RANKING + (
-                    f"; hits carrying less than {settings.min_coverage:.0%} of the query's "
-                    "words are left out (below_floor counts them)")}
+        # one daemon call: the four sources are ranked and merged there (memman_search)
+        out = await call(names.SEARCH, user, query,
+                         {"limit": limit, "tenant_id": tenant,
+                          "min_coverage": settings.min_coverage})
+        return {"query": query, "hits": [{k: v for k, v in h.items() if k != "kind"}
+                                         for h in out["hits"]],
+                "user_id": user, "tenant_id": tenant, "below_floor": out["below_floor"],
+                "ranking": out["ranking"]}
 
     @server.tool(description=(
         "Forget one thing by the id that remember, search, add or context returned: "

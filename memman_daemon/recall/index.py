@@ -424,6 +424,10 @@ class RecallIndex(Component):
         batch at a time straight into the corpora, each step a slice that yields (a start
         on 60,000 entries held the event loop for seconds, and kept ~270 MB of blobs in one
         dict); then the other daemons' rows (a shared store) and the background embedder."""
+        # the search model loads in a thread meanwhile (ONNX Runtime, ~1 s): the first
+        # question after a restart does not wait for it after the rows
+        warm = asyncio.get_running_loop().create_task(self.embedder.search_ready(),
+                                                      name="memman-recall-model")
         try:
             for s in list(self.sessions.by_id.values()):
                 entries, i = list(s.entries), 0
@@ -446,6 +450,8 @@ class RecallIndex(Component):
                           "from recall until the daemon restarts")
         finally:
             self._loaded.set()
+            with contextlib.suppress(Exception):  # a model that cannot load says so itself
+                await warm
         self._task = asyncio.get_running_loop().create_task(self._embed_loop(),
                                                             name="memman-recall-embed")
         self._wake.set()

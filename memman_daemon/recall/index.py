@@ -117,6 +117,9 @@ def indexed(e: Entry) -> bool:
     return not (e.role == "system" and e.type == "message")
 
 
+#: a slice of the start's indexing (``_load_rows``): the others' requests wait at most this
+#: long behind it (more on a busy box)
+LOAD_SLICE_S = 0.01
 #: stored vectors read per query at start (``_load_vectors``: ~3 MB of blobs with the token
 #: vectors)
 LOAD_BATCH = 1024
@@ -424,16 +427,18 @@ class RecallIndex(Component):
         batch at a time straight into the corpora, each step a slice that yields (a start
         on 60,000 entries held the event loop for seconds, and kept ~270 MB of blobs in one
         dict); then the other daemons' rows (a shared store) and the background embedder."""
-        # the search model loads in a thread meanwhile (ONNX Runtime, ~1 s): the first
-        # question after a restart does not wait for it after the rows
-        warm = asyncio.get_running_loop().create_task(self.embedder.search_ready(),
-                                                      name="memman-recall-model")
+        # with entries to recall, the search model loads in a thread meanwhile (ONNX
+        # Runtime): the first question after a restart does not wait for it after the rows
+        # (a data dir with none never pays for the model, nor writes its cache)
+        warm = asyncio.get_running_loop().create_task(
+            self.embedder.search_ready(), name="memman-recall-model") \
+            if any(s.entries for s in self.sessions.by_id.values()) else None
         try:
             for s in list(self.sessions.by_id.values()):
                 entries, i = list(s.entries), 0
                 while i < len(entries) and self.sessions.by_id.get(s.id) is s:
                     t0 = time.perf_counter()
-                    while i < len(entries) and time.perf_counter() - t0 < INDEX_SLICE_S:
+                    while i < len(entries) and time.perf_counter() - t0 < LOAD_SLICE_S:
                         # the entries still in the session (one removed, cleared or rolled
                         # back meanwhile is not brought back; the id's current entry is used)
                         part = [cur for e in entries[i:i + 64]
@@ -450,8 +455,9 @@ class RecallIndex(Component):
                           "from recall until the daemon restarts")
         finally:
             self._loaded.set()
-            with contextlib.suppress(Exception):  # a model that cannot load says so itself
-                await warm
+            if warm is not None:
+                with contextlib.suppress(Exception):  # a model that cannot load says so
+                    await warm
         self._task = asyncio.get_running_loop().create_task(self._embed_loop(),
                                                             name="memman-recall-embed")
         self._wake.set()

@@ -29,7 +29,7 @@ import logging
 import re
 import time
 from array import array
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -372,6 +372,7 @@ class RecallIndex(Component):
         self._task: asyncio.Task[None] | None = None
         self._loader: asyncio.Task[None] | None = None
         self._loaded = asyncio.Event()  #: the rows the daemon started with are indexed
+        self._damaged = 0  #: stored vectors of the start that could not be read
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
         #: (corpus, question vector) -> (vec_epoch, rows, rows with a vector, cosines)
         self._cos: OrderedDict[tuple[int, bytes], tuple[int, int, np.ndarray, np.ndarray]] \
@@ -480,7 +481,16 @@ class RecallIndex(Component):
                     break
                 after = got[-1][0]
                 by_corpus: dict[int, tuple[Corpus, list[int], list[Any]]] = {}
+                # a row of another length than the batch's usual one is damaged (or of
+                # another dimension): left out, its entry is embedded again
+                size = Counter(len(b if kind == "vectors" else b[1]) for _, b in got)
+                usual = size.most_common(1)[0][0]
                 for eid, blob in got:
+                    if len(blob if kind == "vectors" else blob[1]) != usual or (
+                            kind == "tokens" and not 0 < blob[0] <= late.TOKENS) or (
+                            kind == "tokens" and usual % late.TOKENS):
+                        self._damaged += 1
+                        continue
                     for c in corpora:  # one corpus per user: a few
                         row = c.row_of.get(eid)
                         if row is not None:
@@ -500,6 +510,9 @@ class RecallIndex(Component):
                 if len(got) < LOAD_BATCH:
                     break
                 await asyncio.sleep(0)
+        if self._damaged:
+            log.warning("%d stored recall vectors could not be read; their entries are "
+                        "embedded again", self._damaged)
         # rows still without a vector (or token vectors) wait for the background embedder;
         # the entries that arrived meanwhile are queued already
         queued = {(id(c), eid) for c, eid in self._pending.queue}

@@ -117,3 +117,32 @@ async def test_memory_search_and_exclusion_during_the_load_see_every_row(
             assert (await asyncio.wait_for(exclude, 60))["excluded"] is True
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_damaged_stored_vector_is_embedded_again_and_the_rest_load() -> None:
+    import sqlite3
+
+    root = short_tmpdir()
+    try:
+        async with running_daemon(root) as d, d.client() as c:
+            await _past(c)
+            assert await d.app.recall.drained(60)
+            p1 = [e["id"] for e in (await c.session_get("p1"))["entries"]]
+            db = d.app.store.path
+        # one vector cut short, another entry's token vectors cut short (a disk error, a
+        # hand edit): the start leaves them out instead of failing or dropping the rest
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE recall_vectors SET embedding=x'00010203' WHERE entry_id=?",
+                         (p1[0],))
+            conn.execute("UPDATE recall_tokens SET packed=x'0001' WHERE entry_id=?", (p1[2],))
+        async with running_daemon(root) as d, d.client() as c:
+            await d.app.recall.loaded()
+            st = d.app.recall.stats()
+            assert st["entries"] == 5 and st["pending_vectors"] == 2
+            assert await d.app.recall.drained(60)
+            assert d.app.recall.stats()["embedded"] == 2
+            await c.session_open("q", {"user_id": "ana"})
+            await c.session_add("q", {"role": "user", "content": "Where does my sister live?"})
+            assert "Ljubljana" in texts(await c.session_context("q", {"max_tokens": 2000}))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -39,6 +39,7 @@ async def memory_forget(call: Call, user_id: str, record_id: int | str,
               else caller_of(call.app.sessions.by_id, user_id, opts.get("tenant_id")))
     recall = call.app.recall
     if kind != "memory":
+        await recall.loaded()  # an entry is found by its row: the start's rows indexed
         s = recall.session_of_entry(caller, n)
         if s is not None and sid is not None and s.id != sid:
             s = None

@@ -151,6 +151,7 @@ async def recall_exclude(call: Call, session_id: str, entry_id: int,
     s = _session(call, session_id)
     recall = call.app.recall
     owner = Caller(s.meta.user_id, s.meta.tenant_id)
+    await recall.loaded()  # an entry is found by its row: the start's rows indexed
     src = recall.session_of_entry(owner, entry_id)
     # or an entry of the user's session on another host (shared store)
     e = src.by_id[entry_id] if src is not None else recall.remote_entry(owner, entry_id)

@@ -29,7 +29,7 @@ import logging
 import re
 import time
 from array import array
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +117,12 @@ def indexed(e: Entry) -> bool:
     return not (e.role == "system" and e.type == "message")
 
 
+#: a slice of the start's indexing (``_load_rows``): the others' requests wait at most this
+#: long behind it (more on a busy box)
+LOAD_SLICE_S = 0.01
+#: stored vectors read per query at start (``_load_vectors``: ~3 MB of blobs with the token
+#: vectors)
+LOAD_BATCH = 1024
 #: rows per block of the vector arrays (``Blocks``)
 BLOCK = 8192
 
@@ -281,6 +287,25 @@ class Corpus:
         self.tok[row] = packed
         self.tok_n[row] = n
 
+    def set_vecs(self, rows: np.ndarray, vecs: np.ndarray) -> None:
+        """``set_vec`` of many rows at once (a start reading the stored vectors)."""
+        if self.vec is None or self.vec.shape[1] != vecs.shape[1]:
+            self.vec = Blocks(len(self.has_vec), (vecs.shape[1],), np.float32)
+            self.has_vec[:] = False
+            self.vec_epoch += 1
+        elif self.has_vec[rows].any():
+            self.vec_epoch += 1
+        self.vec[rows] = vecs
+        self.has_vec[rows] = True
+
+    def set_toks(self, rows: np.ndarray, packed: np.ndarray, counts: np.ndarray) -> None:
+        """``set_tok`` of many rows at once: ``packed`` (rows, TOKENS, width)."""
+        if self.tok is None or self.tok.shape[1:] != packed.shape[1:]:
+            self.tok = Blocks(len(self.has_vec), packed.shape[1:], np.uint8)
+            self.tok_n[:] = 0
+        self.tok[rows] = packed
+        self.tok_n[rows] = counts
+
 
 @dataclass
 class Hits:
@@ -296,8 +321,6 @@ class Hits:
     stand_in: np.ndarray  #: the cosine came from the static model (vector pending)
     floor: float  #: least cosine that counts as related for the model in force
     pending: int = 0  #: rows of the corpus whose search vector is pending
-    #: the MaxSim score per question token (a mean cosine; 0 where not ranked by it)
-    late_score: np.ndarray | None = None
 
     def order(self, mask: np.ndarray) -> list[int]:
         """Rows within ``mask`` that matched anything, best first."""
@@ -347,6 +370,9 @@ class RecallIndex(Component):
         self._trimmed_at = 0  #: entries embedded when the C heap was last trimmed
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._loader: asyncio.Task[None] | None = None
+        self._loaded = asyncio.Event()  #: the rows the daemon started with are indexed
+        self._damaged = 0  #: stored vectors of the start that could not be read
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
         #: (corpus, question vector) -> (vec_epoch, rows, rows with a vector, cosines)
         self._cos: OrderedDict[tuple[int, bytes], tuple[int, int, np.ndarray, np.ndarray]] \
@@ -380,37 +406,134 @@ class RecallIndex(Component):
 
     # --- lifecycle -----------------------------------------------------------------------
     async def load(self) -> None:
-        for s in self.sessions.by_id.values():
-            self.appended(s, s.entries, queue=False)
-        model = self.embedder.model_id
-        stored = dict(await self.storage.vectors(model)) if model else {}
-        toks = dict(await self._tok_store.tokens(model)) \
-            if model and self._tok_store is not None and self.embedder.late else {}
-        for c in self.corpora.values():
-            for eid, row in c.row_of.items():
-                blob = stored.get(eid)
-                if blob is not None:
-                    v = np.frombuffer(blob, dtype="<f4")
-                    c.set_vec(row, v)
-                    got = toks.get(eid)
-                    if got is not None:
-                        c.set_tok(row, np.frombuffer(got[1], dtype=np.uint8).reshape(
-                            late.TOKENS, late.width(len(v))), got[0])
-                    self._remember(c.texts[row], c, row)
-                if blob is None or (self.embedder.late and eid not in toks):
-                    # (a vector kept before token vectors were: embedded again, once)
-                    self._pending.queue.append((c, eid))
+        """What a request may need at once (exclusions, forgotten entries); the rows
+        themselves are indexed after the daemon answers, in slices (``_load_rows``): a
+        read of the index waits for them (``loaded``)."""
         for sid, eid in await self.storage.exclusions():
             self.excluded.setdefault(sid, set()).add(eid)
         self._forgot(await self.storage.forgotten())
-        self.storage.attach(self._shareable, self._changed, lambda: self.embedder.model_id,
-                            self._digest_of)
-        await self.storage.load()  # with a shared store: the other daemons' rows
+        for s in self.sessions.by_id.values():
+            self.scope_of[s.id] = self.key(s)
+        self._loader = asyncio.get_running_loop().create_task(self._load_rows(),
+                                                              name="memman-recall-load")
+
+    async def loaded(self) -> None:
+        """Wait until the rows the daemon started with are indexed (at start, in the
+        background), so a read sees every one of them."""
+        if not self._loaded.is_set():
+            await self._loaded.wait()
+
+    async def _load_rows(self) -> None:
+        """The sessions' entries indexed, then their stored vectors and token vectors read a
+        batch at a time straight into the corpora, each step a slice that yields (a start
+        on 60,000 entries held the event loop for seconds, and kept ~270 MB of blobs in one
+        dict); then the other daemons' rows (a shared store) and the background embedder."""
+        # with entries to recall, the search model loads in a thread meanwhile (ONNX
+        # Runtime): the first question after a restart does not wait for it after the rows
+        # (a data dir with none never pays for the model, nor writes its cache)
+        warm = asyncio.get_running_loop().create_task(
+            self.embedder.search_ready(), name="memman-recall-model") \
+            if any(s.entries for s in self.sessions.by_id.values()) else None
+        try:
+            for s in list(self.sessions.by_id.values()):
+                entries, i = list(s.entries), 0
+                while i < len(entries) and self.sessions.by_id.get(s.id) is s:
+                    t0 = time.perf_counter()
+                    while i < len(entries) and time.perf_counter() - t0 < LOAD_SLICE_S:
+                        # the entries still in the session (one removed, cleared or rolled
+                        # back meanwhile is not brought back; the id's current entry is used)
+                        part = [cur for e in entries[i:i + 64]
+                                if (cur := s.by_id.get(e.id)) is not None]
+                        self._index(s, part, queue=False)
+                        i += 64
+                    await asyncio.sleep(0)
+            await self._load_vectors()
+            self.storage.attach(self._shareable, self._changed, lambda: self.embedder.model_id,
+                                self._digest_of)
+            await self.storage.load()  # with a shared store: the other daemons' rows
+        except Exception:
+            log.exception("loading the recall index failed; the rows not loaded are missing "
+                          "from recall until the daemon restarts")
+        finally:
+            self._loaded.set()
+            if warm is not None:
+                with contextlib.suppress(Exception):  # a model that cannot load says so
+                    await warm
         self._task = asyncio.get_running_loop().create_task(self._embed_loop(),
                                                             name="memman-recall-embed")
         self._wake.set()
 
+    async def _load_vectors(self) -> None:
+        """The stored vectors (and token vectors) of the model in force, ``LOAD_BATCH`` rows
+        a query, set on their rows in bulk; rows left without either are queued for the
+        background embedder."""
+        model = self.embedder.model_id
+        late_on = self.embedder.late and self._tok_store is not None
+        corpora = list(self.corpora.values())
+        for kind in ("vectors", "tokens") if model else ():
+            if kind == "tokens" and not late_on:
+                break
+            read = self.storage.vectors if kind == "vectors" else self._tok_store.tokens
+            after = -1
+            while model == self.embedder.model_id:
+                got = await read(model, after, LOAD_BATCH)
+                if not got:
+                    break
+                after = got[-1][0]
+                by_corpus: dict[int, tuple[Corpus, list[int], list[Any]]] = {}
+                # a row of another length than the batch's usual one is damaged (or of
+                # another dimension): left out, its entry is embedded again
+                size = Counter(len(b if kind == "vectors" else b[1]) for _, b in got)
+                usual = size.most_common(1)[0][0]
+                for eid, blob in got:
+                    if len(blob if kind == "vectors" else blob[1]) != usual or (
+                            kind == "tokens" and not 0 < blob[0] <= late.TOKENS) or (
+                            kind == "tokens" and usual % late.TOKENS):
+                        self._damaged += 1
+                        continue
+                    for c in corpora:  # one corpus per user: a few
+                        row = c.row_of.get(eid)
+                        if row is not None:
+                            by_corpus.setdefault(id(c), (c, [], []))
+                            by_corpus[id(c)][1].append(row)
+                            by_corpus[id(c)][2].append(blob)
+                            break
+                for c, rows, blobs in by_corpus.values():
+                    r = np.asarray(rows, dtype=np.int64)
+                    if kind == "vectors":
+                        c.set_vecs(r, np.frombuffer(b"".join(blobs), dtype="<f4").reshape(
+                            len(rows), -1))
+                    else:
+                        counts = np.asarray([b[0] for b in blobs], dtype=np.int8)
+                        packed = np.frombuffer(b"".join(b[1] for b in blobs), dtype=np.uint8)
+                        c.set_toks(r, packed.reshape(len(rows), late.TOKENS, -1), counts)
+                if len(got) < LOAD_BATCH:
+                    break
+                await asyncio.sleep(0)
+        if self._damaged:
+            log.warning("%d stored recall vectors could not be read; their entries are "
+                        "embedded again", self._damaged)
+        # rows still without a vector (or token vectors) wait for the background embedder;
+        # the entries that arrived meanwhile are queued already
+        queued = {(id(c), eid) for c, eid in self._pending.queue}
+        for c in corpora:
+            n = c.n
+            need = c.alive() & ~c.has_vec[:n]
+            if late_on:
+                need |= c.alive() & (c.tok_n[:n] == 0)
+            for row in np.flatnonzero(need).tolist():
+                eid = c.eids[row]
+                if (id(c), eid) not in queued:
+                    self._pending.queue.append((c, eid))
+            have = np.flatnonzero(c.has_vec[:n] & c.alive()).tolist()
+            for i in range(0, len(have), 8192):
+                for row in have[i:i + 8192]:
+                    self._remember(c.texts[row], c, row)
+                await asyncio.sleep(0)
+
     async def close(self) -> None:
+        await stop_task(self._loader)
+        self._loader = None
         await stop_task(self._task)
         self._task = None
         with contextlib.suppress(Exception):
@@ -420,6 +543,8 @@ class RecallIndex(Component):
     def stats(self) -> dict[str, Any]:
         p = self._pending
         return {"scope": self.config.recall.scope, "corpora": len(self.corpora),
+                # the rows the daemon started with are still being indexed (``_load_rows``)
+                "loading": not self._loaded.is_set(),
                 "entries": sum(c.bm25.live for c in self.corpora.values()),
                 # with embeddings off no vector is coming: nothing is pending
                 "pending_vectors": (len(p.queue) + p.inflight
@@ -512,8 +637,9 @@ class RecallIndex(Component):
                 await asyncio.sleep(0)
 
     def indexing(self) -> bool:
-        """Entries are waiting for their rows (other background work lets this go first)."""
-        return bool(self._incoming)
+        """Entries are waiting for their rows, or the start's rows are being loaded (other
+        background work lets this go first)."""
+        return bool(self._incoming) or not self._loaded.is_set()
 
     def removed(self, s: Session, entry_ids: list[int]) -> None:
         self.settle()
@@ -741,6 +867,7 @@ class RecallIndex(Component):
         slices), the stand-in vectors of ``s``'s corpus rows still waiting for theirs (in a
         worker thread) and the vectors of each of the question's facets. The scoring that
         follows (``retrieve_facets``) awaits nothing, so it runs over one corpus."""
+        await self.loaded()
         await self.settle_sliced()
         if s is not None and self.embedder.local:
             await self._prepare_stand_ins(self.corpus_of(s))
@@ -793,9 +920,6 @@ class RecallIndex(Component):
                 for name in ("bm25", "bm25_rank", "cosine", "vector_rank", "stand_in"):
                     setattr(hits, name, np.where(better, getattr(more, name),
                                                  getattr(hits, name)))
-                if more.late_score is not None:
-                    hits.late_score = more.late_score if hits.late_score is None \
-                        else np.maximum(hits.late_score, more.late_score)
         return hits
 
     def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, ...],
@@ -844,10 +968,9 @@ class RecallIndex(Component):
             core.dense(bm, cos, seen, seen & (have | stand_in), core.Fusion.of(cfg),
                        cfg.candidates), c.tok, c.tok_n, qtok)
         fused, bm25_rank, vec_rank = ranking.fused, ranking.lexical_rank, ranking.vector_rank
-        late_score = ranking.late
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
-                    pending=int((alive & ~have).sum()), late_score=late_score)
+                    pending=int((alive & ~have).sum()))
 
     def _cosines(self, c: Corpus, vec: np.ndarray, have: np.ndarray) -> np.ndarray:
         """Each row's cosine with the question vector ``vec`` (0 for rows without a vector):
@@ -1128,7 +1251,7 @@ class RecallIndex(Component):
     async def drained(self, timeout: float = 60.0) -> bool:
         """Wait until no vector is pending (tests and benchmarks)."""
         end = time.monotonic() + timeout
-        while (self._pending.queue or self._pending.inflight or self._unsaved
+        while not self._loaded.is_set() or (self._pending.queue or self._pending.inflight or self._unsaved
                or self._unsaved_tok or self._incoming) and self.embedder.enabled:
             if time.monotonic() > end:
                 return False

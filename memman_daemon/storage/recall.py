@@ -89,15 +89,18 @@ class RecallStorage(Protocol):
 
     async def close(self) -> None: ...
 
-    async def vectors(self, model: str) -> list[tuple[int, bytes]]:
-        """Every stored vector of ``model`` of this daemon's entries: (entry id, float32)."""
+    async def vectors(self, model: str, after: int = -1, limit: int = -1
+                      ) -> list[tuple[int, bytes]]:
+        """The stored vectors of ``model`` of this daemon's entries: (entry id, float32), in
+        entry id order, after entry ``after``, at most ``limit`` (-1: all)."""
 
     async def save_vectors(self, rows: list[VectorRow]) -> None:
         """Keep vectors (of this daemon's entries and, shared, of others' rows)."""
 
-    async def tokens(self, model: str) -> list[tuple[int, tuple[int, bytes]]]:
-        """Every stored packed token matrix of ``model`` of this daemon's entries: (entry id,
-        (tokens kept, bytes))."""
+    async def tokens(self, model: str, after: int = -1, limit: int = -1
+                     ) -> list[tuple[int, tuple[int, bytes]]]:
+        """The stored packed token matrices of ``model`` of this daemon's entries: (entry id,
+        (tokens kept, bytes)), as ``vectors``."""
 
     async def save_tokens(self, rows: list[TokenRow]) -> None:
         """Keep packed token vectors (of this daemon's entries and, shared, of others'

@@ -269,6 +269,7 @@ async def test_vectors_survive_a_restart_without_re_embedding(tmp_path_factory) 
         assert await d.server.app.recall.drained(60)
         assert d.server.app.recall.stats()["embedded"] == 20
     async with running_daemon(root) as d, d.client() as c:
+        await d.server.app.recall.loaded()  # read after the daemon answers
         st = d.server.app.recall.stats()
         assert st["entries"] == 20 and st["pending_vectors"] == 0 and st["embedded"] == 0
 

@@ -181,8 +181,9 @@ class SharedRecall:
         self.written = self.read = self.reconciled = 0
 
     # --- RecallStorage: the local part ------------------------------------------------------
-    async def vectors(self, model: str) -> list[tuple[int, bytes]]:
-        return await self.local.vectors(model)
+    async def vectors(self, model: str, after: int = -1, limit: int = -1
+                      ) -> list[tuple[int, bytes]]:
+        return await self.local.vectors(model, after, limit)
 
     async def exclusions(self) -> list[tuple[str, int]]:
         return await self.local.exclusions()
@@ -206,8 +207,9 @@ class SharedRecall:
             await self.local.save_vectors(own)
         self._queue("vectors", rows)
 
-    async def tokens(self, model: str) -> list[tuple[int, tuple[int, bytes]]]:
-        return await self.local.tokens(model)
+    async def tokens(self, model: str, after: int = -1, limit: int = -1
+                     ) -> list[tuple[int, tuple[int, bytes]]]:
+        return await self.local.tokens(model, after, limit)
 
     async def save_tokens(self, rows: list[TokenRow]) -> None:
         own = [r for r in rows if r[0] < REMOTE_BASE]

@@ -64,17 +64,23 @@ def include_op(session_id: str, entry_id: int) -> Op:
             (session_id, entry_id))
 
 
-async def vectors(store: Store, model: str) -> list[tuple[int, bytes]]:
-    """Every stored vector of ``model``: (entry id, float32 bytes)."""
+async def vectors(store: Store, model: str, after: int = -1, limit: int = -1
+                  ) -> list[tuple[int, bytes]]:
+    """The stored vectors of ``model``: (entry id, float32 bytes), in entry id order, those
+    after entry ``after``, at most ``limit`` (-1: all); a start reads them a batch at a time."""
     rows = await store.fetchall(
-        "SELECT entry_id, embedding FROM recall_vectors WHERE model=?", (model,))
+        "SELECT entry_id, embedding FROM recall_vectors WHERE model=? AND entry_id>? "
+        "ORDER BY entry_id LIMIT ?", (model, after, limit))
     return [(r[0], r[1]) for r in rows]
 
 
-async def tokens(store: Store, model: str) -> list[tuple[int, tuple[int, bytes]]]:
-    """Every stored packed token matrix of ``model``: (entry id, (tokens kept, bytes))."""
+async def tokens(store: Store, model: str, after: int = -1, limit: int = -1
+                 ) -> list[tuple[int, tuple[int, bytes]]]:
+    """The stored packed token matrices of ``model``: (entry id, (tokens kept, bytes)), as
+    ``vectors``."""
     rows = await store.fetchall(
-        "SELECT entry_id, n, packed FROM recall_tokens WHERE model=?", (model,))
+        "SELECT entry_id, n, packed FROM recall_tokens WHERE model=? AND entry_id>? "
+        "ORDER BY entry_id LIMIT ?", (model, after, limit))
     return [(r[0], (r[1], r[2])) for r in rows]
 
 
@@ -104,14 +110,16 @@ class LocalRecall:
     async def close(self) -> None:
         pass
 
-    async def vectors(self, model: str) -> list[tuple[int, bytes]]:
-        return await vectors(self.store, model)
+    async def vectors(self, model: str, after: int = -1, limit: int = -1
+                      ) -> list[tuple[int, bytes]]:
+        return await vectors(self.store, model, after, limit)
 
     async def save_vectors(self, rows: list[tuple[int, str, str, np.ndarray]]) -> None:
         await self.store.write(vectors_op(rows))
 
-    async def tokens(self, model: str) -> list[tuple[int, tuple[int, bytes]]]:
-        return await tokens(self.store, model)
+    async def tokens(self, model: str, after: int = -1, limit: int = -1
+                     ) -> list[tuple[int, tuple[int, bytes]]]:
+        return await tokens(self.store, model, after, limit)
 
     async def save_tokens(self, rows: list[tuple[int, str, str, np.ndarray, int]]) -> None:
         await self.store.write(tokens_op(rows))

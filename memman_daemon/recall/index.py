@@ -75,6 +75,10 @@ INDEX_SHARE = 0.5
 #: ...in slices of this much (a slice of the background share is 5 ms; under a burst each wait
 #: between two slices lasts a turn of the event loop or more, so 5 ms slices got ~15 %)
 INDEX_SLICE_S = 0.02
+#: rows looked at on each side of a candidate for the turns around it in its session
+#: (``neighbours``; sessions that log at the same time interleave their rows)
+NEIGHBOUR_SCAN = 6
+SHORT_REPLY_WORDS = 6  #: a reply this short ("oh wow", "go on") does not end a speaker's turn
 
 
 def entry_text(e: Entry, max_chars: int) -> str:
@@ -840,14 +844,61 @@ class RecallIndex(Component):
         # scope's rows, fused with ``[recall]``'s constants, then its MaxSim stage
         cfg = self.config.recall
         seen = alive if mask is None else alive & mask[:n]
-        ranking = core.MaxSim(cfg.rerank_candidates).dense(
+        ranking = core.MaxSim(cfg.rerank_candidates, cfg.context_share).dense(
             core.dense(bm, cos, seen, seen & (have | stand_in), core.Fusion.of(cfg),
-                       cfg.candidates), c.tok, c.tok_n, qtok)
+                       cfg.candidates), c.tok, c.tok_n, qtok,
+            lambda rows: self.neighbours(c, rows, seen))
         fused, bm25_rank, vec_rank = ranking.fused, ranking.lexical_rank, ranking.vector_rank
         late_score = ranking.late
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()), late_score=late_score)
+
+    def neighbours(self, c: Corpus, rows: np.ndarray, seen: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """``(row, neighbour)`` pairs for the MaxSim stage: the turn that carries each of
+        ``rows`` on in its session — the same speaker's turn right before or after it, or
+        with one turn of another speaker between ("guess who rang, Noor" / "no!" / "she's
+        moving to Tromsø"; a reply of more than ``SHORT_REPLY_WORDS`` words ends the news).
+        Only conversation turns (a user's or an assistant's message), and
+        only neighbours within ``seen`` (the caller's scope: a row it may not see lends
+        nothing). Bounded: ``NEIGHBOUR_SCAN`` rows on each side (rows of other sessions that
+        arrived in between are passed over)."""
+        n = c.n
+        codes = np.frombuffer(c.codes, dtype=np.int32, count=n)
+        alive = c.alive()
+        who: dict[int, tuple[str, str] | None] = {}
+
+        def speaker(r: int) -> tuple[str, str] | None:
+            if r not in who:
+                e = self.entry_at(c, r)[0]
+                who[r] = (e.role, e.name or "") if e is not None and e.type == "message" \
+                    and e.role in ("user", "assistant") and not e.tool_calls else None
+            return who[r]
+
+        src: list[int] = []
+        dst: list[int] = []
+        for r in rows.tolist():
+            me = speaker(r)
+            if me is None:
+                continue
+            for step in (-1, 1):
+                turns: list[int] = []  # the session's next two turns that way
+                j = r + step
+                while 0 <= j < n and len(turns) < 2 and abs(j - r) <= NEIGHBOUR_SCAN:
+                    if codes[j] == codes[r] and alive[j]:
+                        turns.append(j)
+                    j += step
+                if not turns:
+                    continue
+                first = speaker(turns[0])
+                nb = turns[0] if first == me else turns[1] \
+                    if first is not None and len(turns) > 1 and speaker(turns[1]) == me \
+                    and len(c.texts[turns[0]].split()) <= SHORT_REPLY_WORDS else -1
+                if nb >= 0 and seen[nb]:
+                    src.append(r)
+                    dst.append(nb)
+        return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
 
     def _cosines(self, c: Corpus, vec: np.ndarray, have: np.ndarray) -> np.ndarray:
         """Each row's cosine with the question vector ``vec`` (0 for rows without a vector):

@@ -28,6 +28,7 @@ import hashlib
 import logging
 import re
 import time
+import weakref
 from array import array
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -79,6 +80,11 @@ INDEX_SLICE_S = 0.02
 #: (``neighbours``; sessions that log at the same time interleave their rows)
 NEIGHBOUR_SCAN = 6
 SHORT_REPLY_WORDS = 6  #: a reply this short ("oh wow", "go on") does not end a speaker's turn
+#: what a client may write before a turn's words, left out when they are counted: a time
+#: stamp in brackets or parentheses ("[Tue 5 Mar 2024 18:41]", "(3:05 pm, 12 June 2023)") and
+#: a speaker's name ("Ines: ")
+_LABEL = re.compile(r"^\s*(?:[\[(][^\])\n]{0,47}\d[^\])\n]{0,47}[\])]\s*)?"
+                    r"(?:[^\W\d][\w .'-]{0,39}:\s)?")
 
 
 def entry_text(e: Entry, max_chars: int) -> str:
@@ -355,6 +361,11 @@ class RecallIndex(Component):
         #: (corpus, question vector) -> (vec_epoch, rows, rows with a vector, cosines)
         self._cos: OrderedDict[tuple[int, bytes], tuple[int, int, np.ndarray, np.ndarray]] \
             = OrderedDict()
+        #: corpus -> (each row's speaker number, -1: not read yet, -2: not a turn; whether
+        #: it is a short reply), read once per row for ``neighbours``
+        self._turns: weakref.WeakKeyDictionary[Corpus, tuple[np.ndarray, np.ndarray]] = \
+            weakref.WeakKeyDictionary()
+        self._speaker_of: dict[tuple[str, str], int] = {}
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
         #: (corpus, entry id, session id, model, packed token vectors, tokens) to keep
         self._unsaved_tok: list[tuple[Corpus, int, str, str, np.ndarray, int]] = []
@@ -860,45 +871,64 @@ class RecallIndex(Component):
         ``rows`` on in its session — the same speaker's turn right before or after it, or
         with one turn of another speaker between ("guess who rang, Noor" / "no!" / "she's
         moving to Tromsø"; a reply of more than ``SHORT_REPLY_WORDS`` words ends the news).
-        Only conversation turns (a user's or an assistant's message), and
-        only neighbours within ``seen`` (the caller's scope: a row it may not see lends
-        nothing). Bounded: ``NEIGHBOUR_SCAN`` rows on each side (rows of other sessions that
-        arrived in between are passed over)."""
+        Only conversation turns (a user's or an assistant's message), and only neighbours
+        within ``seen`` (the caller's scope: a row it may not see lends nothing). Bounded:
+        ``NEIGHBOUR_SCAN`` rows on each side (rows of other sessions that arrived in between
+        are passed over), array operations over them; each row's speaker read once."""
         n = c.n
+        none = np.zeros(0, dtype=np.int64)
+        if n == 0 or not len(rows):
+            return none, none
+        rows = np.asarray(rows, dtype=np.int64)
         codes = np.frombuffer(c.codes, dtype=np.int32, count=n)
         alive = c.alive()
-        who: dict[int, tuple[str, str] | None] = {}
+        k = len(rows)
+        at = np.arange(k)
+        offs = np.arange(1, NEIGHBOUR_SCAN + 1)
+        src: list[np.ndarray] = []
+        dst: list[np.ndarray] = []
+        for step in (-1, 1):
+            idx = rows[:, None] + step * offs[None, :]
+            inside = (idx >= 0) & (idx < n)
+            idx = np.clip(idx, 0, n - 1)
+            same = inside & (codes[idx] == codes[rows][:, None]) & alive[idx]
+            count = np.cumsum(same, axis=1)
+            j1 = idx[at, np.argmax(same, axis=1)]  # the session's next turn that way
+            j2 = idx[at, np.argmax(same & (count == 2), axis=1)]  # ... and the one after
+            has1, has2 = count[:, -1] >= 1, count[:, -1] >= 2
+            spk, short = self._speakers(c, np.concatenate([rows, j1[has1], j2[has2]]))
+            me, s1, s2 = spk[rows], spk[j1], spk[j2]
+            turn = me >= 0
+            nb = np.where(has1 & turn & (s1 == me), j1,
+                          np.where(has2 & turn & (s1 >= 0) & short[j1] & (s2 == me), j2, -1))
+            ok = nb >= 0
+            ok[ok] = seen[nb[ok]]
+            src.append(rows[ok])
+            dst.append(nb[ok])
+        return np.concatenate(src), np.concatenate(dst)
 
-        def speaker(r: int) -> tuple[str, str] | None:
-            if r not in who:
-                e = self.entry_at(c, r)[0]
-                who[r] = (e.role, e.name or "") if e is not None and e.type == "message" \
-                    and e.role in ("user", "assistant") and not e.tool_calls else None
-            return who[r]
-
-        src: list[int] = []
-        dst: list[int] = []
-        for r in rows.tolist():
-            me = speaker(r)
-            if me is None:
+    def _speakers(self, c: Corpus, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's speaker number (role and name; -2: not a conversation turn) and whether
+        it is a short reply, read from the entries of ``rows`` not read before."""
+        n = c.n
+        got = self._turns.get(c)
+        if got is None or len(got[0]) < n:
+            spk = np.full(max(n, 64) * 5 // 4, -1, dtype=np.int32)
+            short = np.zeros(len(spk), dtype=bool)
+            if got is not None:
+                spk[: len(got[0])], short[: len(got[1])] = got
+            got = self._turns[c] = (spk, short)
+        spk, short = got
+        for r in np.unique(rows[spk[rows] == -1]).tolist():
+            e = self.entry_at(c, r)[0]
+            if e is None or e.type != "message" or e.role not in ("user", "assistant") \
+                    or e.tool_calls:
+                spk[r] = -2
                 continue
-            for step in (-1, 1):
-                turns: list[int] = []  # the session's next two turns that way
-                j = r + step
-                while 0 <= j < n and len(turns) < 2 and abs(j - r) <= NEIGHBOUR_SCAN:
-                    if codes[j] == codes[r] and alive[j]:
-                        turns.append(j)
-                    j += step
-                if not turns:
-                    continue
-                first = speaker(turns[0])
-                nb = turns[0] if first == me else turns[1] \
-                    if first is not None and len(turns) > 1 and speaker(turns[1]) == me \
-                    and len(c.texts[turns[0]].split()) <= SHORT_REPLY_WORDS else -1
-                if nb >= 0 and seen[nb]:
-                    src.append(r)
-                    dst.append(nb)
-        return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+            spk[r] = self._speaker_of.setdefault((e.role, e.name or ""), len(self._speaker_of))
+            said = _LABEL.sub("", c.texts[r][:400], count=1)
+            short[r] = len(said.split(None, SHORT_REPLY_WORDS)) <= SHORT_REPLY_WORDS
+        return spk, short
 
     def _cosines(self, c: Corpus, vec: np.ndarray, have: np.ndarray) -> np.ndarray:
         """Each row's cosine with the question vector ``vec`` (0 for rows without a vector):

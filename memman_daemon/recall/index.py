@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import math
 import re
 import time
 import weakref
@@ -724,9 +725,9 @@ class RecallIndex(Component):
             got.discard(entry_id)
 
     # --- retrieval -----------------------------------------------------------------------
-    async def query_vectors(self, query: str) -> tuple[Any, Any, Any]:
-        """(search-model vector, static vector, informative token vectors or None) of the
-        question; cached. The search model runs in a worker thread (milliseconds), the static
+    async def query_vectors(self, query: str) -> tuple[Any, Any, Any, Any]:
+        """(search-model vector, static vector, informative token vectors or None, the word
+        each of those tokens is part of) of the question; cached. The search model runs in a worker thread (milliseconds), the static
         one inline (microseconds)."""
         emb = self.embedder
         key = (emb.model_id, query)
@@ -734,19 +735,20 @@ class RecallIndex(Component):
         if got is not None:
             self._queries.move_to_end(key)
             return got
-        vec = stat = qtok = None
+        vec = stat = qtok = qwords = None
         if emb.enabled:
             both = await emb.embed_tokens([query[:2000]]) if emb.late else None
             if both is not None:  # one pass: the sentence vector and the token vectors
                 vec = both[0][0]
                 qtok = late.question_tokens(both[1][0], both[2][0])
+                qwords = late.question_words(both[1][0], both[2][0])
             else:
                 v = await emb.embed([query[:2000]])
                 vec = None if v is None else v[0]
             if emb.local and await emb.relevance_ready():
                 sv = emb.cached([query[:2000]])
                 stat = None if sv is None else sv[0]
-        got = (vec, stat, qtok)
+        got = (vec, stat, qtok, qwords)
         self._queries[key] = got
         while len(self._queries) > QUERY_CACHE:
             self._queries.popitem(last=False)
@@ -829,6 +831,7 @@ class RecallIndex(Component):
         alive = c.alive()
         vec, stat = qvecs[0], qvecs[1]
         qtok = qvecs[2] if len(qvecs) > 2 else None
+        qwords = qvecs[3] if len(qvecs) > 3 else None
         have = c.has_vec[:n] & alive
         # one matrix-vector product, or the rows that changed for a question asked again
         if vec is not None and c.vec is not None and have.any():
@@ -860,7 +863,7 @@ class RecallIndex(Component):
         ranking = core.MaxSim(cfg.rerank_candidates, cfg.context_share).dense(
             core.dense(bm, cos, seen, seen & (have | stand_in), core.Fusion.of(cfg),
                        cfg.candidates), c.tok, c.tok_n, qtok,
-            lambda rows: self.neighbours(c, rows, seen))
+            lambda rows: self.neighbours(c, rows, seen), rarity(c, qwords))
         fused, bm25_rank, vec_rank = ranking.fused, ranking.lexical_rank, ranking.vector_rank
         late_score = ranking.late
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
@@ -1217,6 +1220,24 @@ class RecallIndex(Component):
                 return False
             await asyncio.sleep(0.02)
         return True
+
+
+def rarity(c: Corpus, words: list[str] | None) -> np.ndarray | None:
+    """Each question token's weight in the MaxSim sum: the BM25 idf of the word it is part
+    of in this corpus, over the idf of a word no row has (1: rare; near 0: in most rows). A
+    speaker's name opens every one of their turns ("Chidi: lol"): matched by all of them
+    alike, it decides nothing, yet a short turn keeps it whole where a long one averages it
+    into a token mean, so unweighted it ranked small talk above the answer (docs/decisions.md,
+    "Evidence recall across sessions")."""
+    if not words or not any(words):
+        return None
+    top = math.log(1.0 + (max(c.bm25.live, 1) + 0.5) / 0.5)
+    out = np.ones(len(words), dtype=np.float32)
+    for i, w in enumerate(words):
+        ts = text_terms(w) if w else []
+        if ts:
+            out[i] = max(c.bm25.idf(t) for t in ts) / top
+    return out
 
 
 def _pack_all(tokens: list[np.ndarray]) -> list[tuple[np.ndarray, int]]:

@@ -363,9 +363,11 @@ class MaxSim:
         self.share = share
 
     def dense(self, ranking: DenseRanking, packed: np.ndarray | None, counts: np.ndarray,
-              qtok: np.ndarray | None, context: Context | None = None) -> DenseRanking:
+              qtok: np.ndarray | None, context: Context | None = None,
+              weights: np.ndarray | None = None) -> DenseRanking:
         """``ranking`` with its best candidates re-ordered; ``late`` set to each row's MaxSim
-        per question token (0: not ranked by it)."""
+        per question token (0: not ranked by it). ``weights``: each question token's weight
+        in the sum (its word's rarity in the corpus, ``RecallIndex.retrieve``); None: 1."""
         fused = ranking.fused
         if qtok is None or packed is None:
             return ranking
@@ -390,9 +392,14 @@ class MaxSim:
             lifted = best.copy()
             np.maximum.at(lifted, src, self.share * best[dst])
             best = lifted
+        if weights is not None and len(weights) == best.shape[1] and weights.sum() > 0:
+            best = best * weights[None, :]
+            total = float(weights.sum())
+        else:
+            total = float(max(len(qtok), 1))
         scores = best.sum(axis=1).astype(np.float32)
         per = np.zeros(len(fused), dtype=np.float32)
-        per[rows] = scores / max(len(qtok), 1)
+        per[rows] = scores / total
         base = fused
         joined = fused[rows] <= 0
         if joined.any():  # a neighbour outside the fusion's lists: the lowest place to give

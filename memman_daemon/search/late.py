@@ -74,19 +74,33 @@ def question_tokens(tokens: np.ndarray, pieces: list[str]) -> np.ndarray:
     none is left. A piece is judged by the whole word it is part of ("##" pieces continue the
     one before): judged alone, "Noor" (``no`` ``##or``) or "Kaja" (``ka`` ``##ja``) lose
     pieces that are stop words, and a name the question turns on vanished from the score."""
+    keep = np.array([w is not None for w in _words(pieces, len(tokens))], dtype=bool)
+    return tokens[keep] if keep.any() else tokens
+
+
+def question_words(tokens: np.ndarray, pieces: list[str]) -> list[str]:
+    """The word each of ``question_tokens``' tokens is part of (in order; "" where every
+    token was kept for want of an informative one)."""
+    words = _words(pieces, len(tokens))
+    kept = [w for w in words if w is not None]
+    return kept if kept else [""] * len(tokens)
+
+
+def _words(pieces: list[str], n: int) -> list[str | None]:
+    """Per token (of ``n``), the lower-cased whole word its piece is part of, or None when
+    that word is a stop word or punctuation (or the token has no piece)."""
     spans: list[list[str]] = []  #: the pieces of each word, in order
-    for p in pieces[: len(tokens)]:
+    for p in pieces[:n]:
         if p.startswith("##") and spans:
             spans[-1].append(p[2:])
         else:
             spans.append([p])
-    keep = np.array([ok for span in spans
-                     for ok in [any(ch.isalnum() for ch in "".join(span))
-                                and "".join(span).lower() not in STOPWORDS] * len(span)],
-                    dtype=bool)
-    if len(keep) < len(tokens):
-        keep = np.concatenate([keep, np.ones(len(tokens) - len(keep), dtype=bool)])
-    return tokens[keep] if keep.any() else tokens
+    out: list[str | None] = []
+    for span in spans:
+        w = "".join(span).lower()
+        ok = any(ch.isalnum() for ch in w) and w not in STOPWORDS
+        out += [w if ok else None] * len(span)
+    return out + [""] * (n - len(out))  # tokens past the pieces: kept, as before
 
 
 def maxsim(q: np.ndarray, packed: np.ndarray, counts: np.ndarray, dim: int) -> np.ndarray:

@@ -7,7 +7,10 @@ over 12-15 dated sessions days or weeks apart, 200 questions with the turns that
 answers marked (single-fact, multi-turn, temporal, updated-fact, facts stated without the
 question's words). Each turn is rendered ``[Tue 5 Mar 2024 18:41] Speaker: text`` (*dated*) or
 ``Speaker: text`` (*undated*); the first speaker's turns are ``user`` messages, the other's
-``assistant``. Every system sees the same rendering in a variant.
+``assistant``. Every system sees the same rendering in a variant. Two more data sets: *months*
+(``bench/data/months_data.py``, two people writing over months) and *group*
+(``bench/data/group_data.py``, a group chat of three, held out: another register and
+another time stamp, ``(3:05 pm, 12 June 2023) Speaker: text``).
 
 Systems, in the same run, for every question and budget:
 
@@ -35,7 +38,7 @@ for memman also its own ``tokens`` over the budget; *stale-only* = updated-fact 
 the replaced value's turn but not the current one.
 
     .venv/bin/python bench/recall.py [--quick] [--budgets 1000,8000] [--variant dated|undated|both]
-                                     [--data recall,months]
+                                     [--data recall,months,group]
                                      [--systems memman,across,newest,bm25,rrf,maxsim,bm25maxsim]
                                      [--json OUT] [--write]
 """
@@ -721,7 +724,8 @@ def doc_section(res: dict[str, Any]) -> str:
     intro = (
         "`bench/recall.py` (run by `make bench`; `--quick` takes 2 conversations and 10 of their "
         "questions per data set). Conversations of our own making, generated from a seed (no "
-        "public benchmark's data), " + f"{len(sets)} data sets: " + " ".join(sets) + " Offline, no LLM, "
+        "public benchmark's data), "
+        + f"{len(sets)} data sets: " + " ".join(sets) + " Offline, no LLM, "
         "default config. *memman, one session*: each conversation one "
         "session, every turn added as a `user`/`assistant` message, then "
         "`memman_session_context(sid, {max_tokens, query: question, peek: true})`. *memman, "

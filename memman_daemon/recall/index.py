@@ -755,7 +755,7 @@ class RecallIndex(Component):
         return got
 
     async def question_vectors(self, query: str,
-                               s: Session | None = None) -> list[tuple[Any, Any, Any]]:
+                               s: Session | None = None) -> list[tuple[Any, Any, Any, Any]]:
         """The awaited part of a read, done before it: the incoming entries indexed (in
         slices), the stand-in vectors of ``s``'s corpus rows still waiting for theirs (in a
         worker thread) and the vectors of each of the question's facets. The scoring that

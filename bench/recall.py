@@ -7,7 +7,10 @@ over 12-15 dated sessions days or weeks apart, 200 questions with the turns that
 answers marked (single-fact, multi-turn, temporal, updated-fact, facts stated without the
 question's words). Each turn is rendered ``[Tue 5 Mar 2024 18:41] Speaker: text`` (*dated*) or
 ``Speaker: text`` (*undated*); the first speaker's turns are ``user`` messages, the other's
-``assistant``. Every system sees the same rendering in a variant.
+``assistant``. Every system sees the same rendering in a variant. Two more data sets: *months*
+(``bench/data/months_data.py``, two people writing over months) and *group*
+(``bench/data/group_data.py``, a group chat of three, held out: another register and
+another time stamp, ``(3:05 pm, 12 June 2023) Speaker: text``).
 
 Systems, in the same run, for every question and budget:
 
@@ -35,7 +38,7 @@ for memman also its own ``tokens`` over the budget; *stale-only* = updated-fact 
 the replaced value's turn but not the current one.
 
     .venv/bin/python bench/recall.py [--quick] [--budgets 1000,8000] [--variant dated|undated|both]
-                                     [--data recall,months]
+                                     [--data recall,months,group]
                                      [--systems memman,across,newest,bm25,rrf,maxsim,bm25maxsim]
                                      [--json OUT] [--write]
 """
@@ -67,16 +70,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.data import months_data  # noqa: E402
+from bench.data import group_data, months_data  # noqa: E402
 from bench.data import recall_data as rd  # noqa: E402
 from bench.quality import encoding  # noqa: E402
 
 BUDGETS = (1000, 2000, 4000, 8000)
 VARIANTS = ("dated", "undated")
-#: the data sets: the one memman's window was tuned on, and two people writing over months
-#: (``bench/data/months_data.py``, built not to look like it); a variant of the second is
-#: named ``months dated`` / ``months undated``
-DATASETS = ("recall", "months")
+#: the data sets: the one memman's window was tuned on, two people writing over months
+#: (``bench/data/months_data.py``, built not to look like it), and a group chat of three
+#: (``bench/data/group_data.py``, held out: written after the ranking's tuning, never tuned
+#: on); a variant of the others is named ``months dated`` / ``group undated`` ...
+DATASETS = ("recall", "months", "group")
 SYSTEMS = ("memman", "across", "newest", "bm25", "rrf", "maxsim", "bm25maxsim")
 LABELS = {"memman": "memman, one session", "across": "memman, across sessions",
           "newest": "newest-first", "bm25": "BM25 over turns", "rrf": "BM25 + MiniLM (RRF)",
@@ -480,8 +484,11 @@ def _memman_row(variant: str, system: str, c: rd.Conversation, q: rd.Question, b
 
 def conversations(dataset: str, quick: bool) -> list[rd.Conversation]:
     n = QUICK_CONVERSATIONS if quick else None
-    return months_data.build(months_data.SEED, n) if dataset == "months" \
-        else rd.build(rd.SEED, n)
+    if dataset == "months":
+        return months_data.build(months_data.SEED, n)
+    if dataset == "group":
+        return group_data.build(group_data.SEED, n)
+    return rd.build(rd.SEED, n)
 
 
 def run(quick: bool = False, budgets: tuple[int, ...] = BUDGETS,
@@ -554,8 +561,10 @@ def tables(res: dict[str, Any]) -> str:
     out = []
     for v in res["variants"]:
         dated = not v.endswith("undated")
+        stamp = "(3:05 pm, 12 June 2023) " if v.startswith("group") else \
+            "[Tue 5 Mar 2024 18:41] "
         out += [f"**{v.capitalize()} turns** "
-                f"(`{'[Tue 5 Mar 2024 18:41] ' if dated else ''}Speaker: text`) — "
+                f"(`{stamp if dated else ''}Speaker: text`) — "
                 "evidence recall", "",
                 "| budget | " + " | ".join(LABELS[s] for s in systems) + " |",
                 "|---:|" + "---:|" * len(systems)]
@@ -697,10 +706,26 @@ def doc_section(res: dict[str, Any]) -> str:
             "several sessions), ordering and months (the session's date), the current town "
             "after two moves (the earlier ones stale), paraphrases without a shared word. "
             + coverage(d, top))
+    d = res["data"].get("group")
+    if d:
+        sets.append(
+            "*group* (`bench/data/group_data.py`, **held out**: written after the ranking's "
+            "tuning, never tuned on): a group chat of three old friends over a year, "
+            f"{d['conversations']} conversations, {d['turns']:,} turns in {d['sessions']} "
+            "sessions (half a day to six weeks apart), lowercase chat and abbreviations, now "
+            "and then a long transcribed voice note with the news in its middle, dated "
+            "`(3:05 pm, 12 June 2023) Speaker: text` (another stamp than the others'); each "
+            "friend's storylines (a renovation whose colour changes, a job hunt, a race, a "
+            "sick dog, a car, a baby in the family, a book lent) and the group's reunion "
+            f"(places weighed, one booked, then moved); {d['questions']} questions: single in "
+            "other words, multi-hop (two storylines of one person, a question and its answer "
+            "by two friends, a list over the year), ordering and months, the current value "
+            "after one or two changes, no shared word. " + coverage(d, top))
     intro = (
         "`bench/recall.py` (run by `make bench`; `--quick` takes 2 conversations and 10 of their "
         "questions per data set). Conversations of our own making, generated from a seed (no "
-        "public benchmark's data), two data sets: " + " ".join(sets) + " Offline, no LLM, "
+        "public benchmark's data), "
+        + f"{len(sets)} data sets: " + " ".join(sets) + " Offline, no LLM, "
         "default config. *memman, one session*: each conversation one "
         "session, every turn added as a `user`/`assistant` message, then "
         "`memman_session_context(sid, {max_tokens, query: question, peek: true})`. *memman, "

@@ -315,6 +315,10 @@ class RecallConfig:
     candidates: int = 1000
     #: the fusion's best rows put in late-interaction (MaxSim) order, the second stage
     rerank_candidates: int = 300
+    #: in that stage a turn is scored in its conversation: each question word takes its best
+    #: match in the turn, or this share of its best in the same speaker's neighbouring turn
+    #: (news told over two turns; 0: each turn alone)
+    context_share: float = 0.7
 
 
 @dataclass
@@ -470,7 +474,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
         "scoring.short_content_penalty", "scratchpad.salience_weight",
         "scratchpad.surprisal_weight", "scratchpad.frequency_weight",
         "scratchpad.explicit_weight", "scratchpad.promote_threshold", "memory.lexical_weight",
-        "memory.semantic_weight", "context.recent_share")},
+        "memory.semantic_weight", "context.recent_share", "recall.context_share")},
     "llm.temperature": (0.0, 2.0),
     **{k: (1, None) for k in (
         "limits.max_message_bytes", "limits.max_clients", "limits.subscriber_buffer_bytes",

@@ -26,8 +26,10 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import math
 import re
 import time
+import weakref
 from array import array
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
@@ -75,6 +77,10 @@ INDEX_SHARE = 0.5
 #: ...in slices of this much (a slice of the background share is 5 ms; under a burst each wait
 #: between two slices lasts a turn of the event loop or more, so 5 ms slices got ~15 %)
 INDEX_SLICE_S = 0.02
+#: rows looked at on each side of a candidate for the turns around it in its session
+#: (``neighbours``; sessions that log at the same time interleave their rows)
+NEIGHBOUR_SCAN = 6
+SHORT_REPLY_WORDS = 6  #: a reply this short ("oh wow", "go on") does not end a speaker's turn
 
 
 def entry_text(e: Entry, max_chars: int) -> str:
@@ -95,15 +101,22 @@ def forget_digest(e: Entry) -> str:
     return hashlib.md5(f"{e.type}\x00{e.role}\x00{whole}".encode(errors="replace")).hexdigest()
 
 
-#: a leading time stamp a client wrote into the text ("[Tue 5 Mar 2024 18:41] Ana: ..."):
+#: a leading time stamp a client wrote into the text ("[Tue 5 Mar 2024 18:41] Ana: ...",
+#: "(3:05 pm, 12 June 2023) Ana: ...": brackets, or parentheses around a span with a digit):
 #: BM25 keeps it; the embedding leaves it out (a dozen word pieces of digits and brackets
 #: that every such line shares, averaged into its 16 token vectors, blur what it says)
-_STAMP = re.compile(r"^\s*\[[^\]\n]{1,48}\]\s*")
+_STAMP = r"(?:\[[^\]\n]{1,48}\]|\([^)\n]{0,47}\d[^)\n]{0,47}\))"
+_STAMPED = re.compile(rf"^\s*{_STAMP}\s*")
+#: ... and the speaker's name after it ("Ana: ", "Mary Ann: ": capitalized words), left out
+#: where a turn's own words are counted (the embedding keeps the name: measured, leaving it
+#: out lost as much on one data set as it won on another, docs/decisions.md)
+_LEAD = re.compile(rf"^\s*(?:{_STAMP}\s*)?"
+                   r"(?:[A-ZÀ-ÖØ-Þ][\w'-]{0,23}(?: [A-ZÀ-ÖØ-Þ][\w'-]{0,23}){0,2}:\s)?")
 
 
 def embedded(text: str) -> str:
     """What of an entry's indexed text the search model embeds."""
-    return _STAMP.sub("", text, count=1) if text[:1] in " [" else text
+    return _STAMPED.sub("", text, count=1) if text[:1] in " [(" else text
 
 
 def shareable(s: Session, e: Entry) -> bool:
@@ -377,6 +390,11 @@ class RecallIndex(Component):
         #: (corpus, question vector) -> (vec_epoch, rows, rows with a vector, cosines)
         self._cos: OrderedDict[tuple[int, bytes], tuple[int, int, np.ndarray, np.ndarray]] \
             = OrderedDict()
+        #: corpus -> (each row's speaker number, -1: not read yet, -2: not a turn; whether
+        #: it is a short reply), read once per row for ``neighbours``
+        self._turns: weakref.WeakKeyDictionary[Corpus, tuple[np.ndarray, np.ndarray]] = \
+            weakref.WeakKeyDictionary()
+        self._speaker_of: dict[tuple[str, str], int] = {}
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
         #: (corpus, entry id, session id, model, packed token vectors, tokens) to keep
         self._unsaved_tok: list[tuple[Corpus, int, str, str, np.ndarray, int]] = []
@@ -833,9 +851,9 @@ class RecallIndex(Component):
             got.discard(entry_id)
 
     # --- retrieval -----------------------------------------------------------------------
-    async def query_vectors(self, query: str) -> tuple[Any, Any, Any]:
-        """(search-model vector, static vector, informative token vectors or None) of the
-        question; cached. The search model runs in a worker thread (milliseconds), the static
+    async def query_vectors(self, query: str) -> tuple[Any, Any, Any, Any]:
+        """(search-model vector, static vector, informative token vectors or None, the word
+        each of those tokens is part of) of the question; cached. The search model runs in a worker thread (milliseconds), the static
         one inline (microseconds)."""
         emb = self.embedder
         key = (emb.model_id, query)
@@ -843,26 +861,27 @@ class RecallIndex(Component):
         if got is not None:
             self._queries.move_to_end(key)
             return got
-        vec = stat = qtok = None
+        vec = stat = qtok = qwords = None
         if emb.enabled:
             both = await emb.embed_tokens([query[:2000]]) if emb.late else None
             if both is not None:  # one pass: the sentence vector and the token vectors
                 vec = both[0][0]
                 qtok = late.question_tokens(both[1][0], both[2][0])
+                qwords = late.question_words(both[1][0], both[2][0])
             else:
                 v = await emb.embed([query[:2000]])
                 vec = None if v is None else v[0]
             if emb.local and await emb.relevance_ready():
                 sv = emb.cached([query[:2000]])
                 stat = None if sv is None else sv[0]
-        got = (vec, stat, qtok)
+        got = (vec, stat, qtok, qwords)
         self._queries[key] = got
         while len(self._queries) > QUERY_CACHE:
             self._queries.popitem(last=False)
         return got
 
     async def question_vectors(self, query: str,
-                               s: Session | None = None) -> list[tuple[Any, Any, Any]]:
+                               s: Session | None = None) -> list[tuple[Any, Any, Any, Any]]:
         """The awaited part of a read, done before it: the incoming entries indexed (in
         slices), the stand-in vectors of ``s``'s corpus rows still waiting for theirs (in a
         worker thread) and the vectors of each of the question's facets. The scoring that
@@ -936,6 +955,7 @@ class RecallIndex(Component):
         alive = c.alive()
         vec, stat = qvecs[0], qvecs[1]
         qtok = qvecs[2] if len(qvecs) > 2 else None
+        qwords = qvecs[3] if len(qvecs) > 3 else None
         have = c.has_vec[:n] & alive
         # one matrix-vector product, or the rows that changed for a question asked again
         if vec is not None and c.vec is not None and have.any():
@@ -964,13 +984,79 @@ class RecallIndex(Component):
         # scope's rows, fused with ``[recall]``'s constants, then its MaxSim stage
         cfg = self.config.recall
         seen = alive if mask is None else alive & mask[:n]
-        ranking = core.MaxSim(cfg.rerank_candidates).dense(
+        ranking = core.MaxSim(cfg.rerank_candidates, cfg.context_share).dense(
             core.dense(bm, cos, seen, seen & (have | stand_in), core.Fusion.of(cfg),
-                       cfg.candidates), c.tok, c.tok_n, qtok)
+                       cfg.candidates), c.tok, c.tok_n, qtok,
+            lambda rows: self.neighbours(c, rows, seen), rarity(c, qwords))
         fused, bm25_rank, vec_rank = ranking.fused, ranking.lexical_rank, ranking.vector_rank
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()))
+
+    def neighbours(self, c: Corpus, rows: np.ndarray, seen: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """``(row, neighbour)`` pairs for the MaxSim stage: the turn that carries each of
+        ``rows`` on in its session — the same speaker's turn right before or after it, or
+        with one turn of another speaker between ("guess who rang, Noor" / "no!" / "she's
+        moving to Tromsø"; a reply of more than ``SHORT_REPLY_WORDS`` words ends the news).
+        Only conversation turns (a user's or an assistant's message), and only neighbours
+        within ``seen`` (the caller's scope: a row it may not see lends nothing). Bounded:
+        ``NEIGHBOUR_SCAN`` rows on each side (rows of other sessions that arrived in between
+        are passed over), array operations over them; each row's speaker read once."""
+        n = c.n
+        none = np.zeros(0, dtype=np.int64)
+        if n == 0 or not len(rows):
+            return none, none
+        rows = np.asarray(rows, dtype=np.int64)
+        codes = np.frombuffer(c.codes, dtype=np.int32, count=n)
+        alive = c.alive()
+        k = len(rows)
+        at = np.arange(k)
+        offs = np.arange(1, NEIGHBOUR_SCAN + 1)
+        src: list[np.ndarray] = []
+        dst: list[np.ndarray] = []
+        for step in (-1, 1):
+            idx = rows[:, None] + step * offs[None, :]
+            inside = (idx >= 0) & (idx < n)
+            idx = np.clip(idx, 0, n - 1)
+            same = inside & (codes[idx] == codes[rows][:, None]) & alive[idx]
+            count = np.cumsum(same, axis=1)
+            j1 = idx[at, np.argmax(same, axis=1)]  # the session's next turn that way
+            j2 = idx[at, np.argmax(same & (count == 2), axis=1)]  # ... and the one after
+            has1, has2 = count[:, -1] >= 1, count[:, -1] >= 2
+            spk, short = self._speakers(c, np.concatenate([rows, j1[has1], j2[has2]]))
+            me, s1, s2 = spk[rows], spk[j1], spk[j2]
+            turn = me >= 0
+            nb = np.where(has1 & turn & (s1 == me), j1,
+                          np.where(has2 & turn & (s1 >= 0) & short[j1] & (s2 == me), j2, -1))
+            ok = nb >= 0
+            ok[ok] = seen[nb[ok]]
+            src.append(rows[ok])
+            dst.append(nb[ok])
+        return np.concatenate(src), np.concatenate(dst)
+
+    def _speakers(self, c: Corpus, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's speaker number (role and name; -2: not a conversation turn) and whether
+        it is a short reply, read from the entries of ``rows`` not read before."""
+        n = c.n
+        got = self._turns.get(c)
+        if got is None or len(got[0]) < n:
+            spk = np.full(max(n, 64) * 5 // 4, -1, dtype=np.int32)
+            short = np.zeros(len(spk), dtype=bool)
+            if got is not None:
+                spk[: len(got[0])], short[: len(got[1])] = got
+            got = self._turns[c] = (spk, short)
+        spk, short = got
+        for r in np.unique(rows[spk[rows] == -1]).tolist():
+            e = self.entry_at(c, r)[0]
+            if e is None or e.type != "message" or e.role not in ("user", "assistant") \
+                    or e.tool_calls:
+                spk[r] = -2
+                continue
+            spk[r] = self._speaker_of.setdefault((e.role, e.name or ""), len(self._speaker_of))
+            said = _LEAD.sub("", c.texts[r][:400], count=1)  # its words, not stamp or name
+            short[r] = len(said.split(None, SHORT_REPLY_WORDS)) <= SHORT_REPLY_WORDS
+        return spk, short
 
     def _cosines(self, c: Corpus, vec: np.ndarray, have: np.ndarray) -> np.ndarray:
         """Each row's cosine with the question vector ``vec`` (0 for rows without a vector):
@@ -1257,6 +1343,24 @@ class RecallIndex(Component):
                 return False
             await asyncio.sleep(0.02)
         return True
+
+
+def rarity(c: Corpus, words: list[str] | None) -> np.ndarray | None:
+    """Each question token's weight in the MaxSim sum: the BM25 idf of the word it is part
+    of in this corpus, over the idf of a word no row has (1: rare; near 0: in most rows). A
+    speaker's name opens every one of their turns ("Chidi: lol"): matched by all of them
+    alike, it decides nothing, yet a short turn keeps it whole where a long one averages it
+    into a token mean, so unweighted it ranked small talk above the answer (docs/decisions.md,
+    "Evidence recall across sessions")."""
+    if not words or not any(words):
+        return None
+    top = math.log(1.0 + (max(c.bm25.live, 1) + 0.5) / 0.5)
+    out = np.ones(len(words), dtype=np.float32)
+    for i, w in enumerate(words):
+        ts = text_terms(w) if w else []
+        if ts:
+            out[i] = max(c.bm25.idf(t) for t in ts) / top
+    return out
 
 
 def _pack_all(tokens: list[np.ndarray]) -> list[tuple[np.ndarray, int]]:

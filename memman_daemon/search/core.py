@@ -343,20 +343,36 @@ def dense(lexical: np.ndarray, cosine: np.ndarray, lexical_ok: np.ndarray,
     return DenseRanking(fusion.fuse_dense([lrank, vrank]), lrank, vrank)
 
 
+#: ``(rows) -> (row, neighbour)`` pairs: for each of ``rows``, the turns that carry it on in
+#: its conversation (the recall index's ``neighbours``: the same speaker's turn next to it),
+#: only rows the caller may see
+Context = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
 class MaxSim:
     """The recall index's stage after fusion: the fusion's best ``wide`` rows that have token
     vectors, in MaxSim order (late interaction, ``search/late.py``), on the fused scale (the
-    same values handed out again, so whatever reads the scale reads it unchanged)."""
+    same values handed out again, so whatever reads the scale reads it unchanged).
+
+    With ``context`` and a ``share`` > 0, a turn is scored in its conversation: each question
+    token takes its best cosine among the turn's own tokens, or ``share`` of its best among
+    a neighbouring turn's (the same speaker carrying on) — news told over two turns ("bad
+    news about Piet" / "they got a concussion") is found by a question that names the person
+    and asks what happened, where each turn alone matches half of it. The neighbours of the
+    candidates are scored too (one outside the fusion's best joins at its lowest place)."""
 
     name = "maxsim"
 
-    def __init__(self, wide: int) -> None:
+    def __init__(self, wide: int, share: float = 0.0) -> None:
         self.wide = wide
+        self.share = share
 
     def dense(self, ranking: DenseRanking, packed: np.ndarray | None, counts: np.ndarray,
-              qtok: np.ndarray | None) -> DenseRanking:
+              qtok: np.ndarray | None, context: Context | None = None,
+              weights: np.ndarray | None = None) -> DenseRanking:
         """``ranking`` with its best candidates re-ordered; ``late`` set to each row's MaxSim
-        per question token (0: not ranked by it)."""
+        per question token (0: not ranked by it). ``weights``: each question token's weight
+        in the sum (its word's rarity in the corpus, ``RecallIndex.retrieve``); None: 1."""
         fused = ranking.fused
         if qtok is None or packed is None:
             return ranking
@@ -366,8 +382,33 @@ class MaxSim:
         cand = cand[counts[cand] > 0]
         if len(cand) < 2 or packed.shape[2] != late.width(qtok.shape[1]):
             return ranking
-        scores = late.maxsim(qtok, packed[cand], counts[cand].astype(np.int64), qtok.shape[1])
+        rows, src, dst = cand, None, None
+        if context is not None and self.share > 0:
+            a, b = context(cand)
+            ok = counts[b] > 0
+            a, b = a[ok], b[ok]
+            if len(a):
+                rows = np.union1d(cand, b)
+                # both ways: a candidate takes from its neighbour and the neighbour from it
+                src = np.searchsorted(rows, np.concatenate([a, b]))
+                dst = np.searchsorted(rows, np.concatenate([b, a]))
+        best = late.best(qtok, packed[rows], counts[rows].astype(np.int64), qtok.shape[1])
+        if src is not None and dst is not None:
+            lifted = best.copy()
+            np.maximum.at(lifted, src, self.share * best[dst])
+            best = lifted
+        if weights is not None and len(weights) == best.shape[1] and weights.sum() > 0:
+            best = best * weights[None, :]
+            total = float(weights.sum())
+        else:
+            total = float(max(len(qtok), 1))
+        scores = best.sum(axis=1).astype(np.float32)
         per = np.zeros(len(fused), dtype=np.float32)
-        per[cand] = scores / max(len(qtok), 1)
-        return DenseRanking(late.rerank(fused, cand, scores), ranking.lexical_rank,
+        per[rows] = scores / total
+        base = fused
+        joined = fused[rows] <= 0
+        if joined.any():  # a neighbour outside the fusion's lists: the lowest place to give
+            base = fused.copy()
+            base[rows[joined]] = float(fused[cand].min()) * 0.5
+        return DenseRanking(late.rerank(base, rows, scores), ranking.lexical_rank,
                             ranking.vector_rank, per)

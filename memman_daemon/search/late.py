@@ -71,22 +71,53 @@ def unpack(packed: np.ndarray, dim: int) -> np.ndarray:
 def question_tokens(tokens: np.ndarray, pieces: list[str]) -> np.ndarray:
     """The question's informative tokens: word pieces that are not stop words or punctuation
     (measured: "what", "did", "?" match everything alike and blur the sum); all of them when
-    none is left."""
-    keep = np.array([any(ch.isalnum() for ch in p) and p.lower().lstrip("#") not in STOPWORDS
-                     for p in pieces[: len(tokens)]], dtype=bool)
-    if len(keep) < len(tokens):
-        keep = np.concatenate([keep, np.ones(len(tokens) - len(keep), dtype=bool)])
+    none is left. A piece is judged by the whole word it is part of ("##" pieces continue the
+    one before): judged alone, "Noor" (``no`` ``##or``) or "Kaja" (``ka`` ``##ja``) lose
+    pieces that are stop words, and a name the question turns on vanished from the score."""
+    keep = np.array([w is not None for w in _words(pieces, len(tokens))], dtype=bool)
     return tokens[keep] if keep.any() else tokens
+
+
+def question_words(tokens: np.ndarray, pieces: list[str]) -> list[str]:
+    """The word each of ``question_tokens``' tokens is part of (in order; "" where every
+    token was kept for want of an informative one)."""
+    words = _words(pieces, len(tokens))
+    kept = [w for w in words if w is not None]
+    return kept if kept else [""] * len(tokens)
+
+
+def _words(pieces: list[str], n: int) -> list[str | None]:
+    """Per token (of ``n``), the lower-cased whole word its piece is part of, or None when
+    that word is a stop word or punctuation (or the token has no piece)."""
+    spans: list[list[str]] = []  #: the pieces of each word, in order
+    for p in pieces[:n]:
+        if p.startswith("##") and spans:
+            spans[-1].append(p[2:])
+        else:
+            spans.append([p])
+    out: list[str | None] = []
+    for span in spans:
+        w = "".join(span).lower()
+        ok = any(ch.isalnum() for ch in w) and w not in STOPWORDS
+        out += [w if ok else None] * len(span)
+    return out + [""] * (n - len(out))  # tokens past the pieces: kept, as before
 
 
 def maxsim(q: np.ndarray, packed: np.ndarray, counts: np.ndarray, dim: int) -> np.ndarray:
     """MaxSim of question tokens ``q`` (m, dim) against packed rows (k, TOKENS, width) with
-    ``counts`` tokens each: (k,) scores (0 for a row with no tokens). The 4-bit values are
-    never unpacked into vectors: the low and high halves of each byte (the even and odd
-    dimensions) meet the question's even and odd dimensions in two products, the offset of 8
-    and each token's scale applied to the (k x TOKENS, m) result."""
+    ``counts`` tokens each: (k,) scores (0 for a row with no tokens)."""
+    out: np.ndarray = best(q, packed, counts, dim).sum(axis=1).astype(np.float32)
+    return out
+
+
+def best(q: np.ndarray, packed: np.ndarray, counts: np.ndarray, dim: int) -> np.ndarray:
+    """For each row and question token, its best cosine among the row's tokens: (k, m), the
+    terms MaxSim sums (0 for a row with no tokens). The 4-bit values are never unpacked into
+    vectors: the low and high halves of each byte (the even and odd dimensions) meet the
+    question's even and odd dimensions in two products, the offset of 8 and each token's
+    scale applied to the (k x TOKENS, m) result."""
     if not len(packed) or not len(q):
-        return np.zeros(len(packed), dtype=np.float32)
+        return np.zeros((len(packed), len(q)), dtype=np.float32)
     half = dim // 2
     k = len(packed)
     body = packed[..., :half].reshape(k * TOKENS, half)
@@ -100,10 +131,9 @@ def maxsim(q: np.ndarray, packed: np.ndarray, counts: np.ndarray, dim: int) -> n
     sims = sims.reshape(k, TOKENS, len(q))
     valid = np.arange(TOKENS)[None, :] < counts[:, None]
     sims = np.where(valid[:, :, None], sims, -np.inf)
-    best = sims.max(axis=1)  # (k, m)
-    best[~np.isfinite(best)] = 0.0
-    out: np.ndarray = best.sum(axis=1).astype(np.float32)
-    return out
+    top: np.ndarray = sims.max(axis=1)  # (k, m)
+    top[~np.isfinite(top)] = 0.0
+    return top
 
 
 def rerank(fused: np.ndarray, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:

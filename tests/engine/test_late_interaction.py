@@ -8,6 +8,7 @@ import sqlite3
 
 import numpy as np
 
+from memman_daemon.recall.index import rarity
 from memman_daemon.search import late
 from tests.helpers import running_daemon, short_tmpdir
 
@@ -57,7 +58,10 @@ def test_rerank_keeps_the_scores_and_changes_only_the_candidates_order() -> None
 async def test_token_vectors_order_the_candidates_and_are_kept_across_a_restart() -> None:
     root = short_tmpdir()
     question = "which animal did my sister take home?"
-    async with running_daemon(root) as d, d.client() as c:
+    # each line alone (one speaker's lines are each other's neighbours: ``context_share``
+    # would lend them each other's words; test_a_turn_is_scored_with_... covers that)
+    alone = {"context_share": 0.0}
+    async with running_daemon(root, recall=alone) as d, d.client() as c:
         await c.session_open("t1", {"user_id": "ana"})
         for k, line in enumerate(LINES):
             await c.session_add("t1", {"role": "user", "content": line,
@@ -70,11 +74,18 @@ async def test_token_vectors_order_the_candidates_and_are_kept_across_a_restart(
         order = [r["text"] for r in got["results"]]
         assert order and "greyhound" in order[0]
         # the order is MaxSim's among the candidates, computed here from the same model
-        _pooled, toks, pieces = app.embedder._local.encode_tokens([question, *order])
-        q = late.question_tokens(toks[0], pieces[0])
-        packed = [late.pack(t) for t in toks[1:]]
-        ms = late.maxsim(q, np.stack([p for p, _ in packed]),
-                         np.array([k for _, k in packed]), q.shape[1])
+        # encoded as the daemon does: the question alone, the lines in one batch in the order
+        # they arrived (padding in a batch moves the int8 model's outputs a little)
+        _pooled, qt, qp = app.embedder._local.encode_tokens([question])
+        _pooled, lt, _lp = app.embedder._local.encode_tokens(LINES)
+        q = late.question_tokens(qt[0], qp[0])
+        # each question token weighted by its word's rarity in the user's corpus
+        corpus = next(iter(app.recall.corpora.values()))
+        w = rarity(corpus, late.question_words(qt[0], qp[0]))
+        assert w is not None and len(w) == len(q) and 0 < w.min() <= w.max() <= 1
+        packed = [late.pack(lt[LINES.index(text)]) for text in order]
+        ms = (late.best(q, np.stack([p for p, _ in packed]),
+                        np.array([k for _, k in packed]), q.shape[1]) * w).sum(axis=1)
         assert list(np.argsort(-ms, kind="stable")) == list(range(len(order)))
         # and it is not the fusion's order (the test would otherwise prove nothing): BM25 and
         # cosine ranks fused by RRF, as the parts report them
@@ -87,7 +98,7 @@ async def test_token_vectors_order_the_candidates_and_are_kept_across_a_restart(
     assert len(rows) == len(LINES) and all(0 < n <= late.TOKENS and size == 3104
                                            for n, size in rows)
     db.close()
-    async with running_daemon(root) as d, d.client() as c:
+    async with running_daemon(root, recall=alone) as d, d.client() as c:
         app = d.server.app
         assert await app.recall.drained(60)
         assert app.recall.stats()["embedded"] == 0  # nothing computed again
@@ -97,3 +108,78 @@ async def test_token_vectors_order_the_candidates_and_are_kept_across_a_restart(
     db = sqlite3.connect(root / "data" / "memman.db")
     assert db.execute("SELECT count(*) FROM recall_tokens").fetchone()[0] == 0
     db.close()
+
+
+#: what two friends say about anything else (the name of the news is rare, as in any long chat)
+CHAT = [
+    "the bus was cancelled so I walked, forty minutes but the light was lovely",
+    "there's a new bakery on the corner and I have been three times already",
+    "my phone screen cracked, again, same corner as last time",
+    "trying to drink less coffee, currently failing",
+    "the neighbours are renovating and the drilling starts at eight sharp",
+    "I repotted every plant in the flat and now the floor is soil",
+    "we watched that slow film everyone recommends and I fell asleep twice",
+    "work is a lot right now, three deadlines landing in the same fortnight",
+    "my sister sent a photo of her garden and now I'm jealous",
+    "remind me to send you that recipe, the one with the burnt aubergine",
+    "I'm thinking of getting a bike for the commute, the trams are packed",
+    "we should plan something for when it gets warmer",
+]
+#: news told over two turns, among lines that name the same person and say nothing
+TWO_TURNS = [
+    *((("user", "assistant")[k % 2], line) for k, line in enumerate(CHAT)),
+    ("user", "Piet says hi, by the way"),
+    ("assistant", "ha, tell him hi back"),
+    ("user", "Did I tell you Piet still owes me a book"),
+    ("assistant", "the weather has been grim all week, rain sideways every morning"),
+    ("user", "Thought of Piet today, there was a greyhound on the tram"),
+    ("assistant", "made soup from whatever was left in the fridge"),
+    ("user", "Bad news about Piet"),
+    ("assistant", "oh no"),
+    ("user", "They got a concussion. it was a five-a-side tackle. I'll bring soup round"),
+    ("assistant", "Ran into Piet's old boss at the station, small world"),
+    ("user", "Haven't heard from Piet in ages, should write"),
+    ("assistant", "I finally fixed the dripping tap, took me two evenings"),
+]
+
+
+async def _window(question: str, share: float, budget: int, private: str = "") -> str:
+    """The recalled part of the window a fresh session of the same user gets for
+    ``question`` within ``budget`` tokens."""
+    async with running_daemon(recall={"context_share": share}) as d, d.client() as c:
+        await c.session_open("old", {"user_id": "ana"})
+        for k, (role, line) in enumerate(TWO_TURNS):
+            entry = {"role": role, "content": line, "created_at": MARCH + 60 * k}
+            if line == private:
+                entry["metadata"] = {"private": True}
+            await c.session_add("old", entry)
+        assert await d.server.app.recall.drained(60)
+        await c.session_open("ask", {"user_id": "ana"})
+        await c.session_add("ask", {"role": "user", "content": question,
+                                    "created_at": MARCH + 86400})
+        got = await c.call("memman_session_context", "ask", {"max_tokens": budget})
+        assert got["tokens"] <= budget
+        return "\n".join(m["content"] for m in got["messages"] if m["role"] == "system")
+
+
+QUESTION = "When did Piet get hurt?"
+OPENER, ANSWER = "Bad news about Piet", TWO_TURNS[-4][1]
+
+
+async def test_a_turn_is_scored_with_the_same_speakers_neighbouring_turn() -> None:
+    """The turn that answers names no one ("they got a concussion"); the turn before it by
+    the same speaker names Piet and says nothing. Scored alone, the answer loses the room to
+    Piet's small talk; scored in its conversation (each question word its best in the turn,
+    or a share of its best in the neighbouring turn) it is among the few lines sent."""
+    budget = 130
+    assert ANSWER not in await _window(QUESTION, 0.0, budget)
+    assert ANSWER in await _window(QUESTION, 0.7, budget)
+
+
+async def test_a_private_turn_lends_its_words_to_no_neighbour() -> None:
+    """Asked from another session, a private turn is outside the caller's scope: it is not
+    sent, and its words do not bring the turn next to it in either (that turn fares as it
+    does alone)."""
+    budget = 130
+    got = await _window(QUESTION, 0.7, budget, private=OPENER)
+    assert OPENER not in got and ANSWER not in got

@@ -171,12 +171,18 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
     if index is None or not query or vecs is None:
         return out
     c = index.corpus_of(s)
-    hits = index.retrieve_facets(c, query, vecs)
+    mine = c.of_session(s.id)
+    recalls = recall and index.config.recall.scope != "off" and s.meta.recall is not False
+    # who may see what is the scope's decision, before ranking (``memman_daemon/scope.py``):
+    # a row this session may not be shown is in no list and lends its words to no neighbour
+    caller = Caller(s.meta.user_id, s.meta.tenant_id, s.id, project=s.meta.project,
+                    keeps_project=s.meta.recall_project)
+    others = across_mask(index, c, caller) if recalls else np.zeros(c.n, dtype=bool)
+    hits = index.retrieve_facets(c, query, vecs, mine | others)
     out.topic = frozenset(t for t in words.terms(query)
                           if c.bm25.df(t) <= TOPIC_DF * max(c.bm25.live, 1))
     out.pending = hits.pending
     out.hits = hits
-    mine = c.of_session(s.id)
     rank = 0
     eids, entry_unit, fused, stand_in = c.eids, tl.entry_unit, hits.fused, hits.stand_in
     for row in hits.order(mine):
@@ -192,12 +198,8 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
         out.unit_row[u.index] = row
         out.unit_score[u.index] = float(fused[row])
         out.stand_ins += bool(stand_in[row])
-    if not recall or index.config.recall.scope == "off" or s.meta.recall is False:
+    if not recalls:
         return out
-    # who may see what is the scope's decision, before ranking (``memman_daemon/scope.py``)
-    caller = Caller(s.meta.user_id, s.meta.tenant_id, s.id, project=s.meta.project,
-                    keeps_project=s.meta.recall_project)
-    others = across_mask(index, c, caller)
     out.across = (c, others, caller)
     # this session's units ranked above a past entry take the room before it
     out.own = [(out.unit_score[i], tl.units[i].tokens) for i in out.units]

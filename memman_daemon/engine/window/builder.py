@@ -23,7 +23,14 @@ from memman_daemon.engine import facts, scoring
 from memman_daemon.engine.window import candidates as cand
 from memman_daemon.engine.window import render
 from memman_daemon.engine.window.request import Request, band_for
-from memman_daemon.engine.window.retrieve import Retrieval, Sources, more, question, retrieve
+from memman_daemon.engine.window.retrieve import (
+    Retrieval,
+    Sources,
+    more,
+    question,
+    replacement,
+    retrieve,
+)
 from memman_daemon.engine.window.select import Costs, Selection, select
 from memman_daemon.engine.window.summarize import fact_lines, relevant_lines
 from memman_daemon.engine.window.timeline import Timeline, Timelines
@@ -50,7 +57,6 @@ NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
                   "rules and the matching playbook]")
 LEARNED_SHARE = 0.15  #: of the room, at most, for them
-MARK_MAX = 60  #: recalled entries compared for replaced values, the best-ranked
 FACTS_MIN_FACETS = 3  #: a question with this many clauses asks for many things
 FACTS_PER_FACET = 0.06  #: room kept for their fact lines, per clause...
 FACTS_MAX_SHARE = 0.8  #: ...up to this share
@@ -214,7 +220,7 @@ class ContextBuilder:
             sel = select(c, r, room, costs, cfg, reserve, importance)
         if reserve and not sel.over_budget:
             self._facts(sel, tl, c, r, query, room, model)
-        if self._mark_recalled(sel.recalled):
+        if _mark_recalled(sel.recalled, r.replaced):
             for item in sel.recalled:
                 self._measure_line(item, room, model)
         days = {i: day(i) for i in sel.dated}
@@ -256,25 +262,6 @@ class ContextBuilder:
         sel.over_budget = sel.over_budget or tokens > req.budget
         return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens,
                       "included" if rolling is not None else _no_rolling(s, sel))
-
-    def _mark_recalled(self, items: list[cand.Recalled]) -> bool:
-        """Across sessions, a newer statement supersedes an older one: recalled entries that
-        state a value for the same subject are marked "replaced later" / "current" (from each
-        entry's cached analysis). True when any was marked."""
-        if len(items) < 2:
-            return False
-        best = sorted(items, key=lambda r: -r.score)[:MARK_MAX]  # bounded work
-        ordered = sorted(best, key=lambda r: (r.entry.created_at, r.entry.id))
-        by_id = {r.entry.id: r for r in ordered}
-        sup = self.sources.supersession([(r.entry, r.session_id) for r in ordered])
-        marked = False
-        for (old, _k), (new, _text) in sup.by.items():
-            if old in by_id and new in by_id and old != new:
-                by_id[old].note = "replaced later"
-                if not by_id[new].note:
-                    by_id[new].note = "current"
-                marked = True
-        return marked
 
     def _facts(self, sel: Selection, tl: Timeline, c: cand.SessionCandidates, r: Retrieval,
                query: str, room: int, model: str) -> None:
@@ -450,6 +437,24 @@ class ContextBuilder:
                 "retrieval", "messages")
         return {"session_id": s.id, **{k: out[k] for k in keep}, "entries": rows,
                 "recalled": recalled, "summaries": summaries}
+
+
+def _mark_recalled(items: list[cand.Recalled], replaced: dict[int, int]) -> bool:
+    """Across sessions, a newer statement supersedes an older one: recalled lines sent
+    whose value a later line sent replaced are marked "replaced later" / "current" (from
+    the supersession worked out once, ``Retrieval.replaced``). True when any was."""
+    if len(items) < 2 or not replaced:
+        return False
+    by_id = {r.entry.id: r for r in items}
+    marked = False
+    for old, item in by_id.items():
+        new = replacement(replaced, old, by_id)
+        if new is not None and new != old:
+            item.note = "replaced later"
+            if not by_id[new].note:
+                by_id[new].note = "current"
+            marked = True
+    return marked
 
 
 def _after_system(c: cand.SessionCandidates, sel: Selection) -> int:

@@ -53,6 +53,9 @@ TEMPORAL = re.compile(
     r"january|february|march|april|june|july|august|september|october|november|december|"
     r"\d{4})\b", re.I)
 CACHE = 65_536  #: measured token counts kept (entries with a date or note, recalled lines)
+#: encodings whose pattern never joins a newline to the "-" or "[" after it (a piece ends
+#: at the newline): a text of such lines tokenizes as its lines do, one by one
+LINE_ADDITIVE = frozenset({"cl100k_base", "o200k_base"})
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
                   "rules and the matching playbook]")
@@ -123,16 +126,37 @@ class ContextBuilder:
                             msg.get("tool_call_id")), msg, model)
 
     def _measure_line(self, item: cand.Recalled, room: int, model: str) -> None:
-        """A recalled entry's line and its tokens, measured with the newline that joins it to
-        the next (the tokenizer often merges a line's closing punctuation with it: "!\\n")."""
-        item.line = cand.recalled_line(item)
-        if item.entry.tokens > room + 64:
+        """A recalled entry's line's tokens, measured with the newline that joins it to the
+        next (the tokenizer often merges a line's closing punctuation with it: "!\\n"); kept
+        per entry and mark (entries never change)."""
+        e = item.entry
+        if e.tokens > room + 64:
             # it cannot fit (its line holds all of its text, a few tokens of chat framing
             # aside, and only the room decreases from here on): not tokenized again on
             # every request (a recalled megabyte took seconds)
-            item.tokens = item.entry.tokens
+            item.tokens = e.tokens
             return
-        item.tokens = self._count_text(item.line + "\n", model)
+        item.tokens = self._memo(("line", model, e.id, item.note), lambda: self.tokens.count_text(
+            cand.recalled_line(item) + "\n", model))
+
+    def _recalled_tokens(self, items: list[cand.Recalled], headings: dict[tuple[str, str], int],
+                         model: str) -> int:
+        """The recalled message's tokens (0 without lines). Where the encoding splits a text
+        before a line that opens with "-" or "[" (``LINE_ADDITIVE``: the newline stays with
+        what is before it), the sum of what its lines measure with their newline (the header,
+        each group's heading, each line: ``_measure_line``), the last one without: a changed
+        selection or mark costs no tokenizing of the whole message."""
+        if not items:
+            return 0
+        if self.tokens.encoding_name(model) not in LINE_ADDITIVE:
+            return self._msg_tokens({"role": "system", "content": render.recalled_text(items)},
+                                    model)
+        last = render.recalled_order(items)[-1]
+        return (self._msg_tokens({"role": "system", "content": ""}, model)
+                + self._count_text(render.RECALLED_HEADER + "\n", model)
+                + sum(headings[g] for g in {r.group for r in items})
+                + sum(r.tokens for r in items) - last.tokens
+                + self._count_text(cand.recalled_line(last), model))
 
     # --- the pipeline ------------------------------------------------------------------------
     async def build(self, s: Session, req: Request) -> Window:
@@ -202,7 +226,8 @@ class ContextBuilder:
             return got, self._msg_tokens(render.lines_message(u.first, got, cfg.gap_role),
                                          model)
 
-        header = self._msg_tokens({"role": "system", "content": render.RECALLED_HEADER}, model)
+        header = self._msg_tokens({"role": "system", "content": ""}, model) + \
+            self._count_text(render.RECALLED_HEADER + "\n", model)
         costs = Costs(plain=lambda i: unit_cost(i, False), dated=lambda i: unit_cost(i, True),
                       day=day, lines=lines, recalled_header=header, headings=headings)
         room -= learned[1] if learned else 0
@@ -229,6 +254,7 @@ class ContextBuilder:
         def assemble() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
             msgs, parts = render.messages(
                 c, sel, days=days, notes=notes, count=lambda m: self._msg_tokens(m, model),
+                recalled_tokens=self._recalled_tokens(sel.recalled, headings, model),
                 gap_role=cfg.gap_role, parts_of=r.parts, cached=req.cached)
             at = _after_system(c, sel)
             if learned is not None:
@@ -242,21 +268,26 @@ class ContextBuilder:
             return msgs, parts, sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
 
         msgs, parts, tokens = assemble()
-        # the recalled message is measured whole: joining its lines (and a mark added after
-        # the selection) may cost a token more than their sum; the lowest-ranked lines give
-        # way, and only that message is measured again
+        # a mark added after the selection (and the last line, sent without its newline) may
+        # change the recalled message's measure: its lowest-ranked lines give way, and only
+        # that message is measured (from its lines) and written again
         at = next((k for k, p in enumerate(parts) if p["kind"] == "recalled"), None)
         if at is not None and tokens > req.budget and not sel.over_budget:
             rest = tokens - parts[at]["tokens"]
-            while sel.recalled and rest + self._msg_tokens(
-                    render.recalled_message(sel.recalled), model) > req.budget:
+            n = parts[at]["tokens"]
+            while sel.recalled and rest + n > req.budget:
                 drop = min(sel.recalled, key=lambda x: x.score)
                 # a statement that replaced a value leaves with that value: never the
                 # corrected-away value alone
                 sel.recalled = [x for x in sel.recalled
                                 if x is not drop and x.entry.id != drop.supersedes]
+                n = self._recalled_tokens(sel.recalled, headings, model)
                 self.counters["trimmed"] += 1
-            msgs, parts, tokens = assemble()
+            if sel.recalled:
+                msgs[at], parts[at] = render.recalled_part(sel.recalled, n)
+            else:
+                del msgs[at], parts[at]
+            tokens = rest + n
         # what is sent decides, not only what was selected: the reply priming and the tool
         # definitions alone may pass a tiny budget with no system prompt in the session
         sel.over_budget = sel.over_budget or tokens > req.budget

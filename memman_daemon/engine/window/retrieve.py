@@ -276,17 +276,17 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
     by_id: dict[int, Recalled] = {}  #: an entry is offered once, at its best score
     own, k = out.own, 0  #: this session's ranked units, taken as the walk passes their score
 
-    def offer(item: Recalled) -> None:
+    def offer(e: Entry, sid: str, row: int, score: float, supersedes: int | None = None) -> None:
         nonlocal offered
-        was = by_id.get(item.entry.id)
+        was = by_id.get(e.id)
         if was is not None:  # a completing turn that is a hit of its own too
-            if item.score > was.score and was.supersedes is None:
-                was.score = item.score
+            if score > was.score and was.supersedes is None:
+                was.score = score
             return
-        by_id[item.entry.id] = item
+        item = by_id[e.id] = Recalled(e, sid, row, score, hits, supersedes=supersedes)
         out.recalled.append(item)
-        if item.entry.tokens <= room:  # one that can never fit fills nothing
-            offered += item.entry.tokens
+        if e.tokens <= room:  # one that can never fit fills nothing
+            offered += e.tokens
 
     for row in hits.order(others):
         if len(out.recalled) >= max_items:
@@ -308,8 +308,7 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
         if e is None:
             continue
         sid = c.sids[row]
-        item = Recalled(e, sid, row, score, hits)
-        fix: Recalled | None = None
+        f = None
         if src is not None:
             # the statement that replaced a value it holds comes with it; when that
             # statement may not be shown here, neither may the value it replaced (a row of
@@ -320,12 +319,11 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
                 f = src.by_id.get(later) if lrow >= 0 and others[lrow] else None
                 if f is None:
                     continue
-                fix = Recalled(f, sid, lrow, item.score, hits, supersedes=e.id)
-        offer(item)
+        offer(e, sid, row, score)
         out.recalled_stand_ins += bool(hits.stand_in[row])
         out.stand_ins += bool(hits.stand_in[row])
-        if fix is not None:
-            offer(fix)
+        if f is not None:
+            offer(f, sid, lrow, score, supersedes=e.id)
         if src is None:
             continue
         # the turn that completes it in its session competes at a share of its score, as in
@@ -334,7 +332,7 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
         if got is not None:
             crow = c.row_of.get(got[0], -1)
             if crow >= 0 and others[crow] and (g := src.by_id.get(got[0])) is not None:
-                offer(Recalled(g, sid, crow, item.score * got[1], hits))
+                offer(g, sid, crow, score * got[1])
 
 
 def _superseded(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarray,
@@ -356,17 +354,16 @@ def _superseded(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarray,
     best = [r for r in ranked if not r.supersedes]
     done = {r.supersedes for r in out.recalled if r.supersedes}
     at = np.frombuffer(c.at, dtype=np.float64, count=c.n)
-    per_term: dict[str, np.ndarray] = {}  #: a term's BM25 over the corpus, once a request
+    per_term: dict[str, Any] = {}  #: a term's part of BM25 over the corpus, once a request
 
     def alike(terms: list[str]) -> np.ndarray:
-        # the sum of its terms' scores in their order: ``Bm25.scores`` of them, exactly
-        total = np.zeros(c.n, dtype=np.float32)
+        # ``Bm25.scores`` of them, each term's part computed once for every entry checked
+        parts = []
         for t in dict.fromkeys(terms):
-            got = per_term.get(t)
-            if got is None:
-                got = per_term[t] = c.bm25.scores([t])
-            total += got
-        return total
+            if t not in per_term:
+                per_term[t] = c.bm25.term(t)
+            parts.append(per_term[t])
+        return c.bm25.total(parts)
 
     later_of: dict[int, list[tuple[Entry, str, int]]] = {}
     for item in [r for r in best if r.entry.id not in done][:LATER_MAX]:

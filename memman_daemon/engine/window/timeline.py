@@ -388,6 +388,10 @@ class Timelines:
         the follower has come (a backlog of ``INLINE_ENTRIES`` or fewer, now); what is left is
         the follower's. Bounded work on the event loop whatever the backlog: a request calls
         ``prepare`` first, which brings its session's units up to date in slices."""
+        tl = self._timelines.get(s.id)
+        if tl is not None and tl.consumed == tl.an.done == len(s.entries) \
+                and not tl.an.sup.new and tl.key == self._key(s):
+            return tl  # up to date: a window reads dozens of past sessions' timelines
         tl = self._current(s)
         # a backlog small enough to analyse now is (a few new entries, a small session); a
         # larger one is left whole to the follower

@@ -148,10 +148,11 @@ class ContextBuilder:
         selection or mark costs no tokenizing of the whole message."""
         if not items:
             return 0
+        ordered = render.recalled_order(items)
         if self.tokens.encoding_name(model) not in LINE_ADDITIVE:
-            return self._msg_tokens({"role": "system", "content": render.recalled_text(items)},
+            return self._msg_tokens({"role": "system", "content": render.recalled_text(ordered)},
                                     model)
-        last = render.recalled_order(items)[-1]
+        last = ordered[-1]
         return (self._msg_tokens({"role": "system", "content": ""}, model)
                 + self._count_text(render.RECALLED_HEADER + "\n", model)
                 + sum(headings[g] for g in {r.group for r in items})
@@ -244,7 +245,10 @@ class ContextBuilder:
             measure_recalled()
             sel = select(c, r, room, costs, cfg, reserve, importance)
         if reserve and not sel.over_budget:
-            self._facts(sel, tl, c, r, query, room, model)
+            # how informative a word is: the recall index's idf (the user's one BM25)
+            idf = self.recall.corpus_of(s).bm25.idf if self.recall is not None \
+                else _flat_idf
+            self._facts(sel, tl, c, r, query, idf, room, model)
         if _mark_recalled(sel.recalled, r.replaced):
             for item in sel.recalled:
                 self._measure_line(item, room, model)
@@ -295,13 +299,13 @@ class ContextBuilder:
                       "included" if rolling is not None else _no_rolling(s, sel))
 
     def _facts(self, sel: Selection, tl: Timeline, c: cand.SessionCandidates, r: Retrieval,
-               query: str, room: int, model: str) -> None:
+               query: str, idf: Callable[[str], float], room: int, model: str) -> None:
         kept = {e.id for i in sel.units for e in c.units[i].items}
         terms = {t for f in facets(query) for t in facts.terms(f)}
         left = room - sel.used
         frame = self._msg_tokens({"role": self.config.context.gap_role, "content": ""}, model)
         retrieved = [e.id for i in r.units for e in c.units[i].items]
-        text, ids, _ = fact_lines(tl, kept, terms, left - frame,
+        text, ids, _ = fact_lines(tl, kept, terms, idf, left - frame,
                                   lambda t: self._count_text(t, model) + 1, retrieved)
         while text:
             tokens = self._msg_tokens({"role": self.config.context.gap_role, "content": text},
@@ -486,6 +490,11 @@ def _mark_recalled(items: list[cand.Recalled], replaced: dict[int, int]) -> bool
                 by_id[new].note = "current"
             marked = True
     return marked
+
+
+def _flat_idf(_term: str) -> float:
+    """Every word alike (no recall index to weigh them by)."""
+    return 1.0
 
 
 def _after_system(c: cand.SessionCandidates, sel: Selection) -> int:

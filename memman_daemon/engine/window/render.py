@@ -55,11 +55,12 @@ def recalled_order(items: list[Recalled]) -> list[Recalled]:
                                         r.entry.id))
 
 
-def recalled_text(items: list[Recalled]) -> str:
-    """The recalled message's content: the header, then each group's heading and lines."""
+def recalled_text(ordered: list[Recalled]) -> str:
+    """The recalled message's content: the header, then each group's heading and lines
+    (``ordered``: as ``recalled_order`` puts them)."""
     lines = [RECALLED_HEADER]
     group = None
-    for r in recalled_order(items):
+    for r in ordered:
         if r.group != group:
             group = r.group
             lines.append(group_heading(group))

@@ -128,7 +128,7 @@ class ContextBuilder:
     def _measure_line(self, item: cand.Recalled, room: int, model: str) -> None:
         """A recalled entry's line's tokens, measured with the newline that joins it to the
         next (the tokenizer often merges a line's closing punctuation with it: "!\\n"); kept
-        per entry and mark (entries never change)."""
+        per entry, its text and mark (the text's hash is kept by the string: no rehashing)."""
         e = item.entry
         if e.tokens > room + 64:
             # it cannot fit (its line holds all of its text, a few tokens of chat framing
@@ -136,8 +136,9 @@ class ContextBuilder:
             # every request (a recalled megabyte took seconds)
             item.tokens = e.tokens
             return
-        item.tokens = self._memo(("line", model, e.id, item.note), lambda: self.tokens.count_text(
-            cand.recalled_line(item) + "\n", model))
+        item.tokens = self._memo(("line", model, e.id, e.name, e.role, e.content, item.note),
+                                 lambda: self.tokens.count_text(cand.recalled_line(item) + "\n",
+                                                                model))
 
     def _recalled_tokens(self, items: list[cand.Recalled], headings: dict[tuple[str, str], int],
                          model: str) -> int:

@@ -164,9 +164,9 @@ class Sources:
     def superseded(self, entries: list[tuple[Entry, str]]) -> dict[int, int]:
         """``supersede.py``'s rules over entries of the user's sessions, in time order: old
         entry id -> the entry that replaced a value it holds. Kept for the last ``RUNS``
-        lists (entries never change: the same list, the same answer — asked again by every
-        step of an agent's turn)."""
-        key = tuple((e.id, self._analysed(e, sid)) for e, sid in entries)
+        lists (the same entries, the same answer — asked again by every step of an agent's
+        turn; the text is in the key: another host's row may come back with another)."""
+        key = tuple((e.id, e.content, self._analysed(e, sid)) for e, sid in entries)
         got = self._runs.get(key)
         if got is not None:
             self._runs.move_to_end(key)

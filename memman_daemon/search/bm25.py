@@ -69,19 +69,28 @@ class Bm25:
 
     def scores(self, terms: list[str]) -> np.ndarray:
         """BM25 of every row for the query ``terms`` (0 for rows without any, and dead rows)."""
-        out = np.zeros(self.n, dtype=np.float32)
-        if not self.n or not terms:
-            return out
+        return self.total([self.term(t) for t in dict.fromkeys(terms)])
+
+    def term(self, t: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """One term's part of the score: (its rows, what it adds to each); None when no row
+        holds it. Valid until the index changes (a caller scoring many queries over one
+        state of it computes each term once)."""
+        r = self._rows.get(t)
+        if r is None or not self.n:
+            return None
         lens = np.frombuffer(self._len, dtype=np.float32, count=self.n)
         avg = max(self._total / max(self.live, 1), 1.0)
-        for t in dict.fromkeys(terms):
-            r = self._rows.get(t)
-            if r is None:
-                continue
-            rows = np.frombuffer(r, dtype=np.int32)
-            tf = np.frombuffer(self._tfs[t], dtype=np.float32)
-            norm = tf + K1 * (1.0 - B + B * lens[rows] / avg)
-            out[rows] += self.idf(t) * tf * (K1 + 1.0) / norm  # a row is once per term
+        rows = np.frombuffer(r, dtype=np.int32)
+        tf = np.frombuffer(self._tfs[t], dtype=np.float32)
+        norm = tf + K1 * (1.0 - B + B * lens[rows] / avg)
+        return rows, self.idf(t) * tf * (K1 + 1.0) / norm
+
+    def total(self, parts: list[tuple[np.ndarray, np.ndarray] | None]) -> np.ndarray:
+        """Every row's score from its terms' parts (``term``), in their order."""
+        out = np.zeros(self.n, dtype=np.float32)
+        for part in parts:
+            if part is not None:
+                out[part[0]] += part[1]  # a row is once per term
         alive = np.frombuffer(self._alive, dtype=np.int8, count=self.n)
         out[alive == 0] = 0.0
         return out

@@ -112,6 +112,36 @@ async def test_no_i_meant_supersedes() -> None:
         assert "1.22.6" in body
 
 
+#: how a recalled line may end: where a tokenizer could join it to the next line's "-"
+LINE_ENDS = ["ends with a dot.", "trailing spaces   ", "a path /usr/local/bin/",
+             "ends with a newline\n", "two newlines\n\n", "a dash -", "brackets [x]",
+             "emoji 🎉!!", 'code: x = {"a": 1};', "multi\nline\n- item", "日本語のテキスト。",
+             "a slash /", "!!!", "crlf\r\n", "tab\t", "quote'", "ends in digits 2024"]
+
+
+async def test_the_recalled_message_costs_what_its_lines_measure() -> None:
+    """The recalled message's figure is summed from its lines' measures (it is not tokenized
+    whole again): it is the message's real count, whatever the lines end with, for each
+    encoding (and one the sum does not hold for: measured whole)."""
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "n1", "kim", [(("user", "assistant")[k % 2],
+                                         f"deploy note {k}: {end}")
+                                        for k, end in enumerate(LINE_ENDS)], MARCH)
+        await c.session_open("n2", {"user_id": "kim"})
+        await c.session_add("n2", {"role": "user", "content": "What did the deploy notes say?"})
+        assert await d.server.app.recall.drained(60)
+        counter = d.server.app.tokens
+        for model in ("gpt-4o-mini", "gpt-4", "text-davinci-003"):
+            for budget in (300, 4000):
+                ctx = await c.session_context("n2", {"max_tokens": budget, "model": model})
+                at = next(k for k, p in enumerate(ctx["parts"]) if p["kind"] == "recalled")
+                assert ctx["parts"][at]["tokens"] == counter.count_message(
+                    ctx["messages"][at], model), (model, budget)
+                assert ctx["tokens"] <= budget
+                if budget > 300:
+                    assert len(ctx["recalled"]) == len(LINE_ENDS)
+
+
 async def test_a_change_said_in_the_active_voice_supersedes_within_and_across_sessions() -> None:
     """"we moved the offsite to Friday" replaces "the offsite is on Thursday": in its session
     the old value never shows alone; recalled in a later session, the old line is marked

@@ -24,7 +24,14 @@ from memman_daemon.engine import facts, scoring
 from memman_daemon.engine.window import candidates as cand
 from memman_daemon.engine.window import render
 from memman_daemon.engine.window.request import Request, band_for
-from memman_daemon.engine.window.retrieve import Retrieval, Sources, more, question, retrieve
+from memman_daemon.engine.window.retrieve import (
+    Retrieval,
+    Sources,
+    more,
+    question,
+    replacement,
+    retrieve,
+)
 from memman_daemon.engine.window.select import Costs, Selection, select
 from memman_daemon.engine.window.summarize import fact_lines, relevant_lines
 from memman_daemon.engine.window.timeline import Timeline, Timelines
@@ -47,11 +54,13 @@ TEMPORAL = re.compile(
     r"january|february|march|april|june|july|august|september|october|november|december|"
     r"\d{4})\b", re.I)
 CACHE = 65_536  #: measured token counts kept (entries with a date or note, recalled lines)
+#: encodings whose pattern never joins a newline to the "-" or "[" after it (a piece ends
+#: at the newline): a text of such lines tokenizes as its lines do, one by one
+LINE_ADDITIVE = frozenset({"cl100k_base", "o200k_base"})
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
                   "rules and the matching playbook]")
 LEARNED_SHARE = 0.15  #: of the room, at most, for them
-MARK_MAX = 60  #: recalled entries compared for replaced values, the best-ranked
 FACTS_MIN_FACETS = 3  #: a question with this many clauses asks for many things
 FACTS_PER_FACET = 0.06  #: room kept for their fact lines, per clause...
 FACTS_MAX_SHARE = 0.8  #: ...up to this share
@@ -112,16 +121,39 @@ class ContextBuilder:
                             msg.get("tool_call_id")), msg, model)
 
     def _measure_line(self, item: cand.Recalled, room: int, model: str) -> None:
-        """A recalled entry's line and its tokens, measured with the newline that joins it to
-        the next (the tokenizer often merges a line's closing punctuation with it: "!\\n")."""
-        item.line = cand.recalled_line(item)
-        if item.entry.tokens > room + 64:
+        """A recalled entry's line's tokens, measured with the newline that joins it to the
+        next (the tokenizer often merges a line's closing punctuation with it: "!\\n"); kept
+        per entry, its text and mark (the text's hash is kept by the string: no rehashing)."""
+        e = item.entry
+        if e.tokens > room + 64:
             # it cannot fit (its line holds all of its text, a few tokens of chat framing
             # aside, and only the room decreases from here on): not tokenized again on
             # every request (a recalled megabyte took seconds)
-            item.tokens = item.entry.tokens
+            item.tokens = e.tokens
             return
-        item.tokens = self._count_text(item.line + "\n", model)
+        item.tokens = self._memo(("line", model, e.id, e.name, e.role, e.content, item.note),
+                                 lambda: self.tokens.count_text(cand.recalled_line(item) + "\n",
+                                                                model))
+
+    def _recalled_tokens(self, items: list[cand.Recalled], headings: dict[tuple[str, str], int],
+                         model: str) -> int:
+        """The recalled message's tokens (0 without lines). Where the encoding splits a text
+        before a line that opens with "-" or "[" (``LINE_ADDITIVE``: the newline stays with
+        what is before it), the sum of what its lines measure with their newline (the header,
+        each group's heading, each line: ``_measure_line``), the last one without: a changed
+        selection or mark costs no tokenizing of the whole message."""
+        if not items:
+            return 0
+        ordered = render.recalled_order(items)
+        if self.tokens.encoding_name(model) not in LINE_ADDITIVE:
+            return self._msg_tokens({"role": "system", "content": render.recalled_text(ordered)},
+                                    model)
+        last = ordered[-1]
+        return (self._msg_tokens({"role": "system", "content": ""}, model)
+                + self._count_text(render.RECALLED_HEADER + "\n", model)
+                + sum(headings[g] for g in {r.group for r in items})
+                + sum(r.tokens for r in items) - last.tokens
+                + self._count_text(cand.recalled_line(last), model))
 
     # --- the pipeline ------------------------------------------------------------------------
     async def build(self, s: Session, req: Request) -> Window:
@@ -191,7 +223,8 @@ class ContextBuilder:
             return got, self._msg_tokens(render.lines_message(u.first, got, cfg.gap_role),
                                          model)
 
-        header = self._msg_tokens({"role": "system", "content": render.RECALLED_HEADER}, model)
+        header = self._msg_tokens({"role": "system", "content": ""}, model) + \
+            self._count_text(render.RECALLED_HEADER + "\n", model)
         costs = Costs(plain=lambda i: unit_cost(i, False), dated=lambda i: unit_cost(i, True),
                       day=day, lines=lines, recalled_header=header, headings=headings)
         room -= learned[1] if learned else 0
@@ -208,8 +241,11 @@ class ContextBuilder:
             measure_recalled()
             sel = select(c, r, room, costs, cfg, reserve, importance)
         if reserve and not sel.over_budget:
-            self._facts(sel, tl, c, r, query, room, model)
-        if self._mark_recalled(sel.recalled):
+            # how informative a word is: the recall index's idf (the user's one BM25)
+            idf = self.recall.corpus_of(s).bm25.idf if self.recall is not None \
+                else _flat_idf
+            self._facts(sel, tl, c, r, query, idf, room, model)
+        if _mark_recalled(sel.recalled, r.replaced):
             for item in sel.recalled:
                 self._measure_line(item, room, model)
         days = {i: day(i) for i in sel.dated}
@@ -218,6 +254,7 @@ class ContextBuilder:
         def assemble() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
             msgs, parts = render.messages(
                 c, sel, days=days, notes=notes, count=lambda m: self._msg_tokens(m, model),
+                recalled_tokens=self._recalled_tokens(sel.recalled, headings, model),
                 gap_role=cfg.gap_role, parts_of=r.parts, cached=req.cached)
             at = _after_system(c, sel)
             if learned is not None:
@@ -231,54 +268,40 @@ class ContextBuilder:
             return msgs, parts, sum(p["tokens"] for p in parts) + REPLY_PRIMING + req.tool_tokens
 
         msgs, parts, tokens = assemble()
-        # the recalled message is measured whole: joining its lines (and a mark added after
-        # the selection) may cost a token more than their sum; the lowest-ranked lines give
-        # way, and only that message is measured again
+        # a mark added after the selection (and the last line, sent without its newline) may
+        # change the recalled message's measure: its lowest-ranked lines give way, and only
+        # that message is measured (from its lines) and written again
         at = next((k for k, p in enumerate(parts) if p["kind"] == "recalled"), None)
         if at is not None and tokens > req.budget and not sel.over_budget:
             rest = tokens - parts[at]["tokens"]
-            while sel.recalled and rest + self._msg_tokens(
-                    render.recalled_message(sel.recalled), model) > req.budget:
+            n = parts[at]["tokens"]
+            while sel.recalled and rest + n > req.budget:
                 drop = min(sel.recalled, key=lambda x: x.score)
                 # a statement that replaced a value leaves with that value: never the
                 # corrected-away value alone
                 sel.recalled = [x for x in sel.recalled
                                 if x is not drop and x.entry.id != drop.supersedes]
+                n = self._recalled_tokens(sel.recalled, headings, model)
                 self.counters["trimmed"] += 1
-            msgs, parts, tokens = assemble()
+            if sel.recalled:
+                msgs[at], parts[at] = render.recalled_part(sel.recalled, n)
+            else:
+                del msgs[at], parts[at]
+            tokens = rest + n
         # what is sent decides, not only what was selected: the reply priming and the tool
         # definitions alone may pass a tiny budget with no system prompt in the session
         sel.over_budget = sel.over_budget or tokens > req.budget
         return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens,
                       "included" if rolling is not None else _no_rolling(s, sel))
 
-    def _mark_recalled(self, items: list[cand.Recalled]) -> bool:
-        """Across sessions, a newer statement supersedes an older one: recalled entries that
-        state a value for the same subject are marked "replaced later" / "current" (from each
-        entry's cached analysis). True when any was marked."""
-        if len(items) < 2:
-            return False
-        best = sorted(items, key=lambda r: -r.score)[:MARK_MAX]  # bounded work
-        ordered = sorted(best, key=lambda r: (r.entry.created_at, r.entry.id))
-        by_id = {r.entry.id: r for r in ordered}
-        sup = self.sources.supersession([(r.entry, r.session_id) for r in ordered])
-        marked = False
-        for (old, _k), (new, _text) in sup.by.items():
-            if old in by_id and new in by_id and old != new:
-                by_id[old].note = "replaced later"
-                if not by_id[new].note:
-                    by_id[new].note = "current"
-                marked = True
-        return marked
-
     def _facts(self, sel: Selection, tl: Timeline, c: cand.SessionCandidates, r: Retrieval,
-               query: str, room: int, model: str) -> None:
+               query: str, idf: Callable[[str], float], room: int, model: str) -> None:
         kept = {e.id for i in sel.units for e in c.units[i].items}
         terms = {t for f in facets(query) for t in facts.terms(f)}
         left = room - sel.used
         frame = self._msg_tokens({"role": self.config.context.gap_role, "content": ""}, model)
         retrieved = [e.id for i in r.units for e in c.units[i].items]
-        text, ids, _ = fact_lines(tl, kept, terms, left - frame,
+        text, ids, _ = fact_lines(tl, kept, terms, idf, left - frame,
                                   lambda t: self._count_text(t, model) + 1, retrieved)
         while text:
             tokens = self._msg_tokens({"role": self.config.context.gap_role, "content": text},
@@ -441,6 +464,29 @@ class ContextBuilder:
         figures = {k: out[k] for k in ContextFigures.__annotations__ if k in out}
         return Preview(**figures, entries=rows, recalled=recalled, summaries=summaries,
                        messages=out["messages"])
+
+
+def _mark_recalled(items: list[cand.Recalled], replaced: dict[int, int]) -> bool:
+    """Across sessions, a newer statement supersedes an older one: recalled lines sent
+    whose value a later line sent replaced are marked "replaced later" / "current" (from
+    the supersession worked out once, ``Retrieval.replaced``). True when any was."""
+    if len(items) < 2 or not replaced:
+        return False
+    by_id = {r.entry.id: r for r in items}
+    marked = False
+    for old, item in by_id.items():
+        new = replacement(replaced, old, by_id)
+        if new is not None and new != old:
+            item.note = "replaced later"
+            if not by_id[new].note:
+                by_id[new].note = "current"
+            marked = True
+    return marked
+
+
+def _flat_idf(_term: str) -> float:
+    """Every word alike (no recall index to weigh them by)."""
+    return 1.0
 
 
 def _after_system(c: cand.SessionCandidates, sel: Selection) -> int:

@@ -160,8 +160,7 @@ class Recalled:
     score: float  #: fused retrieval score
     hits: Any = None  #: the retriever's arrays, read for ``parts`` when shown
     supersedes: int | None = None  #: brought along: it replaced a value of this entry
-    line: str = ""  #: how it is quoted under its group's heading: "- role: text"
-    tokens: int = 0  #: tokens of that line (with its newline)
+    tokens: int = 0  #: tokens of its line (``recalled_line``, with its newline)
     note: str = ""  #: "current" / "replaced later" when a newer recalled statement changed it
     date: str = field(init=False)  #: its day (UTC), "2024-03-05"
     #: lines of one session and day share one heading (``group_heading``): (session, day,

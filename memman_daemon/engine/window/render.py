@@ -55,20 +55,26 @@ def recalled_order(items: list[Recalled]) -> list[Recalled]:
                                         r.entry.id))
 
 
-def recalled_text(items: list[Recalled]) -> str:
-    """The recalled message's content: the header, then each group's heading and lines."""
+def recalled_text(ordered: list[Recalled]) -> str:
+    """The recalled message's content: the header, then each group's heading and lines
+    (``ordered``: as ``recalled_order`` puts them)."""
     lines = [RECALLED_HEADER]
     group = None
-    for r in recalled_order(items):
+    for r in ordered:
         if r.group != group:
             group = r.group
             lines.append(group_heading(group))
-        lines.append(r.line or recalled_line(r))
+        lines.append(recalled_line(r))
     return "\n".join(lines)
 
 
-def recalled_message(items: list[Recalled]) -> dict[str, Any]:
-    return {"role": "system", "content": recalled_text(items)}
+def recalled_part(items: list[Recalled], tokens: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The recalled message and its part; ``tokens``: its measure (the builder's)."""
+    ordered = recalled_order(items)
+    msg = {"role": "system", "content": recalled_text(ordered)}
+    return msg, part("recalled", tokens, [r.entry.id for r in ordered], mark="recalled",
+                     sources=[{"entry_id": r.entry.id, "session_id": r.session_id,
+                               "date": r.date} for r in ordered])
 
 
 def lines_message(e: Entry, lines: list[str], role: str) -> dict[str, Any]:
@@ -90,23 +96,20 @@ def kind_of(e: Entry, mandatory: str) -> str:
 
 
 def messages(c: SessionCandidates, sel: Selection, *, days: dict[int, str | None],
-             notes: dict[int, str], count: Any, gap_role: str,
+             notes: dict[int, str], count: Any, recalled_tokens: int, gap_role: str,
              parts_of: Any,
              cached: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``count(msg) -> tokens`` (exact, cached by the caller); ``days[unit]`` the date its
+    """``count(msg) -> tokens`` (exact, cached by the caller); ``recalled_tokens``: the
+    recalled message's (measured from its lines by the caller); ``days[unit]`` the date its
     first entry opens with (dated units only)."""
     msgs: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     recalled_done = not sel.recalled
 
     def put_recalled() -> None:
-        msg = recalled_message(sel.recalled)
-        ordered = recalled_order(sel.recalled)
+        msg, p = recalled_part(sel.recalled, recalled_tokens)
         msgs.append(msg)
-        parts.append(part("recalled", count(msg), [r.entry.id for r in ordered],
-                          mark="recalled",
-                          sources=[{"entry_id": r.entry.id, "session_id": r.session_id,
-                                    "date": r.date} for r in ordered]))
+        parts.append(p)
 
     facts_done = sel.facts is None
 

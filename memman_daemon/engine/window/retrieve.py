@@ -21,6 +21,7 @@ timeline (``Sources``).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 
 
 TOPIC_DF = 0.1  #: a word in more than this share of the corpus's entries is not the topic
-LATER_MAX = 6  #: recalled entries (the best) checked for a later session's replacing statement
+MARK_MAX = 60  #: recalled entries (the best) compared for values replaced across sessions
+LATER_MAX = 6  #: ...of which the best are checked for a later session's replacing statement
 LATER_ROWS = 4  #: the later entries each check reads: the most alike by BM25 on its words
 #: ...its rarest words (the fewest postings): they decide BM25's ranking, and the work of a
 #: check is the length of their postings, not of every common word's
@@ -51,6 +53,7 @@ LATER_TERMS = 8
 #: value whose replacement does not fit), and the rest still fill it
 OFFER = 1.25
 MORE = 4  #: the offer asked again, this many times larger, when the room was not filled
+RUNS = 64  #: supersession runs kept (``Sources.superseded``)
 
 
 @dataclass
@@ -75,6 +78,9 @@ class Retrieval:
     across: tuple[Any, np.ndarray, Caller] | None = None
     own: list[tuple[float, int]] = field(default_factory=list)  #: (score, tokens), best first
     recalled_stand_ins: int = 0  #: of ``stand_ins``, the past entries' (offered again: undone)
+    #: values replaced across sessions among the best past entries (``_superseded``): old
+    #: entry id -> the entry that replaced it
+    replaced: dict[int, int] = field(default_factory=dict)
 
     def parts(self, unit: int) -> dict[str, Any]:
         """A unit's rank and score parts ({} when it was not retrieved)."""
@@ -87,14 +93,21 @@ class Retrieval:
 class Sources:
     """The user's other sessions as the window reads them, from their timelines (each entry
     analysed once, as it arrived): the turn that completes an entry there, and the values
-    later statements replaced — read once per version of the session's timeline, not once
-    per recalled entry."""
+    later statements replaced — kept per state of the session's timeline (a past session
+    rarely changes while others read it), not worked out again per recalled entry and
+    request."""
 
     def __init__(self, config: Config, timelines: Timelines,
                  sessions: dict[str, Session]) -> None:
         self.config, self.timelines, self.sessions = config, timelines, sessions
-        self._replaced: dict[str, tuple[tuple, dict[int, int]]] = {}
+        #: session -> (its analysis, values replaced so far, entry id -> the entry that
+        #: replaced it): ``by`` only grows, so its size tells whether the read is current
+        self._replaced: dict[str, tuple[Any, int, dict[int, int]]] = {}
+        #: session -> (its timeline, entries in units, topic, entry id -> what completes it)
+        self._completes: dict[str, tuple[Timeline, int, frozenset[str],
+                                         dict[int, tuple[int, float] | None]]] = {}
         self._current: dict[str, Timeline] = {}  #: timelines read by this request
+        self._runs: OrderedDict[tuple, dict[int, int]] = OrderedDict()  #: ``superseded``
 
     def begin(self) -> None:
         """A new request: timelines are looked up afresh (once each, then kept for it)."""
@@ -108,14 +121,13 @@ class Sources:
 
     def replaced(self, s: Session) -> dict[int, int]:
         """``s``'s replaced values: entry id -> the entry that replaced it."""
-        tl = self.timeline(s)
+        an = self.timeline(s).an
         got = self._replaced.get(s.id)
-        if got is None or got[0] != tl.key:
-            by = {eid: later for (eid, _k), (later, _t) in tl.an.sup.by.items()}
-            got = self._replaced[s.id] = (tl.key, by)
-            if len(self._replaced) > 4096:  # sessions gone: drop the oldest reads
-                self._replaced.pop(next(iter(self._replaced)))
-        return got[1]
+        if got is None or got[0] is not an or got[1] != len(an.sup.by):
+            by = {eid: later for (eid, _k), (later, _t) in an.sup.by.items()}
+            got = self._replaced[s.id] = (an, len(an.sup.by), by)
+            _bound(self._replaced)
+        return got[2]
 
     def completes(self, s: Session, eid: int, topic: frozenset[str]
                   ) -> tuple[int, float] | None:
@@ -124,14 +136,22 @@ class Sources:
         if not self.config.context.neighbours:
             return None
         tl = self.timeline(s)
+        got = self._completes.get(s.id)
+        if got is None or got[0] is not tl or got[1] != tl.consumed or got[2] != topic:
+            got = self._completes[s.id] = (tl, tl.consumed, topic, {})
+            _bound(self._completes)
+        known = got[3]
+        if eid in known:
+            return known[eid]
         u = tl.entry_unit.get(eid)
-        got = None
+        found = None
         if u is not None:
-            got = cand.completing(tl.units, u.index, topic) \
+            found = cand.completing(tl.units, u.index, topic) \
                 or cand.continuing(tl.units, u.index)
-        if got is None or len(tl.units[got[0]].items) != 1:
-            return None
-        return tl.units[got[0]].first.id, got[1]
+        out = None if found is None or len(tl.units[found[0]].items) != 1 \
+            else (tl.units[found[0]].first.id, found[1])
+        known[eid] = out
+        return out
 
     def analysed(self, e: Entry, sid: str) -> list[Any]:
         """An entry's fact candidates: from its session's cached analysis, else made now."""
@@ -141,12 +161,35 @@ class Sources:
         return got if got is not None else facts.analyse((e.content or "")[:4000],
                                                          structured=False)
 
-    def supersession(self, entries: list[tuple[Entry, str]]) -> Supersession:
-        """``supersede.py``'s rules over entries of the user's sessions, in time order."""
+    def superseded(self, entries: list[tuple[Entry, str]]) -> dict[int, int]:
+        """``supersede.py``'s rules over entries of the user's sessions, in time order: old
+        entry id -> the entry that replaced a value it holds. Kept for the last ``RUNS``
+        lists (the same entries, the same answer — asked again by every step of an agent's
+        turn; the text is in the key: another host's row may come back with another)."""
+        key = tuple((e.id, e.content, self._analysed(e, sid)) for e, sid in entries)
+        got = self._runs.get(key)
+        if got is not None:
+            self._runs.move_to_end(key)
+            return got
         sup = Supersession()
         for e, sid in entries:
             sup.feed(e.id, self.analysed(e, sid), "message")
-        return sup
+        got = self._runs[key] = {old: new for (old, _k), (new, _t) in sup.by.items()
+                                 if old != new}
+        if len(self._runs) > RUNS:
+            self._runs.popitem(last=False)
+        return got
+
+    def _analysed(self, e: Entry, sid: str) -> bool:
+        """``e``'s analysis is its session's (not the stand-in ``analysed`` makes)."""
+        src = self.sessions.get(sid)
+        return src is not None and e.id in self.timeline(src).an.cands
+
+
+def _bound(reads: dict[str, Any]) -> None:
+    """Sessions gone: the oldest reads give way."""
+    if len(reads) > 4096:
+        reads.pop(next(iter(reads)))
 
 
 def question(s: Session, query: str) -> tuple[str, int | None]:
@@ -205,7 +248,7 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
     out.own = [(out.unit_score[i], tl.units[i].tokens) for i in out.units]
     _recall(out, index, c, hits, others, caller, room, OFFER * max(room, 1), max_items,
             sources)
-    _replaced_later(out, index, c, c.alive() & ~mine, caller, sources)
+    _superseded(out, index, c, c.alive() & ~mine, caller, sources)
     return out
 
 
@@ -222,7 +265,7 @@ def more(out: Retrieval, index: RecallIndex, s: Session, room: int, max_items: i
     out.recalled_stand_ins = 0
     _recall(out, index, c, out.hits, others, caller, room, MORE * OFFER * max(room, 1),
             max_items, sources)
-    _replaced_later(out, index, c, c.alive() & ~c.of_session(s.id), caller, sources)
+    _superseded(out, index, c, c.alive() & ~c.of_session(s.id), caller, sources)
     return True
 
 
@@ -235,17 +278,17 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
     by_id: dict[int, Recalled] = {}  #: an entry is offered once, at its best score
     own, k = out.own, 0  #: this session's ranked units, taken as the walk passes their score
 
-    def offer(item: Recalled) -> None:
+    def offer(e: Entry, sid: str, row: int, score: float, supersedes: int | None = None) -> None:
         nonlocal offered
-        was = by_id.get(item.entry.id)
+        was = by_id.get(e.id)
         if was is not None:  # a completing turn that is a hit of its own too
-            if item.score > was.score and was.supersedes is None:
-                was.score = item.score
+            if score > was.score and was.supersedes is None:
+                was.score = score
             return
-        by_id[item.entry.id] = item
+        item = by_id[e.id] = Recalled(e, sid, row, score, hits, supersedes=supersedes)
         out.recalled.append(item)
-        if item.entry.tokens <= room:  # one that can never fit fills nothing
-            offered += item.entry.tokens
+        if e.tokens <= room:  # one that can never fit fills nothing
+            offered += e.tokens
 
     for row in hits.order(others):
         if len(out.recalled) >= max_items:
@@ -267,23 +310,22 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
         if e is None:
             continue
         sid = c.sids[row]
-        item = Recalled(e, sid, row, score, hits)
-        fix: Recalled | None = None
+        f = None
         if src is not None:
             # the statement that replaced a value it holds comes with it; when that
-            # statement may not be shown here, neither may the value it replaced
+            # statement may not be shown here, neither may the value it replaced (a row of
+            # this daemon's session: the scope's mask says, as for the hit)
             later = sources.replaced(src).get(e.id)
             if later is not None:
                 lrow = c.row_of.get(later, -1)
-                got_f = across_entry(index, c, lrow, caller)
-                if got_f is None:
+                f = src.by_id.get(later) if lrow >= 0 and others[lrow] else None
+                if f is None:
                     continue
-                fix = Recalled(got_f[0], sid, lrow, item.score, hits, supersedes=e.id)
-        offer(item)
+        offer(e, sid, row, score)
         out.recalled_stand_ins += bool(hits.stand_in[row])
         out.stand_ins += bool(hits.stand_in[row])
-        if fix is not None:
-            offer(fix)
+        if f is not None:
+            offer(f, sid, lrow, score, supersedes=e.id)
         if src is None:
             continue
         # the turn that completes it in its session competes at a share of its score, as in
@@ -291,49 +333,83 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
         got = sources.completes(src, e.id, out.topic)
         if got is not None:
             crow = c.row_of.get(got[0], -1)
-            if (got_c := across_entry(index, c, crow, caller)) is not None:
-                offer(Recalled(got_c[0], sid, crow, item.score * got[1], hits))
+            if crow >= 0 and others[crow] and (g := src.by_id.get(got[0])) is not None:
+                offer(g, sid, crow, score * got[1])
 
 
-def _replaced_later(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarray,
-                    caller: Caller, sources: Sources) -> None:
-    """Across sessions, a newer statement supersedes an older one: a recalled entry whose
-    value a later session replaced brings that statement (select sends the two together or
-    neither). The later entries looked at are the ones most alike by BM25 on its words (a
-    correction repeats the old value or the subject) — bounded: ``LATER_MAX`` entries,
-    ``LATER_ROWS`` rows each. ``others``: every live row of the user's other sessions, the
-    ones this session may not be shown included: a value replaced by a statement it may not
-    see (private, recall off, excluded) leaves the window rather than go stale."""
+def _superseded(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarray,
+                caller: Caller, sources: Sources) -> None:
+    """Across sessions, a newer statement supersedes an older one — worked out once for the
+    request, over the best-ranked past entries offered (``MARK_MAX``) and, for the best
+    ``LATER_MAX`` of them, the later entries most alike by BM25 on its words (a correction
+    repeats the old value or the subject; ``LATER_ROWS`` rows each). From that one run:
+
+    * a recalled entry whose value a later entry replaced brings that statement (select sends
+      the two together or neither);
+    * ``out.replaced`` (old entry id -> the entry that replaced it): the builder marks the
+      recalled lines sent "replaced later" / "current" from it.
+
+    ``others``: every live row of the user's other sessions, the ones this session may not be
+    shown included: a value replaced by a statement it may not see (private, recall off,
+    excluded) leaves the window rather than go stale."""
+    ranked = sorted((r for r in out.recalled if r.row >= 0), key=lambda r: -r.score)[:MARK_MAX]
+    best = [r for r in ranked if not r.supersedes]
     done = {r.supersedes for r in out.recalled if r.supersedes}
     at = np.frombuffer(c.at, dtype=np.float64, count=c.n)
-    best = sorted((r for r in out.recalled if not r.supersedes and r.entry.id not in done
-                   and r.row >= 0), key=lambda r: -r.score)[:LATER_MAX]
-    hidden: set[int] = set()
-    for item in best:
+    per_term: dict[str, Any] = {}  #: a term's part of BM25 over the corpus, once a request
+
+    def alike(terms: list[str]) -> np.ndarray:
+        # ``Bm25.scores`` of them, each term's part computed once for every entry checked
+        parts = []
+        for t in dict.fromkeys(terms):
+            if t not in per_term:
+                per_term[t] = c.bm25.term(t)
+            parts.append(per_term[t])
+        return c.bm25.total(parts)
+
+    later_of: dict[int, list[tuple[Entry, str, int]]] = {}
+    for item in [r for r in best if r.entry.id not in done][:LATER_MAX]:
         e = item.entry
         # its rarest words as indexed (a bounded head: a megabyte entry costs what 4,000
         # characters do)
         terms = sorted(set(words.terms(c.texts[item.row])), key=c.bm25.df)[:LATER_TERMS]
-        scores = c.bm25.scores(terms)
-        alike = np.flatnonzero((scores > 0) & others & (at > e.created_at))
-        if len(alike) > LATER_ROWS:  # the best few, without sorting them all
-            alike = alike[np.argpartition(-scores[alike], LATER_ROWS)[:LATER_ROWS]]
-        later = [(f, c.sids[row], row) for row in alike.tolist()
+        scores = alike(terms)
+        rows = np.flatnonzero((scores > 0) & others & (at > e.created_at))
+        if len(rows) > LATER_ROWS:  # the best few, without sorting them all
+            rows = rows[np.argpartition(-scores[rows], LATER_ROWS)[:LATER_ROWS]]
+        later = [(f, c.sids[row], row) for row in rows.tolist()
                  if (f := index.entry_at(c, row)[0]) is not None]
-        if not later:
+        if later:
+            later_of[e.id] = later
+    fed = {r.entry.id: (r.entry, r.session_id) for r in ranked}
+    for later in later_of.values():
+        for f, sid, _row in later:
+            fed.setdefault(f.id, (f, sid))
+    out.replaced = sources.superseded(sorted(fed.values(),
+                                             key=lambda x: (x[0].created_at, x[0].id)))
+    by_item = {r.entry.id: r for r in best}
+    hidden: set[int] = set()
+    for eid, later in later_of.items():
+        rows = {f.id: (f, sid, row) for f, sid, row in later}
+        new = replacement(out.replaced, eid, rows)
+        if new is None:
             continue
-        later.sort(key=lambda x: (x[0].created_at, x[0].id))
-        sup = sources.supersession([(e, item.session_id),
-                                    *((f, sid) for f, sid, _r in later)])
-        new = {old: n for (old, _k), (n, _t) in sup.by.items() if old != n}.get(e.id)
-        hit = next((x for x in later if x[0].id == new), None)
-        if hit is None:
-            continue
-        f, sid, row = hit  # (recalled on its own too, maybe: select sends an entry once)
+        f, sid, row = rows[new]  # (recalled on its own too, maybe: select sends an entry once)
         if across_entry(index, c, row, caller) is None:
-            hidden.add(e.id)
+            hidden.add(eid)
             continue
-        out.recalled.append(Recalled(f, sid, row, item.score, item.hits, supersedes=e.id))
+        item = by_item[eid]
+        out.recalled.append(Recalled(f, sid, row, item.score, item.hits, supersedes=eid))
     if hidden:
         out.recalled = [r for r in out.recalled
                         if r.entry.id not in hidden and r.supersedes not in hidden]
+
+
+def replacement(replaced: dict[int, int], eid: int, among: Any) -> int | None:
+    """The entry of ``among`` that replaced entry ``eid``'s value: its replacement, or that
+    one's, and so on (a value changed twice)."""
+    new, seen = replaced.get(eid), {eid}
+    while new is not None and new not in among and new not in seen:
+        seen.add(new)
+        new = replaced.get(new)
+    return new if new is not None and new in among else None

@@ -52,21 +52,21 @@ RETRIEVED = 300  #: retrieved entries whose picks are looked at first
 REL_WEIGHT = 0.8  #: how much sharing the question's words adds to a line's salience
 
 
-def fact_lines(tl: Any, kept: set[int], query_terms: set[str], room: int,
-               measure: Callable[[str], int],
+def fact_lines(tl: Any, kept: set[int], query_terms: set[str], idf: Callable[[str], float],
+               room: int, measure: Callable[[str], int],
                retrieved: Sequence[int] = ()) -> tuple[str, list[int], int]:
     """For a question that asks for many things: the fact lines (values, names, decisions,
     outcomes — the timeline's presorted picks) of entries the window does not send, the ones
-    that share the question's words first, none that a later entry replaced, within ``room``.
-    ``retrieved``: entry ids best first (their picks are looked at first). Returns (message
+    that share the question's words first (weighed by ``idf``: how informative a word is in the
+    user's recall index), none that a later entry replaced, within ``room``. ``retrieved``: entry ids best first (their picks are looked at first). Returns (message
     text, entry ids quoted, tokens of the text), or ("", [], 0)."""
     from memman_daemon.engine import extractive
 
     an = tl.an
     by = an.sup.by
-    idf = {t: an.index.idf(t) for t in query_terms}
+    weight = {t: idf(t) for t in query_terms}
     # a line that shares two or three of the question's informative words is about it
-    enough = 2.0 * (sum(idf.values()) / len(idf)) if idf else 1.0
+    enough = 2.0 * (sum(weight.values()) / len(weight)) if weight else 1.0
     pool: list[extractive.Pick] = []
     # the picks of the entries the question retrieved first, then the most salient of all
     refs = [(eid, k) for eid in retrieved[:RETRIEVED] for k in range(len(an.cands.get(eid, ())))]
@@ -79,7 +79,7 @@ def fact_lines(tl: Any, kept: set[int], query_terms: set[str], room: int,
         p = an.pick.get((eid, k))
         if p is None or eid not in an.cands:
             continue
-        rel = min(1.0, sum(idf[t] for t in query_terms.intersection(an.cands[eid][k].terms))
+        rel = min(1.0, sum(weight[t] for t in query_terms.intersection(an.cands[eid][k].terms))
                   / enough)
         # salience + REL_WEIGHT x relevance, per size (the picks' own scale)
         size = (1.0 + len(p.text) / 400.0) ** 0.5

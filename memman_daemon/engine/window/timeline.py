@@ -1,7 +1,7 @@
 """The session's timeline: every entry of the lossless log (compressed ones too) grouped into
 *units* — one entry, or an assistant tool call with all its results (kept or dropped together,
 so a window is always valid for the chat API) — each analysed once: fact candidates with their
-salience (``facts``), words (``relevance``), superseded values (``supersede``). Compression
+salience and words (``facts``), superseded values (``supersede``). Compression
 chooses what to fold from it; the window takes its candidates from it.
 
 ``Timelines`` keeps one per session. Two things follow the log, each a prefix of it: the units
@@ -31,7 +31,6 @@ import numpy as np
 from memman_daemon.background import SLICE_S
 from memman_daemon.component import stop_task
 from memman_daemon.engine import extractive, facts, scoring
-from memman_daemon.engine.relevance import DocFreq
 from memman_daemon.engine.supersede import Supersession
 from memman_daemon.model import Entry, Session
 
@@ -84,13 +83,12 @@ class Unit:
 class Analysis:
     """What each entry of one session's log carries, computed once per entry (entries never
     change). Two parts: an entry's own (``own``: candidates, salience, score inputs — pure, in
-    any order) and what is fed in log order (``feed``: word counts, superseded values, summary
-    picks), of which ``done`` entries are in."""
+    any order) and what is fed in log order (``feed``: superseded values, summary picks), of
+    which ``done`` entries are in."""
 
     session: int  #: id() of the session object analysed
     done: int = 0  #: entries fed in log order: a prefix of the log
     cands: dict[int, list[facts.Candidate]] = field(default_factory=dict)
-    index: DocFreq = field(default_factory=DocFreq)  #: the idf of words over the session
     sup: Supersession = field(default_factory=Supersession)
     pick: dict[tuple[int, int], extractive.Pick] = field(default_factory=dict)
     stat: dict[int, tuple[float, float, float, int]] = field(default_factory=dict)
@@ -129,8 +127,6 @@ class Analysis:
         """The next entries of the log, in order."""
         for e in entries:
             cands = self.own(e, sc)
-            # its words as its candidates hold them (not the text tokenized a second time)
-            self.index.add(t for c in cands for t in c.terms)
             self.sup.feed(e.id, cands, f"tool:{e.name}" if e.role == "tool" else "message")
             for p in extractive.picks_of(e, cands):
                 self.pick[p.order] = p
@@ -388,6 +384,10 @@ class Timelines:
         the follower has come (a backlog of ``INLINE_ENTRIES`` or fewer, now); what is left is
         the follower's. Bounded work on the event loop whatever the backlog: a request calls
         ``prepare`` first, which brings its session's units up to date in slices."""
+        tl = self._timelines.get(s.id)
+        if tl is not None and tl.consumed == tl.an.done == len(s.entries) \
+                and not tl.an.sup.new and tl.key == self._key(s):
+            return tl  # up to date: a window reads dozens of past sessions' timelines
         tl = self._current(s)
         # a backlog small enough to analyse now is (a few new entries, a small session); a
         # larger one is left whole to the follower

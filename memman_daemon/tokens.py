@@ -22,7 +22,7 @@ the reply. Tool (function) definitions follow the cookbook's billing formula, se
 
 from __future__ import annotations
 
-import base64
+import binascii
 import contextlib
 import gzip
 import hashlib
@@ -151,13 +151,12 @@ def load_shipped(name: str) -> tuple[tiktoken.Encoding, str] | None:
 
 
 def _ranks(data: bytes) -> dict[bytes, int]:
-    """A ``.tiktoken`` file's merge ranks (tiktoken's own format: base64 token, rank)."""
-    out: dict[bytes, int] = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            out[base64.b64decode(token)] = int(rank)
-    return out
+    """A ``.tiktoken`` file's merge ranks (tiktoken's own format: base64 token, rank), read
+    in bulk (a loop over its 200,000 lines took ~0.4 s of the daemon's start; this ~0.28 s)."""
+    fields = data.split()
+    if len(fields) % 2:
+        raise ValueError("a .tiktoken file has a token and a rank on each line")
+    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2])))
 
 
 @contextlib.contextmanager

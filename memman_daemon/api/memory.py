@@ -43,8 +43,11 @@ async def memory_forget(call: Call, user_id: str, record_id: int | str,
         s = recall.session_of_entry(caller, n)
         if s is not None and sid is not None and s.id != sid:
             s = None
-        remote = recall.remote_row(n) if s is None and sid is None else None
-        if remote is not None and not caller.owns(remote.user_id, remote.tenant_id):
+        # an entry said on another host (shared store), as ``memman_search`` and recall name
+        # it (``entry:SESSION#N``, its id here) or by its id alone
+        remote = recall.remote_row(n) if s is None else None
+        if remote is not None and (not caller.owns(remote.user_id, remote.tenant_id)
+                                   or sid is not None and remote.session_id != sid):
             remote = None
         if kind is None:
             mine = await call.app.user_memory.owns(user_id, n)

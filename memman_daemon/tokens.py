@@ -156,7 +156,7 @@ def _ranks(data: bytes) -> dict[bytes, int]:
     fields = data.split()
     if len(fields) % 2:
         raise ValueError("a .tiktoken file has a token and a rank on each line")
-    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2])))
+    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
 
 
 @contextlib.contextmanager

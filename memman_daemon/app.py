@@ -21,6 +21,7 @@ from memman_daemon.engine.session_engine import SessionEngine
 from memman_daemon.engine.usage_series import UsageSeries
 from memman_daemon.llm.summarizer import Summarizer
 from memman_daemon.recall.index import RecallIndex
+from memman_daemon.search.embed_queue import EmbeddingQueue
 from memman_daemon.search.embeddings import Embedder
 from memman_daemon.search.reembed import VectorSync
 from memman_daemon.sessions import LoadError, Sessions
@@ -67,7 +68,10 @@ class App:
         # background work (compression's analysis, the embedding prefetch) shares one time
         # budget while clients are served; the server tells it when requests come in
         self.background = BackgroundShare(lambda: config.limits.background_share)
-        self.embedder = Embedder(config, self.background)
+        # the one background embedder: the recall index, stored rows without vectors
+        # (VectorSync) and the relevance prefetch are its sources, a batch each in turn
+        self.embed_queue = EmbeddingQueue()
+        self.embedder = Embedder(config, self.background, self.embed_queue)
         self.sessions = Sessions(self.store, config, self.clock, self.events, self.tokens,
                                  self.embedder, read_only=read_only)
         self.summarizer = Summarizer(config, self.tokens)  # the LLM client and its fallback
@@ -82,14 +86,16 @@ class App:
         # every entry of a user's sessions, indexed as it arrives: the one retriever the
         # window and memory search share, across sessions
         self.recall = RecallIndex(config=config, storage=self.storage.recall, embedder=self.embedder,
-                                  background=self.background, sessions=self.sessions)
+                                  queue=self.embed_queue, background=self.background,
+                                  sessions=self.sessions)
         # cycles, compression, the budgeted context
         self.engine = SessionEngine(config=config, clock=self.clock, events=self.events, tokens=self.tokens,
                                     sessions=self.sessions, summarizer=self.summarizer,
                                     embedder=self.embedder, audit=self.audit, cache=self.cache,
                                     background=self.background, recall=self.recall)
         # background (re-)embedding of stored rows; its sources are set below
-        self.vector_sync = VectorSync(config, self.events, self.embedder, read_only=read_only)
+        self.vector_sync = VectorSync(config, self.events, self.embedder, self.embed_queue,
+                                      read_only=read_only)
         self.injection = Injection(config, self.events, self.sessions, self.cache)
         self.scratchpad = Scratchpad(config, self.clock, self.store, self.events, self.sessions,
                                      self.embedder, self.audit, read_only=read_only)
@@ -135,7 +141,7 @@ class App:
             self.background, self.summarizer, self.engine, self.shared, self.audit, self.embedder,
             self.recall, self.cache,
             self.scratchpad, self.user_memory, self.docs, self.agent_md, self.vector_sync,
-            self.series]
+            self.series, self.embed_queue]  # the queue after its sources, closed before them
         if self.shared_audit is not self.audit:
             self.components.insert(self.components.index(self.audit) + 1, self.shared_audit)
         self.config_watch = ConfigWatcher(config, self.events)

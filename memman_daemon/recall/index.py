@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from memman.config import Config
     from memman_daemon.background import BackgroundShare
     from memman_daemon.model import Session
+    from memman_daemon.search.embed_queue import EmbeddingQueue
     from memman_daemon.search.embeddings import Embedder
     from memman_daemon.storage.recall import RecallStorage
 
@@ -367,8 +368,11 @@ class RecallIndex(Component):
     stats_key = "recall"
 
     def __init__(self, *, config: Config, storage: RecallStorage, embedder: Embedder,
-                 background: BackgroundShare, sessions: Any) -> None:
+                 queue: EmbeddingQueue, background: BackgroundShare, sessions: Any) -> None:
         self.config, self.storage, self.embedder = config, storage, embedder
+        #: the daemon's one background embedder: this index is one of its sources
+        self.queue = queue
+        queue.register(self)
         self.background, self.sessions = background, sessions
         self.corpora: dict[tuple[str, str], Corpus] = {}
         self.scope_of: dict[str, tuple[str, str]] = {}  #: session id -> its corpus key
@@ -381,8 +385,6 @@ class RecallIndex(Component):
         self.forgotten_said: set[tuple[str, float, str]] = set()
         self._pending = _Pending()
         self._trimmed_at = 0  #: entries embedded when the C heap was last trimmed
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._loader: asyncio.Task[None] | None = None
         self._loaded = asyncio.Event()  #: the rows the daemon started with are indexed
         self._damaged = 0  #: stored vectors of the start that could not be read
@@ -477,9 +479,7 @@ class RecallIndex(Component):
             if warm is not None:
                 with contextlib.suppress(Exception):  # a model that cannot load says so
                     await warm
-        self._task = asyncio.get_running_loop().create_task(self._embed_loop(),
-                                                            name="memman-recall-embed")
-        self._wake.set()
+        self.queue.wake()  # the rows left without vectors
 
     async def _load_vectors(self) -> None:
         """The stored vectors (and token vectors) of the model in force, ``LOAD_BATCH`` rows
@@ -552,8 +552,6 @@ class RecallIndex(Component):
     async def close(self) -> None:
         await stop_task(self._loader)
         self._loader = None
-        await stop_task(self._task)
-        self._task = None
         with contextlib.suppress(Exception):
             await self._save()
         await self.storage.close()
@@ -565,9 +563,7 @@ class RecallIndex(Component):
                 "loading": not self._loaded.is_set(),
                 "entries": sum(c.bm25.live for c in self.corpora.values()),
                 # with embeddings off no vector is coming: nothing is pending
-                "pending_vectors": (len(p.queue) + p.inflight
-                                    + sum(len(e) for _, e in self._incoming))
-                if self.embedder.enabled else 0,
+                "pending_vectors": self.waiting() if self.embedder.enabled else 0,
                 "embedded": p.embedded,
                 "drain_per_s": round(p.rate, 1), "model": self.embedder.model_id,
                 # with a shared store: this daemon's part of the shared rows
@@ -581,7 +577,7 @@ class RecallIndex(Component):
         self.scope_of[s.id] = self.key(s)
         if queue:
             self._incoming.append((s, entries))
-            self._wake.set()
+            self.queue.wake()
         else:
             self._index(s, entries, queue=False)
 
@@ -750,7 +746,7 @@ class RecallIndex(Component):
             if got is not None and row is not None and n > 0:
                 got[0].set_tok(row, np.frombuffer(packed, dtype=np.uint8).reshape(
                     late.TOKENS, -1), n)
-        self._wake.set()
+        self.queue.wake()
         return ops
 
     def _carry_from(self, gone: list[int]) -> None:
@@ -834,7 +830,7 @@ class RecallIndex(Component):
         self._queries.clear()
         self._cos.clear()
         self._by_text.clear()
-        self._wake.set()
+        self.queue.wake()
 
     # --- exclusions (a person's "not in this session") --------------------------------------
     async def set_exclusion(self, session_id: str, entry_id: int, excluded: bool, at: float,
@@ -1181,93 +1177,98 @@ class RecallIndex(Component):
         c.has_svec[todo] = True
 
     # --- the background embedder -------------------------------------------------------------
-    async def _embed_loop(self) -> None:
+    # --- the recall index as a source of the embedding queue (``search/embed_queue.py``) --
+    name = "recall"
+
+    def waiting(self) -> int:
         p = self._pending
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            # index what arrived first (BM25 rows: searchable at once), then load the search
-            # model as soon as there is something to embed (in a thread, seconds the first
-            # time), not by the first read after a burst
-            await self.settle_sliced(paced=True)
-            if p.queue:
-                await self.embedder.search_ready()
-            while p.queue or self._incoming:
+        return len(p.queue) + p.inflight + sum(len(e) for _, e in self._incoming)
+
+    async def embed_next(self) -> bool:
+        """One batch of the rows waiting for their vectors (and token vectors: one pass gives
+        both), after indexing what arrived (BM25 rows: searchable at once); False when none
+        is waiting (or the embedder is off or failing: they wait for the next wake)."""
+        if not self._loaded.is_set():
+            return False  # the start's rows first (``_load_rows`` wakes the queue after)
+        p = self._pending
+        await self.settle_sliced(paced=True)
+        if not p.queue:
+            if self._unsaved or self._unsaved_tok:
+                await self._save()  # the last rows were texts embedded already
+            return False
+        if not self.embedder.enabled:
+            return False
+        # the search model is loaded as soon as there is something to embed (in a thread,
+        # seconds the first time), not by the first read after a burst
+        await self.embedder.search_ready()
+        batch: list[tuple[Corpus, int, int]] = []
+        tokens = self.embedder.late  # token vectors come from the same pass
+        while p.queue and len(batch) < self.config.recall.embed_batch:
+            c, eid = p.queue.popleft()
+            row = c.row_of.get(eid)
+            if row is None or (c.has_vec[row] and (c.tok_n[row] or not tokens)):
+                continue
+            known = self._known_vector(c.texts[row], tokens)
+            if known is not None:  # the same text was embedded already
+                self._set(c, eid, row, self.embedder.model_id, *known)
+                p.embedded += 1
+                continue
+            batch.append((c, eid, row))
+        if not batch:
+            if not p.queue and (self._unsaved or self._unsaved_tok):
+                await self._save()
+            return True
+        p.inflight = len(batch)  # taken off the queue: still pending while it waits
+        await self._calm()
+        model = self.embedder.model_id
+        mark = self.background.requests()
+        t0 = time.perf_counter()
+        toks: list[tuple[np.ndarray, int]] | list[None] = [None] * len(batch)
+        vecs: np.ndarray | None = None
+        try:
+            texts = [embedded(c.texts[r]) for c, _, r in batch]
+            got = await self.embedder.embed_tokens(texts) if tokens else None
+            if got is not None:
+                # packed in the worker thread too (~0.2 ms a text): a batch would hold the
+                # event loop for tens of milliseconds
+                vecs, toks = got[0], await asyncio.to_thread(_pack_all, got[1])
+            else:
+                vecs = await self.embedder.embed(texts)
+        except Exception:
+            log.exception("embedding %d entries for recall failed", len(batch))
+            vecs = None
+        finally:
+            p.inflight = 0
+        took = time.perf_counter() - t0
+        if vecs is None:  # the embedder is off or failing: at the queue's next turn
+            for c, eid, _ in batch:
+                p.queue.append((c, eid))
+            return False
+        if model != self.embedder.model_id:
+            return True  # the model changed meanwhile; model_changed re-queued all
+        for (c, eid, row), v, t in zip(batch, vecs, toks, strict=True):
+            if c.row_of.get(eid) == row:
+                self._set(c, eid, row, model, v, t)
+        p.embedded += len(batch)
+        rate = len(batch) / max(took, 1e-6)
+        p.rate = rate if not p.rate else 0.8 * p.rate + 0.2 * rate
+        if len(self._unsaved) + len(self._unsaved_tok) >= 256 or not p.queue:
+            await self._save()
+        if p.embedded - self._trimmed_at >= TRIM_EVERY or not p.queue:
+            self._trimmed_at = p.embedded
+            await release_memory()
+        # a burst of requests (adds from many clients) comes first: yield as the background
+        # share would; a trickle of requests does not slow the backlog
+        busy = self.background.requests() - mark
+        if busy > BUSY_RATE * took:
+            share = max(self.config.limits.background_share, 0.01)
+            end = time.monotonic() + took * (1 - share) / share
+            while (left := end - time.monotonic()) > 0:
+                # the entries arriving meanwhile are indexed (paced), not left for the first
+                # read after the burst
+                await asyncio.sleep(min(left, CALM_PROBE_S))
                 await self.settle_sliced(paced=True)
-                if not p.queue:
-                    continue
-                if not self.embedder.enabled:
-                    break
-                batch: list[tuple[Corpus, int, int]] = []
-                tokens = self.embedder.late  # token vectors come from the same pass
-                while p.queue and len(batch) < self.config.recall.embed_batch:
-                    c, eid = p.queue.popleft()
-                    row = c.row_of.get(eid)
-                    if row is None or (c.has_vec[row] and (c.tok_n[row] or not tokens)):
-                        continue
-                    known = self._known_vector(c.texts[row], tokens)
-                    if known is not None:  # the same text was embedded already
-                        self._set(c, eid, row, self.embedder.model_id, *known)
-                        p.embedded += 1
-                        continue
-                    batch.append((c, eid, row))
-                if not batch:
-                    if not p.queue and (self._unsaved or self._unsaved_tok):
-                        await self._save()  # the last rows were texts embedded already
-                    continue
-                p.inflight = len(batch)  # taken off the queue: still pending while it waits
-                await self._calm()
-                model = self.embedder.model_id
-                mark = self.background.requests()
-                t0 = time.perf_counter()
-                toks: list[tuple[np.ndarray, int]] | list[None] = [None] * len(batch)
-                vecs: np.ndarray | None = None
-                try:
-                    texts = [embedded(c.texts[r]) for c, _, r in batch]
-                    got = await self.embedder.embed_tokens(texts) if tokens else None
-                    if got is not None:
-                        # packed in the worker thread too (~0.2 ms a text): a batch would
-                        # hold the event loop for tens of milliseconds
-                        vecs, toks = got[0], await asyncio.to_thread(_pack_all, got[1])
-                    else:
-                        vecs = await self.embedder.embed(texts)
-                except Exception:
-                    log.exception("embedding %d entries for recall failed", len(batch))
-                    vecs = None
-                finally:
-                    p.inflight = 0
-                took = time.perf_counter() - t0
-                if vecs is None:
-                    await asyncio.sleep(1.0)  # the embedder is off or failing: later
-                    for c, eid, _ in batch:
-                        p.queue.append((c, eid))
-                    break
-                if model != self.embedder.model_id:
-                    continue  # the model changed meanwhile; model_changed re-queued all
-                for (c, eid, row), v, t in zip(batch, vecs, toks, strict=True):
-                    if c.row_of.get(eid) == row:
-                        self._set(c, eid, row, model, v, t)
-                p.embedded += len(batch)
-                rate = len(batch) / max(took, 1e-6)
-                p.rate = rate if not p.rate else 0.8 * p.rate + 0.2 * rate
-                if len(self._unsaved) + len(self._unsaved_tok) >= 256 or not p.queue:
-                    await self._save()
-                if p.embedded - self._trimmed_at >= TRIM_EVERY or not p.queue:
-                    self._trimmed_at = p.embedded
-                    await release_memory()
-                # a burst of requests (adds from many clients) comes first: yield as the
-                # background share would; a trickle of requests does not slow the backlog
-                busy = self.background.requests() - mark
-                if busy > BUSY_RATE * took:
-                    share = max(self.config.limits.background_share, 0.01)
-                    end = time.monotonic() + took * (1 - share) / share
-                    while (left := end - time.monotonic()) > 0:
-                        # the entries arriving meanwhile are indexed (paced), not left
-                        # for the first read after the burst
-                        await asyncio.sleep(min(left, CALM_PROBE_S))
-                        await self.settle_sliced(paced=True)
-                else:
-                    await asyncio.sleep(0)
+        return True
 
     def _set(self, c: Corpus, eid: int, row: int, model: str, v: np.ndarray,
              packed: tuple[np.ndarray, int] | None) -> None:

@@ -44,6 +44,7 @@ from memman_daemon.search.local_embedder import (
 
 if TYPE_CHECKING:
     from memman_daemon.background import BackgroundShare
+    from memman_daemon.search.embed_queue import EmbeddingQueue
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +94,15 @@ class Embedder(Component):
 
     stats_key = "embeddings"
 
-    def __init__(self, config: Config, background: BackgroundShare) -> None:
+    name = "prefetch"  #: its relevance prefetch, as a source of the embedding queue
+
+    def __init__(self, config: Config, background: BackgroundShare,
+                 queue: EmbeddingQueue) -> None:
         self.config = config
         self.background = background  #: the time budget the prefetch runs within
+        #: the daemon's one background embedder, which runs the prefetch's batches
+        self.queue = queue
+        queue.register(self)
         #: set by the app: called when the model in force changes (loaded vector matrices
         #: are dropped, a background re-embed is requested)
         self.on_model_changed: list[Callable[[], None]] = []
@@ -112,8 +119,7 @@ class Embedder(Component):
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._prefetch: deque[str] = deque()
         self._prefetch_chars = 0  #: characters queued in ``_prefetch``
-        self._prefetch_wake = asyncio.Event()
-        self._prefetch_task: asyncio.Task[None] | None = None
+        self._prefetching = False  #: ``[embeddings] prefetch_entries``, from ``load``
         self.prefetched = 0
         self._applied = self._settings()
         self.configure()
@@ -228,20 +234,14 @@ class Embedder(Component):
 
     # --- lifecycle -------------------------------------------------------------------------
     async def load(self) -> None:
-        if self.config.embeddings.prefetch_entries:
-            self._prefetch_task = asyncio.create_task(self._prefetch_loop(),
-                                                      name="memman-embed-prefetch")
+        self._prefetching = bool(self.config.embeddings.prefetch_entries)
         # the local models are loaded off the event loop when first needed: the search model
         # as soon as the recall index has something to embed, the relevance model by the
         # first read (a daemon with nothing to embed never pays for them; in a test process
         # a model is made once, by the daemon that first needs it)
 
     async def close(self) -> None:
-        if self._prefetch_task is not None:
-            self._prefetch_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._prefetch_task
-            self._prefetch_task = None
+        self._prefetching = False
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.close()
@@ -411,7 +411,7 @@ class Embedder(Component):
         """Queue ``text`` to be embedded in the background (into the LRU ``cached`` reads).
         Costs a queue append on the caller's path; nothing when embeddings are not local or
         the model is not loaded yet (nothing has needed a vector so far)."""
-        if (self._prefetch_task is not None and self.local and self.error is None
+        if (self._prefetching and self.local and self.error is None
                 and self._relevance is not None and self._relevance.loaded):
             # the text as the recall index embeds and looks it up: a bounded head (a pasted
             # megabyte through the static model took gigabytes of token vectors)
@@ -421,39 +421,37 @@ class Embedder(Component):
                 return  # full: embedded when first needed
             self._prefetch.append(text)
             self._prefetch_chars += len(text)
-            self._prefetch_wake.set()
+            self.queue.wake()
 
-    async def _prefetch_loop(self) -> None:
-        # small batches: each holds the GIL for a few milliseconds at most, so requests
-        # answered meanwhile are not held up behind a long one
-        batch_size = PREFETCH_BATCH
-        while True:
-            await self._prefetch_wake.wait()
-            self._prefetch_wake.clear()
-            while self._prefetch:
-                batch: list[str] = []
-                while self._prefetch and len(batch) < batch_size:
-                    t = self._prefetch.popleft()
-                    self._prefetch_chars -= len(t)
-                    if t not in self._cache:
-                        batch.append(t)
-                if not batch or self._relevance is None:
-                    continue
-                local = self._relevance
-                # a background job within the daemon's background share, so a burst of adds
-                # is not slowed by embedding them (what is not prefetched is embedded when
-                # first needed)
-                try:
-                    async with self.background.turn():
-                        vecs = await asyncio.to_thread(local.embed, batch)
-                except Exception:  # a bad text must not stop the loop
-                    log.exception("prefetching %d embeddings failed", len(batch))
-                    continue
-                if local is not self._relevance:
-                    continue  # the model changed meanwhile
-                for t, v in zip(batch, vecs, strict=True):
-                    self._remember(t, v)
-                self.prefetched += len(batch)
+    def waiting(self) -> int:
+        return len(self._prefetch)
+
+    async def embed_next(self) -> bool:
+        """One batch of the prefetch (its turn in the embedding queue): small, so it holds
+        the interpreter for a few milliseconds at most and requests answered meanwhile are
+        not held up behind a long one."""
+        batch: list[str] = []
+        while self._prefetch and len(batch) < PREFETCH_BATCH:
+            t = self._prefetch.popleft()
+            self._prefetch_chars -= len(t)
+            if t not in self._cache:
+                batch.append(t)
+        local = self._relevance
+        if not batch or local is None:
+            return bool(self._prefetch)
+        # within the daemon's background share, so a burst of adds is not slowed by
+        # embedding them (what is not prefetched is embedded when first needed)
+        try:
+            async with self.background.turn():
+                vecs = await asyncio.to_thread(local.embed, batch)
+        except Exception:  # a bad text must not stop the others
+            log.exception("prefetching %d embeddings failed", len(batch))
+            return True
+        if local is self._relevance:  # else the model changed meanwhile
+            for t, v in zip(batch, vecs, strict=True):
+                self._remember(t, v)
+            self.prefetched += len(batch)
+        return True
 
     # --- reporting -------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

@@ -2,14 +2,15 @@
 
 A row needs a vector when it has none (stored while embeddings were off or failing, or a
 document chunk) or has one made by another model (``[embeddings] provider``, ``model`` or
-``dim`` changed). The worker walks such rows in id order, ``batch_size`` at a time, embeds
+``dim`` changed). ``VectorSync`` walks such rows in id order, ``batch_size`` at a time, as a
+source of the daemon's one embedding queue (``embed_queue.py``: a batch at its turn), embeds
 each batch off the event loop and writes it through the normal writer; meanwhile search keeps
 working (FTS5 for every row, vectors for the rows already done: a query vector is only ever
 compared with vectors of its own model). Progress (``state``, ``done`` of ``total``, texts/s)
 is in ``memman_stats`` under ``embeddings.reembed`` and in ``memman status``.
 
-A pass starts when the daemon starts, when the model in force changes (checked every
-``CHECK_S`` seconds and before each search, so a config reload is followed), and when asked
+A pass starts when the daemon starts, when the model in force changes (checked at each of
+the queue's turns, at least every ``IDLE_CHECK_S`` seconds, and before each search, so a config reload is followed), and when asked
 (``wake()``). The sources are components with ``vector_backlog(after_id, model_id, limit) ->
 [(id, text)]``, ``count_vector_backlog(model_id) -> int`` and ``async store_vectors(ids,
 vecs, model_id)``: user memory and business documents.
@@ -18,23 +19,22 @@ vecs, model_id)``: user memory and business documents.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memman.config import Config
-from memman_daemon.component import Component, stop_task
+from memman_daemon.component import Component
 from memman_daemon.events import EventBus
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from memman_daemon.search.embed_queue import EmbeddingQueue
     from memman_daemon.search.embeddings import Embedder
 
 log = logging.getLogger(__name__)
 
-CHECK_S = 2.0
 
 
 class VectorSource(Protocol):
@@ -49,21 +49,27 @@ class VectorSource(Protocol):
 
 
 class VectorSync(Component):
-    """The background worker that gives every row of ``sources`` a vector of the model in
-    force."""
+    """Gives every row of ``sources`` a vector of the model in force, a batch at each of its
+    turns in the embedding queue."""
 
     stats_key = "vector_sync"
 
-    def __init__(self, config: Config, events: EventBus, embedder: Embedder, *,
-                 read_only: bool = False) -> None:
+    name = "vector_sync"  #: as a source of the embedding queue
+
+    def __init__(self, config: Config, events: EventBus, embedder: Embedder,
+                 queue: EmbeddingQueue, *, read_only: bool = False) -> None:
         self.config = config
         self.events = events
         self.embedder = embedder
         self.read_only = read_only
         #: set by the app once they exist: the components whose rows need vectors
         self.sources: list[VectorSource] = []
-        self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
+        #: the daemon's one background embedder, which runs this worker's batches
+        self.queue = queue
+        if not read_only:
+            queue.register(self)
+        #: where the pass under way is: (source number, last id done); None between passes
+        self._at: tuple[int, int] | None = None
         self.state = "idle"  #: idle, running, off
         self.model_id = ""
         self.total = 0
@@ -73,18 +79,8 @@ class VectorSync(Component):
         self.finished_at: float | None = None
         self.last_error: str | None = None
 
-    async def load(self) -> None:
-        if self.read_only:
-            return
-        self._task = asyncio.create_task(self._run(), name="memman-reembed")
-        self._wake.set()
-
-    async def close(self) -> None:
-        await stop_task(self._task)
-        self._task = None
-
     def wake(self) -> None:
-        self._wake.set()
+        self.queue.wake()
 
     def stats(self) -> dict[str, Any]:
         return self.progress()
@@ -98,35 +94,67 @@ class VectorSync(Component):
                 "started_at": self.started_at, "finished_at": self.finished_at,
                 "last_error": self.last_error}
 
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), CHECK_S)
-            self._wake.clear()
-            self.embedder.check_config()
-            emb = self.embedder
-            if not emb.enabled or not self.config.embeddings.reembed:
-                self.state = "off"
-                continue
-            if self.state == "idle" and self.model_id == emb.model_id and not self._pending:
-                continue
-            try:
-                await self._pass()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # keep the daemon serving; try again at the next wake
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                self.state = "idle"
-                log.exception("re-embedding failed")
+    def waiting(self) -> int:
+        return max(self.total - self.done, 0) if self._at is not None else 0
 
-    _pending = True  #: a pass is due (set by ``request``); the first pass always runs
+    async def embed_next(self) -> bool:
+        """The next batch of the pass under way, or a pass started when one is due (the
+        model in force changed, rows arrived without vectors, the daemon started)."""
+        try:
+            return await self._step()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # keep the daemon serving; try again at the next wake
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.state, self._at = "idle", None
+            log.exception("re-embedding failed")
+            return False
 
     def request(self) -> None:
         """A pass is due (new rows without vectors, or the model changed)."""
         self._pending = True
-        self._wake.set()
+        self.queue.wake()
 
-    async def _pass(self) -> None:
+    async def _step(self) -> bool:
+        emb = self.embedder
+        changed = emb.check_config()
+        if not emb.enabled or not self.config.embeddings.reembed:
+            self.state, self._at = "off", None
+            return False
+        if self._at is None or changed or emb.model_id != self.model_id:
+            if self.state == "idle" and self.model_id == emb.model_id and not self._pending:
+                return False
+            if not await self._start():
+                return False
+        model_id = self.model_id
+        assert self._at is not None
+        src_no, after = self._at
+        while src_no < len(self.sources):
+            src = self.sources[src_no]
+            rows = await src.vector_backlog(after, model_id, max(1, self.config.embeddings.batch_size))
+            if not rows:
+                src_no, after = src_no + 1, 0
+                continue
+            vecs = await emb.embed([t for _, t in rows])
+            if vecs is None:
+                self.last_error = "the embedder returned no vectors"
+                self.state, self._at = "idle", None
+                return False
+            if emb.model_id != model_id:  # the model changed meanwhile: a new pass
+                self._pending, self.state, self._at = True, "idle", None
+                return True
+            await src.store_vectors([i for i, _ in rows], vecs, model_id)
+            self.done += len(rows)
+            self.total = max(self.total, self.done)
+            self._at = (src_no, rows[-1][0])
+            return True
+        self.state, self._at = "idle", None
+        self.finished_at = time.time()
+        self.events.publish("stats", "reembed_finished", self.progress())
+        return False
+
+    async def _start(self) -> bool:
+        """A pass: counts the rows without a vector of the model in force; False when none."""
         emb = self.embedder
         model_id = emb.model_id
         self._pending = False
@@ -138,36 +166,12 @@ class VectorSync(Component):
             self.total = 0
         self.model_id = model_id
         if backlog == 0:
-            self.state = "idle"
-            return
+            self.state, self._at = "idle", None
+            return False
         self.state = "running"
         self.passes += 1
         self.started_at, self.finished_at = time.time(), None
         self.done, self.total = 0, backlog
+        self._at = (0, 0)
         self.events.publish("stats", "reembed_started", self.progress())
-        batch = max(1, self.config.embeddings.batch_size)
-        for src in self.sources:
-            after = 0
-            while True:
-                if emb.check_config() or emb.model_id != model_id:
-                    self._pending = True  # the model changed mid-pass: start over
-                    self.state = "idle"
-                    return
-                rows = await src.vector_backlog(after, model_id, batch)
-                if not rows:
-                    break
-                after = rows[-1][0]
-                vecs = await emb.embed([t for _, t in rows])
-                if vecs is None:
-                    self.last_error = "the embedder returned no vectors"
-                    self.state = "idle"
-                    return
-                if emb.model_id != model_id:
-                    continue
-                await src.store_vectors([i for i, _ in rows], vecs, model_id)
-                self.done += len(rows)
-                self.total = max(self.total, self.done)
-                await asyncio.sleep(0)
-        self.state = "idle"
-        self.finished_at = time.time()
-        self.events.publish("stats", "reembed_finished", self.progress())
+        return True

@@ -517,7 +517,6 @@ async def test_a_row_whose_vector_is_pending_ranks_by_its_stand_in_until_it_arri
     """While a row's search vector is pending the static model stands in for it (kept as
     float16, ranked over the rows that have one); once every row has its vector the stand-ins
     are dropped and the rows rank by the search model."""
-    import asyncio
 
     import numpy as np
 
@@ -526,7 +525,7 @@ async def test_a_row_whose_vector_is_pending_ranks_by_its_stand_in_until_it_arri
 
     async with running_daemon() as d, d.client() as c:
         r = d.app.recall
-        await stop_task(r._task)  # nothing is embedded meanwhile
+        await stop_task(d.app.embed_queue._task)  # nothing is embedded meanwhile
         await _session(c, "s1", "ana", [
             ("user", "My cat Miso is allergic to chicken."),
             *[(("user", "assistant")[k % 2], FILLER[k % 6]) for k in range(6)]], MARCH)
@@ -536,8 +535,7 @@ async def test_a_row_whose_vector_is_pending_ranks_by_its_stand_in_until_it_arri
         assert hits and {h["parts"]["vector_model"] for h in hits} == {"static (pending)"}
         assert corpus.svec is not None and corpus.svec.dtype == np.float16
         assert "Miso" in hits[0]["text"]
-        r._task = asyncio.get_running_loop().create_task(r._embed_loop())
-        r._wake.set()
+        await d.app.embed_queue.load()  # the queue at work again
         assert await r.drained(60)
         hits = await r.search(caller, "which pet food allergy", 5, session_id="s1")
         assert {h["parts"]["vector_model"] for h in hits} == {"search"}

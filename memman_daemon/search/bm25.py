@@ -38,14 +38,16 @@ class Bm25:
         """Index one document; returns its row."""
         row = self.n
         terms = terms[:MAX_TERMS]
-        for t, c in Counter(terms).items():
-            r = self._rows.get(t)
+        rows, tfs = self._rows, self._tfs
+        for t, c in Counter(terms).items():  # one lookup a term (a start indexes every entry)
+            r = rows.get(t)
             if r is None:
-                r = self._rows[t] = array("i")
-                self._tfs[t] = array("f")
-            r.append(row)
-            self._tfs[t].append(float(c))
-        self._len.append(float(len(terms)))
+                rows[t] = array("i", (row,))
+                tfs[t] = array("f", (c,))
+            else:
+                r.append(row)
+                tfs[t].append(c)
+        self._len.append(len(terms))
         self._alive.append(1)
         self.n += 1
         self.live += 1

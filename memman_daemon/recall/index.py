@@ -357,6 +357,19 @@ class Hits:
         least the model's similarity threshold."""
         return bool(self.bm25[row] > 0 or self.cosine[row] >= self.floor)
 
+    def parts_of(self, rows: list[int]) -> list[dict[str, Any]]:
+        """``parts`` of many rows (each array read once, not a numpy scalar per part)."""
+        if not rows:
+            return []
+        idx = np.asarray(rows, dtype=np.int64)
+        cols = zip(self.bm25[idx].tolist(), self.bm25_rank[idx].tolist(),
+                   self.cosine[idx].tolist(), self.vector_rank[idx].tolist(),
+                   self.stand_in[idx].tolist(), self.fused[idx].tolist(), strict=True)
+        return [{"bm25": round(b, 4), "bm25_rank": int(br) or None, "vector": round(v, 4),
+                 "vector_rank": int(vr) or None,
+                 "vector_model": "static (pending)" if si else "search",
+                 "fused": round(f, 6)} for b, br, v, vr, si, f in cols]
+
     def parts(self, row: int) -> dict[str, Any]:
         return {"bm25": round(float(self.bm25[row]), 4),
                 "bm25_rank": int(self.bm25_rank[row]) or None,

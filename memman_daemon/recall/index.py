@@ -62,8 +62,8 @@ QUERY_CACHE = 256  #: query vectors kept
 COSINE_CACHE = 16  #: (a question's facets are up to 13 vectors)
 #: ...and their MaxSim terms against the rows scored (``late.Kept``): the widening of the
 #: 4-bit token vectors and their products were the largest part of a repeated question's
-#: read; at most this many floats a question (4 MB)
-KEPT_FLOATS = 1 << 20
+#: read; at most this many floats a question (1 MB; 16 MB for ``COSINE_CACHE`` questions)
+KEPT_FLOATS = 1 << 18
 KNOWN_TEXTS = 100_000  #: texts remembered with the row that holds their vector
 #: statements of other hosts' removed rows that a session here excluded, remembered for when
 #: they come back under a new id (an import with replace there)

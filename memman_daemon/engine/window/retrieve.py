@@ -335,11 +335,11 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
         else:
             # a row of this daemon passed the scope's mask (``across_mask``, the same rules):
             # its entry is read as it is
-            got_s = by_sid.get(sid)
-            e = got_s.by_id.get(eid) if got_s is not None else None
-            if e is None:
+            src = by_sid.get(sid)
+            mine_e = src.by_id.get(eid) if src is not None else None
+            if mine_e is None:
                 continue
-            src = got_s
+            e = mine_e
         read = None
         if src is not None:  # (another host's row has no session here, whatever its id)
             read = reads.get(sid)

@@ -61,6 +61,10 @@ QUERY_CACHE = 256  #: query vectors kept
 #: questions whose cosines against a corpus are kept (``_cosines``): a question asked again
 #: (the next context of the same exchange) costs the rows that changed, not the whole matrix
 COSINE_CACHE = 16  #: (a question's facets are up to 13 vectors)
+#: ...and their MaxSim terms against the rows scored (``late.Kept``): the widening of the
+#: 4-bit token vectors and their products were the largest part of a repeated question's
+#: read; at most this many floats a question (1 MB; 16 MB for ``COSINE_CACHE`` questions)
+KEPT_FLOATS = 1 << 18
 KNOWN_TEXTS = 100_000  #: texts remembered with the row that holds their vector
 #: statements of other hosts' removed rows that a session here excluded, remembered for when
 #: they come back under a new id (an import with replace there)
@@ -232,6 +236,8 @@ class Corpus:
         self.stand_in_from = 0
         #: bumped when a row's vector is replaced (not only set): cached cosines are stale
         self.vec_epoch = 0
+        #: ...and when a row's token vectors are: kept MaxSim terms are stale
+        self.tok_epoch = 0
 
     @property
     def n(self) -> int:
@@ -298,6 +304,9 @@ class Corpus:
         if self.tok is None or self.tok.shape[1:] != packed.shape:
             self.tok = Blocks(len(self.has_vec), packed.shape, np.uint8)
             self.tok_n[:] = 0
+            self.tok_epoch += 1
+        elif self.tok_n[row]:
+            self.tok_epoch += 1
         self.tok[row] = packed
         self.tok_n[row] = n
 
@@ -317,6 +326,9 @@ class Corpus:
         if self.tok is None or self.tok.shape[1:] != packed.shape[1:]:
             self.tok = Blocks(len(self.has_vec), packed.shape[1:], np.uint8)
             self.tok_n[:] = 0
+            self.tok_epoch += 1
+        elif self.tok_n[rows].any():
+            self.tok_epoch += 1
         self.tok[rows] = packed
         self.tok_n[rows] = counts
 
@@ -345,6 +357,19 @@ class Hits:
         """Enough to recall from another session: a shared informative word, or a cosine at
         least the model's similarity threshold."""
         return bool(self.bm25[row] > 0 or self.cosine[row] >= self.floor)
+
+    def parts_of(self, rows: list[int]) -> list[dict[str, Any]]:
+        """``parts`` of many rows (each array read once, not a numpy scalar per part)."""
+        if not rows:
+            return []
+        idx = np.asarray(rows, dtype=np.int64)
+        cols = zip(self.bm25[idx].tolist(), self.bm25_rank[idx].tolist(),
+                   self.cosine[idx].tolist(), self.vector_rank[idx].tolist(),
+                   self.stand_in[idx].tolist(), self.fused[idx].tolist(), strict=True)
+        return [{"bm25": round(b, 4), "bm25_rank": int(br) or None, "vector": round(v, 4),
+                 "vector_rank": int(vr) or None,
+                 "vector_model": "static (pending)" if si else "search",
+                 "fused": round(f, 6)} for b, br, v, vr, si, f in cols]
 
     def parts(self, row: int) -> dict[str, Any]:
         return {"bm25": round(float(self.bm25[row]), 4),
@@ -392,6 +417,8 @@ class RecallIndex(Component):
         #: (corpus, question vector) -> (vec_epoch, rows, rows with a vector, cosines)
         self._cos: OrderedDict[tuple[int, bytes], tuple[int, int, np.ndarray, np.ndarray]] \
             = OrderedDict()
+        #: (corpus, question tokens) -> (tok_epoch, its MaxSim terms of the rows scored)
+        self._kept_best: OrderedDict[tuple[int, bytes], tuple[int, late.Kept]] = OrderedDict()
         #: corpus -> (each row's speaker number, -1: not read yet, -2: not a turn; whether
         #: it is a short reply), read once per row for ``neighbours``
         self._turns: weakref.WeakKeyDictionary[Corpus, tuple[np.ndarray, np.ndarray]] = \
@@ -824,11 +851,13 @@ class RecallIndex(Component):
             c.vec_epoch += 1
             c.tok = None
             c.tok_n[:] = 0
+            c.tok_epoch += 1
             for eid in c.row_of:
                 if not self._origin_embeds(c, eid):
                     self._pending.queue.append((c, eid))
         self._queries.clear()
         self._cos.clear()
+        self._kept_best.clear()
         self._by_text.clear()
         self.queue.wake()
 
@@ -983,11 +1012,27 @@ class RecallIndex(Component):
         ranking = core.MaxSim(cfg.rerank_candidates, cfg.context_share).dense(
             core.dense(bm, cos, seen, seen & (have | stand_in), core.Fusion.of(cfg),
                        cfg.candidates), c.tok, c.tok_n, qtok,
-            lambda rows: self.neighbours(c, rows, seen), rarity(c, qwords))
+            lambda rows: self.neighbours(c, rows, seen), rarity(c, qwords),
+            *self._kept(c, qtok))
         fused, bm25_rank, vec_rank = ranking.fused, ranking.lexical_rank, ranking.vector_rank
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()))
+
+    def _kept(self, c: Corpus, qtok: np.ndarray | None) -> tuple[late.Kept | None, int]:
+        """The MaxSim terms kept for this question's tokens against ``c`` (``late.Kept``),
+        and how many rows it may hold; a new store when the corpus's token vectors changed."""
+        if qtok is None or not len(qtok):
+            return None, 0
+        key = (id(c), qtok.tobytes())
+        got = self._kept_best.get(key)
+        if got is None or got[0] != c.tok_epoch:
+            got = self._kept_best[key] = (c.tok_epoch, late.Kept(len(qtok)))
+            while len(self._kept_best) > COSINE_CACHE:
+                self._kept_best.popitem(last=False)
+        else:
+            self._kept_best.move_to_end(key)
+        return got[1], max(KEPT_FLOATS // len(qtok), 1)
 
     def neighbours(self, c: Corpus, rows: np.ndarray, seen: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:

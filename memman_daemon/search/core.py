@@ -367,12 +367,15 @@ class MaxSim:
         self.wide = wide
         self.share = share
 
-    def dense(self, ranking: DenseRanking, packed: np.ndarray | None, counts: np.ndarray,
+    def dense(self, ranking: DenseRanking, packed: Any, counts: np.ndarray,
               qtok: np.ndarray | None, context: Context | None = None,
-              weights: np.ndarray | None = None) -> DenseRanking:
+              weights: np.ndarray | None = None, kept: late.Kept | None = None,
+              cap: int = 0) -> DenseRanking:
         """``ranking`` with its best candidates re-ordered; ``late`` set to each row's MaxSim
         per question token (0: not ranked by it). ``weights``: each question token's weight
-        in the sum (its word's rarity in the corpus, ``RecallIndex.retrieve``); None: 1."""
+        in the sum (its word's rarity in the corpus, ``RecallIndex.retrieve``); None: 1.
+        ``kept``: the rows this question's tokens were scored against before (up to ``cap``
+        of them), scored again only where missing."""
         fused = ranking.fused
         if qtok is None or packed is None:
             return ranking
@@ -392,7 +395,10 @@ class MaxSim:
                 # both ways: a candidate takes from its neighbour and the neighbour from it
                 src = np.searchsorted(rows, np.concatenate([a, b]))
                 dst = np.searchsorted(rows, np.concatenate([b, a]))
-        best = late.best(qtok, packed[rows], counts[rows].astype(np.int64), qtok.shape[1])
+        if kept is not None:
+            best = kept.best(qtok, packed, counts, rows, qtok.shape[1], cap)
+        else:
+            best = late.best(qtok, packed[rows], counts[rows].astype(np.int64), qtok.shape[1])
         if src is not None and dst is not None:
             lifted = best.copy()
             np.maximum.at(lifted, src, self.share * best[dst])

@@ -21,6 +21,8 @@ worse at small budgets).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from memman_daemon.search.words import STOPWORDS
@@ -134,6 +136,51 @@ def best(q: np.ndarray, packed: np.ndarray, counts: np.ndarray, dim: int) -> np.
     top: np.ndarray = sims.max(axis=1)  # (k, m)
     top[~np.isfinite(top)] = 0.0
     return top
+
+
+class Kept:
+    """``best`` of one question's tokens against the rows scored so far, kept (rows sorted,
+    their (k, m) values): a question asked again (the next context of the same exchange, a
+    tool loop's requests) widens and multiplies only the rows not scored yet. A row's value
+    depends on its token vectors alone, which do not change while the owner's epoch stays
+    (``RecallIndex._kept``); what the caller may see is decided before (the rows it asks
+    for), so nothing kept is ever shown by itself."""
+
+    def __init__(self, m: int) -> None:
+        self.rows = np.zeros(0, dtype=np.int64)
+        self.vals = np.zeros((0, m), dtype=np.float32)
+
+    def best(self, q: np.ndarray, packed: Any, counts: np.ndarray, rows: np.ndarray,
+             dim: int, cap: int) -> np.ndarray:
+        """``best(q, packed[rows], counts[rows], dim)``, from what is kept where it can;
+        ``packed``: indexed by an array of rows (``Blocks``); ``rows`` unique, in any order;
+        at most ``cap`` rows kept."""
+        order = np.argsort(rows, kind="stable")
+        got = self._best(q, packed, counts, rows[order], dim, cap)
+        out = np.empty_like(got)
+        out[order] = got
+        return out
+
+    def _best(self, q: np.ndarray, packed: Any, counts: np.ndarray, rows: np.ndarray,
+              dim: int, cap: int) -> np.ndarray:
+        pos = np.searchsorted(self.rows, rows)
+        hit = np.zeros(len(rows), dtype=bool)
+        if len(self.rows):
+            inside = pos < len(self.rows)
+            hit[inside] = self.rows[pos[inside]] == rows[inside]
+        out = np.empty((len(rows), len(q)), dtype=np.float32)
+        out[hit] = self.vals[pos[hit]]
+        miss = np.flatnonzero(~hit)
+        if len(miss):
+            new_rows = rows[miss]
+            new = best(q, packed[new_rows], counts[new_rows].astype(np.int64), dim)
+            out[miss] = new
+            if len(self.rows) + len(miss) > cap:  # a new set of rows: start again
+                self.rows, self.vals = np.zeros(0, dtype=np.int64), self.vals[:0]
+            at = np.searchsorted(self.rows, new_rows)
+            self.rows = np.insert(self.rows, at, new_rows)
+            self.vals = np.insert(self.vals, at, new, axis=0)
+        return out
 
 
 def rerank(fused: np.ndarray, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:

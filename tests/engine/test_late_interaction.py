@@ -183,3 +183,44 @@ async def test_a_private_turn_lends_its_words_to_no_neighbour() -> None:
     budget = 130
     got = await _window(QUESTION, 0.7, budget, private=OPENER)
     assert OPENER not in got and ANSWER not in got
+
+
+async def test_a_question_asked_again_reuses_its_maxsim_terms_and_sees_changes_at_once() -> None:
+    """The MaxSim terms of a question are kept per row between requests (``late.Kept``):
+    asked again, the window is the same as with nothing kept, and an entry excluded,
+    forgotten or newly said shows in the very next window."""
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("old", {"user_id": "ana"})
+        for k, (role, line) in enumerate(TWO_TURNS):
+            await c.session_add("old", {"role": role, "content": line,
+                                        "created_at": MARCH + 60 * k})
+        assert await d.server.app.recall.drained(60)
+        rec = d.server.app.recall
+        await c.session_open("ask", {"user_id": "ana"})
+        await c.session_add("ask", {"role": "user", "content": QUESTION,
+                                    "created_at": MARCH + 86400})
+
+        async def recalled() -> list[int]:
+            got = await c.call("memman_session_context", "ask", {"max_tokens": 400})
+            return [r["entry_id"] for r in got["recalled"]]
+
+        first = await recalled()
+        kept = [k for _, k in rec._kept_best.values()]
+        assert kept and all(len(k.rows) for k in kept)  # the terms were kept...
+        assert await recalled() == first  # ...and read again: the same window
+        rec._kept_best.clear()
+        assert await recalled() == first  # the same as with nothing kept
+        answer = next(r["entry_id"] for r in (await c.call(
+            "memman_session_context", "ask", {"max_tokens": 400}))["recalled"]
+            if "concussion" in r["text"])
+        await c.call("memman_recall_exclude", "ask", answer)
+        assert answer not in await recalled()
+        gone = next(i for i in await recalled() if i != answer)
+        await c.call("memman_memory_forget", "ana", gone)
+        assert gone not in await recalled()
+        # said later, with the question's words: found at once (its row scored anew)
+        await c.session_add("old", {"role": "user", "content": "Piet got hurt in March, a "
+                                    "concussion at five-a-side", "created_at": MARCH + 4000})
+        assert await rec.drained(60)
+        got = await c.call("memman_session_context", "ask", {"max_tokens": 400})
+        assert any("hurt in March" in r["text"] for r in got["recalled"])

@@ -622,3 +622,28 @@ async def test_a_fresh_session_spends_its_budget_on_past_turns_in_rank_order() -
         assert ctx["breakdown"]["free"] < 30, ctx["breakdown"]
         assert ctx["tokens"] <= 600 and not ctx["over_budget"]
         assert_valid_chat(ctx["messages"])
+
+
+async def test_the_index_grows_after_windows_that_looked_for_corrections() -> None:
+    """A window looks for later statements that replaced a recalled value (BM25 over the
+    recalled entry's rarest words) and keeps those scores while the index is the same; the
+    words' postings keep growing with the next entries that use them (a kept view of them
+    once stopped the index from growing: the next add failed), and the next window finds
+    the new entry."""
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "g1", "ana", [("user", "The VPN gateway is vpn-2.corp.example."),
+                                        ("assistant", "Noted, vpn-2 it is.")], MARCH)
+        await c.session_open("g2", {"user_id": "ana"})
+        await c.session_add("g2", {"role": "user", "content": "Which VPN gateway do I use?"})
+        assert await d.server.app.recall.drained(60)
+        for _ in range(2):  # the second reads the kept scores
+            ctx = await c.session_context("g2", {"max_tokens": 800})
+            assert any("vpn-2" in r["text"] for r in ctx["recalled"])
+        before = d.server.app.recall.stats()["entries"]
+        await c.session_add("g1", {"role": "user", "content": "The VPN gateway is now "
+                                   "vpn-7.corp.example, vpn-2 is retired.",
+                                   "created_at": MARCH + 3600})
+        assert await d.server.app.recall.drained(60)
+        assert d.server.app.recall.stats()["entries"] == before + 1
+        ctx = await c.session_context("g2", {"max_tokens": 800})
+        assert any("vpn-7" in r["text"] for r in ctx["recalled"])

@@ -404,7 +404,8 @@ class ContextBuilder:
             recalled=[{"entry_id": r.entry.id, "session_id": r.session_id, "date": r.date,
                        "role": r.entry.role, "tokens": r.tokens, "note": r.note,
                        "text": r.entry.content, "at": r.entry.created_at,
-                       **r.parts} for r in sel.recalled],
+                       **p} for r, p in zip(sel.recalled, cand.parts_of(sel.recalled),
+                                            strict=True)],
             retrieval={"stand_ins": w.retrieval.stand_ins,
                        "pending_vectors": w.retrieval.pending},
             rolling_summary=w.rolling,
@@ -458,8 +459,8 @@ class ContextBuilder:
                       "decision": "not used"} for sm in s.summaries.values()]
         recalled = [{"entry_id": x.entry.id, "session_id": x.session_id, "date": x.date,
                      "role": x.entry.role, "decision": "recalled", "note": x.note,
-                     "tokens": x.tokens, "score_parts": x.parts}
-                    for x in sel.recalled]
+                     "tokens": x.tokens, "score_parts": p}
+                    for x, p in zip(sel.recalled, cand.parts_of(sel.recalled), strict=True)]
         # the figures both answers share (``ContextFigures``), then the preview's own
         figures = {k: out[k] for k in ContextFigures.__annotations__ if k in out}
         return Preview(**figures, entries=rows, recalled=recalled, summaries=summaries,

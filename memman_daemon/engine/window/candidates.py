@@ -137,6 +137,14 @@ def _asks(e: Entry, about: frozenset[str]) -> bool:
     return any(about.intersection(words.terms(q)) for q in _QUESTION.findall(text))
 
 
+def states_its_date(text: str | None) -> bool:
+    """``STATES_ITS_DATE`` of a text; most texts are told by their first character (a
+    recalled line is offered again by every request that asks about it)."""
+    if not text or (text[0] not in "[12" and not text[0].isspace()):
+        return False
+    return STATES_ITS_DATE.match(text[:64]) is not None
+
+
 _DAYS: dict[int, str] = {}  #: day number -> "YYYY-MM-DD" (a window dates hundreds of lines)
 
 
@@ -150,7 +158,7 @@ def day(ts: float) -> str:
     return got
 
 
-@dataclass
+@dataclass(slots=True)
 class Recalled:
     """An entry of another session of this user, brought back by the retriever."""
 
@@ -170,13 +178,22 @@ class Recalled:
     def __post_init__(self) -> None:
         self.date = day(self.entry.created_at)
         # a line that opens with its own date is grouped under its session alone
-        states = STATES_ITS_DATE.match((self.entry.content or "")[:64]) is not None
-        self.group = (self.session_id, "" if states else self.date)
+        self.group = (self.session_id, "" if states_its_date(self.entry.content) else self.date)
 
     @property
     def parts(self) -> dict[str, Any]:
         out = self.hits.parts(self.row) if self.hits is not None and self.row >= 0 else {}
         return {**out, "supersedes": self.supersedes} if self.supersedes else out
+
+
+def parts_of(items: list[Recalled]) -> list[dict[str, Any]]:
+    """Each item's ``parts``, read from the retriever's arrays at once where they share one."""
+    hits = items[0].hits if items else None
+    if hits is None or any(r.hits is not hits or r.row < 0 for r in items):
+        return [r.parts for r in items]
+    got = hits.parts_of([r.row for r in items])
+    return [{**p, "supersedes": r.supersedes} if r.supersedes else p
+            for r, p in zip(items, got, strict=True)]
 
 
 def group_heading(group: tuple[str, str]) -> str:

@@ -22,6 +22,7 @@ timeline (``Sources``).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +55,7 @@ LATER_TERMS = 8
 OFFER = 1.25
 MORE = 4  #: the offer asked again, this many times larger, when the room was not filled
 RUNS = 64  #: supersession runs kept (``Sources.superseded``)
+LISTS = 64  #: BM25 scores of the correction lookups kept (``Sources.bm25_reads``)
 
 
 @dataclass
@@ -108,6 +110,9 @@ class Sources:
                                          dict[int, tuple[int, float] | None]]] = {}
         self._current: dict[str, Timeline] = {}  #: timelines read by this request
         self._runs: OrderedDict[tuple, dict[int, int]] = OrderedDict()  #: ``superseded``
+        #: ``bm25_reads``: (the index's state, its terms' parts, lists' scores)
+        self._bm25: tuple[tuple[int, int, int], dict[str, Any],
+                          dict[tuple[str, ...], np.ndarray]] | None = None
 
     def begin(self) -> None:
         """A new request: timelines are looked up afresh (once each, then kept for it)."""
@@ -129,10 +134,11 @@ class Sources:
             _bound(self._replaced)
         return got[2]
 
-    def completes(self, s: Session, eid: int, topic: frozenset[str]
-                  ) -> tuple[int, float] | None:
-        """The entry of ``s`` that completes entry ``eid`` there, and the share of its score
-        it carries (``candidates.completing``, else ``continuing``)."""
+    def completing(self, s: Session, topic: frozenset[str]
+                   ) -> Callable[[int], tuple[int, float] | None] | None:
+        """For an entry id of ``s``, the entry there that completes it, and the share of its
+        score it carries (``candidates.completing``, else ``continuing``); None: neighbours
+        off. Read once per session and request, asked for many entries."""
         if not self.config.context.neighbours:
             return None
         tl = self.timeline(s)
@@ -141,17 +147,30 @@ class Sources:
             got = self._completes[s.id] = (tl, tl.consumed, topic, {})
             _bound(self._completes)
         known = got[3]
-        if eid in known:
-            return known[eid]
-        u = tl.entry_unit.get(eid)
-        found = None
-        if u is not None:
-            found = cand.completing(tl.units, u.index, topic) \
-                or cand.continuing(tl.units, u.index)
-        out = None if found is None or len(tl.units[found[0]].items) != 1 \
-            else (tl.units[found[0]].first.id, found[1])
-        known[eid] = out
-        return out
+
+        def of(eid: int) -> tuple[int, float] | None:
+            if eid in known:
+                return known[eid]
+            u = tl.entry_unit.get(eid)
+            found = None
+            if u is not None:
+                found = cand.completing(tl.units, u.index, topic) \
+                    or cand.continuing(tl.units, u.index)
+            out = None if found is None or len(tl.units[found[0]].items) != 1 \
+                else (tl.units[found[0]].first.id, found[1])
+            known[eid] = out
+            return out
+        return of
+
+    def bm25_reads(self, c: Any) -> tuple[dict[str, Any], dict[tuple[str, ...], np.ndarray]]:
+        """For corpus ``c`` as it is now: its BM25 terms' parts (``Bm25.term``) and the
+        scores of lists of terms read so far — kept while the index does not change (rows
+        are only added or removed: their counts name its state); at most ``LISTS`` lists."""
+        b = c.bm25
+        key = (id(b), b.n, b.live)
+        if self._bm25 is None or self._bm25[0] != key or len(self._bm25[2]) > LISTS:
+            self._bm25 = (key, {}, {})
+        return self._bm25[1], self._bm25[2]
 
     def analysed(self, e: Entry, sid: str) -> list[Any]:
         """An entry's fact candidates: from its session's cached analysis, else made now."""
@@ -290,50 +309,68 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
         if e.tokens <= room:  # one that can never fit fills nothing
             offered += e.tokens
 
-    for row in hits.order(others):
+    #: per session of this request: (the session, its replaced values, its completing
+    #: turns) read once, not per row
+    reads: dict[str, tuple[Session, dict[int, int], Any]] = {}
+    fused, stand_in, remote, eids, sids = hits.fused, hits.stand_in, c.remote, c.eids, c.sids
+    row_of, by_sid = c.row_of, index.sessions.by_id
+    order = hits.order(others)
+    scores = fused[order[:4096]].tolist()  # the walk stops long before, most of the time
+    for at, row in enumerate(order):
         if len(out.recalled) >= max_items:
             break
-        score = float(hits.fused[row])
+        score = scores[at] if at < len(scores) else float(fused[row])
         while k < len(own) and own[k][0] >= score:
             offered += own[k][1] if own[k][1] <= room else 0
             k += 1
         if offered >= need:
             out.cut = True
             break
-        # a row of this daemon passed the scope's mask (``across_mask``, the same rules):
-        # its entry is read as it is; another host's row is checked whole
-        got_e = across_entry(index, c, row, caller) if c.eids[row] in c.remote \
-            else index.entry_at(c, row)
-        if got_e is None:
-            continue
-        e, src = got_e
-        if e is None:
-            continue
-        sid = c.sids[row]
+        eid, sid = eids[row], sids[row]
+        if eid in remote:  # another host's row is checked whole
+            got_e = across_entry(index, c, row, caller)
+            if got_e is None or got_e[0] is None:
+                continue
+            e, src = got_e
+        else:
+            # a row of this daemon passed the scope's mask (``across_mask``, the same rules):
+            # its entry is read as it is
+            src = by_sid.get(sid)
+            mine_e = src.by_id.get(eid) if src is not None else None
+            if mine_e is None:
+                continue
+            e = mine_e
+        read = None
+        if src is not None:  # (another host's row has no session here, whatever its id)
+            read = reads.get(sid)
+            if read is None:
+                read = reads[sid] = (src, sources.replaced(src),
+                                     sources.completing(src, out.topic))
         f = None
-        if src is not None:
+        if read is not None:
             # the statement that replaced a value it holds comes with it; when that
             # statement may not be shown here, neither may the value it replaced (a row of
             # this daemon's session: the scope's mask says, as for the hit)
-            later = sources.replaced(src).get(e.id)
+            later = read[1].get(e.id)
             if later is not None:
-                lrow = c.row_of.get(later, -1)
-                f = src.by_id.get(later) if lrow >= 0 and others[lrow] else None
+                lrow = row_of.get(later, -1)
+                f = read[0].by_id.get(later) if lrow >= 0 and others[lrow] else None
                 if f is None:
                     continue
         offer(e, sid, row, score)
-        out.recalled_stand_ins += bool(hits.stand_in[row])
-        out.stand_ins += bool(hits.stand_in[row])
+        if stand_in[row]:
+            out.recalled_stand_ins += 1
+            out.stand_ins += 1
         if f is not None:
             offer(f, sid, lrow, score, supersedes=e.id)
-        if src is None:
+        if read is None or read[2] is None:
             continue
         # the turn that completes it in its session competes at a share of its score, as in
         # this session (select orders recalled entries by score)
-        got = sources.completes(src, e.id, out.topic)
+        got = read[2](e.id)
         if got is not None:
-            crow = c.row_of.get(got[0], -1)
-            if crow >= 0 and others[crow] and (g := src.by_id.get(got[0])) is not None:
+            crow = row_of.get(got[0], -1)
+            if crow >= 0 and others[crow] and (g := read[0].by_id.get(got[0])) is not None:
                 offer(g, sid, crow, score * got[1])
 
 
@@ -356,16 +393,25 @@ def _superseded(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarray,
     best = [r for r in ranked if not r.supersedes]
     done = {r.supersedes for r in out.recalled if r.supersedes}
     at = np.frombuffer(c.at, dtype=np.float64, count=c.n)
-    per_term: dict[str, Any] = {}  #: a term's part of BM25 over the corpus, once a request
+    per_term, per_list = sources.bm25_reads(c)
 
     def alike(terms: list[str]) -> np.ndarray:
         # ``Bm25.scores`` of them, each term's part computed once for every entry checked
+        # (and each list once while the index is the same: the next request asks again)
+        key = tuple(terms)
+        got = per_list.get(key)
+        if got is not None:
+            return got
         parts = []
         for t in dict.fromkeys(terms):
             if t not in per_term:
-                per_term[t] = c.bm25.term(t)
+                part = c.bm25.term(t)
+                # its rows copied: a view of the postings kept past this request would stop
+                # the index from growing them (an array exporting its buffer cannot resize)
+                per_term[t] = None if part is None else (part[0].copy(), part[1])
             parts.append(per_term[t])
-        return c.bm25.total(parts)
+        got = per_list[key] = c.bm25.total(parts)
+        return got
 
     later_of: dict[int, list[tuple[Entry, str, int]]] = {}
     for item in [r for r in best if r.entry.id not in done][:LATER_MAX]:

@@ -727,6 +727,21 @@ def doc_section(res: dict[str, Any]) -> str:
             "other words, multi-hop (two storylines of one person, a question and its answer "
             "by two friends, a list over the year), ordering and months, the current value "
             "after one or two changes, no shared word. " + coverage(d, top))
+    d = res["data"].get("siblings")
+    if d:
+        sets.append(
+            "*siblings* (`bench/data/siblings_data.py`, **held out**: written before the "
+            "ranking changes of its round, run once before and once after them, never tuned "
+            "on): two siblings texting over months, one of them abroad, "
+            f"{d['conversations']} conversations, {d['turns']:,} turns in {d['sessions']} "
+            "sessions (a day to a month apart); double texting (an opener, then the news in "
+            "the next message of the same sibling), small talk, a parent's birthday party "
+            "whose venue and date move, a trip home whose way of travelling changes, a hobby "
+            "dropped for another, a leak and who fixed it, a show recommended and the verdict; "
+            "dated as a chat export does, `12/06/2023, 15:05 - Speaker: text`; "
+            f"{d['questions']} questions: who said or suggested what, two storylines joined, "
+            "months and ordering, the current value (the earlier ones stale), no shared word. "
+            + coverage(d, top))
     intro = (
         "`bench/recall.py` (run by `make bench`; `--quick` takes 2 conversations and 10 of their "
         "questions per data set). Conversations of our own making, generated from a seed (no "

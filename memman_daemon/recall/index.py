@@ -86,6 +86,22 @@ INDEX_SLICE_S = 0.02
 #: (``neighbours``; sessions that log at the same time interleave their rows)
 NEIGHBOUR_SCAN = 6
 SHORT_REPLY_WORDS = 6  #: a reply this short ("oh wow", "go on") does not end a speaker's turn
+#: a ranking's best rows whose later follow-ups are looked for (``follow_ups``): the same
+#: speaker coming back to the same subject later ("booked the farmhouse in the Douro valley" /
+#: weeks later "the farmhouse in the Douro valley cancelled on us, got the mill instead")
+FOLLOW_TOP = 8
+FOLLOW_TERMS = 8  #: ...by each one's rarest words
+#: ...that at most this share of the corpus's rows hold (at least ``FOLLOW_DF_MIN`` rows):
+#: a word most turns have names no subject, and the work stays the length of short postings
+FOLLOW_DF = 0.02
+FOLLOW_DF_MIN = 8
+#: a later row of the same speaker follows a row up when it matches the row's rare words at
+#: least this share as well as the row itself does (BM25 over those words)
+FOLLOW_SHARE = 0.4
+FOLLOW_MAX = 2  #: follow-ups lifted per row at most (a value changed twice)
+#: ...each lifted to this share of its row's score (just below it, when not above already)
+FOLLOW_LIFT = 0.99
+ROW_TERMS = 4096  #: rows whose words are kept for that (``_terms_of``)
 
 
 def entry_text(e: Entry, max_chars: int) -> str:
@@ -117,6 +133,9 @@ _STAMPED = re.compile(rf"^\s*{_STAMP}\s*")
 #: out lost as much on one data set as it won on another, docs/decisions.md)
 _LEAD = re.compile(rf"^\s*(?:{_STAMP}\s*)?"
                    r"(?:[A-ZÀ-ÖØ-Þ][\w'-]{0,23}(?: [A-ZÀ-ÖØ-Þ][\w'-]{0,23}){0,2}:\s)?")
+#: ... the name itself
+_NAMED = re.compile(rf"^\s*(?:{_STAMP}\s*)?"
+                    r"([A-ZÀ-ÖØ-Þ][\w'-]{0,23}(?: [A-ZÀ-ÖØ-Þ][\w'-]{0,23}){0,2}):\s")
 
 
 def embedded(text: str) -> str:
@@ -424,6 +443,8 @@ class RecallIndex(Component):
         self._turns: weakref.WeakKeyDictionary[Corpus, tuple[np.ndarray, np.ndarray]] = \
             weakref.WeakKeyDictionary()
         self._speaker_of: dict[tuple[str, str], int] = {}
+        #: (corpus, row) -> (its text, its distinct words), for ``follow_ups``
+        self._row_terms: OrderedDict[tuple[int, int], tuple[str, set[str]]] = OrderedDict()
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
         #: (corpus, entry id, session id, model, packed token vectors, tokens) to keep
         self._unsaved_tok: list[tuple[Corpus, int, str, str, np.ndarray, int]] = []
@@ -949,7 +970,8 @@ class RecallIndex(Component):
         question, and each of its clauses when it is long; ``vecs`` from
         ``question_vectors``) is retrieved on its own and a row keeps its best facet's score
         — the facets' rankings interleave, so every thing asked for gets its best hits, not
-        only the words the question repeats most."""
+        only the words the question repeats most. Then the best rows' follow-ups are lifted
+        (``follow_ups``)."""
         parts = facets(query)
         have = c.has_vec[:c.n] & c.alive()
         qv = [v[0] for v in vecs if v[0] is not None]
@@ -964,6 +986,9 @@ class RecallIndex(Component):
                 for name in ("bm25", "bm25_rank", "cosine", "vector_rank", "stand_in"):
                     setattr(hits, name, np.where(better, getattr(more, name),
                                                  getattr(hits, name)))
+        # once for the question: the same speaker's later turns on its best rows' subjects
+        seen = c.alive() if mask is None else c.alive() & mask[:c.n]
+        hits.fused = self.follow_ups(c, hits.fused, seen)
         return hits
 
     def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, ...],
@@ -1076,6 +1101,87 @@ class RecallIndex(Component):
             dst.append(nb[ok])
         return np.concatenate(src), np.concatenate(dst)
 
+    def follow_ups(self, c: Corpus, fused: np.ndarray, seen: np.ndarray) -> np.ndarray:
+        """``fused`` with the later follow-ups of its best ``FOLLOW_TOP`` rows lifted to just
+        below them: a later turn of the same speaker that holds at least ``FOLLOW_SHARE`` of
+        a best row's rarest words (by their idf). What a value became is often said in other
+        words than the question's ("where is the reunion now?" / "the farmhouse cancelled on
+        us, i got the mill instead"), and without a pattern a rule could read ("ok plot twist,
+        repainting the cupboards terracotta"); it names the old statement's subject by its
+        rare words, and it is the same person's. Only rows within ``seen`` (the caller's
+        scope) follow up or are followed up. Bounded: ``FOLLOW_TERMS`` words of each best
+        row, each held by at most ``FOLLOW_DF`` of the rows (their postings are read)."""
+        n = c.n
+        top = np.flatnonzero(seen[:n] & (fused[:n] > 0))
+        if len(top) < 2 or FOLLOW_TOP <= 0:
+            return fused
+        if len(top) > FOLLOW_TOP:
+            top = top[np.argpartition(-fused[top], FOLLOW_TOP)[:FOLLOW_TOP]]
+        top = top[np.argsort(-fused[top], kind="stable")]
+        spk = self._speakers(c, top)[0]
+        top = top[spk[top] >= 0]  # conversation turns only
+        at = np.frombuffer(c.at, dtype=np.float64, count=n)
+        bm = c.bm25
+        cap = max(FOLLOW_DF_MIN, int(FOLLOW_DF * bm.live))
+        # every best row's rare words' postings at once: (which best row, row, the word's idf)
+        src_l: list[np.ndarray] = []
+        val_l: list[float] = []
+        cnt_l: list[int] = []
+        total = np.zeros(len(top), dtype=np.float64)  #: each best row's own weight
+        for i, r in enumerate(top.tolist()):
+            terms = sorted((df, t) for t in self._terms_of(c, r)
+                           if 2 <= (df := bm.df(t)) <= cap)[:FOLLOW_TERMS]
+            for _df, t in terms:
+                src_l.append(bm.postings(t))
+                w = bm.idf(t)
+                val_l.append(w)
+                cnt_l.append(i)
+                total[i] += w
+        if not src_l:
+            return fused
+        sizes = [len(x) for x in src_l]
+        rows = np.concatenate(src_l).astype(np.int64)
+        vals = np.repeat(np.array(val_l), sizes)
+        who = np.repeat(np.array(cnt_l, dtype=np.int64), sizes)
+        rows = np.minimum(rows, n - 1)  # (postings never pass the corpus; bounded anyway)
+        keep = (rows != top[who]) & seen[rows] & (at[rows] > at[top[who]])
+        rows, vals, who = rows[keep], vals[keep], who[keep]
+        if not len(rows):
+            return fused
+        key, inv = np.unique(who * n + rows, return_inverse=True)
+        score = np.bincount(inv, weights=vals)
+        bi, fr = key // n, key % n
+        ok = score >= FOLLOW_SHARE * total[bi]
+        if not ok.any():
+            return fused
+        bi, fr, score = bi[ok], fr[ok], score[ok]
+        same = self._speakers(c, fr)[0][fr] == spk[top[bi]]
+        bi, fr, score = bi[same], fr[same], score[same]
+        out = fused
+        taken = np.zeros(len(top), dtype=np.int64)
+        for k in np.lexsort((-score, bi)).tolist():  # each best row's best follow-ups first
+            i, f = int(bi[k]), int(fr[k])
+            if taken[i] >= FOLLOW_MAX or self._terms_of(c, f) <= self._terms_of(c, int(top[i])):
+                continue  # (a repeat, "omw home now" again, says nothing new)
+            taken[i] += 1
+            lift = float(fused[top[i]]) * FOLLOW_LIFT
+            if out[f] < lift:
+                if out is fused:
+                    out = fused.copy()
+                out[f] = lift
+        return out
+
+    def _terms_of(self, c: Corpus, row: int) -> set[str]:
+        """A row's distinct indexed words (its text never changes: kept per row, a bounded
+        number of rows)."""
+        key = (id(c), row)
+        got = self._row_terms.get(key)
+        if got is None or got[0] != c.texts[row]:
+            got = self._row_terms[key] = (c.texts[row], set(text_terms(c.texts[row][:2000])))
+            while len(self._row_terms) > ROW_TERMS:
+                self._row_terms.popitem(last=False)
+        return got[1]
+
     def _speakers(self, c: Corpus, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each row's speaker number (role and name; -2: not a conversation turn) and whether
         it is a short reply, read from the entries of ``rows`` not read before."""
@@ -1094,8 +1200,12 @@ class RecallIndex(Component):
                     or e.tool_calls:
                 spk[r] = -2
                 continue
-            spk[r] = self._speaker_of.setdefault((e.role, e.name or ""), len(self._speaker_of))
-            said = _LEAD.sub("", c.texts[r][:400], count=1)  # its words, not stamp or name
+            head = c.texts[r][:400]
+            # the speaker: the role, and the name the entry carries or its text opens with
+            # ("Noor: ..."; three friends in one chat are one role)
+            name = e.name or ((m.group(1) or "") if (m := _NAMED.match(head)) else "")
+            spk[r] = self._speaker_of.setdefault((e.role, name), len(self._speaker_of))
+            said = _LEAD.sub("", head, count=1)  # its words, not stamp or name
             short[r] = len(said.split(None, SHORT_REPLY_WORDS)) <= SHORT_REPLY_WORDS
         return spk, short
 
@@ -1276,7 +1386,7 @@ class RecallIndex(Component):
             if got is not None:
                 # packed in the worker thread too (~0.2 ms a text): a batch would hold the
                 # event loop for tens of milliseconds
-                vecs, toks = got[0], await asyncio.to_thread(_pack_all, got[1])
+                vecs, toks = got[0], await asyncio.to_thread(_pack_all, got[1], got[2])
             else:
                 vecs = await self.embedder.embed(texts)
         except Exception:
@@ -1409,8 +1519,10 @@ def rarity(c: Corpus, words: list[str] | None) -> np.ndarray | None:
     return out
 
 
-def _pack_all(tokens: list[np.ndarray]) -> list[tuple[np.ndarray, int]]:
-    return [late.pack(t) for t in tokens]
+def _pack_all(tokens: list[np.ndarray], pieces: list[list[str]]
+              ) -> list[tuple[np.ndarray, int]]:
+    """Each text's packed token vectors, its leading speaker name's tokens kept apart."""
+    return [late.pack(t, late.head(p)) for t, p in zip(tokens, pieces, strict=True)]
 
 
 _CLAUSE = re.compile(r"[.?!;:]\s+|,\s+|\s+(?:and|also|plus|as well as)\s+", re.I)

@@ -64,6 +64,11 @@ class Bm25:
         r = self._rows.get(term)
         return len(r) if r is not None else 0
 
+    def postings(self, term: str) -> np.ndarray:
+        """The rows that hold ``term`` (removed ones included), without a copy."""
+        r = self._rows.get(term)
+        return np.frombuffer(r, dtype=np.int32) if r is not None else np.zeros(0, np.int32)
+
     def idf(self, term: str) -> float:
         df = self.df(term)  # postings of removed rows count too: clamp so idf stays >= 0
         n = max(self.live, 1)

@@ -35,19 +35,55 @@ def width(dim: int) -> int:
     return dim // 2 + 2
 
 
-def pack(tokens: np.ndarray) -> tuple[np.ndarray, int]:
-    """(uint8 array (TOKENS, width), tokens kept) of a text's unit token vectors (n, dim)."""
+#: word pieces of a turn's head looked at for a speaker's name ("Noor:", "Mary Ann:", after
+#: a time stamp the embedding kept: "12/06/2023, 15:05 - Noor:")
+HEAD_PIECES = 32
+NAME_PIECES = 4  #: a name longer than this (in word pieces) is not kept apart
+
+
+def head(pieces: list[str]) -> tuple[int, int]:
+    """``(start, end)``: the word pieces of a turn's leading speaker name (``pieces[start:end]``,
+    the ``:`` after it at ``end``), or ``(0, 0)`` when its head has none. The name is one to
+    three words of letters right before the first ``:`` that follows a letter, among the first
+    ``HEAD_PIECES`` pieces (a time's ``15:05`` is passed over: digits before it)."""
+    for i, p in enumerate(pieces[:HEAD_PIECES]):
+        if p != ":" or i == 0:
+            continue
+        j, words = i, 0
+        while j > 0 and i - j < NAME_PIECES and pieces[j - 1].lstrip("#").isalpha():
+            j -= 1
+            if not pieces[j].startswith("##"):
+                words += 1
+        if j == i:  # digits before it (a time): the name may come later
+            continue
+        if words > 3 or pieces[j].startswith("##"):
+            return 0, 0
+        return j, i
+    return 0, 0
+
+
+def pack(tokens: np.ndarray, name: tuple[int, int] = (0, 0)) -> tuple[np.ndarray, int]:
+    """(uint8 array (TOKENS, width), tokens kept) of a text's unit token vectors (n, dim).
+
+    ``name``: the tokens ``[start, end)`` of a leading speaker name (``head``). When the text
+    has more than ``TOKENS`` tokens, the name's tokens keep a vector each, what comes before
+    them (a time stamp) one mean, and the rest the remaining means: averaged into the first
+    segment mean with the turn's first words, a question about the speaker ("what did Noor
+    say about the trip") no longer found the name in a long turn, where plain MaxSim over
+    every token does."""
     n, dim = tokens.shape if tokens.ndim == 2 else (0, 0)
     out = np.zeros((TOKENS, width(dim or 2)), dtype=np.uint8)
     if n == 0:
         return out, 0
     t = np.asarray(tokens, dtype=np.float32)
     if n > TOKENS:  # segment means, renormalized
-        cuts = np.linspace(0, n, TOKENS + 1).round().astype(int)
-        t = np.add.reduceat(t, cuts[:-1], axis=0) / np.diff(cuts)[:, None]
-        norms = np.linalg.norm(t, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        t = t / norms
+        start, end = name
+        if 0 <= start < end <= n - TOKENS // 2:  # the name's tokens apart, then the rest
+            parts = ([t[:start].mean(axis=0, keepdims=True)] if start else []) + [t[start:end]]
+            rest = t[end:]
+            t = np.concatenate(parts + [_means(rest, TOKENS - (end - start) - (start > 0))])
+        else:
+            t = _means(t, TOKENS)
     k = len(t)
     scale = np.abs(t).max(axis=1, keepdims=True) / 7.0
     scale[scale == 0] = 1.0
@@ -55,6 +91,17 @@ def pack(tokens: np.ndarray) -> tuple[np.ndarray, int]:
     out[:k, : dim // 2] = q[:, 0::2] | (q[:, 1::2] << 4)
     out[:k, dim // 2:] = scale.astype("<f2").view(np.uint8).reshape(k, 2)
     return out, k
+
+
+def _means(t: np.ndarray, k: int) -> np.ndarray:
+    """``t`` (n, dim) as ``k`` means of consecutive runs (all of it when n <= k), unit length."""
+    if len(t) > k:
+        cuts = np.linspace(0, len(t), k + 1).round().astype(int)
+        t = np.add.reduceat(t, cuts[:-1], axis=0) / np.diff(cuts)[:, None]
+    norms = np.linalg.norm(t, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out: np.ndarray = t / norms
+    return out
 
 
 def unpack(packed: np.ndarray, dim: int) -> np.ndarray:

@@ -224,3 +224,60 @@ async def test_a_question_asked_again_reuses_its_maxsim_terms_and_sees_changes_a
         assert await rec.drained(60)
         got = await c.call("memman_session_context", "ask", {"max_tokens": 400})
         assert any("hurt in March" in r["text"] for r in got["recalled"])
+
+
+#: a group chat where all three friends talk about the same trip at length: only the speaker's
+#: name tells their long turns apart
+GROUP = [
+    "Noor: ok so about the cabin, I looked at the map again and honestly the drive is long "
+    "but the lake is right there and we could swim every morning if the weather holds",
+    "Chidi: lol",
+    "Birgit: about the cabin, I rang the owner and she says the wood stove works now and "
+    "there is a rowing boat we can use as long as we bring our own life jackets",
+    "Noor: same",
+    "Chidi: the cabin thing, I checked the trains and there is one on friday afternoon that "
+    "gets in before dark if we change at the junction and do not miss the connection",
+    "Birgit: haha",
+    "Chidi: my train is delayed again",
+    "Noor: who's watching the match tonight",
+    "Birgit: brb making tea",
+]
+
+
+def test_a_speakers_name_keeps_token_vectors_of_its_own() -> None:
+    """A long turn's leading name is not averaged into its first token mean: ``head`` finds
+    it (after a time stamp too, not in a time's colon) and ``pack`` keeps its tokens."""
+    assert late.head(["no", "##or", ":", "ok"]) == (0, 2)
+    assert late.head(["12", "/", "06", ",", "15", ":", "05", "-", "mary", "ann", ":", "hi"]) \
+        == (8, 10)
+    assert late.head(["15", ":", "05", "ok"]) == (0, 0)
+    assert late.head(["the", "cabin", "is", "booked"]) == (0, 0)
+    rng = np.random.default_rng(3)
+    t = rng.normal(size=(60, 384)).astype(np.float32)
+    t /= np.linalg.norm(t, axis=1, keepdims=True)
+    packed, k = late.pack(t, (5, 7))
+    got = late.unpack(packed, 384)[:k]
+    assert k == late.TOKENS and packed.nbytes == 3104  # the same bounded size
+    assert float(got[1] @ t[5]) > 0.95 and float(got[2] @ t[6]) > 0.95
+    blurred = late.unpack(late.pack(t)[0], 384)
+    assert max(float(v @ t[5]) for v in blurred) < 0.6
+
+
+async def test_a_question_about_a_speaker_finds_that_speakers_long_turn() -> None:
+    """"What did Noor say about the cabin?": the three long turns all talk about the cabin;
+    Noor's name opens one of them. Averaged into that turn's first token mean, the name no
+    longer told it apart from Birgit's and Chidi's; kept as tokens of its own, each
+    question about one friend finds that friend's turn first."""
+    async with running_daemon() as d, d.client() as c:
+        await c.session_open("g", {"user_id": "trio"})
+        for k, line in enumerate(GROUP):
+            await c.session_add("g", {"role": "user" if line.startswith("Noor") else
+                                      "assistant", "content": line,
+                                      "created_at": MARCH + 60 * k})
+        assert await d.server.app.recall.drained(60)
+        assert d.server.app.embedder.late
+        for name in ("Noor", "Birgit", "Chidi"):
+            got = await c.call("memman_memory_search", "trio", "session",
+                               f"What did {name} say about the cabin?", {"limit": 3})
+            top = got["results"][0]["text"]
+            assert top.startswith(f"{name}: ") and "cabin" in top, (name, top)

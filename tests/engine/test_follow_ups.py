@@ -1,0 +1,113 @@
+"""A value changed in casual words reaches the model: the same speaker coming back to a
+subject later ("booked the farmhouse in the Douro valley" / weeks later "the farmhouse in the
+Douro valley cancelled on us, got the old mill instead") follows the earlier turn up in the
+ranking (``RecallIndex.follow_ups``), in the session itself and from a fresh session of the
+same user — and never across the scope: a private turn or another user's follows nothing up.
+A real daemon on a real socket and SQLite file, the shipped MiniLM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memman_daemon.recall import index as recall_index
+from tests.helpers import running_daemon
+
+DAY = 86400.0
+START = 1709373600.0
+BANTER = [
+    "the cat next door is sitting on my car again", "lol", "brb making tea",
+    "my train is delayed AGAIN", "send pics",
+    "who's watching the match tonight", "voting for pizza. always pizza", "same tbh",
+    "the heating bill this month, i can't", "haha", "wait what", "ugh relatable",
+    "just burnt toast. twice.", "this group chat is chaos", "new phone, who dis",
+]
+BOOKED = ("Rosalind: booked a farmhouse in the Douro valley for the reunion! i put down the "
+          "deposit, settle up with me whenever")
+IDEAS = "Quinn: reunion ideas: a farmhouse in the Douro valley or a lake house in Masuria?"
+MOVED = ("Rosalind: bad news, the farmhouse in the Douro valley cancelled on us. good news, i "
+         "got an old mill in the Ardennes instead, same weekend, deposit carried over")
+QUESTION = "Where is the reunion happening now?"
+NAMES = ("Rosalind", "Quinn", "Pavlo")
+
+
+def _sessions(private: str = "") -> list[list[tuple[str, dict]]]:
+    """Three sessions of a group chat weeks apart: the ideas, the booking, the move
+    (``private``: that line is logged private)."""
+    out: list[list[tuple[str, dict]]] = []
+    for k, news in enumerate((IDEAS, BOOKED, MOVED)):
+        turns = []
+        for j in range(12):
+            who = NAMES[(j + k) % 3]
+            turns.append((f"{who}: {BANTER[(j * 7 + k) % len(BANTER)]}", {}))
+        turns.insert(5, (news, {"private": True} if news == private else {}))
+        out.append(turns)
+    return out
+
+
+async def _window(budget: int, *, across: bool, follow: bool = True,
+                  private: str = "", other_user: bool = False) -> str:
+    """The window's text for the question within ``budget`` tokens: asked in the chat's own
+    session, or (``across``) from a fresh session of the same user."""
+    mp = pytest.MonkeyPatch()
+    if not follow:
+        mp.setattr(recall_index, "FOLLOW_TOP", 0)
+    try:
+        async with running_daemon() as d, d.client() as c:
+            at = START
+            for k, turns in enumerate(_sessions(private)):
+                sid = f"chat{k}" if across else "chat"
+                if k == 0 or across:
+                    user = "pavlo"
+                    if other_user and turns[5][0] == MOVED:
+                        user = "someone-else"
+                    await c.session_open(sid, {"user_id": user})
+                for text, meta in turns:
+                    at += 300
+                    entry: dict[str, Any] = {"role": "user" if text.startswith("Pavlo")
+                                             else "assistant", "content": text,
+                                             "created_at": at}
+                    if meta:
+                        entry["metadata"] = meta
+                    await c.session_add(sid, entry)
+                at += 20 * DAY
+            assert await d.server.app.recall.drained(60)
+            if across:
+                await c.session_open("ask", {"user_id": "pavlo"})
+                await c.session_add("ask", {"role": "user", "content": QUESTION,
+                                            "created_at": at})
+                got = await c.call("memman_session_context", "ask", {"max_tokens": budget})
+            else:
+                got = await c.call("memman_session_context", "chat",
+                                   {"max_tokens": budget, "query": QUESTION})
+            assert got["tokens"] <= budget
+            return "\n".join(m["content"] for m in got["messages"]
+                             if isinstance(m.get("content"), str))
+    finally:
+        mp.undo()
+
+
+BUDGET = 230  #: room for a few lines: the question's words find the booking and the ideas
+
+
+@pytest.mark.parametrize("across", [False, True], ids=["one session", "across sessions"])
+async def test_a_later_turn_of_the_same_speaker_on_the_subject_follows_it_up(
+        across: bool) -> None:
+    """The move names neither "reunion" nor "where": ranked by the question it is far below
+    the booking it changes; as the booking's follow-up it is sent right after it."""
+    assert MOVED not in await _window(BUDGET, across=across, follow=False)
+    got = await _window(BUDGET, across=across)
+    assert BOOKED in got and MOVED in got
+
+
+async def test_a_private_or_other_users_turn_follows_nothing_up() -> None:
+    """Asked from another session, a private turn is outside the caller's scope: a private
+    booking is not sent and lifts no follow-up of its own (the move stays far down); a
+    private move is not sent; another user's turn is in no list at all."""
+    got = await _window(BUDGET, across=True, private=BOOKED)
+    assert BOOKED not in got and MOVED not in got
+    got = await _window(BUDGET, across=True, private=MOVED)
+    assert BOOKED in got and MOVED not in got
+    got = await _window(BUDGET, across=True, other_user=True)
+    assert BOOKED in got and MOVED not in got

@@ -112,6 +112,21 @@ class DaemonProcess:
         return self.proc.wait(timeout)
 
 
+@contextlib.asynccontextmanager
+async def embedded_together(app: App) -> AsyncIterator[None]:
+    """What is added inside is embedded after it, in one batch: the int8 search model
+    quantizes a batch's activations together, so a text's vector moves a little with the
+    texts it is embedded beside, and a test comparing windows at a near tie must not depend
+    on how the adds met the background embedder."""
+    from memman_daemon.component import stop_task
+
+    await stop_task(app.embed_queue._task)
+    try:
+        yield
+    finally:
+        await app.embed_queue.load()
+
+
 def wait_for_socket(path: Path, proc: subprocess.Popen[bytes] | None = None,
                     timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout

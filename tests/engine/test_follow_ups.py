@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from memman_daemon.recall import index as recall_index
-from tests.helpers import running_daemon
+from tests.helpers import embedded_together, running_daemon
 
 DAY = 86400.0
 START = 1709373600.0
@@ -46,6 +46,27 @@ def _sessions(private: str = "") -> list[list[tuple[str, dict]]]:
     return out
 
 
+async def _said(c: Any, *, across: bool, private: str, other_user: bool) -> float:
+    """The three sessions logged (one session, or ``across``: one each); the time after."""
+    at = START
+    for k, turns in enumerate(_sessions(private)):
+        sid = f"chat{k}" if across else "chat"
+        if k == 0 or across:
+            user = "pavlo"
+            if other_user and turns[5][0] == MOVED:
+                user = "someone-else"
+            await c.session_open(sid, {"user_id": user})
+        for text, meta in turns:
+            at += 300
+            entry: dict[str, Any] = {"role": "user" if text.startswith("Pavlo")
+                                     else "assistant", "content": text, "created_at": at}
+            if meta:
+                entry["metadata"] = meta
+            await c.session_add(sid, entry)
+        at += 20 * DAY
+    return at
+
+
 async def _window(budget: int, *, across: bool, follow: bool = True,
                   private: str = "", other_user: bool = False) -> str:
     """The window's text for the question within ``budget`` tokens: asked in the chat's own
@@ -55,23 +76,8 @@ async def _window(budget: int, *, across: bool, follow: bool = True,
         mp.setattr(recall_index, "FOLLOW_TOP", 0)
     try:
         async with running_daemon() as d, d.client() as c:
-            at = START
-            for k, turns in enumerate(_sessions(private)):
-                sid = f"chat{k}" if across else "chat"
-                if k == 0 or across:
-                    user = "pavlo"
-                    if other_user and turns[5][0] == MOVED:
-                        user = "someone-else"
-                    await c.session_open(sid, {"user_id": user})
-                for text, meta in turns:
-                    at += 300
-                    entry: dict[str, Any] = {"role": "user" if text.startswith("Pavlo")
-                                             else "assistant", "content": text,
-                                             "created_at": at}
-                    if meta:
-                        entry["metadata"] = meta
-                    await c.session_add(sid, entry)
-                at += 20 * DAY
+            async with embedded_together(d.server.app):
+                at = await _said(c, across=across, private=private, other_user=other_user)
             assert await d.server.app.recall.drained(60)
             if across:
                 await c.session_open("ask", {"user_id": "pavlo"})
@@ -125,16 +131,7 @@ async def test_the_follow_up_lift_reads_only_the_callers_rows() -> None:
     from memman_daemon.scope import Caller, across_mask
 
     async with running_daemon() as d, d.client() as c:
-        at = START
-        for k, turns in enumerate(_sessions(BOOKED)):
-            await c.session_open(f"chat{k}", {"user_id": "pavlo"})
-            for text, meta in turns:
-                at += 300
-                entry: dict[str, Any] = {"role": "assistant", "content": text, "created_at": at}
-                if meta:
-                    entry["metadata"] = meta
-                await c.session_add(f"chat{k}", entry)
-            at += 20 * DAY
+        await _said(c, across=True, private=BOOKED, other_user=False)
         await c.session_open("ask", {"user_id": "pavlo"})
         rec = d.server.app.recall
         await rec.loaded()

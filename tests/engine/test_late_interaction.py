@@ -10,7 +10,7 @@ import numpy as np
 
 from memman_daemon.recall.index import rarity
 from memman_daemon.search import late
-from tests.helpers import running_daemon, short_tmpdir
+from tests.helpers import embedded_together, running_daemon, short_tmpdir
 
 MARCH = 1709373600.0
 LINES = [
@@ -148,11 +148,12 @@ async def _window(question: str, share: float, budget: int, private: str = "") -
     ``question`` within ``budget`` tokens."""
     async with running_daemon(recall={"context_share": share}) as d, d.client() as c:
         await c.session_open("old", {"user_id": "ana"})
-        for k, (role, line) in enumerate(TWO_TURNS):
-            entry = {"role": role, "content": line, "created_at": MARCH + 60 * k}
-            if line == private:
-                entry["metadata"] = {"private": True}
-            await c.session_add("old", entry)
+        async with embedded_together(d.server.app):
+            for k, (role, line) in enumerate(TWO_TURNS):
+                entry = {"role": role, "content": line, "created_at": MARCH + 60 * k}
+                if line == private:
+                    entry["metadata"] = {"private": True}
+                await c.session_add("old", entry)
         assert await d.server.app.recall.drained(60)
         await c.session_open("ask", {"user_id": "ana"})
         await c.session_add("ask", {"role": "user", "content": question,

@@ -4,9 +4,10 @@ newest-first window over the same session, measured in the same run.
 
 Runs the real daemon in-process with a real SQLite file; the sessions are loaded through the
 store (one bulk write) to save time, then ``memman_session_context`` is called over the real
-socket (default 8,000-token budget). Every other call follows an add (not timed), so half the
-calls rebuild the session's timeline, as in a live session; the other half hit the per-session
-cache. Also reports the in-process time of the algorithm alone (again half after an add).
+socket (default 8,000-token budget). Every other call follows an add (not timed) of a new user
+question in the corpus's words, so half the calls rebuild the session's timeline and rank a new
+question, as in a live session ("p50 after an add"); the other half ask the same again ("repeat
+read": the next step of the same exchange, where what was read for the question is kept). Also reports the in-process time of the algorithm alone (again half after an add).
 
 Baseline: the plainest window an agent could build itself, timed in-process on the same
 session — walk the entries from the newest, summing their stored token counts until the
@@ -76,6 +77,12 @@ def populate(app, sid: str, n: int, rng: random.Random) -> list:
     return ops
 
 
+def question(rng: random.Random, k: int) -> str:
+    """A user's next question, in the corpus's words (it matches many rows, as a real one
+    does; "one more line" matched none: every request then ranked almost nothing)."""
+    return f"why did the {' '.join(rng.choice(WORDS) for _ in range(5))} fail ({k})?"
+
+
 def window(s: Session, budget: int) -> tuple[list[dict], int]:
     """The baseline: newest entries first while their stored token counts fit the budget."""
     total = REPLY_PRIMING
@@ -124,15 +131,15 @@ async def measure(sizes: list[int], calls: int) -> list[dict]:
             wire, warm, after_add, algo, base = [], [], [], [], []
             for k in range(calls):
                 cold = bool(k % 2)
-                if cold:  # a new entry invalidates the cached timeline, as in a live session
-                    await c.call("memman_session_add", sid, {"content": "one more line"})
+                if cold:  # a new question: the timeline and every per-question read are new
+                    await c.call("memman_session_add", sid, {"content": question(rng, k)})
                 t0 = time.perf_counter()
                 r = await c.call("memman_session_context", sid, {})
                 ms = (time.perf_counter() - t0) * 1000
                 wire.append(ms)
                 (after_add if cold else warm).append(ms)
                 if cold:
-                    await c.call("memman_session_add", sid, {"content": "one more line"})
+                    await c.call("memman_session_add", sid, {"content": question(rng, k)})
                 t0 = time.perf_counter()
                 await d.app.engine.assemble(s, {})
                 algo.append((time.perf_counter() - t0) * 1000)

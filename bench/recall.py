@@ -13,7 +13,7 @@ question's words). Each turn is rendered ``[Tue 5 Mar 2024 18:41] Speaker: text`
 another time stamp, ``(3:05 pm, 12 June 2023) Speaker: text``) and *siblings*
 (``bench/data/siblings_data.py``, two siblings texting, held out one round later: double
 texting, plans that change, who said what, a chat export's stamp ``12/06/2023, 15:05 -
-Speaker: text``). A full run of the four takes ~25 min on a 2-core box.
+Speaker: text``). A full run of the four takes ~40 min on a 2-core box (39 min measured with the box shared).
 
 Systems, in the same run, for every question and budget:
 

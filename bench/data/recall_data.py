@@ -40,6 +40,7 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 SEED = 2126
 CATEGORIES = ("single", "multi", "temporal", "updated", "nokw")
@@ -1516,3 +1517,17 @@ def build(seed: int = SEED, conversations: int | None = None) -> list[Conversati
     specs = specs[:conversations] if conversations else specs
     return [build_conversation(seed, f"c{i:02d}", style, names, theme)
             for i, (style, names, theme) in enumerate(specs)]
+
+
+def spread(events: list[Any], n_sessions: int, r: random.Random) -> dict[int, list[Any]]:
+    """Each storyline's events (``.story``) over the sessions in their order, storylines
+    interleaved: session number -> the events it holds (the chat data sets' schedule)."""
+    slots: dict[int, list[Any]] = {s: [] for s in range(n_sessions)}
+    by_story: dict[str, list[Any]] = {}
+    for e in events:
+        by_story.setdefault(e.story, []).append(e)
+    for evs in by_story.values():
+        picks = sorted(r.sample(range(n_sessions), len(evs)))
+        for e, s in zip(evs, picks, strict=True):
+            slots[s].append(e)
+    return slots

@@ -29,7 +29,7 @@ import datetime as dt
 import random
 from dataclasses import dataclass, field
 
-from bench.data.recall_data import Conversation, Question, Turn
+from bench.data.recall_data import Conversation, Question, Turn, spread
 
 SEED = 5281
 N_CONVERSATIONS = 6
@@ -188,14 +188,7 @@ def _conversation(r: random.Random, k: int) -> Conversation:
         gap = r.choice([1, 1, 2, 3, 5, 8, 12, 20, 30])
         sessions.append(sessions[-1] + dt.timedelta(days=gap, hours=r.randint(0, 12),
                                                     minutes=r.randint(0, 59)))
-    slots: dict[int, list[Event]] = {s: [] for s in range(n_sessions)}
-    by_story: dict[str, list[Event]] = {}
-    for e in story:
-        by_story.setdefault(e.story, []).append(e)
-    for evs in by_story.values():
-        picks = sorted(r.sample(range(n_sessions), len(evs)))
-        for e, s in zip(evs, picks, strict=True):
-            slots[s].append(e)
+    slots = spread(story, n_sessions, r)
     turns: list[Turn] = []
     for s in range(n_sessions):
         at = sessions[s]

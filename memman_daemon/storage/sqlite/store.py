@@ -182,8 +182,9 @@ class Store:
         conn = self.reader
         if conn is None:  # closed (shutting down) or never opened
             raise StoreError(f"the database {self.path} is not open")
-        async with conn.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        # one call on the reader's thread: a statement left open between two awaits would
+        # hold its read transaction, and a read queued meanwhile would see that older snapshot
+        return list(await conn.execute_fetchall(sql, params))
 
     # --- writes ---------------------------------------------------------------------------
     async def write(self, ops: Iterable[Op], *, heavy: bool = False) -> None:

@@ -72,6 +72,49 @@ def _companions(tl: Timeline) -> dict[int, list[int]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Completers:
+    """What may complete a unit, before the question is known (``completers``): the next and
+    the previous unit when they are the other side's turns, and the terms each asking turn
+    asks with (None: it asks nothing). A past session's units are asked about by every new
+    question: this part is read once per version of its timeline, the topic checked per
+    request (``completes``)."""
+
+    answer: int | None  #: the next unit, when it is the other side's turn
+    asks: frozenset[str] | None  #: the terms the unit's own questions hold
+    question: int | None  #: the previous unit, when it is the other side's turn
+    question_asks: frozenset[str] | None  #: the terms that unit's questions hold
+
+
+def completers(units: list[Unit], i: int) -> Completers | None:
+    """``Completers`` of unit ``i``; None when it is not a conversation turn."""
+    u = units[i]
+    role = u.first.role
+    if role not in ("user", "assistant"):
+        return None
+    prev = units[i - 1] if i > 0 else None
+    nxt = units[i + 1] if i + 1 < len(units) else None
+    other = ("user", "assistant")
+    answer = i + 1 if nxt is not None and nxt.first.role in other \
+        and nxt.first.role != role else None
+    question = i - 1 if prev is not None and prev.first.role in other \
+        and prev.first.role != role else None
+    asks = _asked(u.first) if answer is not None else None
+    question_asks = _asked(prev.first) if prev is not None and question is not None else None
+    return Completers(answer, asks, question, question_asks)
+
+
+def completes(c: Completers | None, asked: frozenset[str]) -> tuple[int, float] | None:
+    """``completing`` from a unit's ``completers`` and the question's topic."""
+    if c is None:
+        return None
+    if c.answer is not None and _about(c.asks, asked):
+        return c.answer, ANSWER_WEIGHT
+    if c.question is not None and _about(c.question_asks, asked):
+        return c.question, QUESTION_WEIGHT
+    return None
+
+
 def completing(units: list[Unit], i: int, asked: frozenset[str]) -> tuple[int, float] | None:
     """The neighbouring turn that completes unit ``i``, with how much of the hit's score it
     carries: the answer its question got (0.7: a question is asked for its answer), or the
@@ -82,19 +125,7 @@ def completing(units: list[Unit], i: int, asked: frozenset[str]) -> tuple[int, f
     question counts). A neighbour comes along only when the turn of the two that asks, asks
     about it: in chat most turns end with a question ("and you?"), and the reply to one about
     something else is small talk that would take the place of a retrieved turn."""
-    u = units[i]
-    role = u.first.role
-    if role not in ("user", "assistant"):
-        return None
-    prev = units[i - 1] if i > 0 else None
-    nxt = units[i + 1] if i + 1 < len(units) else None
-    if nxt is not None and nxt.first.role in ("user", "assistant") \
-            and nxt.first.role != role and _asks(u.first, asked):
-        return i + 1, ANSWER_WEIGHT
-    if prev is not None and prev.first.role in ("user", "assistant") \
-            and prev.first.role != role and _asks(prev.first, asked):
-        return i - 1, QUESTION_WEIGHT
-    return None
+    return completes(completers(units, i), asked)
 
 
 CONTINUES_WEIGHT = 0.6  #: the share of a recalled turn's score its speaker's next turn gets
@@ -127,14 +158,19 @@ def continuing(units: list[Unit], i: int) -> tuple[int, float] | None:
 _QUESTION = re.compile(r"[^.!?\n]*\?")
 
 
-def _asks(e: Entry, about: frozenset[str]) -> bool:
-    """``e`` asks something (about one of ``about``'s terms, when there are any)."""
+def _asked(e: Entry) -> frozenset[str] | None:
+    """The terms of ``e``'s questions (its sentences that end with a question mark, in its
+    last 400 characters); None when it asks nothing."""
     text = (e.content or "")[-400:]
     if "?" not in text:
-        return False
-    if not about:
-        return True
-    return any(about.intersection(words.terms(q)) for q in _QUESTION.findall(text))
+        return None
+    return frozenset(t for q in _QUESTION.findall(text) for t in words.terms(q))
+
+
+def _about(terms: frozenset[str] | None, about: frozenset[str]) -> bool:
+    """A turn that asks ``terms`` asks something (about one of ``about``'s terms, when there
+    are any)."""
+    return terms is not None and (not about or not about.isdisjoint(terms))
 
 
 def states_its_date(text: str | None) -> bool:

@@ -105,9 +105,9 @@ class Sources:
         #: session -> (its analysis, values replaced so far, entry id -> the entry that
         #: replaced it): ``by`` only grows, so its size tells whether the read is current
         self._replaced: dict[str, tuple[Any, int, dict[int, int]]] = {}
-        #: session -> (its timeline, entries in units, topic, entry id -> what completes it)
-        self._completes: dict[str, tuple[Timeline, int, frozenset[str],
-                                         dict[int, tuple[int, float] | None]]] = {}
+        #: session -> (its timeline, entries in units, entry id -> what may complete it,
+        #: whatever the question: ``candidates.completers`` and ``continuing``)
+        self._completes: dict[str, tuple[Timeline, int, dict[int, Any]]] = {}
         self._current: dict[str, Timeline] = {}  #: timelines read by this request
         self._runs: OrderedDict[tuple, dict[int, int]] = OrderedDict()  #: ``superseded``
         #: ``bm25_reads``: (the index's state, its terms' parts, lists' scores)
@@ -138,28 +138,30 @@ class Sources:
                    ) -> Callable[[int], tuple[int, float] | None] | None:
         """For an entry id of ``s``, the entry there that completes it, and the share of its
         score it carries (``candidates.completing``, else ``continuing``); None: neighbours
-        off. Read once per session and request, asked for many entries."""
+        off. What may complete each entry is kept per version of the session's timeline
+        (every new question asks about the same past turns); the topic is checked per call."""
         if not self.config.context.neighbours:
             return None
         tl = self.timeline(s)
         got = self._completes.get(s.id)
-        if got is None or got[0] is not tl or got[1] != tl.consumed or got[2] != topic:
-            got = self._completes[s.id] = (tl, tl.consumed, topic, {})
+        if got is None or got[0] is not tl or got[1] != tl.consumed:
+            got = self._completes[s.id] = (tl, tl.consumed, {})
             _bound(self._completes)
-        known = got[3]
+        known = got[2]
+        units = tl.units
 
         def of(eid: int) -> tuple[int, float] | None:
-            if eid in known:
-                return known[eid]
-            u = tl.entry_unit.get(eid)
-            found = None
-            if u is not None:
-                found = cand.completing(tl.units, u.index, topic) \
-                    or cand.continuing(tl.units, u.index)
-            out = None if found is None or len(tl.units[found[0]].items) != 1 \
-                else (tl.units[found[0]].first.id, found[1])
-            known[eid] = out
-            return out
+            shape = known.get(eid, _UNREAD)
+            if shape is _UNREAD:
+                u = tl.entry_unit.get(eid)
+                shape = known[eid] = None if u is None else (
+                    cand.completers(units, u.index), cand.continuing(units, u.index))
+            if shape is None:
+                return None
+            found = cand.completes(shape[0], topic) or shape[1]
+            if found is None or len(units[found[0]].items) != 1:
+                return None
+            return units[found[0]].first.id, found[1]
         return of
 
     def bm25_reads(self, c: Any) -> tuple[dict[str, Any], dict[tuple[str, ...], np.ndarray]]:
@@ -203,6 +205,9 @@ class Sources:
         """``e``'s analysis is its session's (not the stand-in ``analysed`` makes)."""
         src = self.sessions.get(sid)
         return src is not None and e.id in self.timeline(src).an.cands
+
+
+_UNREAD = object()  #: ``Sources.completing``: an entry not looked at yet
 
 
 def _bound(reads: dict[str, Any]) -> None:

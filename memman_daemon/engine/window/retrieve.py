@@ -47,13 +47,20 @@ MARK_MAX = 60  #: recalled entries (the best) compared for values replaced acros
 LATER_MAX = 6  #: ...of which the best are checked for a later session's replacing statement
 LATER_ROWS = 4  #: the later entries each check reads: the most alike by BM25 on its words
 #: ...its rarest words (the fewest postings): they decide BM25's ranking, and the work of a
-#: check is the length of their postings, not of every common word's
+#: check is the length of their postings, not of every common word's. A word in more than
+#: ``TOPIC_DF`` of the corpus (and ``LATER_COMMON`` rows) names no subject and is not used
+#: (over 60,000 entries of a small vocabulary every word is in most rows: the checks read
+#: millions of postings)
 LATER_TERMS = 8
+LATER_COMMON = 200
 #: past entries are offered in rank order until their tokens fill the room this many times
 #: over: the selection skips some (the same words again, one too large for what is left, a
 #: value whose replacement does not fit), and the rest still fill it
 OFFER = 1.25
 MORE = 4  #: the offer asked again, this many times larger, when the room was not filled
+#: this session's ranked units are offered until their tokens fill the room this many times
+#: over (as many as past entries get when asked again)
+OWN_OFFER = MORE * OFFER
 RUNS = 64  #: supersession runs kept (``Sources.superseded``)
 LISTS = 64  #: BM25 scores of the correction lookups kept (``Sources.bm25_reads``)
 
@@ -250,9 +257,14 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
                           if c.bm25.df(t) <= TOPIC_DF * max(c.bm25.live, 1))
     out.pending = hits.pending
     out.hits = hits
-    rank = 0
-    eids, entry_unit, fused, stand_in = c.eids, tl.entry_unit, hits.fused, hits.stand_in
-    for row in hits.order(mine):
+    rank = ranked_tokens = 0
+    eids, entry_unit, stand_in, units = c.eids, tl.entry_unit, hits.stand_in, tl.units
+    # this session's units in rank order, until their tokens fill the room ``OWN_OFFER``
+    # times over (select skips some; over 60,000 matched entries the rest only cost time)
+    enough = OWN_OFFER * max(room, 1)
+    for row, score in hits.ranked(mine):
+        if ranked_tokens >= enough:
+            break
         eid = eids[row]
         if eid == query_id:
             continue
@@ -263,8 +275,10 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
         out.units.append(u.index)
         out.unit_rank[u.index] = rank
         out.unit_row[u.index] = row
-        out.unit_score[u.index] = float(fused[row])
+        out.unit_score[u.index] = score
         out.stand_ins += bool(stand_in[row])
+        if units[u.index].tokens <= room:
+            ranked_tokens += units[u.index].tokens
     if not recalls:
         return out
     out.across = (c, others, caller)
@@ -317,14 +331,11 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
     #: per session of this request: (the session, its replaced values, its completing
     #: turns) read once, not per row
     reads: dict[str, tuple[Session, dict[int, int], Any]] = {}
-    fused, stand_in, remote, eids, sids = hits.fused, hits.stand_in, c.remote, c.eids, c.sids
+    stand_in, remote, eids, sids = hits.stand_in, c.remote, c.eids, c.sids
     row_of, by_sid = c.row_of, index.sessions.by_id
-    order = hits.order(others)
-    scores = fused[order[:4096]].tolist()  # the walk stops long before, most of the time
-    for at, row in enumerate(order):
+    for row, score in hits.ranked(others):  # (sorted lazily: the walk stops early)
         if len(out.recalled) >= max_items:
             break
-        score = scores[at] if at < len(scores) else float(fused[row])
         while k < len(own) and own[k][0] >= score:
             offered += own[k][1] if own[k][1] <= room else 0
             k += 1
@@ -423,7 +434,11 @@ def _superseded(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarray,
         e = item.entry
         # its rarest words as indexed (a bounded head: a megabyte entry costs what 4,000
         # characters do)
-        terms = sorted(set(words.terms(c.texts[item.row])), key=c.bm25.df)[:LATER_TERMS]
+        common = max(TOPIC_DF * c.bm25.live, LATER_COMMON)
+        terms = [t for t in sorted(set(words.terms(c.texts[item.row])), key=c.bm25.df)
+                 [:LATER_TERMS] if c.bm25.df(t) <= common]
+        if not terms:
+            continue
         scores = alike(terms)
         rows = np.flatnonzero((scores > 0) & others & (at > e.created_at))
         if len(rows) > LATER_ROWS:  # the best few, without sorting them all

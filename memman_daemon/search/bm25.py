@@ -81,13 +81,15 @@ class Bm25:
     def term(self, t: str) -> tuple[np.ndarray, np.ndarray] | None:
         """One term's part of the score: (its rows, what it adds to each); None when no row
         holds it. Valid until the index changes (a caller scoring many queries over one
-        state of it computes each term once)."""
+        state of it computes each term once). The rows are a copy: a view of the postings
+        kept by a caller would stop the index from growing them (an array exporting its
+        buffer cannot resize: the next add of the term would fail)."""
         r = self._rows.get(t)
         if r is None or not self.n:
             return None
         lens = np.frombuffer(self._len, dtype=np.float32, count=self.n)
         avg = max(self._total / max(self.live, 1), 1.0)
-        rows = np.frombuffer(r, dtype=np.int32)
+        rows = np.frombuffer(r, dtype=np.int32).copy()
         tf = np.frombuffer(self._tfs[t], dtype=np.float32)
         norm = tf + K1 * (1.0 - B + B * lens[rows] / avg)
         return rows, self.idf(t) * tf * (K1 + 1.0) / norm

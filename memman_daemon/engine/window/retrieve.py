@@ -421,10 +421,7 @@ def _superseded(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarray,
         parts = []
         for t in dict.fromkeys(terms):
             if t not in per_term:
-                part = c.bm25.term(t)
-                # its rows copied: a view of the postings kept past this request would stop
-                # the index from growing them (an array exporting its buffer cannot resize)
-                per_term[t] = None if part is None else (part[0].copy(), part[1])
+                per_term[t] = c.bm25.term(t)  # (a copy: kept past this request)
             parts.append(per_term[t])
         got = per_list[key] = c.bm25.total(parts)
         return got

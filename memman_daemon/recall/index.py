@@ -89,8 +89,11 @@ NEIGHBOUR_SCAN = 6
 SHORT_REPLY_WORDS = 6  #: a reply this short ("oh wow", "go on") does not end a speaker's turn
 #: a ranking's best rows whose later follow-ups are looked for (``follow_ups``): the same
 #: speaker coming back to the same subject later ("booked the farmhouse in the Douro valley" /
-#: weeks later "the farmhouse in the Douro valley cancelled on us, got the mill instead")
-FOLLOW_TOP = 8
+#: weeks later "the farmhouse in the Douro valley cancelled on us, got the mill instead"):
+#: the best 3 (below them a row is more often a distractor of the same kind than the subject:
+#: of the lifts that mattered in the benchmark's dump, 19 of the 21 that brought evidence
+#: came from the best 3, 648 of the 912 that cost from the 5 below; docs/performance.md)
+FOLLOW_TOP = 3
 FOLLOW_TERMS = 8  #: ...by each one's rarest words
 #: ...that at most this share of the corpus's rows hold (at least ``FOLLOW_DF_MIN`` rows):
 #: a word most turns have names no subject, and the work stays the length of short postings

@@ -41,6 +41,7 @@ import numpy as np
 from memman_daemon.background import SLICE_S, release_memory
 from memman_daemon.component import Component, stop_task
 from memman_daemon.model import Entry
+from memman_daemon.recall import updates
 from memman_daemon.scope import Caller, across_mask, corpus_key
 from memman_daemon.search import core, late
 from memman_daemon.search.words import terms as text_terms
@@ -89,20 +90,27 @@ NEIGHBOUR_SCAN = 6
 SHORT_REPLY_WORDS = 6  #: a reply this short ("oh wow", "go on") does not end a speaker's turn
 #: a ranking's best rows whose later follow-ups are looked for (``follow_ups``): the same
 #: speaker coming back to the same subject later ("booked the farmhouse in the Douro valley" /
-#: weeks later "the farmhouse in the Douro valley cancelled on us, got the mill instead")
-FOLLOW_TOP = 8
+#: weeks later "the farmhouse in the Douro valley cancelled on us, got the mill instead"):
+#: the best 3 (below them a row is more often a distractor of the same kind than the subject:
+#: of the lifts that mattered in the benchmark's dump, 19 of the 21 that brought evidence
+#: came from the best 3, 648 of the 912 that cost from the 5 below; docs/performance.md)
+FOLLOW_TOP = 3
 FOLLOW_TERMS = 8  #: ...by each one's rarest words
 #: ...that at most this share of the corpus's rows hold (at least ``FOLLOW_DF_MIN`` rows):
 #: a word most turns have names no subject, and the work stays the length of short postings
 FOLLOW_DF = 0.02
 FOLLOW_DF_MIN = 8
 #: a later row of the same speaker follows a row up when it matches the row's rare words at
-#: least this share as well as the row itself does (BM25 over those words)
+#: least this share as well as the row itself does (their idf summed over those words)...
 FOLLOW_SHARE = 0.4
+#: ... and at least this many of them (one word in common is a coincidence: "jet black" /
+#: "a jet engine"), and it updates the row (``updates.changes``: a new value, or a change said)
+FOLLOW_SHARED = 2
 FOLLOW_MAX = 2  #: follow-ups lifted per row at most (a value changed twice)
+FOLLOW_LOOK = 32  #: ... among this many read at most (the best by those words first)
 #: ...each lifted to this share of its row's score (just below it, when not above already)
 FOLLOW_LIFT = 0.99
-ROW_TERMS = 4096  #: rows whose words are kept for that (``_terms_of``)
+ROW_TERMS = 4096  #: rows whose words are kept for that (``_said``)
 
 
 def entry_text(e: Entry, max_chars: int) -> str:
@@ -463,8 +471,8 @@ class RecallIndex(Component):
         self._turns: weakref.WeakKeyDictionary[Corpus, tuple[np.ndarray, np.ndarray]] = \
             weakref.WeakKeyDictionary()
         self._speaker_of: dict[tuple[str, str], int] = {}
-        #: (corpus, row) -> (its text, its distinct words), for ``follow_ups``
-        self._row_terms: OrderedDict[tuple[int, int], tuple[str, set[str]]] = OrderedDict()
+        #: (corpus, row) -> (its text, what it says), for ``follow_ups``
+        self._row_said: OrderedDict[tuple[int, int], tuple[str, updates.Said]] = OrderedDict()
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
         #: (corpus, entry id, session id, model, packed token vectors, tokens) to keep
         self._unsaved_tok: list[tuple[Corpus, int, str, str, np.ndarray, int]] = []
@@ -1123,14 +1131,18 @@ class RecallIndex(Component):
 
     def follow_ups(self, c: Corpus, fused: np.ndarray, seen: np.ndarray) -> np.ndarray:
         """``fused`` with the later follow-ups of its best ``FOLLOW_TOP`` rows lifted to just
-        below them: a later turn of the same speaker that holds at least ``FOLLOW_SHARE`` of
-        a best row's rarest words (by their idf). What a value became is often said in other
-        words than the question's ("where is the reunion now?" / "the farmhouse cancelled on
-        us, i got the mill instead"), and without a pattern a rule could read ("ok plot twist,
-        repainting the cupboards terracotta"); it names the old statement's subject by its
-        rare words, and it is the same person's. Only rows within ``seen`` (the caller's
-        scope) follow up or are followed up. Bounded: ``FOLLOW_TERMS`` words of each best
-        row, each held by at most ``FOLLOW_DF`` of the rows (their postings are read)."""
+        below them: a later turn of the same speaker that says at least ``FOLLOW_SHARED`` and
+        ``FOLLOW_SHARE`` of a best row's rarest words (by their idf; the words each turn says,
+        its stamp and name left out) and updates it (``updates.changes``: names a value the
+        row does not, or says a change). What a value became is often said in other words
+        than the question's ("where is the reunion now?" / "the farmhouse cancelled on us, i
+        got the mill instead"), and without a pattern a rule could read; it names the old
+        statement's subject by its rare words, and it is the same person's. A turn that
+        comes back to the subject in the same terms is not lifted: it would take a place
+        near the top and tell nothing the row does not. Only rows within ``seen`` (the
+        caller's scope) follow up or are followed up. Bounded: ``FOLLOW_TERMS`` words of each
+        best row, each held by at most ``FOLLOW_DF`` of the rows (their postings are read),
+        and ``FOLLOW_LOOK`` candidates of each read."""
         n = c.n
         top = np.flatnonzero(seen[:n] & (fused[:n] > 0))
         if len(top) < 2 or FOLLOW_TOP <= 0:
@@ -1148,15 +1160,18 @@ class RecallIndex(Component):
         val_l: list[float] = []
         cnt_l: list[int] = []
         total = np.zeros(len(top), dtype=np.float64)  #: each best row's own weight
+        rare: list[list[tuple[str, float]]] = []  #: each best row's rare words, their idf
         for i, r in enumerate(top.tolist()):
-            terms = sorted((df, t) for t in self._terms_of(c, r)
+            terms = sorted((df, t) for t in self._said(c, r).terms
                            if 2 <= (df := bm.df(t)) <= cap)[:FOLLOW_TERMS]
+            rare.append([])
             for _df, t in terms:
                 src_l.append(bm.postings(t))
                 w = bm.idf(t)
                 val_l.append(w)
                 cnt_l.append(i)
                 total[i] += w
+                rare[i].append((t, w))
         if not src_l:
             return fused
         sizes = [len(x) for x in src_l]
@@ -1169,7 +1184,7 @@ class RecallIndex(Component):
         if not len(rows):
             return fused
         key, inv = np.unique(who * n + rows, return_inverse=True)
-        score = np.bincount(inv, weights=vals)
+        score = np.bincount(inv, weights=vals)  # (a word anywhere in the row, stamp included)
         bi, fr = key // n, key % n
         ok = score >= FOLLOW_SHARE * total[bi]
         if not ok.any():
@@ -1179,10 +1194,20 @@ class RecallIndex(Component):
         bi, fr, score = bi[same], fr[same], score[same]
         out = fused
         taken = np.zeros(len(top), dtype=np.int64)
+        looked = np.zeros(len(top), dtype=np.int64)
         for k in np.lexsort((-score, bi)).tolist():  # each best row's best follow-ups first
             i, f = int(bi[k]), int(fr[k])
-            if taken[i] >= FOLLOW_MAX or self._terms_of(c, f) <= self._terms_of(c, int(top[i])):
-                continue  # (a repeat, "omw home now" again, says nothing new)
+            if taken[i] >= FOLLOW_MAX or looked[i] >= FOLLOW_LOOK:
+                continue
+            looked[i] += 1
+            # what it says of the row's rare words, exactly (not its stamp's), and whether
+            # what it adds changes a value
+            has = self._said(c, f).terms
+            shared = [w for t, w in rare[i] if t in has]
+            if len(shared) < FOLLOW_SHARED or sum(shared) < FOLLOW_SHARE * total[i] \
+                    or not updates.changes(self._said(c, int(top[i])), self._said(c, f),
+                                           {t for t, _ in rare[i]}, FOLLOW_SHARED):
+                continue  # (the subject again in the same terms: nothing changed)
             taken[i] += 1
             lift = float(fused[top[i]]) * FOLLOW_LIFT
             if out[f] < lift:
@@ -1191,15 +1216,15 @@ class RecallIndex(Component):
                 out[f] = lift
         return out
 
-    def _terms_of(self, c: Corpus, row: int) -> set[str]:
-        """A row's distinct indexed words (its text never changes: kept per row, a bounded
-        number of rows)."""
+    def _said(self, c: Corpus, row: int) -> updates.Said:
+        """What a row says (``updates.said``: its words, values, change words; its text never
+        changes: kept per row, a bounded number of rows)."""
         key = (id(c), row)
-        got = self._row_terms.get(key)
+        got = self._row_said.get(key)
         if got is None or got[0] != c.texts[row]:
-            got = self._row_terms[key] = (c.texts[row], set(text_terms(c.texts[row][:2000])))
-            while len(self._row_terms) > ROW_TERMS:
-                self._row_terms.popitem(last=False)
+            got = self._row_said[key] = (c.texts[row], updates.said(c.texts[row]))
+            while len(self._row_said) > ROW_TERMS:
+                self._row_said.popitem(last=False)
         return got[1]
 
     def _speakers(self, c: Corpus, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

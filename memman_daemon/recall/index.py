@@ -32,7 +32,6 @@ import time
 import weakref
 from array import array
 from collections import Counter, OrderedDict, deque
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -171,8 +170,6 @@ LOAD_SLICE_S = 0.01
 LOAD_BATCH = 1024
 #: rows per block of the vector arrays (``Blocks``)
 BLOCK = 8192
-#: ``Hits.ranked``: rows sorted before the rest (the walks rarely go further)
-RANKED_FIRST = 1024
 
 
 class Blocks:
@@ -380,25 +377,8 @@ class Hits:
 
     def order(self, mask: np.ndarray) -> list[int]:
         """Rows within ``mask`` that matched anything, best first."""
-        return [row for row, _score in self.ranked(mask)]
-
-    def ranked(self, mask: np.ndarray, first: int = RANKED_FIRST) -> Iterator[tuple[int, float]]:
-        """``(row, fused score)`` of ``order``, lazily: the best ``first`` rows (and any
-        tied with the last of them) are sorted first, the rest only when the walk goes on —
-        the walks stop after a few hundred rows, and over 60,000 matched rows a full sort
-        per request was most of their cost. The same order as one stable sort."""
-        fused = self.fused
-        idx = np.flatnonzero(mask & (fused > 0))
-        vals = fused[idx]
-        if len(idx) > 2 * first:
-            cut = np.partition(vals, len(vals) - first)[len(vals) - first]
-            top = vals >= cut
-            parts = [(idx[top], vals[top]), (idx[~top], vals[~top])]
-        else:
-            parts = [(idx, vals)]
-        for rows, v in parts:
-            order = np.argsort(-v, kind="stable")
-            yield from zip(rows[order].tolist(), v[order].tolist(), strict=True)
+        idx = np.flatnonzero(mask & (self.fused > 0))
+        return idx[np.argsort(-self.fused[idx], kind="stable")].tolist()
 
     def related(self, row: int) -> bool:
         """Enough to recall from another session: a shared informative word, or a cosine at
@@ -1326,7 +1306,7 @@ class RecallIndex(Component):
             mask = across_mask(self, c, caller.asking(None))
         hits = self.retrieve_facets(c, query, vecs, mask)  # the scope before ranking
         out: list[dict[str, Any]] = []
-        for row, _score in hits.ranked(mask):
+        for row in hits.order(mask):
             if len(out) >= limit:
                 break
             if not hits.related(row):

@@ -58,9 +58,6 @@ LATER_COMMON = 200
 #: value whose replacement does not fit), and the rest still fill it
 OFFER = 1.25
 MORE = 4  #: the offer asked again, this many times larger, when the room was not filled
-#: this session's ranked units are offered until their tokens fill the room this many times
-#: over (as many as past entries get when asked again)
-OWN_OFFER = MORE * OFFER
 RUNS = 64  #: supersession runs kept (``Sources.superseded``)
 LISTS = 64  #: BM25 scores of the correction lookups kept (``Sources.bm25_reads``)
 
@@ -257,14 +254,9 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
                           if c.bm25.df(t) <= TOPIC_DF * max(c.bm25.live, 1))
     out.pending = hits.pending
     out.hits = hits
-    rank = ranked_tokens = 0
-    eids, entry_unit, stand_in, units = c.eids, tl.entry_unit, hits.stand_in, tl.units
-    # this session's units in rank order, until their tokens fill the room ``OWN_OFFER``
-    # times over (select skips some; over 60,000 matched entries the rest only cost time)
-    enough = OWN_OFFER * max(room, 1)
-    for row, score in hits.ranked(mine):
-        if ranked_tokens >= enough:
-            break
+    rank = 0
+    eids, entry_unit, fused, stand_in = c.eids, tl.entry_unit, hits.fused, hits.stand_in
+    for row in hits.order(mine):
         eid = eids[row]
         if eid == query_id:
             continue
@@ -275,10 +267,8 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
         out.units.append(u.index)
         out.unit_rank[u.index] = rank
         out.unit_row[u.index] = row
-        out.unit_score[u.index] = score
+        out.unit_score[u.index] = float(fused[row])
         out.stand_ins += bool(stand_in[row])
-        if units[u.index].tokens <= room:
-            ranked_tokens += units[u.index].tokens
     if not recalls:
         return out
     out.across = (c, others, caller)
@@ -331,11 +321,14 @@ def _recall(out: Retrieval, index: RecallIndex, c: Any, hits: Any, others: np.nd
     #: per session of this request: (the session, its replaced values, its completing
     #: turns) read once, not per row
     reads: dict[str, tuple[Session, dict[int, int], Any]] = {}
-    stand_in, remote, eids, sids = hits.stand_in, c.remote, c.eids, c.sids
+    fused, stand_in, remote, eids, sids = hits.fused, hits.stand_in, c.remote, c.eids, c.sids
     row_of, by_sid = c.row_of, index.sessions.by_id
-    for row, score in hits.ranked(others):  # (sorted lazily: the walk stops early)
+    order = hits.order(others)
+    scores = fused[order[:4096]].tolist()  # the walk stops long before, most of the time
+    for at, row in enumerate(order):
         if len(out.recalled) >= max_items:
             break
+        score = scores[at] if at < len(scores) else float(fused[row])
         while k < len(own) and own[k][0] >= score:
             offered += own[k][1] if own[k][1] <= room else 0
             k += 1

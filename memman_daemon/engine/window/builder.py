@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -35,7 +36,6 @@ from memman_daemon.engine.window.retrieve import (
     retrieve,
 )
 from memman_daemon.engine.window.select import (
-    BIG_TOKENS,
     LINES_MIN_TOKENS,
     Costs,
     Line,
@@ -83,6 +83,9 @@ LEARNED_SHARE = 0.15  #: of the room, at most, for them
 FACTS_MIN_FACETS = 3  #: a question with this many clauses asks for many things
 FACTS_PER_FACET = 0.06  #: room kept for their fact lines, per clause...
 FACTS_MAX_SHARE = 0.8  #: ...up to this share
+#: retrieved units large enough to be sent as their lines whose lines the table holds at
+#: first (select asks for more when it goes past them: twice as many each time)
+LINES_FIRST = 8
 
 
 @dataclass
@@ -234,33 +237,20 @@ class ContextBuilder:
             dated[i] = plain[i] - plain_first + first
         return plain, dated, day
 
-    def _lines_table(self, costs: Costs, c: cand.SessionCandidates, r: Retrieval,
-                     qterms: set[str], room: int, model: str, upto: int = 0) -> None:
-        """The lines that match the question of the retrieved units large enough to be sent
-        as them (``LINES_MIN_TOKENS``), in rank order up to rank ``upto`` (at first: as far as
-        their tokens, each capped at ``BIG_TOKENS``, reach twice the room — select asks for
-        more when it goes past them). Without words to match, no unit has any."""
-        if not qterms:
-            costs.lines_rank = len(r.units)
-            return
-        ranked = r.units
-        n = len(ranked)
-        if costs.lines_rank >= n:
-            return
-        if not upto:  # as far as the ranked units' tokens reach twice the room
-            reach = 0
-            while upto < n and reach < 2 * room:
-                reach += min(c.units[ranked[upto]].tokens, BIG_TOKENS)
-                upto += 1
-        upto = min(max(upto, costs.lines_rank + 1), n)
+    def _lines_table(self, costs: Costs, units: list[Unit], r: Retrieval,
+                     big: list[tuple[int, int]], qterms: set[str], count: int,
+                     model: str) -> None:
+        """The lines that match the question of the first ``count`` of ``big`` (rank, unit:
+        the retrieved units large enough to be sent as their lines, best first) not in the
+        table yet (one at least); ``costs.lines_rank`` then says how far the table covers."""
+        start = bisect_right(big, costs.lines_rank, key=_rank)
+        end = min(len(big), max(count, start + 1))
         gap_role = self.config.context.gap_role
-        for i in ranked[costs.lines_rank: upto]:
-            u = c.units[i]
-            if u.tokens >= LINES_MIN_TOKENS and c.valid[i]:
-                row = self._unit_lines(u, qterms, gap_role, model)
-                if row.picks:
-                    costs.lines[i] = row
-        costs.lines_rank = upto
+        for _k, i in big[start:end]:
+            row = self._unit_lines(units[i], qterms, gap_role, model)
+            if row.picks:
+                costs.lines[i] = row
+        costs.lines_rank = len(r.units) if end >= len(big) else big[end - 1][0]
 
     def _unit_lines(self, u: Unit, qterms: set[str], gap_role: str, model: str) -> UnitLines:
         """A large unit's lines that match the question, each measured alone and with its
@@ -290,16 +280,17 @@ class ContextBuilder:
         return UnitLines(self._msg_tokens(frame, model), head_tail, picks, joins)
 
     def _select(self, c: cand.SessionCandidates, r: Retrieval, room: int, costs: Costs,
-                reserve: int, importance: np.ndarray, qterms: set[str],
-                model: str) -> Selection:
+                reserve: int, importance: np.ndarray, big: list[tuple[int, int]],
+                qterms: set[str], model: str) -> Selection:
         """select over the table; when it goes past the lines the table holds, the table
-        takes in twice as many ranks (and that unit's) and it selects again."""
+        takes in twice as many large units (that one at least) and it selects again."""
         while True:
             sel = select(c, r, room, costs, self.config.context, reserve, importance)
             if sel.wants_lines is None:
                 return sel
-            self._lines_table(costs, c, r, qterms, room, model,
-                              upto=max(2 * costs.lines_rank, r.unit_rank[sel.wants_lines]))
+            have = bisect_right(big, costs.lines_rank, key=_rank)
+            want = bisect_right(big, r.unit_rank[sel.wants_lines], key=_rank)
+            self._lines_table(costs, c.units, r, big, qterms, max(2 * have, want), model)
 
     # --- the pipeline ------------------------------------------------------------------------
     async def build(self, s: Session, req: Request) -> Window:
@@ -340,7 +331,10 @@ class ContextBuilder:
             self._count_text(render.RECALLED_HEADER + "\n", model)
         costs = Costs(plain=plain, dated=dated, day=days_of, recalled_header=header,
                       headings=headings)
-        self._lines_table(costs, c, r, qterms, room, model)
+        # the retrieved units large enough to be sent as their lines, best first: the table
+        # holds the lines of the first few (select asks for more when it goes past them)
+        big = _big_ranked(tl, c, r) if qterms else []
+        self._lines_table(costs, c.units, r, big, qterms, LINES_FIRST, model)
         room -= learned[1] if learned else 0
         # a question that asks for many things: room for the facts it names
         asked = len(facets(query)) - 1
@@ -348,12 +342,12 @@ class ContextBuilder:
             if asked >= FACTS_MIN_FACETS else 0
         # what no question decides (ties, a window with no question) goes by importance
         importance = scoring.totals(tl.arr, 0.0, self.config.scoring)
-        sel = self._select(c, r, room, costs, reserve, importance, qterms, model)
+        sel = self._select(c, r, room, costs, reserve, importance, big, qterms, model)
         if room - sel.used >= 8 and self.recall is not None and more(
                 r, self.recall, s, room, max_items, self.sources):
             # room left while ranked past entries remain: offered again, more of them
             measure_recalled()
-            sel = self._select(c, r, room, costs, reserve, importance, qterms, model)
+            sel = self._select(c, r, room, costs, reserve, importance, big, qterms, model)
         for i, (got, n) in sel.lines.items():  # the table's sum is the message's measure
             exact = self._msg_tokens(render.lines_message(c.units[i].first, got, cfg.gap_role),
                                      model)
@@ -605,6 +599,19 @@ def _mark_recalled(items: list[cand.Recalled], replaced: dict[int, int]) -> bool
                 by_id[new].note = "current"
             marked = True
     return marked
+
+
+def _big_ranked(tl: Timeline, c: cand.SessionCandidates, r: Retrieval) -> list[tuple[int, int]]:
+    """(rank, unit) of the retrieved units of ``LINES_MIN_TOKENS`` or more, best first: the
+    ones select may send as their lines (found by the tokens column: no walk of the ranks)."""
+    n = len(c.units)
+    rows = np.flatnonzero((tl.arr["tokens"][:n] >= LINES_MIN_TOKENS) & c.valid)
+    rank = r.unit_rank
+    return sorted((rank[i], i) for i in rows.tolist() if i in rank)
+
+
+def _rank(item: tuple[int, int]) -> int:
+    return item[0]
 
 
 def _tail(text: str) -> str:

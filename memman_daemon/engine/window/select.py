@@ -17,9 +17,12 @@ In order, each only while it fits (every cost exact, by the daemon's own count):
    importance also breaks ties of the retrieval rank.
 
 Dates: an old unit opens with its date when the unit kept before it is of another day; the
-cost of that prefix is counted as the unit is placed (the table holds both costs, ``Costs.plain``
-and ``Costs.dated``, and each unit's day), so the plan's total is the window's total. Salience and recency never push out a retrieved unit; they only order
-the fill.
+cost of that prefix is counted as the unit is placed (the table holds both costs,
+``Costs.plain`` and ``Costs.dated``, and each unit's day), so the plan's total is the
+window's total. Salience and recency never push out a retrieved unit; they only order the
+fill.
+
+Every cost is data the builder measured before (``Costs``): select calls nothing back.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@
 the user's past sessions) -> ``select`` (the budget decides) -> ``render`` (messages with
 their parts). ``summarize`` supplies the lines of an entry too large to keep whole. Each step
 takes the previous step's data and returns new data; the builder only measures exact token
-costs (cached per entry) and hands them down. ``preview`` is the same window, per entry.
+costs (cached per entry) and hands them down as a table (``select.Costs``: per unit its plain
+and dated cost and its day, a large unit's matching lines with their measures). ``preview``
+is the same window, per entry.
 
 No LLM is asked at read time.
 """

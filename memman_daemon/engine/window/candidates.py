@@ -14,14 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from memman_daemon.engine.window.timeline import Timeline, Unit
+from memman_daemon.engine.window.timeline import Timeline, Unit, states_its_date
 from memman_daemon.model import Entry
 from memman_daemon.search import words
 
-#: an entry whose text opens with its own date ("[Tue 5 Mar 2024 18:41] ...") needs no prefix
-#: (this session's units) and no date in its heading (recalled lines)
-STATES_ITS_DATE = re.compile(
-    r"^\s*(?:\[[^\]]{0,40}\b(?:19|20)\d\d\b[^\]]{0,20}\]|(?:19|20)\d\d-\d\d-\d\d)")
 ANSWER_WEIGHT = 0.7  #: the answer a retrieved question got, at this share of its score
 QUESTION_WEIGHT = 0.5  #: the question a retrieved answer answers
 
@@ -173,19 +169,15 @@ def _about(terms: frozenset[str] | None, about: frozenset[str]) -> bool:
     return terms is not None and (not about or not about.isdisjoint(terms))
 
 
-def states_its_date(text: str | None) -> bool:
-    """``STATES_ITS_DATE`` of a text; most texts are told by their first character (a
-    recalled line is offered again by every request that asks about it)."""
-    if not text or (text[0] not in "[12" and not text[0].isspace()):
-        return False
-    return STATES_ITS_DATE.match(text[:64]) is not None
-
-
 _DAYS: dict[int, str] = {}  #: day number -> "YYYY-MM-DD" (a window dates hundreds of lines)
 
 
 def day(ts: float) -> str:
-    n = int(ts // 86400)
+    return day_name(int(ts // 86400))
+
+
+def day_name(n: int) -> str:
+    """Day ``n`` since the epoch (UTC) as "YYYY-MM-DD"."""
     got = _DAYS.get(n)
     if got is None:
         if len(_DAYS) > 100_000:

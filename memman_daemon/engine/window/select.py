@@ -17,16 +17,18 @@ In order, each only while it fits (every cost exact, by the daemon's own count):
    importance also breaks ties of the retrieval rank.
 
 Dates: an old unit opens with its date when the unit kept before it is of another day; the
-cost of that prefix is counted as the unit is placed (``Costs.dated``), so the plan's total is
-the window's total. Salience and recency never push out a retrieved unit; they only order
-the fill.
+cost of that prefix is counted as the unit is placed (the table holds both costs,
+``Costs.plain`` and ``Costs.dated``, and each unit's day), so the plan's total is the
+window's total. Salience and recency never push out a retrieved unit; they only order the
+fill.
+
+Every cost is data the builder measured before (``Costs``): select calls nothing back.
 """
 
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,7 @@ import numpy as np
 
 from memman_daemon.engine.window.candidates import Recalled, SessionCandidates, completing
 from memman_daemon.engine.window.retrieve import Retrieval
+from memman_daemon.engine.window.summarize import MAX_LINES
 
 LINES_MIN_TOKENS = 150
 #: a retrieved unit over this share of the room (and LINES_MIN_TOKENS) sends its matching
@@ -43,18 +46,77 @@ BIG_TOKENS = 300  #: ...and any retrieved unit this large: its matching lines go
 MAX_MISSES = 64  #: turns in a row that do not fit before the last fill stops (bounded work)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Costs:
-    """Exact token costs the builder measures (and caches) for the selector."""
+    """Exact token costs, as data the builder measures before the selection (row = unit index
+    of this session's timeline; select only reads it). A unit's date prefix depends on the unit
+    kept before it, so both costs are in the table and select picks as it places the unit."""
 
-    plain: Callable[[int], int]  #: unit -> tokens as sent without a date
-    dated: Callable[[int], int]  #: unit -> tokens as sent with its date first
-    day: Callable[[int], str | None]  #: unit -> its day, or None when it shows no date
-    lines: Callable[[int, int], tuple[list[str], int]]  #: unit, room -> relevant lines, tokens
+    plain: np.ndarray  #: unit -> tokens as sent without a date (int)
+    dated: np.ndarray  #: unit -> tokens as sent with its date first (= plain where day < 0)
+    day: np.ndarray  #: unit -> its day (days since the epoch, UTC), or -1 when it shows none
     recalled_header: int  #: tokens of the recalled message without lines
     #: a recalled group (session, day) -> tokens of its heading line (with its newline),
     #: paid by the group's first line sent
     headings: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: a retrieved unit too large to keep whole -> its lines that match the question (a unit
+    #: ranked up to ``lines_rank`` and absent here has none)
+    lines: dict[int, UnitLines] = field(default_factory=dict)
+    #: the retrieval ranks (from 1) ``lines`` covers; select asks for more past it
+    #: (``Selection.wants_lines``)
+    lines_rank: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """A line of a large unit that shares a word with the question, with its exact measures.
+    ``lead``: its first characters, which the line before takes into its last piece when that
+    piece is punctuation that took the newline in (``tail``; o200k: a run of slashes);
+    ``rest_*``: the line without them."""
+
+    pos: int  #: its position in the unit's text: lines are sent in this order
+    text: str
+    alone: int  #: tokens of the line (the last line of the message)
+    joined: int  #: tokens of the line with the newline after it
+    tail: str = ""  #: its last piece with the newline, when a following ``lead`` joins it
+    lead: str = ""
+    rest_alone: int = 0
+    rest_joined: int = 0
+
+
+@dataclass(frozen=True)
+class UnitLines:
+    """A unit too large to keep whole, as its lines that match the question: the candidates
+    best first (``summarize.line_candidates``); select takes them greedily into the room
+    (each costs its tokens and a newline, ``MAX_LINES`` at most) and sends them in their
+    order, the message's tokens added up from its lines' measures (``lines_tokens``)."""
+
+    base: int  #: tokens of the message with no line: its frame and its heading with a newline
+    tail: str  #: the heading's last piece with the newline (a first line's ``lead`` joins it)
+    picks: list[Line]
+    #: (a tail, a lead) -> tokens of the piece they make together, over the tail's
+    joins: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+def lines_tokens(row: UnitLines, chosen: list[Line]) -> int:
+    """The lines message's exact tokens: the frame and heading, each line with its newline,
+    the last without; where a line's ``lead`` joins the piece before, that piece's measure."""
+    total, tail = row.base, row.tail
+    for k, ln in enumerate(chosen):
+        last = k == len(chosen) - 1
+        if ln.lead and tail:
+            total += row.joins[(tail, ln.lead)] + (ln.rest_alone if last else ln.rest_joined)
+        else:
+            total += ln.alone if last else ln.joined
+        tail = ln.tail
+    return total
+
+
+class _Wanted(Exception):
+    """select reached a unit whose lines the table does not hold."""
+
+    def __init__(self, unit: int) -> None:
+        self.unit = unit
 
 
 @dataclass
@@ -68,6 +130,9 @@ class Selection:
     dated: set[int] = field(default_factory=set)  #: units sent with their date first
     #: the fact lines of a broad question: (message text, entry ids quoted, message tokens)
     facts: tuple[str, list[int], int] | None = None
+    #: set when select reached a unit past ``Costs.lines_rank``: no selection was made; the
+    #: builder adds that unit's lines to the table and selects again
+    wants_lines: int | None = None
 
 
 class _Fill:
@@ -85,16 +150,16 @@ class _Fill:
         kept neighbour), whether it is dated, and the neighbour that loses its date."""
         c = self.costs
         pos = bisect_left(self.order, i)
-        prev = c.day(self.order[pos - 1]) if pos > 0 else None
-        d = c.day(i)
-        dated = d is not None and d != prev
-        cost = c.dated(i) if dated else c.plain(i)
+        prev = c.day[self.order[pos - 1]] if pos > 0 else -1
+        d = c.day[i]
+        dated = d >= 0 and d != prev
+        cost = int(c.dated[i] if dated else c.plain[i])
         loses = None
         if pos < len(self.order):
             nxt = self.order[pos]
-            if nxt in self.sel.dated and c.day(nxt) == d:
+            if nxt in self.sel.dated and c.day[nxt] == d:
                 loses = nxt
-                cost -= c.dated(nxt) - c.plain(nxt)
+                cost -= int(c.dated[nxt] - c.plain[nxt])
         return cost, dated, loses
 
     def add(self, i: int, why: str, limit: int | None = None) -> bool:
@@ -157,7 +222,17 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
     asks for many things (``summarize.fact_lines``, placed by the builder). ``importance``:
     each unit's importance score (``scoring.totals``, the profile in force): it breaks ties of
     the retrieval rank and, for a window with no question, orders the fill (up to
-    ``target_usage`` of the room) instead of newest first."""
+    ``target_usage`` of the room) instead of newest first. Reads only data: ``costs`` is the
+    table of every cost; a unit past the lines the table holds ends it with
+    ``wants_lines`` set (the builder fills more and selects again)."""
+    try:
+        return _select(c, r, room, costs, cfg, reserve, importance)
+    except _Wanted as w:
+        return Selection(wants_lines=w.unit)
+
+
+def _select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any,
+            reserve: int, importance: np.ndarray | None) -> Selection:
     f = _Fill(room, costs)
     sel = f.sel
     #: a recalled entry -> the recalled statement that replaced a value it holds
@@ -226,11 +301,11 @@ def select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: Any
         big = c.units[x].tokens >= min(max(LINES_MIN_TOKENS, room // BIG_SHARE), BIG_TOKENS)
         if why is None and big and reserve:
             continue  # a broad question: a large entry's facts come as fact lines instead
-        if why is None and big and _lines(f, x):
+        if why is None and big and _lines(f, r, x):
             continue  # a large entry: its lines that match the question go first
         if not f.add(x, why or f"retrieved #{rank}"):
             if why is None and c.units[x].tokens >= LINES_MIN_TOKENS:
-                _lines(f, x)
+                _lines(f, r, x)
             continue
         seen.add(text)
         if cfg.neighbours and why is None:
@@ -296,8 +371,7 @@ def _with_later(item: Recalled, replaced_by: dict[int, Recalled]) -> list[Recall
 def _fits_all(c: SessionCandidates, f: _Fill) -> bool:
     """The whole log fits, dates included (an upper bound: every old unit dated)."""
     costs = f.costs
-    total = sum(costs.dated(i) if costs.day(i) else costs.plain(i)
-                for i in np.flatnonzero(c.valid).tolist())
+    total = int(np.where(costs.day >= 0, costs.dated, costs.plain)[c.valid].sum())
     return total <= f.room
 
 
@@ -310,13 +384,32 @@ def _texts(c: SessionCandidates, units: Any) -> list[str]:
     return [t for t in (_text(c, i) for i in units) if t]
 
 
-def _lines(f: _Fill, i: int) -> bool:
-    """A retrieved unit too large to keep whole: its lines that match the question."""
+def _lines(f: _Fill, r: Retrieval, i: int) -> bool:
+    """A retrieved unit too large to keep whole: its lines that match the question, best
+    first while they fit (each with a newline), sent in their order."""
     if i in f.sel.lines:
         return True
-    lines, tokens = f.costs.lines(i, f.room - f.sel.used)
-    if lines and f.sel.used + tokens <= f.room:
-        f.sel.lines[i] = (lines, tokens)
+    row = f.costs.lines.get(i)
+    if row is None:
+        if r.unit_rank.get(i, 0) > f.costs.lines_rank:
+            raise _Wanted(i)
+        return False
+    room = f.room - f.sel.used - row.base
+    chosen: list[Line] = []
+    used = 0
+    for ln in row.picks:
+        n = ln.alone + 1
+        if used + n <= room:
+            chosen.append(ln)
+            used += n
+        if len(chosen) >= MAX_LINES:
+            break
+    if not chosen:
+        return False
+    chosen.sort(key=lambda ln: ln.pos)
+    tokens = lines_tokens(row, chosen)
+    if f.sel.used + tokens <= f.room:
+        f.sel.lines[i] = ([ln.text for ln in chosen], tokens)
         f.sel.used += tokens
         return True
     return False

@@ -17,12 +17,13 @@ MAX_CHARS = 200_000  #: characters of one entry searched for matching lines
 MAX_LINES = 40
 
 
-def relevant_lines(entries: list[Entry], query_terms: set[str], room: int,
-                   measure: Callable[[str], int]) -> tuple[list[str], int]:
-    """The lines of ``entries`` that share a word with the question, best first into the
-    room, returned in their order with their tokens (each line plus its newline)."""
-    if not query_terms or room <= 0:
-        return [], 0
+def line_candidates(entries: list[Entry], query_terms: set[str]) -> list[tuple[int, str]]:
+    """The lines of ``entries`` that share a word with the question, best first (the most
+    words shared, then the earlier), at most ``MAX_LINES * 4``, each with its position in
+    the entries' text. ``select`` takes them greedily into the room (``MAX_LINES`` at most)
+    and sends them in their order."""
+    if not query_terms:
+        return []
     scored: list[tuple[int, int, str]] = []
     k = 0
     for e in entries:
@@ -33,17 +34,7 @@ def relevant_lines(entries: list[Entry], query_terms: set[str], room: int,
                 scored.append((-hit, k, line))
             k += 1
     scored.sort()
-    chosen: list[tuple[int, str]] = []
-    used = 0
-    for _neg, pos, line in scored[: MAX_LINES * 4]:
-        n = measure(line) + 1
-        if used + n <= room:
-            chosen.append((pos, line))
-            used += n
-        if len(chosen) >= MAX_LINES:
-            break
-    chosen.sort()
-    return [line for _pos, line in chosen], used
+    return [(pos, line) for _neg, pos, line in scored[: MAX_LINES * 4]]
 
 
 FACTS_HEADER = "[Facts from the rest of this session that the question asks about]"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -54,6 +55,10 @@ WAIT_ENTRIES = 4000
 #: newest turns of a window are scored by), this many at most
 NEWEST_OWN = 1000
 ANALYSE_MAX_CHARS = facts.ANALYSE_MAX_CHARS  #: characters of one entry analysed
+#: an entry whose text opens with its own date ("[Tue 5 Mar 2024 18:41] ...") needs no prefix
+#: (this session's units) and no date in its heading (recalled lines)
+STATES_ITS_DATE = re.compile(
+    r"^\s*(?:\[[^\]]{0,40}\b(?:19|20)\d\d\b[^\]]{0,20}\]|(?:19|20)\d\d-\d\d-\d\d)")
 
 
 @dataclass(slots=True)
@@ -152,11 +157,24 @@ def _content(e: Entry, sc: Any) -> tuple[float, float]:
     return content, scoring.static_score(e, sc, content=content)
 
 
+def states_its_date(text: str | None) -> bool:
+    """``STATES_ITS_DATE`` of a text; most texts are told by their first character (a
+    recalled line is offered again by every request that asks about it)."""
+    if not text or (text[0] not in "[12" and not text[0].isspace()):
+        return False
+    return STATES_ITS_DATE.match(text[:64]) is not None
+
+
 class UnitArrays:
     """Per-unit numbers as numpy columns (row = unit index), kept in step with the units, so a
-    request scores 10k units and finds its gaps without a Python loop over all of them."""
+    request scores 10k units, finds its gaps and costs its dates without a Python loop over all
+    of them. ``first_at``: the first entry's time (its date, when one is shown);
+    ``states_date``: its text opens with its own date (no prefix); ``joins``: its text opens
+    with a character a date prefix's last piece takes in (a newline, a slash), so the dated
+    cost is measured, not added."""
 
-    FIELDS = ("tokens", "items", "const", "keyword_total", "supf", "invalid", "mandatory")
+    FIELDS = ("tokens", "items", "const", "keyword_total", "supf", "invalid", "mandatory",
+              "first_at", "states_date", "joins")
 
     def __init__(self) -> None:
         self.n = 0
@@ -178,6 +196,10 @@ class UnitArrays:
         c["supf"][i] = u.sup_n / u.val_n if u.val_n else 0.0
         c["invalid"][i] = bool(u.invalid)
         c["mandatory"][i] = bool(u.mandatory)
+        first = u.items[0].content or ""
+        c["first_at"][i] = u.items[0].created_at
+        c["states_date"][i] = states_its_date(first)
+        c["joins"][i] = first[:1] in ("\r", "\n", "/")
         if i >= self.n:
             self.n = i + 1
 

@@ -105,6 +105,16 @@ async def _window(budget: int, *, across: bool, follow: bool = True,
 BUDGET = 230  #: room for a few lines: the question's words find the booking and the ideas
 
 
+async def _index_of_asker(d: Any, c: Any) -> tuple[Any, Any, dict[str, int]]:
+    """pavlo's session "ask", opened: the recall index, his corpus and each text's row."""
+    await c.session_open("ask", {"user_id": "pavlo"})
+    rec = d.server.app.recall
+    await rec.loaded()
+    rec.settle()
+    corpus = rec.corpus_of(d.server.app.sessions.get("ask"))
+    return rec, corpus, {t: i for i, t in enumerate(corpus.texts[:corpus.n])}
+
+
 @pytest.mark.parametrize("across", [False, True], ids=["one session", "across sessions"])
 async def test_a_later_turn_of_the_same_speaker_on_the_subject_follows_it_up(
         across: bool) -> None:
@@ -140,12 +150,7 @@ async def test_the_follow_up_lift_reads_only_the_callers_rows() -> None:
 
     async with running_daemon() as d, d.client() as c:
         await _said(c, across=True, private=BOOKED, other_user=False)
-        await c.session_open("ask", {"user_id": "pavlo"})
-        rec = d.server.app.recall
-        await rec.loaded()
-        rec.settle()
-        corpus = rec.corpus_of(d.server.app.sessions.get("ask"))
-        row = {t: i for i, t in enumerate(corpus.texts[:corpus.n])}
+        rec, corpus, row = await _index_of_asker(d, c)
         booked, moved, ideas = row[BOOKED], row[MOVED], row[IDEAS]
         fused = np.zeros(corpus.n)
         fused[booked], fused[ideas], fused[moved] = 1.0, 0.9, 0.01
@@ -169,12 +174,7 @@ async def test_an_update_is_lifted_and_the_subject_said_again_is_not(across: boo
 
     async with running_daemon() as d, d.client() as c:
         await _said(c, across=True, private="", other_user=False, repeat=True)
-        await c.session_open("ask", {"user_id": "pavlo"})
-        rec = d.server.app.recall
-        await rec.loaded()
-        rec.settle()
-        corpus = rec.corpus_of(d.server.app.sessions.get("ask"))
-        row = {t: i for i, t in enumerate(corpus.texts[:corpus.n])}
+        rec, corpus, row = await _index_of_asker(d, c)
         booked, moved, again, ideas = row[BOOKED], row[MOVED], row[REPEAT], row[IDEAS]
         fused = np.zeros(corpus.n)
         fused[booked], fused[ideas], fused[moved], fused[again] = 1.0, 0.9, 0.01, 0.02

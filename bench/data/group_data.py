@@ -32,7 +32,7 @@ import datetime as dt
 import random
 from dataclasses import dataclass, field
 
-from bench.data.recall_data import Conversation, Question, Turn, spread
+from bench.data.recall_data import Conversation, Question, Questions, Turn, event, lay, spread
 
 SEED = 9151
 N_CONVERSATIONS = 6
@@ -225,21 +225,10 @@ def _conversation(r: random.Random, k: int) -> Conversation:
     slots = spread(story, n_sessions, r)
     turns: list[Turn] = []
     for s in range(n_sessions):
-        at = sessions[s]
         blocks: list[list[tuple[int, str, bool]] | Event] = [
             [(r.randrange(3), r.choice(BANTER), False)] for _ in range(r.randint(3, 24))]
-        for e in slots[s]:
-            blocks.insert(r.randint(0, len(blocks)), e)
-        for b in blocks:
-            lines = b.turns if isinstance(b, Event) else b
-            for who, text, _ans in lines:
-                at += dt.timedelta(minutes=r.choice((0, 1, 1, 2, 3, 7, 15)),
-                                   seconds=r.randint(5, 59))
-                t = GroupTurn(len(turns), s, names[who], text, at,
-                              "user" if who == 0 else "assistant")
-                if isinstance(b, Event):
-                    b.at.append(t.index)
-                turns.append(t)
+        lay(r, blocks, slots[s], sessions[s], s, turns, GroupTurn, names,
+            (0, 1, 1, 2, 3, 7, 15), (5, 59))
     cid = f"g{k:02d}"
     return Conversation(cid, "group", names, sessions, turns,  # type: ignore[arg-type]
                         _questions(r, cid, names, story, turns))
@@ -247,15 +236,12 @@ def _conversation(r: random.Random, k: int) -> Conversation:
 
 def _questions(r: random.Random, cid: str, names: tuple[str, str, str], ev: list[Event],
                turns: list[Turn]) -> list[Question]:
-    qs: list[Question] = []
+    qs = Questions(cid)
 
-    def add(cat: str, text: str, answer: str, evidence: tuple[int, ...],
-            stale: tuple[int, ...] = ()) -> None:
-        qs.append(Question(f"{cid}-q{len(qs):02d}", cid, cat, text, answer,
-                           tuple(sorted(set(evidence))), stale))
+    add = qs.add
 
     def one(story: str, kind: str) -> Event:
-        return next(e for e in ev if e.story == story and e.kind == kind)
+        return event(ev, story, kind)  # type: ignore[no-any-return]
 
     def who(e: Event) -> str:
         return names[e.owner]

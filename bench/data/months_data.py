@@ -30,7 +30,7 @@ import datetime as dt
 import random
 from dataclasses import dataclass, field
 
-from bench.data.recall_data import Conversation, Question, Turn
+from bench.data.recall_data import Conversation, Question, Questions, Turn
 
 SEED = 3407
 N_CONVERSATIONS = 6
@@ -320,17 +320,14 @@ def _month(turns: list[Turn], i: int) -> str:
 
 def _questions(r: random.Random, cid: str, people: list[Person], items: list[Item],
                turns: list[Turn], sessions: list[dt.datetime]) -> list[Question]:
-    qs: list[Question] = []
+    qs = Questions(cid)
     by = {p.name: [it for it in items if it.person == p.name] for p in people}
     ask = {"job": "What work did {n} start doing?", "pet": "What animal did {n} adopt?",
            "hobby": "What pastime did {n} take up?", "trip": "Where did {n} go on holiday?",
            "injury": "What happened to {n}'s health?", "engaged": "Who is {n} engaged to?",
            "gift": "What birthday present did {n} get?"}
 
-    def add(cat: str, text: str, answer: str, ev: tuple[int, ...],
-            stale: tuple[int, ...] = ()) -> None:
-        qs.append(Question(f"{cid}-q{len(qs):02d}", cid, cat, text, answer,
-                           tuple(sorted(set(ev))), stale))
+    add = qs.add
 
     # single hop, phrased in other words than the news (say "pastime" for a hobby)
     for it in items:

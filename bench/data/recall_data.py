@@ -1531,3 +1531,44 @@ def spread(events: list[Any], n_sessions: int, r: random.Random) -> dict[int, li
         for e, s in zip(evs, picks, strict=True):
             slots[s].append(e)
     return slots
+
+
+def lay(r: random.Random, blocks: list[Any], events: list[Any], at: dt.datetime, session: int,
+        turns: list[Any], make: Callable[..., Any], names: tuple[str, ...],
+        minutes: tuple[int, ...], seconds: tuple[int, int]) -> None:
+    """One session of a chat data set: its storyline ``events`` put among the filler
+    ``blocks`` (lists of (speaker index, text, carries the answer)) at random places, then
+    every line in order, each ``r.choice(minutes)`` minutes and ``r.randint(*seconds)``
+    seconds after the one before (from ``at``), appended to ``turns`` as
+    ``make(index, session, speaker, text, when, role)``; an event keeps its turns' indexes
+    (``.at``). The first speaker's lines are the user's, the others' the assistant's."""
+    for e in events:
+        blocks.insert(r.randint(0, len(blocks)), e)
+    for b in blocks:
+        lines = b if isinstance(b, list) else b.turns
+        for who, text, _ans in lines:
+            at += dt.timedelta(minutes=r.choice(minutes), seconds=r.randint(*seconds))
+            t = make(len(turns), session, names[who], text, at,
+                     "user" if who == 0 else "assistant")
+            if lines is not b:
+                b.at.append(t.index)
+            turns.append(t)
+
+
+class Questions(list):  # type: ignore[type-arg]
+    """A conversation's questions as the chat data sets ask them: ``add`` numbers each one
+    (``<conversation>-qNN``) and keeps its evidence sorted, once each."""
+
+    def __init__(self, cid: str) -> None:
+        super().__init__()
+        self.cid = cid
+
+    def add(self, cat: str, text: str, answer: str, evidence: tuple[int, ...],
+            stale: tuple[int, ...] = ()) -> None:
+        self.append(Question(f"{self.cid}-q{len(self):02d}", self.cid, cat, text, answer,
+                             tuple(sorted(set(evidence))), stale))
+
+
+def event(events: list[Any], story: str, kind: str) -> Any:
+    """The storyline event of that story and kind (the first one)."""
+    return next(e for e in events if e.story == story and e.kind == kind)

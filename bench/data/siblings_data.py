@@ -29,7 +29,7 @@ import datetime as dt
 import random
 from dataclasses import dataclass, field
 
-from bench.data.recall_data import Conversation, Question, Turn, spread
+from bench.data.recall_data import Conversation, Question, Questions, Turn, event, lay, spread
 
 SEED = 5281
 N_CONVERSATIONS = 6
@@ -191,7 +191,6 @@ def _conversation(r: random.Random, k: int) -> Conversation:
     slots = spread(story, n_sessions, r)
     turns: list[Turn] = []
     for s in range(n_sessions):
-        at = sessions[s]
         blocks: list[list[tuple[int, str, bool]] | Event] = []
         for _ in range(r.randint(3, 16)):  # small talk, a line or a short exchange
             who = r.randrange(2)
@@ -200,18 +199,8 @@ def _conversation(r: random.Random, k: int) -> Conversation:
             if r.random() < 0.6:
                 block.append((1 - who, reply, False))
             blocks.append(block)
-        for e in slots[s]:
-            blocks.insert(r.randint(0, len(blocks)), e)
-        for b in blocks:
-            lines = b.turns if isinstance(b, Event) else b
-            for who, text, _ans in lines:
-                at += dt.timedelta(minutes=r.choice((0, 0, 1, 2, 4, 10, 25)),
-                                   seconds=r.randint(3, 59))
-                t = ExportTurn(len(turns), s, names[who], text, at,
-                               "user" if who == 0 else "assistant")
-                if isinstance(b, Event):
-                    b.at.append(t.index)
-                turns.append(t)
+        lay(r, blocks, slots[s], sessions[s], s, turns, ExportTurn, names,
+            (0, 0, 1, 2, 4, 10, 25), (3, 59))
     cid = f"s{k:02d}"
     return Conversation(cid, "siblings", names, sessions, turns,
                         _questions(r, cid, names, story, turns))
@@ -219,15 +208,12 @@ def _conversation(r: random.Random, k: int) -> Conversation:
 
 def _questions(r: random.Random, cid: str, names: tuple[str, str], ev: list[Event],
                turns: list[Turn]) -> list[Question]:
-    qs: list[Question] = []
+    qs = Questions(cid)
 
-    def add(cat: str, text: str, answer: str, evidence: tuple[int, ...],
-            stale: tuple[int, ...] = ()) -> None:
-        qs.append(Question(f"{cid}-q{len(qs):02d}", cid, cat, text, answer,
-                           tuple(sorted(set(evidence))), stale))
+    add = qs.add
 
     def one(story: str, kind: str) -> Event:
-        return next(e for e in ev if e.story == story and e.kind == kind)
+        return event(ev, story, kind)  # type: ignore[no-any-return]
 
     def month(e: Event) -> str:
         return turns[e.evidence()[0]].when.strftime("%B %Y")

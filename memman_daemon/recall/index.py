@@ -123,6 +123,14 @@ def entry_text(e: Entry, max_chars: int) -> str:
     return text[:max_chars]
 
 
+def said_key(r: RemoteRow) -> str:
+    """What another daemon's row said, as an exclusion of it records it: the same statement
+    written again there under a new id (its session replaced by an import) is excluded again,
+    also after a restart here (a removed row's text is not kept in the shared table)."""
+    return hashlib.md5(f"{r.origin}\x00{r.session_id}\x00{float(r.created_at)!r}\x00{r.text}"
+                       .encode(errors="replace")).hexdigest()
+
+
 def forget_digest(e: Entry) -> str:
     """What an entry said, as a forget for recall records it: the same statement brought back
     under another id (an import with replace) is found again by its session, time and this."""
@@ -463,9 +471,9 @@ class RecallIndex(Component):
         self._incoming: deque[tuple[Session, list[Entry]]] = deque()
         #: other daemons' rows: corpus id -> (its corpus, the row)
         self._remote_in: dict[int, tuple[Corpus, RemoteRow]] = {}
-        #: (origin, session there, created_at, text) of a removed row -> the sessions here
-        #: that excluded it (``_changed``)
-        self._carried: OrderedDict[tuple[str, str, float, str], list[str]] = OrderedDict()
+        #: what a removed (or, at start, any excluded) row of another daemon said
+        #: (``said_key``) -> the sessions here that excluded it (``_changed``)
+        self._carried: OrderedDict[str, list[str]] = OrderedDict()
         #: text -> a row whose vector it has (repeated texts are embedded once)
         self._by_text: OrderedDict[str, tuple[Corpus, int]] = OrderedDict()
 
@@ -485,8 +493,10 @@ class RecallIndex(Component):
         """What a request may need at once (exclusions, forgotten entries); the rows
         themselves are indexed after the daemon answers, in slices (``_load_rows``): a
         read of the index waits for them (``loaded``)."""
-        for sid, eid in await self.storage.exclusions():
+        for sid, eid, said in await self.storage.exclusions():
             self.excluded.setdefault(sid, set()).add(eid)
+            if said:  # found again if it comes back under a new id (``_changed``)
+                self._carry(said, sid)
         self._forgot(await self.storage.forgotten())
         for s in self.sessions.by_id.values():
             self.scope_of[s.id] = self.key(s)
@@ -781,11 +791,14 @@ class RecallIndex(Component):
         ops: list[Any] = []
         for r in change.rows:  # a row read again was written again: it replaces the one held
             self._add_remote(r)
-            sessions = self._carried.pop((r.origin, r.session_id, float(r.created_at), r.text),
-                                         None)
-            for sid in sessions or ():
-                self.excluded.setdefault(sid, set()).add(r.id)
-                ops.append(self.storage.exclude_op(sid, r.id, time.time()))
+            said = said_key(r)
+            for sid in self._carried.pop(said, None) or ():
+                if sid not in self.sessions.by_id:  # deleted meanwhile: its exclusions went
+                    continue
+                got = self.excluded.setdefault(sid, set())
+                if r.id not in got:
+                    got.add(r.id)
+                    ops.append(self.storage.exclude_op(sid, r.id, time.time(), said))
         for key in change.gone:
             got = self._remote_in.pop(key, None)
             if got is not None:
@@ -817,8 +830,14 @@ class RecallIndex(Component):
         for key, sessions in by_key.items():
             got = self._remote_in.get(key)
             if got is not None:
-                r = got[1]
-                self._carried[(r.origin, r.session_id, float(r.created_at), r.text)] = sessions
+                said = said_key(got[1])
+                for sid in sessions:
+                    self._carry(said, sid)
+
+    def _carry(self, said: str, session_id: str) -> None:
+        got = self._carried.setdefault(said, [])
+        if session_id not in got:
+            got.append(session_id)
         while len(self._carried) > CARRIED:
             self._carried.popitem(last=False)
 
@@ -897,7 +916,13 @@ class RecallIndex(Component):
         does: written through the storage with ``ops`` (its audit row) in one transaction,
         then kept here. The one place an exclusion is written (``memman_session_exclude``,
         ``memman_undo``)."""
-        await self.storage.write_exclusion(session_id, entry_id, excluded, at, ops)
+        row = self._remote_in.get(entry_id)
+        said = said_key(row[1]) if row is not None else ""
+        await self.storage.write_exclusion(session_id, entry_id, excluded, at, ops, said)
+        if said and not excluded:  # not brought back excluded under a new id either
+            kept = self._carried.get(said)
+            if kept is not None and session_id in kept:
+                kept.remove(session_id)
         got = self.excluded.setdefault(session_id, set())
         if excluded:
             got.add(entry_id)

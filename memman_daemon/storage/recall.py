@@ -106,16 +106,17 @@ class RecallStorage(Protocol):
         """Keep packed token vectors (of this daemon's entries and, shared, of others'
         rows)."""
 
-    async def exclusions(self) -> list[tuple[str, int]]:
-        """(session id, corpus id) pairs: what a session no longer recalls."""
+    async def exclusions(self) -> list[tuple[str, int, str]]:
+        """(session id, corpus id, what it said) triples: what a session no longer recalls;
+        ``said`` (recall/index.py's ``said_key``) is set for another daemon's row only."""
 
-    def exclude_op(self, session_id: str, entry_id: int, at: float) -> Any:
+    def exclude_op(self, session_id: str, entry_id: int, at: float, said: str = "") -> Any:
         """The operation (for the local file's ``write``) that excludes one entry."""
 
     def include_op(self, session_id: str, entry_id: int) -> Any: ...
 
     async def write_exclusion(self, session_id: str, entry_id: int, excluded: bool, at: float,
-                              ops: list[Any]) -> None:
+                              ops: list[Any], said: str = "") -> None:
         """Exclude (or include again) one entry for a session, with ``ops`` (its audit row)
         in the same transaction of the local file (exclusions are the session's state: they
         stay on its host)."""

@@ -394,6 +394,38 @@ async def test_an_exclusion_on_b_of_an_entry_said_on_a_holds_across_a_move_and_r
             shutil.rmtree(d, ignore_errors=True)
 
 
+async def test_an_exclusion_holds_when_the_statement_comes_back_under_a_new_id_while_b_is_down(
+        dsn: str) -> None:
+    # B never sees the old row go: its first read after the restart skips removed rows, so
+    # only what B recorded of the excluded statement can find it again under its new id
+    a_root, b_root = short_tmpdir(), short_tmpdir()
+    try:
+        async with daemon(dsn, a_root) as a, a.client() as ca:
+            await ca.session_open("s1", {"user_id": "ana"})
+            await ca.session_add("s1", {"role": "user", "content": FACT, "created_at": MARCH})
+            async with daemon(dsn, b_root) as b, b.client() as cb:
+                await ask(cb, "q", "ana")
+                await until(lambda: recalls(cb, "q", "Miso is allergic"))
+                rid = next(r["entry_id"] for r in (await cb.session_preview(
+                    "q", {"max_tokens": 1000}))["recalled"])
+                await cb.recall_exclude("q", rid)
+            # B is down: A replaces its session by an import of itself (a new shared row)
+            before = {r["id"] for r in await live_rows(dsn, FACT)}
+            await ca.session_import(await ca.session_export("s1"), {"replace": True})
+            await until(lambda: _moved_to_new_row(dsn, before))
+            async with daemon(dsn, b_root) as b, b.client() as cb:
+                await ask(cb, "q2", "ana")  # another session of hers recalls the new row
+                await until(lambda: recalls(cb, "q2", "Miso is allergic"))
+                assert not await recalls(cb, "q", "Miso is allergic")
+            async with daemon(dsn, b_root) as b, b.client() as cb:  # and after one more
+                await ask(cb, "q3", "ana")
+                await until(lambda: recalls(cb, "q3", "Miso is allergic"))
+                assert not await recalls(cb, "q", "Miso is allergic")
+    finally:
+        for d in (a_root, b_root):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 async def test_a_read_only_daemon_recalls_the_others_and_publishes_nothing(dsn: str) -> None:
     root = short_tmpdir()
     try:

@@ -185,18 +185,18 @@ class SharedRecall:
                       ) -> list[tuple[int, bytes]]:
         return await self.local.vectors(model, after, limit)
 
-    async def exclusions(self) -> list[tuple[str, int]]:
+    async def exclusions(self) -> list[tuple[str, int, str]]:
         return await self.local.exclusions()
 
-    def exclude_op(self, session_id: str, entry_id: int, at: float) -> Any:
-        return self.local.exclude_op(session_id, entry_id, at)
+    def exclude_op(self, session_id: str, entry_id: int, at: float, said: str = "") -> Any:
+        return self.local.exclude_op(session_id, entry_id, at, said)
 
     def include_op(self, session_id: str, entry_id: int) -> Any:
         return self.local.include_op(session_id, entry_id)
 
     async def write_exclusion(self, session_id: str, entry_id: int, excluded: bool, at: float,
-                              ops: list[Any]) -> None:
-        await self.local.write_exclusion(session_id, entry_id, excluded, at, ops)
+                              ops: list[Any], said: str = "") -> None:
+        await self.local.write_exclusion(session_id, entry_id, excluded, at, ops, said)
 
     async def forgotten(self) -> list[Forgotten]:
         return await self.local.forgotten()

@@ -54,9 +54,10 @@ def forgotten_ops(rows: list[Forgotten], at: float) -> list[Op]:
             for eid, sid, created, digest in rows]
 
 
-def exclude_op(session_id: str, entry_id: int, at: float) -> Op:
-    return ("INSERT OR REPLACE INTO recall_exclusions(session_id, entry_id, at) VALUES (?,?,?)",
-            (session_id, entry_id, at))
+def exclude_op(session_id: str, entry_id: int, at: float, said: str = "") -> Op:
+    """``said``: another daemon's row, what it said (``said_key``; '' for this daemon's)."""
+    return ("INSERT OR REPLACE INTO recall_exclusions(session_id, entry_id, at, said) "
+            "VALUES (?,?,?,?)", (session_id, entry_id, at, said))
 
 
 def include_op(session_id: str, entry_id: int) -> Op:
@@ -86,7 +87,7 @@ async def tokens(store: Store, model: str, after: int = -1, limit: int = -1
 
 async def exclusions(store: Store) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in await store.fetchall(
-        "SELECT session_id, entry_id FROM recall_exclusions")]
+        "SELECT session_id, entry_id, said FROM recall_exclusions")]
 
 
 async def forgotten(store: Store) -> list[Forgotten]:
@@ -124,19 +125,19 @@ class LocalRecall:
     async def save_tokens(self, rows: list[tuple[int, str, str, np.ndarray, int]]) -> None:
         await self.store.write(tokens_op(rows))
 
-    async def exclusions(self) -> list[tuple[str, int]]:
-        return [(r[0], r[1]) for r in await exclusions(self.store)]
+    async def exclusions(self) -> list[tuple[str, int, str]]:
+        return [(r[0], r[1], r[2]) for r in await exclusions(self.store)]
 
-    def exclude_op(self, session_id: str, entry_id: int, at: float) -> Op:
-        return exclude_op(session_id, entry_id, at)
+    def exclude_op(self, session_id: str, entry_id: int, at: float, said: str = "") -> Op:
+        return exclude_op(session_id, entry_id, at, said)
 
     def include_op(self, session_id: str, entry_id: int) -> Op:
         return include_op(session_id, entry_id)
 
     async def write_exclusion(self, session_id: str, entry_id: int, excluded: bool, at: float,
-                              ops: list[Any]) -> None:
-        op = exclude_op(session_id, entry_id, at) if excluded else include_op(session_id,
-                                                                              entry_id)
+                              ops: list[Any], said: str = "") -> None:
+        op = exclude_op(session_id, entry_id, at, said) if excluded \
+            else include_op(session_id, entry_id)
         await self.store.write([op, *ops])
 
     async def forgotten(self) -> list[Forgotten]:

@@ -216,6 +216,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX recall_tokens_session ON recall_tokens(session_id);
     """,
+    # v10: what an excluded row of another daemon said (recall/index.py's said_key): the
+    # same statement written again there under a new id (its session replaced by an import)
+    # stays excluded, also when this daemon was down or stopped before it read the change
+    """
+    ALTER TABLE recall_exclusions ADD COLUMN said TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

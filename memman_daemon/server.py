@@ -28,7 +28,7 @@ from memman import errors
 from memman.config import Config
 from memman_daemon import api, systemd
 from memman_daemon.app import App
-from memman_daemon.background import tune_malloc
+from memman_daemon.background import tune_malloc, tune_switching
 from memman_daemon.clock import Clock
 from memman_daemon.connection import Connection, ServerState
 from memman_daemon.sessions import LoadError
@@ -79,6 +79,7 @@ class Server:
 
     async def startup(self, install_signal_handlers: bool = True) -> None:
         tune_malloc()  # before the loads and the worker threads allocate
+        tune_switching()
         api.load_all()
         self._lock_data_dir()
         try:

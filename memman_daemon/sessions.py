@@ -110,7 +110,7 @@ class Sessions:
                 max_id = max(max_id, row[0])
                 continue
             with _row(store, "entries", row[0]):
-                e = Entry.from_wire(json.loads(row[1]))
+                e = Entry.from_wire(rows.decode(row[1]))
                 if not isinstance(e.id, int) or not isinstance(e.tokens, int):
                     raise ValueError("id and tokens must be integers")
                 if s := self.by_id.get(e.session_id):

@@ -514,11 +514,11 @@ class RecallIndex(Component):
         batch at a time straight into the corpora, each step a slice that yields (a start
         on 60,000 entries held the event loop for seconds, and kept ~270 MB of blobs in one
         dict); then the other daemons' rows (a shared store) and the background embedder."""
-        # with entries to recall, the search model loads in a thread meanwhile (ONNX
-        # Runtime): the first question after a restart does not wait for it after the rows
-        # (a data dir with none never pays for the model, nor writes its cache)
+        # with entries to recall, the local models load in a thread meanwhile: the first
+        # question after a restart waits for neither after the rows (a data dir with none
+        # never pays for them, nor writes their cache)
         warm = asyncio.get_running_loop().create_task(
-            self.embedder.search_ready(), name="memman-recall-model") \
+            self._warm_models(), name="memman-recall-model") \
             if any(s.entries for s in self.sessions.by_id.values()) else None
         try:
             for s in list(self.sessions.by_id.values()):
@@ -547,6 +547,13 @@ class RecallIndex(Component):
                     await warm
         self.queue.wake()  # the rows left without vectors
 
+    async def _warm_models(self) -> None:
+        """The search model (ONNX Runtime), then the relevance model a question's static
+        vector comes from: loaded on the first question instead, behind the event loop's
+        indexing of the other rows, its imports took 7 s of a 60,000-entry restart."""
+        if await self.embedder.search_ready():
+            await self.embedder.relevance_ready()
+
     async def _load_vectors(self) -> None:
         """The stored vectors (and token vectors) of the model in force, ``LOAD_BATCH`` rows
         a query, set on their rows in bulk; rows left without either are queued for the
@@ -564,25 +571,32 @@ class RecallIndex(Component):
                 if not got:
                     break
                 after = got[-1][0]
-                by_corpus: dict[int, tuple[Corpus, list[int], list[Any]]] = {}
                 # a row of another length than the batch's usual one is damaged (or of
-                # another dimension): left out, its entry is embedded again
-                size = Counter(len(b if kind == "vectors" else b[1]) for _, b in got)
-                usual = size.most_common(1)[0][0]
-                for eid, blob in got:
-                    if len(blob if kind == "vectors" else blob[1]) != usual or (
-                            kind == "tokens" and not 0 < blob[0] <= late.TOKENS) or (
-                            kind == "tokens" and usual % late.TOKENS):
-                        self._damaged += 1
-                        continue
-                    for c in corpora:  # one corpus per user: a few
-                        row = c.row_of.get(eid)
-                        if row is not None:
-                            by_corpus.setdefault(id(c), (c, [], []))
-                            by_corpus[id(c)][1].append(row)
-                            by_corpus[id(c)][2].append(blob)
-                            break
-                for c, rows, blobs in by_corpus.values():
+                # another dimension): left out, its entry is embedded again (comprehensions:
+                # a start reads every row, 60,000 of each kind)
+                if kind == "vectors":
+                    usual = Counter(len(b) for _, b in got).most_common(1)[0][0]
+                    left = [(eid, b) for eid, b in got if len(b) == usual]
+                else:
+                    usual = Counter(len(b[1]) for _, b in got).most_common(1)[0][0]
+                    left = [] if usual % late.TOKENS else [
+                        (eid, b) for eid, b in got
+                        if len(b[1]) == usual and 0 < b[0] <= late.TOKENS]
+                self._damaged += len(got) - len(left)
+                by_corpus: list[tuple[Corpus, list[int], list[Any]]] = []
+                for c in corpora:  # one corpus per user: a few
+                    if not left:
+                        break
+                    get = c.row_of.get
+                    at = [get(eid) for eid, _ in left]
+                    hit = [i for i, r in enumerate(at) if r is not None]
+                    if hit:
+                        by_corpus.append((c, [at[i] for i in hit], [left[i][1] for i in hit]))
+                    if len(hit) < len(left):
+                        left = [x for x, r in zip(left, at, strict=True) if r is None]
+                    else:
+                        left = []
+                for c, rows, blobs in by_corpus:
                     r = np.asarray(rows, dtype=np.int64)
                     if kind == "vectors":
                         c.set_vecs(r, np.frombuffer(b"".join(blobs), dtype="<f4").reshape(

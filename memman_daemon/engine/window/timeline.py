@@ -498,6 +498,9 @@ class Timelines:
         while True:
             if background is None:
                 await asyncio.sleep(0)
+            if self.yield_to():  # as the follower: the recall index's rows go first (after a
+                await asyncio.sleep(SLICE_S)  # restart, the first question waits for them)
+                continue
             async with background.turn() if background is not None else _no_turn():
                 if self._slice(self._current(s), s):
                     return

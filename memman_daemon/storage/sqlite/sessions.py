@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from memman_daemon.model import Entry, Session, SessionMeta, Summary
 from memman_daemon.storage.sqlite import recall
 from memman_daemon.storage.sqlite.store import Op, Store
@@ -14,6 +16,15 @@ from memman_daemon.storage.sqlite.store import Op, Store
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode(data: str) -> Any:
+    """A row's JSON (a start decodes every entry): orjson, or the standard decoder for what
+    orjson refuses and ``_dumps`` can write (NaN, a lone surrogate)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def entry_op(e: Entry) -> Op:
@@ -107,7 +118,7 @@ async def read_session(store: Store, session_id: str) -> Session | None:
     s = Session(session_id, SessionMeta.from_wire(json.loads(rows[0][0])))
     for row in await store.fetchall("SELECT data FROM entries WHERE session_id=? ORDER BY id",
                                     (session_id,)):
-        s.append(Entry.from_wire(json.loads(row[0])))
+        s.append(Entry.from_wire(decode(row[0])))
     for row in await store.fetchall("SELECT data FROM summaries WHERE session_id=? ORDER BY id",
                                     (session_id,)):
         sm = Summary.from_wire(json.loads(row[0]))

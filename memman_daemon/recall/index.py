@@ -207,9 +207,18 @@ class Blocks:
         if isinstance(key, (int, np.integer)):
             return self.blocks[int(key) // BLOCK][int(key) % BLOCK]
         rows = np.asarray(key, dtype=np.int64)
-        out = np.empty((len(rows), *self.row_shape), dtype=self.dtype)
+        return self.take(rows, np.empty((len(rows), *self.row_shape), dtype=self.dtype))
+
+    def take(self, rows: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``self[rows]`` written into ``out`` (a caller's buffer: MaxSim gathers its
+        candidates a chunk at a time, ``late.best``)."""
         which = rows // BLOCK
-        for b in _present(which):
+        present = _present(which)
+        if len(present) == 1:  # one block (up to 8,192 rows): no mask, no temporary
+            # ("clip": not buffered, as "raise" is; the rows are the caller's, all valid)
+            np.take(self.blocks[present[0]], rows % BLOCK, axis=0, out=out, mode="clip")
+            return out
+        for b in present:
             m = which == b
             out[m] = self.blocks[b][rows[m] % BLOCK]
         return out

@@ -398,7 +398,8 @@ class MaxSim:
         if kept is not None:
             best = kept.best(qtok, packed, counts, rows, qtok.shape[1], cap)
         else:
-            best = late.best(qtok, packed[rows], counts[rows].astype(np.int64), qtok.shape[1])
+            best = late.best(qtok, packed, counts[rows].astype(np.int64), qtok.shape[1],
+                             rows=rows)
         if src is not None and dst is not None:
             lifted = best.copy()
             np.maximum.at(lifted, src, self.share * best[dst])

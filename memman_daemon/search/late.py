@@ -21,6 +21,7 @@ worse at small budgets).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -159,28 +160,80 @@ def maxsim(q: np.ndarray, packed: np.ndarray, counts: np.ndarray, dim: int) -> n
     return out
 
 
-def best(q: np.ndarray, packed: np.ndarray, counts: np.ndarray, dim: int) -> np.ndarray:
+#: entries scored at a time (``best``), ``TOKENS`` token rows each: their 4-bit values become
+#: float32 in buffers kept per thread (~3 MB), not in a fresh array of the whole candidate set
+#: each call (7.6 MB at 620 candidates, which the C library maps on its own and the kernel
+#: faults in page by page: ``background.tune_malloc`` maps blocks from 128 KB; half of
+#: MaxSim's time)
+CHUNK = 256
+_scratch = threading.local()
+
+
+class _Scratch:
+    """One thread's buffers for ``best``, grown when a call needs more."""
+
+    def __init__(self, rows: int, width: int, m: int) -> None:
+        self.packed = np.empty((rows, TOKENS, width), np.uint8)  #: a chunk's rows, gathered
+        self.values = np.empty((rows * TOKENS, width), np.uint8)  #: their 4-bit values
+        self.floats = np.empty((rows * TOKENS, width), np.float32)
+        self.sims = np.empty(rows * TOKENS * m, np.float32)
+        self.other = np.empty(rows * TOKENS * m, np.float32)
+
+    @staticmethod
+    def get(rows: int, width: int, m: int) -> _Scratch:
+        got: _Scratch | None = getattr(_scratch, "bufs", None)
+        if got is None or got.packed.shape[0] < rows or got.packed.shape[2] != width \
+                or got.sims.size < rows * TOKENS * m:
+            got = _scratch.bufs = _Scratch(rows, width, max(m, 32))
+        return got
+
+
+def best(q: np.ndarray, packed: Any, counts: np.ndarray, dim: int,
+         rows: np.ndarray | None = None) -> np.ndarray:
     """For each row and question token, its best cosine among the row's tokens: (k, m), the
     terms MaxSim sums (0 for a row with no tokens). The 4-bit values are never unpacked into
     vectors: the low and high halves of each byte (the even and odd dimensions) meet the
     question's even and odd dimensions in two products, the offset of 8 and each token's
-    scale applied to the (k x TOKENS, m) result."""
-    if not len(packed) or not len(q):
-        return np.zeros((len(packed), len(q)), dtype=np.float32)
+    scale applied to the (k x TOKENS, m) result; ``CHUNK`` rows at a time. With ``rows``,
+    ``packed`` is a store indexed by them (``Blocks``: gathered a chunk at a time) and
+    ``counts`` are the rows' own."""
+    k = len(rows) if rows is not None else len(packed)
+    m = len(q)
+    if not k or not m:
+        return np.zeros((k, m), dtype=np.float32)
     half = dim // 2
-    k = len(packed)
-    body = packed[..., :half].reshape(k * TOKENS, half)
     qe = np.ascontiguousarray(q[:, 0::2].T, dtype=np.float32)  # (half, m)
     qo = np.ascontiguousarray(q[:, 1::2].T, dtype=np.float32)
-    sims = (body & 0x0F).astype(np.float32) @ qe
-    sims += (body >> 4).astype(np.float32) @ qo
-    sims -= 8.0 * (qe.sum(axis=0) + qo.sum(axis=0))
-    scale = np.ascontiguousarray(packed[..., half: half + 2]).view("<f2").astype(np.float32)
-    sims *= scale.reshape(k * TOKENS, 1)
-    sims = sims.reshape(k, TOKENS, len(q))
-    valid = np.arange(TOKENS)[None, :] < counts[:, None]
-    sims = np.where(valid[:, :, None], sims, -np.inf)
-    top: np.ndarray = sims.max(axis=1)  # (k, m)
+    offset = 8.0 * (qe.sum(axis=0) + qo.sum(axis=0))
+    invalid = np.arange(TOKENS)[None, :] >= counts[:, None]  # (k, TOKENS)
+    buf = _Scratch.get(min(k, CHUNK), width(dim), m)
+    top = np.empty((k, m), dtype=np.float32)
+    for a in range(0, k, CHUNK):
+        b = min(k, a + CHUNK)
+        t = (b - a) * TOKENS
+        if rows is None:
+            chunk = packed[a:b]
+        elif isinstance(packed, np.ndarray):  # "clip": not buffered (the rows are valid)
+            chunk = np.take(packed, rows[a:b], axis=0, out=buf.packed[: b - a], mode="clip")
+        else:
+            chunk = packed.take(rows[a:b], buf.packed[: b - a])
+        body = chunk[..., :half].reshape(t, half)
+        scale = np.ascontiguousarray(chunk[..., half: half + 2]).view("<f2").reshape(t, 1)
+        u, f = buf.values[:t, :half], buf.floats[:t, :half]
+        sims = buf.sims[: t * m].reshape(t, m)
+        other = buf.other[: t * m].reshape(t, m)
+        np.bitwise_and(body, 0x0F, out=u)
+        np.copyto(f, u)
+        np.matmul(f, qe, out=sims)
+        np.right_shift(body, 4, out=u)
+        np.copyto(f, u)
+        np.matmul(f, qo, out=other)
+        sims += other
+        sims -= offset
+        sims *= scale
+        part = sims.reshape(b - a, TOKENS, m)
+        part[invalid[a:b]] = -np.inf
+        part.max(axis=1, out=top[a:b])
     top[~np.isfinite(top)] = 0.0
     return top
 
@@ -220,7 +273,7 @@ class Kept:
         miss = np.flatnonzero(~hit)
         if len(miss):
             new_rows = rows[miss]
-            new = best(q, packed[new_rows], counts[new_rows].astype(np.int64), dim)
+            new = best(q, packed, counts[new_rows].astype(np.int64), dim, rows=new_rows)
             out[miss] = new
             if len(self.rows) + len(miss) > cap:  # a new set of rows: start again
                 self.rows, self.vals = np.zeros(0, dtype=np.int64), self.vals[:0]

@@ -8,7 +8,7 @@ import sqlite3
 
 import numpy as np
 
-from memman_daemon.recall.index import rarity
+from memman_daemon.recall.index import BLOCK, Blocks, rarity
 from memman_daemon.search import late
 from tests.helpers import embedded_together, running_daemon, short_tmpdir
 
@@ -46,6 +46,34 @@ def test_packing_is_bounded_and_close_to_the_float_scores() -> None:
     assert got[1] > got[0] and got[1] > got[2]  # the text that holds the question's tokens
     assert late.maxsim(q, np.zeros((0, late.TOKENS, late.width(dim)), np.uint8),
                        np.zeros(0, np.int64), dim).shape == (0,)
+
+
+def test_best_is_the_max_over_the_unpacked_tokens_across_chunks_and_blocks() -> None:
+    # best works a chunk of rows at a time in buffers kept per thread, gathering the rows
+    # from the store itself; what it answers is the plain definition on unpacked vectors
+    rng = np.random.default_rng(11)
+    dim, n = 384, BLOCK + 700  # two blocks of the store
+    packed = np.stack([late.pack(rng.normal(size=(int(rng.integers(1, 40)), dim))
+                                 .astype(np.float32))[0] for _ in range(n)])
+    counts = rng.integers(0, late.TOKENS + 1, n)  # some rows without tokens
+    store = Blocks(n, packed.shape[1:], np.uint8)
+    store[np.arange(n)] = packed
+    for k, m in ((late.CHUNK * 2 + 37, 7), (late.CHUNK, 40), (5, 1)):
+        rows = rng.choice(n, k, replace=False)  # any order, both blocks
+        counts[rows[:2]] = 0
+        q = rng.normal(size=(m, dim)).astype(np.float32)
+        vecs = late.unpack(packed[rows], dim)  # (k, TOKENS, dim)
+        sims = np.einsum("ktd,md->ktm", vecs, q)
+        sims[np.arange(late.TOKENS)[None, :] >= counts[rows][:, None]] = -np.inf
+        want = sims.max(axis=1)
+        want[~np.isfinite(want)] = 0.0
+        c = counts[rows].astype(np.int64)
+        for got in (late.best(q, store, c, dim, rows=rows),
+                    late.best(q, packed, c, dim, rows=rows),
+                    late.best(q, packed[rows], c, dim)):
+            assert got.shape == (k, m)
+            assert np.allclose(got, want, atol=1e-3)
+        assert (c == 0).sum() >= 2 and (got[c == 0] == 0).all()
 
 
 def test_rerank_keeps_the_scores_and_changes_only_the_candidates_order() -> None:

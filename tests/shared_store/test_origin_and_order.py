@@ -355,20 +355,29 @@ async def test_a_forget_on_b_holds_on_a_through_reassign_import_clear_and_restar
         shutil.rmtree(root, ignore_errors=True)
 
 
+async def _said_on_a(ca: Any) -> None:
+    await ca.session_open("s1", {"user_id": "ana"})
+    await ca.session_add("s1", {"role": "user", "content": FACT, "created_at": MARCH})
+
+
+async def _excluded_by_q(cb: Any) -> None:
+    """B's session q recalls A's statement, then excludes it."""
+    await ask(cb, "q", "ana")
+    await until(lambda: recalls(cb, "q", "Miso is allergic"))
+    rid = next(r["entry_id"] for r in (await cb.session_preview(
+        "q", {"max_tokens": 1000}))["recalled"])
+    await cb.recall_exclude("q", rid)
+    assert not await recalls(cb, "q", "Miso is allergic")
+
+
 async def test_an_exclusion_on_b_of_an_entry_said_on_a_holds_across_a_move_and_restarts(
         dsn: str) -> None:
     a_root, moved, b_root = short_tmpdir(), short_tmpdir(), short_tmpdir()
     try:
         async with daemon(dsn, a_root) as a, a.client() as ca:
-            await ca.session_open("s1", {"user_id": "ana"})
-            await ca.session_add("s1", {"role": "user", "content": FACT, "created_at": MARCH})
+            await _said_on_a(ca)
             async with daemon(dsn, b_root) as b, b.client() as cb:
-                await ask(cb, "q", "ana")
-                await until(lambda: recalls(cb, "q", "Miso is allergic"))
-                rid = next(r["entry_id"] for r in (await cb.session_preview(
-                    "q", {"max_tokens": 1000}))["recalled"])
-                await cb.recall_exclude("q", rid)
-                assert not await recalls(cb, "q", "Miso is allergic")
+                await _excluded_by_q(cb)
         shutil.move(a_root / "data", moved / "data")
         async with daemon(dsn, moved) as a, a.client() as ca, \
                 daemon(dsn, b_root) as b, b.client() as cb:
@@ -401,14 +410,9 @@ async def test_an_exclusion_holds_when_the_statement_comes_back_under_a_new_id_w
     a_root, b_root = short_tmpdir(), short_tmpdir()
     try:
         async with daemon(dsn, a_root) as a, a.client() as ca:
-            await ca.session_open("s1", {"user_id": "ana"})
-            await ca.session_add("s1", {"role": "user", "content": FACT, "created_at": MARCH})
+            await _said_on_a(ca)
             async with daemon(dsn, b_root) as b, b.client() as cb:
-                await ask(cb, "q", "ana")
-                await until(lambda: recalls(cb, "q", "Miso is allergic"))
-                rid = next(r["entry_id"] for r in (await cb.session_preview(
-                    "q", {"max_tokens": 1000}))["recalled"])
-                await cb.recall_exclude("q", rid)
+                await _excluded_by_q(cb)
             # B is down: A replaces its session by an import of itself (a new shared row)
             before = {r["id"] for r in await live_rows(dsn, FACT)}
             await ca.session_import(await ca.session_export("s1"), {"replace": True})

@@ -7,7 +7,6 @@ whose ``app`` is this object; a method takes the parts it needs from it."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
@@ -162,9 +161,7 @@ class App:
                     "the file aside (the daemon then starts empty) and restore it from a backup, "
                     "or delete the damaged rows with the sqlite3 shell; docs/operations.md (\"A "
                     "damaged database\") has the steps") from exc
-        # the default encoding resolved before requests are served, in a thread: a ping is
-        # answered meanwhile (its tables take ~0.3 s to build)
-        await asyncio.to_thread(self.tokens.encoding, DEFAULT_MODEL)
+        self.tokens.encoding(DEFAULT_MODEL)  # resolved before serving (the server does it first)
         await self.config_watch.start()
 
     async def stop(self) -> None:

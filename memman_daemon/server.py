@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memman import errors
-from memman.config import Config
+from memman.config import DEFAULT_MODEL, Config
 from memman_daemon import api, systemd
 from memman_daemon.app import App
 from memman_daemon.background import tune_malloc, tune_switching
@@ -89,6 +89,9 @@ class Server:
             raise
 
     async def _startup(self, install_signal_handlers: bool) -> None:
+        # before the socket accepts: building the default encoding's tables keeps the GIL for
+        # ~0.2 s in native code, where no ping could be answered, in a thread or not
+        self.app.tokens.encoding(DEFAULT_MODEL)
         inherited = systemd.listen_fds()
         if not inherited:
             sock = self._bind(Path(self.config.socket))

@@ -107,19 +107,9 @@ class Server:
             # for another daemon's, a large data dir) stops it cleanly, exit 0
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_stop)
-        # accepting from here: a client that connects while the data loads (seconds on a
-        # large data dir) gets its ping answered; its other requests wait for the load
-        loop.set_exception_handler(self._loop_exception)
-        self._server = await loop.create_unix_server(lambda: Connection(self), sock=sock,
-                                                     backlog=1024)
         try:
             await self._start_app()
         except BaseException as exc:
-            self._server.close()
-            for c in list(self.state.connections):  # with the requests waiting for the load
-                for t in list(c.inflight):
-                    t.cancel()
-                c.abort()
             sock.close()
             self._remove_socket_file()
             # close what was opened (the database threads would keep the process alive)
@@ -133,6 +123,9 @@ class Server:
                                "docs/operations.md (\"A damaged database\")") from exc
         self.app.store.on_fatal = self._fatal
         tune_gc()
+        self._server = await loop.create_unix_server(lambda: Connection(self), sock=sock,
+                                                     backlog=1024)
+        loop.set_exception_handler(self._loop_exception)
         log.info("memman daemon serving on %s (database %s)", self.config.socket,
                  self.config.database_path)
         systemd.notify(f"READY=1\nSTATUS=serving on {self.config.socket}\nMAINPID={os.getpid()}")

@@ -89,8 +89,8 @@ class Server:
             raise
 
     async def _startup(self, install_signal_handlers: bool) -> None:
-        # before the socket accepts: building the default encoding's tables keeps the GIL for
-        # ~0.2 s in native code, where no ping could be answered, in a thread or not
+        # before the socket listens: a client that connects during the start waits less
+        # (building the default encoding's tables keeps the GIL ~0.2 s, in a thread or not)
         self.app.tokens.encoding(DEFAULT_MODEL)
         inherited = systemd.listen_fds()
         if not inherited:

@@ -173,9 +173,10 @@ class _Scratch:
     """One thread's buffers for ``best``, grown when a call needs more."""
 
     def __init__(self, rows: int, width: int, m: int) -> None:
+        half = width - 2  # the 4-bit values' bytes (the scale's two bytes are not copied)
         self.packed = np.empty((rows, TOKENS, width), np.uint8)  #: a chunk's rows, gathered
-        self.values = np.empty((rows * TOKENS, width), np.uint8)  #: their 4-bit values
-        self.floats = np.empty((rows * TOKENS, width), np.float32)
+        self.values = np.empty((rows * TOKENS, half), np.uint8)  #: their 4-bit values
+        self.floats = np.empty((rows * TOKENS, half), np.float32)  #: contiguous for BLAS
         self.sims = np.empty(rows * TOKENS * m, np.float32)
         self.other = np.empty(rows * TOKENS * m, np.float32)
 
@@ -219,7 +220,7 @@ def best(q: np.ndarray, packed: Any, counts: np.ndarray, dim: int,
             chunk = packed.take(rows[a:b], buf.packed[: b - a])
         body = chunk[..., :half].reshape(t, half)
         scale = np.ascontiguousarray(chunk[..., half: half + 2]).view("<f2").reshape(t, 1)
-        u, f = buf.values[:t, :half], buf.floats[:t, :half]
+        u, f = buf.values[:t], buf.floats[:t]
         sims = buf.sims[: t * m].reshape(t, m)
         other = buf.other[: t * m].reshape(t, m)
         np.bitwise_and(body, 0x0F, out=u)

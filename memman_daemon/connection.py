@@ -58,6 +58,11 @@ class ServerState:
                 "errors": self.errors}
 
 
+#: what is answered while the daemon still loads its data (it accepts from the moment its
+#: socket is bound): every other request waits for the load (``Connection.start_request``)
+WHILE_LOADING = frozenset({names.PING, names.GET_API_INFO, names.SET_CLIENT_INFO})
+
+
 class Host(Protocol):
     """What a connection needs of the server that accepted it."""
 
@@ -65,6 +70,7 @@ class Host(Protocol):
     config: Config
     state: ServerState
     stopping: bool
+    started: asyncio.Event  #: set once the data is loaded
 
     def refusal(self, transport: asyncio.BaseTransport) -> tuple[int, str] | None: ...
 
@@ -317,10 +323,23 @@ class Connection(asyncio.Protocol):
 
     def start_request(self, req: Request) -> None:
         """Check and bind a request; answer a plain (non-async) handler at once, else run the
-        coroutine as its own task so answers can go out of order."""
-        app = self.app
+        coroutine as its own task so answers can go out of order. While the daemon loads, a
+        request other than ``WHILE_LOADING`` waits for the load in a task of its own."""
         self.server.state.requests += 1
         self.requests += 1
+        if not self.server.started.is_set() and req.method not in WHILE_LOADING:
+            task = asyncio.create_task(self._after_load(req))
+            self.inflight.add(task)
+            task.add_done_callback(self.inflight.discard)
+            return
+        self._dispatch(req)
+
+    async def _after_load(self, req: Request) -> None:
+        await self.server.started.wait()
+        self._dispatch(req)
+
+    def _dispatch(self, req: Request) -> None:
+        app = self.app
         try:
             if self.server.stopping:
                 raise MemmanError(errors.SHUTTING_DOWN, "the daemon is shutting down; retry shortly")

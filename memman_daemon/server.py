@@ -107,9 +107,18 @@ class Server:
             # for another daemon's, a large data dir) stops it cleanly, exit 0
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_stop)
+        # accepting from here: a client that connects while the data loads (seconds on a
+        # large data dir) gets its ping answered; its other requests wait for the load
+        loop.set_exception_handler(self._loop_exception)
+        early = asyncio.create_task(self._accept_while_loading(sock), name="memman-early")
         try:
             await self._start_app()
         except BaseException as exc:
+            early.cancel()
+            for c in list(self.state.connections):  # with the requests waiting for the load
+                for t in list(c.inflight):
+                    t.cancel()
+                c.abort()
             sock.close()
             self._remove_socket_file()
             # close what was opened (the database threads would keep the process alive)
@@ -121,15 +130,36 @@ class Server:
             raise StartupError(f"cannot start on {self.config.database_path}: "
                                f"{type(exc).__name__}: {exc}. Nothing was changed; see "
                                "docs/operations.md (\"A damaged database\")") from exc
-        self.app.store.on_fatal = self._fatal
-        tune_gc()
+        early.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await early
         self._server = await loop.create_unix_server(lambda: Connection(self), sock=sock,
                                                      backlog=1024)
-        loop.set_exception_handler(self._loop_exception)
+        self.app.store.on_fatal = self._fatal
+        tune_gc()
         log.info("memman daemon serving on %s (database %s)", self.config.socket,
                  self.config.database_path)
         systemd.notify(f"READY=1\nSTATUS=serving on {self.config.socket}\nMAINPID={os.getpid()}")
         self.started.set()
+
+    async def _accept_while_loading(self, sock: socket.socket) -> None:
+        """Accept at most ``EARLY_ACCEPTS`` connections while the data loads; the rest wait in
+        the listen backlog until the server proper starts. The bound keeps the descriptors the
+        load itself needs (the database, the watchers, the models) for it: with a small
+        ``ulimit -n`` and clients piling up, accepting them all starved the load."""
+        loop = asyncio.get_running_loop()
+        for _ in range(EARLY_ACCEPTS):
+            try:
+                conn, _addr = await loop.sock_accept(sock)
+            except OSError as exc:  # out of descriptors: the others wait for the load
+                log.warning("accepting while loading stopped: %s", exc.strerror or exc)
+                return
+            conn.setblocking(False)
+            try:
+                # shielded: a load that ends meanwhile must not drop an accepted client
+                await asyncio.shield(loop.connect_accepted_socket(lambda: Connection(self), conn))
+            except OSError:
+                conn.close()
 
     async def main_loop(self) -> None:
         last = None
@@ -311,6 +341,9 @@ class Server:
 
 
 LOCK_NAME = "memman.lock"
+#: connections served while the data loads (ping and the API's description at once, every
+#: other request once the load is done); more wait in the backlog (``_accept_while_loading``)
+EARLY_ACCEPTS = 8
 _ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 

@@ -43,6 +43,10 @@ COUNT_OFF_LOOP_CHARS = 64 * 1024
 DeletedHook = Callable[[str, str], Awaitable[Any]]
 
 
+#: entries decoded between two yields of the start's load (~10 ms)
+LOAD_YIELD_EVERY = 2048
+
+
 class Sessions:
     def __init__(self, store: Store, config: Config, clock: Clock, events: EventBus,
                  tokens: TokenCounter, embedder: Embedder, *, read_only: bool = False) -> None:
@@ -104,7 +108,9 @@ class Sessions:
                 self.by_id[row[0]] = Session(row[0], SessionMeta.from_wire(json.loads(row[1])))
         max_id = 0
         staged: set[str] = set()  # rows of an import that did not finish
-        for row in await rows.all_entries(store):
+        for n, row in enumerate(await rows.all_entries(store)):
+            if n % LOAD_YIELD_EVERY == 0:  # the daemon answers pings while it loads
+                await asyncio.sleep(0)
             if row[2].startswith(rows.STAGING):
                 staged.add(row[2])
                 max_id = max(max_id, row[0])

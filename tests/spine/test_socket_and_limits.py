@@ -10,12 +10,16 @@ import socket
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from memman import errors
+from memman.client import Client
+from memman.errors import ConnectionLost
 from memman_daemon import server as server_mod
 from memman_daemon.server import StartupError
+from memman_daemon.sessions import LoadError
 from tests.helpers import daemon_process, make_config, running_daemon, short_tmpdir
 from tests.wire import RawConn, blocking_ping
 
@@ -256,3 +260,87 @@ async def test_real_foreign_uid_refused(root) -> None:
         assert "uid 65534" in messages[0][2][0]["message"]
         async with d.client() as c:
             assert await c.ping() == "pong"
+
+
+async def _held_start(root: Path, fail: bool = False
+                      ) -> tuple[server_mod.Server, asyncio.Event, asyncio.Task[None]]:
+    """A daemon whose data load is held until the event is set (as a large data dir holds it
+    for seconds); the real load runs after it, or ``fail``: the load finds damage."""
+    srv = server_mod.Server(make_config(root))
+    hold, real_start = asyncio.Event(), srv.app.start
+
+    async def start() -> None:
+        await hold.wait()
+        if fail:
+            raise LoadError("a damaged row (held-start test)")
+        await real_start()
+
+    srv.app.start = start  # type: ignore[method-assign]
+    task = asyncio.create_task(srv.serve(install_signal_handlers=False))
+    while not Path(srv.config.socket).exists():
+        assert not task.done(), task
+        await asyncio.sleep(0.01)
+    return srv, hold, task
+
+
+async def test_a_ping_is_answered_while_the_data_loads_and_other_requests_wait_for_it(
+        root) -> None:
+    srv, hold, task = await _held_start(root)
+    try:
+        async with await Client.connect(srv.config.socket, name="early") as c:
+            opened = asyncio.create_task(c.session_open("s", {}))
+            # sent before the ping on one connection: read first, and waiting for the load
+            assert await asyncio.wait_for(c.ping(), GUARD) == "pong"
+            assert (await c.get_api_info())["api_level"] >= 1
+            assert not srv.started.is_set() and not opened.done()
+            hold.set()
+            assert (await asyncio.wait_for(opened, GUARD))["created"] is True
+            assert (await c.session_get("s"))["session_id"] == "s"
+    finally:
+        hold.set()
+        srv.request_stop()
+        await asyncio.wait_for(task, GUARD)
+
+
+async def test_a_request_waiting_for_a_load_that_fails_ends_with_its_connection(root) -> None:
+    srv, hold, task = await _held_start(root, fail=True)
+    c = await Client.connect(srv.config.socket, name="early")
+    try:
+        opened = asyncio.create_task(c.session_open("s", {}))
+        assert await asyncio.wait_for(c.ping(), GUARD) == "pong"
+        hold.set()
+        with pytest.raises(LoadError):
+            await asyncio.wait_for(task, GUARD)
+        with pytest.raises(ConnectionLost):
+            await asyncio.wait_for(opened, GUARD)
+        assert not Path(srv.config.socket).exists()
+    finally:
+        await c.close()
+
+
+async def test_while_the_data_loads_a_few_connections_are_served_and_the_rest_wait(root) -> None:
+    """The bound on connections accepted during a load (``server.EARLY_ACCEPTS``): the
+    descriptors the load needs stay its own; a client past the bound waits in the backlog
+    and is served once the load is done."""
+    srv, hold, task = await _held_start(root)
+    held: list[asyncio.StreamWriter] = []
+    try:
+        for _ in range(server_mod.EARLY_ACCEPTS):
+            held.append((await asyncio.open_unix_connection(str(srv.config.socket)))[1])
+        for _ in range(int(GUARD / 0.01)):
+            if len(srv.state.connections) == server_mod.EARLY_ACCEPTS:
+                break
+            await asyncio.sleep(0.01)
+        assert len(srv.state.connections) == server_mod.EARLY_ACCEPTS
+        late = asyncio.create_task(asyncio.to_thread(blocking_ping, srv.config.socket, GUARD))
+        # a negative can only be shown over an interval: the late client is not accepted
+        await asyncio.sleep(0.3)
+        assert not late.done() and len(srv.state.connections) == server_mod.EARLY_ACCEPTS
+        hold.set()
+        assert await asyncio.wait_for(late, GUARD) == "pong"
+    finally:
+        for w in held:
+            w.close()
+        hold.set()
+        srv.request_stop()
+        await asyncio.wait_for(task, GUARD)

@@ -16,6 +16,7 @@ import fcntl
 import gc
 import logging
 import os
+import resource
 import signal
 import socket
 import stat
@@ -143,12 +144,12 @@ class Server:
         self.started.set()
 
     async def _accept_while_loading(self, sock: socket.socket) -> None:
-        """Accept at most ``EARLY_ACCEPTS`` connections while the data loads; the rest wait in
+        """Accept at most ``early_accepts()`` connections while the data loads; the rest wait in
         the listen backlog until the server proper starts. The bound keeps the descriptors the
         load itself needs (the database, the watchers, the models) for it: with a small
         ``ulimit -n`` and clients piling up, accepting them all starved the load."""
         loop = asyncio.get_running_loop()
-        for _ in range(EARLY_ACCEPTS):
+        for _ in range(early_accepts()):
             try:
                 conn, _addr = await loop.sock_accept(sock)
             except OSError as exc:  # out of descriptors: the others wait for the load
@@ -341,9 +342,15 @@ class Server:
 
 
 LOCK_NAME = "memman.lock"
-#: connections served while the data loads (ping and the API's description at once, every
-#: other request once the load is done); more wait in the backlog (``_accept_while_loading``)
-EARLY_ACCEPTS = 8
+def early_accepts() -> int:
+    """How many connections are served while the data loads (ping and the API's description
+    at once, every other request once the load is done); more wait in the backlog. A sixteenth
+    of the open-file limit, at most 64: at ``ulimit -n 64`` four, so the load keeps the
+    descriptors it needs."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return 64
+    return max(2, min(64, soft // 16))
 _ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 

@@ -319,23 +319,24 @@ async def test_a_request_waiting_for_a_load_that_fails_ends_with_its_connection(
 
 
 async def test_while_the_data_loads_a_few_connections_are_served_and_the_rest_wait(root) -> None:
-    """The bound on connections accepted during a load (``server.EARLY_ACCEPTS``): the
+    """The bound on connections accepted during a load (``server.early_accepts()``): the
     descriptors the load needs stay its own; a client past the bound waits in the backlog
     and is served once the load is done."""
     srv, hold, task = await _held_start(root)
+    bound = server_mod.early_accepts()
     held: list[asyncio.StreamWriter] = []
     try:
-        for _ in range(server_mod.EARLY_ACCEPTS):
+        for _ in range(bound):
             held.append((await asyncio.open_unix_connection(str(srv.config.socket)))[1])
         for _ in range(int(GUARD / 0.01)):
-            if len(srv.state.connections) == server_mod.EARLY_ACCEPTS:
+            if len(srv.state.connections) == bound:
                 break
             await asyncio.sleep(0.01)
-        assert len(srv.state.connections) == server_mod.EARLY_ACCEPTS
+        assert len(srv.state.connections) == bound
         late = asyncio.create_task(asyncio.to_thread(blocking_ping, srv.config.socket, GUARD))
         # a negative can only be shown over an interval: the late client is not accepted
         await asyncio.sleep(0.3)
-        assert not late.done() and len(srv.state.connections) == server_mod.EARLY_ACCEPTS
+        assert not late.done() and len(srv.state.connections) == bound
         hold.set()
         assert await asyncio.wait_for(late, GUARD) == "pong"
     finally:

@@ -148,6 +148,8 @@ class App:
 
     async def start(self) -> None:
         await self.store.open()
+        if await self.sessions.any_entries():
+            self.recall.warm()  # the local models load while the session log is read
         await self.sessions.load()
         for c in self.components:
             try:

@@ -41,6 +41,8 @@ class Entry:
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> Entry:
+        if d.keys() == _ENTRY_KEYS:  # as ``to_wire`` writes it (a start decodes every entry)
+            return cls(**d)
         return cls(**{k: d[k] for k in _ENTRY_FIELDS if k in d})
 
     def chat_message(self) -> dict[str, Any]:
@@ -58,6 +60,7 @@ class Entry:
 
 
 _ENTRY_FIELDS = tuple(Entry.__dataclass_fields__)
+_ENTRY_KEYS = frozenset(_ENTRY_FIELDS)
 
 
 @dataclass

@@ -98,6 +98,10 @@ class Sessions:
                              "nothing was changed") from exc
 
     # --- load ----------------------------------------------------------------------------
+    async def any_entries(self) -> bool:
+        """The store holds an entry (asked before the load: what the start prepares for)."""
+        return await rows.any_entries(self.store)
+
     async def load(self) -> None:
         """Read every session; a row that cannot be read stops the start (``LoadError`` names
         the file, the table, the row and what to do) instead of serving half the data."""
@@ -108,20 +112,26 @@ class Sessions:
                 self.by_id[row[0]] = Session(row[0], SessionMeta.from_wire(json.loads(row[1])))
         max_id = 0
         staged: set[str] = set()  # rows of an import that did not finish
-        for n, row in enumerate(await rows.all_entries(store)):
-            if n % LOAD_YIELD_EVERY == 0:  # the daemon answers pings while it loads
-                await asyncio.sleep(0)
-            if row[2].startswith(rows.STAGING):
-                staged.add(row[2])
-                max_id = max(max_id, row[0])
-                continue
-            with _row(store, "entries", row[0]):
+        key = None
+        try:  # one handler for the whole loop (a start reads every entry): ``key`` names the row
+            for n, row in enumerate(await rows.all_entries(store)):
+                if n % LOAD_YIELD_EVERY == 0:  # the daemon answers pings while it loads
+                    await asyncio.sleep(0)
+                if row[2].startswith(rows.STAGING):
+                    staged.add(row[2])
+                    max_id = max(max_id, row[0])
+                    continue
+                key = row[0]
                 e = Entry.from_wire(rows.decode(row[1]))
                 if not isinstance(e.id, int) or not isinstance(e.tokens, int):
                     raise ValueError("id and tokens must be integers")
                 if s := self.by_id.get(e.session_id):
                     s.append(e)
-            max_id = max(max_id, e.id)
+                if e.id > max_id:
+                    max_id = e.id
+        except Exception as exc:
+            with _row(store, "entries", key):
+                raise exc
         for row in await rows.all_summaries(store):
             if row[2].startswith(rows.STAGING):
                 staged.add(row[2])

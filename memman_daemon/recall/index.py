@@ -178,6 +178,8 @@ LOAD_SLICE_S = 0.01
 LOAD_BATCH = 1024
 #: rows per block of the vector arrays (``Blocks``)
 BLOCK = 8192
+#: entries indexed at once while a start loads (~2 ms: BM25's ``add_many`` pays per call)
+LOAD_PART = 256
 
 
 class Blocks:
@@ -233,6 +235,20 @@ class Blocks:
         for b in _present(which):
             m = which == b
             self.blocks[b][rows[m] % BLOCK] = value[m]
+
+    def put_bytes(self, rows: list[int], blobs: list[bytes], stored: str) -> None:
+        """Rows written from their stored bytes (``stored``: their dtype on disk), each
+        copied straight into its block: no joined temporary, which the daemon's mmap threshold
+        would make the kernel fault in page by page (a start places ~280 MB of them)."""
+        if np.dtype(stored) != self.dtype or not self.dtype.isnative:
+            self[np.asarray(rows, dtype=np.int64)] = np.frombuffer(
+                b"".join(blobs), dtype=stored).reshape(len(rows), *self.row_shape)
+            return
+        views = [memoryview(b).cast("B") for b in self.blocks]
+        size = self.dtype.itemsize * int(np.prod(self.row_shape))
+        for r, blob in zip(rows, blobs, strict=True):
+            at = (r % BLOCK) * size
+            views[r // BLOCK][at:at + size] = blob
 
     def matmul(self, n: int, q: np.ndarray) -> np.ndarray:
         """The first ``n`` rows (2-D rows) times ``q`` ((dim,) or (dim, k)), block by block."""
@@ -290,7 +306,17 @@ class Corpus:
     def add(self, e: Entry, text: str, origin: str = "") -> int:
         """A row for ``e``; ``origin``: the other daemon whose session logged it (its session
         is another one than any of this daemon's of the same id)."""
-        row = self.bm25.add(text_terms(text))
+        return self._place(e, text, self.bm25.add(text_terms(text)), origin)
+
+    def add_many(self, items: list[tuple[Entry, str]]) -> None:
+        """``add`` of many rows of this daemon's sessions at once (a start indexes every
+        entry: one BM25 ``add_many`` instead of a document at a time)."""
+        first = self.bm25.add_many([text_terms(text) for _, text in items])
+        for k, (e, text) in enumerate(items):
+            self._place(e, text, first + k, "")
+
+    def _place(self, e: Entry, text: str, row: int, origin: str) -> int:
+        """The row's columns, after its BM25 document."""
         self.eids.append(e.id)
         self.sids.append(e.session_id)
         code = f"{origin}\x00{e.session_id}" if origin else e.session_id
@@ -354,26 +380,30 @@ class Corpus:
         self.tok[row] = packed
         self.tok_n[row] = n
 
-    def set_vecs(self, rows: np.ndarray, vecs: np.ndarray) -> None:
-        """``set_vec`` of many rows at once (a start reading the stored vectors)."""
-        if self.vec is None or self.vec.shape[1] != vecs.shape[1]:
-            self.vec = Blocks(len(self.has_vec), (vecs.shape[1],), np.float32)
+    def set_vecs(self, rows: list[int], blobs: list[bytes], dim: int) -> None:
+        """``set_vec`` of many rows at once from their stored bytes (little-endian float32,
+        ``dim`` each): a start reading the stored vectors."""
+        if self.vec is None or self.vec.shape[1] != dim:
+            self.vec = Blocks(len(self.has_vec), (dim,), np.float32)
             self.has_vec[:] = False
             self.vec_epoch += 1
         elif self.has_vec[rows].any():
             self.vec_epoch += 1
-        self.vec[rows] = vecs
+        self.vec.put_bytes(rows, blobs, "<f4")
         self.has_vec[rows] = True
 
-    def set_toks(self, rows: np.ndarray, packed: np.ndarray, counts: np.ndarray) -> None:
-        """``set_tok`` of many rows at once: ``packed`` (rows, TOKENS, width)."""
-        if self.tok is None or self.tok.shape[1:] != packed.shape[1:]:
-            self.tok = Blocks(len(self.has_vec), packed.shape[1:], np.uint8)
+    def set_toks(self, rows: list[int], blobs: list[bytes], counts: list[int],
+                 width: int) -> None:
+        """``set_tok`` of many rows at once from their stored bytes (``TOKENS`` x ``width``
+        packed values each)."""
+        shape = (late.TOKENS, width)
+        if self.tok is None or self.tok.shape[1:] != shape:
+            self.tok = Blocks(len(self.has_vec), shape, np.uint8)
             self.tok_n[:] = 0
             self.tok_epoch += 1
         elif self.tok_n[rows].any():
             self.tok_epoch += 1
-        self.tok[rows] = packed
+        self.tok.put_bytes(rows, blobs, "u1")
         self.tok_n[rows] = counts
 
 
@@ -455,6 +485,7 @@ class RecallIndex(Component):
         self._pending = _Pending()
         self._trimmed_at = 0  #: entries embedded when the C heap was last trimmed
         self._loader: asyncio.Task[None] | None = None
+        self._warm: asyncio.Task[None] | None = None  #: the local models loading (``warm``)
         self._loaded = asyncio.Event()  #: the rows the daemon started with are indexed
         self._damaged = 0  #: stored vectors of the start that could not be read
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
@@ -523,12 +554,9 @@ class RecallIndex(Component):
         batch at a time straight into the corpora, each step a slice that yields (a start
         on 60,000 entries held the event loop for seconds, and kept ~270 MB of blobs in one
         dict); then the other daemons' rows (a shared store) and the background embedder."""
-        # with entries to recall, the local models load in a thread meanwhile: the first
-        # question after a restart waits for neither after the rows (a data dir with none
-        # never pays for them, nor writes their cache)
-        warm = asyncio.get_running_loop().create_task(
-            self._warm_models(), name="memman-recall-model") \
-            if any(s.entries for s in self.sessions.by_id.values()) else None
+        if any(s.entries for s in self.sessions.by_id.values()):
+            self.warm()  # started by the app already, as a rule
+        warm = self._warm
         try:
             for s in list(self.sessions.by_id.values()):
                 entries, i = list(s.entries), 0
@@ -537,10 +565,10 @@ class RecallIndex(Component):
                     while i < len(entries) and time.perf_counter() - t0 < LOAD_SLICE_S:
                         # the entries still in the session (one removed, cleared or rolled
                         # back meanwhile is not brought back; the id's current entry is used)
-                        part = [cur for e in entries[i:i + 64]
+                        part = [cur for e in entries[i:i + LOAD_PART]
                                 if (cur := s.by_id.get(e.id)) is not None]
                         self._index(s, part, queue=False)
-                        i += 64
+                        i += LOAD_PART
                     await asyncio.sleep(0)
             await self._load_vectors()
             self.storage.attach(self._shareable, self._changed, lambda: self.embedder.model_id,
@@ -555,6 +583,15 @@ class RecallIndex(Component):
                 with contextlib.suppress(Exception):  # a model that cannot load says so
                     await warm
         self.queue.wake()  # the rows left without vectors
+
+    def warm(self) -> None:
+        """Start loading the local models in a thread (once): with entries to recall, the
+        first question after a restart then waits for neither after the rows. The app starts
+        it as soon as the store is open, so the loads overlap the session log's read (a data
+        dir with no entries never pays for them, nor writes their cache)."""
+        if self._warm is None:
+            self._warm = asyncio.get_running_loop().create_task(
+                self._warm_models(), name="memman-recall-model")
 
     async def _warm_models(self) -> None:
         """The search model (ONNX Runtime), then the relevance model a question's static
@@ -590,10 +627,11 @@ class RecallIndex(Component):
                 # a start reads every row, 60,000 of each kind)
                 if kind == "vectors":
                     usual = Counter(len(b) for _, b in got).most_common(1)[0][0]
-                    left = [(eid, b) for eid, b in got if len(b) == usual]
+                    left = [] if not usual or usual % 4 else [
+                        (eid, b) for eid, b in got if len(b) == usual]
                 else:
                     usual = Counter(len(b[1]) for _, b in got).most_common(1)[0][0]
-                    left = [] if usual % late.TOKENS else [
+                    left = [] if not usual or usual % late.TOKENS else [
                         (eid, b) for eid, b in got
                         if len(b[1]) == usual and 0 < b[0] <= late.TOKENS]
                 self._damaged += len(got) - len(left)
@@ -611,14 +649,11 @@ class RecallIndex(Component):
                     else:
                         left = []
                 for c, rows, blobs in by_corpus:
-                    r = np.asarray(rows, dtype=np.int64)
                     if kind == "vectors":
-                        c.set_vecs(r, np.frombuffer(b"".join(blobs), dtype="<f4").reshape(
-                            len(rows), -1))
+                        c.set_vecs(rows, blobs, usual // 4)
                     else:
-                        counts = np.asarray([b[0] for b in blobs], dtype=np.int8)
-                        packed = np.frombuffer(b"".join(b[1] for b in blobs), dtype=np.uint8)
-                        c.set_toks(r, packed.reshape(len(rows), late.TOKENS, -1), counts)
+                        c.set_toks(rows, [b[1] for b in blobs], [b[0] for b in blobs],
+                                   usual // late.TOKENS)
                 await asyncio.sleep(0)
             if ahead is not None:  # the model changed meanwhile: that read is not used
                 ahead.cancel()
@@ -646,6 +681,7 @@ class RecallIndex(Component):
     async def close(self) -> None:
         await stop_task(self._loader)
         self._loader = None
+        await stop_task(self._warm)  # a start given up before the rows were read
         with contextlib.suppress(Exception):
             await self._save()
         await self.storage.close()
@@ -679,11 +715,16 @@ class RecallIndex(Component):
         c = self.corpus_of(s)
         cap = self.config.recall.max_chars
         shared: list[tuple[Entry, str]] = []
+        fresh: dict[int, tuple[Entry, str]] = {}
         for e in entries:
-            if not indexed(e) or e.id in c.row_of:
-                continue
-            text = entry_text(e, cap)
-            c.add(e, text)
+            if indexed(e) and e.id not in c.row_of and e.id not in fresh:
+                fresh[e.id] = (e, entry_text(e, cap))
+        if len(fresh) > 1:
+            c.add_many(list(fresh.values()))
+        else:
+            for e, text in fresh.values():
+                c.add(e, text)
+        for e, text in fresh.values():
             forgotten = self._is_forgotten(s, e)
             if queue:
                 self._pending.queue.append((c, e.id))

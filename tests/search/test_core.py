@@ -124,3 +124,35 @@ async def test_session_search_ranks_only_what_the_caller_may_see() -> None:
                                      {"limit": 10}))["results"]
         assert [r["session_id"] for r in got] == ["v"]
         assert got[0]["parts"]["bm25_rank"] == 1
+
+
+def test_add_many_builds_the_postings_add_builds_one_document_at_a_time() -> None:
+    """``Bm25.add_many`` (a start indexes every entry at once) against ``add``: the same rows,
+    postings, term frequencies, lengths and scores, across empty documents, repeated terms,
+    documents over ``MAX_TERMS`` and documents added one at a time before and after."""
+    import random
+
+    from memman_daemon.search.bm25 import MAX_TERMS
+    rnd = random.Random(7)
+    vocab = [f"w{i}" for i in range(300)]
+    for _ in range(200):
+        docs = [[rnd.choice(vocab[:rnd.randint(1, 300)])
+                 for _ in range(rnd.choice([0, 1, 3, 20, MAX_TERMS + 50]))]
+                for _ in range(rnd.randint(0, 30))]
+        before = [[rnd.choice(vocab) for _ in range(5)] for _ in range(rnd.randint(0, 3))]
+        one, many = Bm25(), Bm25()
+        for d in before:
+            one.add(d)
+            many.add(d)
+        for d in docs:
+            one.add(d)
+        assert many.add_many(docs) == len(before)
+        one.add(["w1", "w1"])
+        many.add(["w1", "w1"])
+        assert (one.n, one.live, one._len, one._alive) == (many.n, many.live, many._len,
+                                                           many._alive)
+        assert one._total == many._total
+        assert {t: (list(r), list(one._tfs[t])) for t, r in one._rows.items()} == \
+            {t: (list(r), list(many._tfs[t])) for t, r in many._rows.items()}
+        q = rnd.sample(vocab, 3)
+        assert np.array_equal(one.scores(q), many.scores(q))

@@ -181,27 +181,35 @@ class UnitArrays:
         self.cols = {f: np.zeros(64) for f in self.FIELDS}
 
     def put(self, u: Unit) -> None:
-        i = u.index
+        self.put_many([u])
+
+    def put_many(self, units: list[Unit]) -> None:
+        """The units' rows, one column at a time (a start puts 60,000 units: ten numpy item
+        writes a unit cost more than building the units)."""
+        if not units:
+            return
+        top = max(u.index for u in units)
         cap = len(self.cols["tokens"])
-        if i >= cap:
+        if top >= cap:
             for f, col in self.cols.items():
-                grown = np.zeros(max(cap * 2, i + 64))
+                grown = np.zeros(max(cap * 2, top + 64))
                 grown[:cap] = col
                 self.cols[f] = grown
         c = self.cols
-        c["tokens"][i] = u.tokens
-        c["items"][i] = len(u.items)
-        c["const"][i] = u.const
-        c["keyword_total"][i] = u.keyword_total
-        c["supf"][i] = u.sup_n / u.val_n if u.val_n else 0.0
-        c["invalid"][i] = bool(u.invalid)
-        c["mandatory"][i] = bool(u.mandatory)
-        first = u.items[0].content or ""
-        c["first_at"][i] = u.items[0].created_at
-        c["states_date"][i] = states_its_date(first)
-        c["joins"][i] = first[:1] in ("\r", "\n", "/")
-        if i >= self.n:
-            self.n = i + 1
+        at = [u.index for u in units]
+        firsts = [u.items[0].content or "" for u in units]
+        c["tokens"][at] = [u.tokens for u in units]
+        c["items"][at] = [len(u.items) for u in units]
+        c["const"][at] = [u.const for u in units]
+        c["keyword_total"][at] = [u.keyword_total for u in units]
+        c["supf"][at] = [u.sup_n / u.val_n if u.val_n else 0.0 for u in units]
+        c["invalid"][at] = [bool(u.invalid) for u in units]
+        c["mandatory"][at] = [bool(u.mandatory) for u in units]
+        c["first_at"][at] = [u.items[0].created_at for u in units]
+        c["states_date"][at] = [states_its_date(f) for f in firsts]
+        c["joins"][at] = [f[:1] in ("\r", "\n", "/") for f in firsts]
+        if top >= self.n:
+            self.n = top + 1
 
     def __getitem__(self, f: str) -> Any:
         return self.cols[f][: self.n]
@@ -293,19 +301,18 @@ def extend(tl: Timeline, entries: list[Entry], keep_system: bool, sc: Any) -> No
         if u.pending and not u.invalid:
             u.invalid = PENDING
         touched[u.first.id] = u
-    for u in touched.values():
-        tl.arr.put(u)
+    tl.arr.put_many(list(touched.values()))
 
 
 def _restat_entries(tl: Timeline, entries: list[Entry], sc: Any) -> None:
     """The units of newly analysed entries take their analysis in."""
-    seen: set[int] = set()
+    seen: dict[int, Unit] = {}
     for e in entries:
         u = tl.entry_unit.get(e.id)
         if u is not None and u.index not in seen:
-            seen.add(u.index)
+            seen[u.index] = u
             _restat(u, tl.an, sc)
-            tl.arr.put(u)
+    tl.arr.put_many(list(seen.values()))
 
 
 def _apply_superseded(tl: Timeline) -> None:

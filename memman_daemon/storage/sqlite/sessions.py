@@ -102,6 +102,10 @@ async def all_sessions(store: Store) -> list[tuple[Any, ...]]:
     return await store.fetchall("SELECT id, meta FROM sessions")
 
 
+async def any_entries(store: Store) -> bool:
+    return bool(await store.fetchall("SELECT 1 FROM entries LIMIT 1"))
+
+
 async def all_entries(store: Store) -> list[tuple[Any, ...]]:
     return await store.fetchall("SELECT id, data, session_id FROM entries ORDER BY id")
 

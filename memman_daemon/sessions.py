@@ -113,15 +113,16 @@ class Sessions:
         max_id = 0
         staged: set[str] = set()  # rows of an import that did not finish
         key = None
+        entry_rows = await rows.all_entries(store)
         try:  # one handler for the whole loop (a start reads every entry): ``key`` names the row
-            for n, row in enumerate(await rows.all_entries(store)):
+            for n, row in enumerate(entry_rows):
                 if n % LOAD_YIELD_EVERY == 0:  # the daemon answers pings while it loads
                     await asyncio.sleep(0)
+                key = row[0]
                 if row[2].startswith(rows.STAGING):
                     staged.add(row[2])
                     max_id = max(max_id, row[0])
                     continue
-                key = row[0]
                 e = Entry.from_wire(rows.decode(row[1]))
                 if not isinstance(e.id, int) or not isinstance(e.tokens, int):
                     raise ValueError("id and tokens must be integers")

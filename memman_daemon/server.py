@@ -90,9 +90,6 @@ class Server:
             raise
 
     async def _startup(self, install_signal_handlers: bool) -> None:
-        # before the socket listens: a client that connects during the start waits less
-        # (building the default encoding's tables keeps the GIL ~0.2 s, in a thread or not)
-        self.app.tokens.encoding(DEFAULT_MODEL)
         inherited = systemd.listen_fds()
         if not inherited:
             sock = self._bind(Path(self.config.socket))
@@ -113,6 +110,9 @@ class Server:
         loop.set_exception_handler(self._loop_exception)
         early = asyncio.create_task(self._accept_while_loading(sock), name="memman-early")
         try:
+            # the default encoding's tables, off the loop: a ping is answered between the
+            # ~0.2 s their build keeps the GIL in native code and the rest of it
+            await asyncio.to_thread(self.app.tokens.encoding, DEFAULT_MODEL)
             await self._start_app()
         except BaseException as exc:
             early.cancel()

@@ -108,12 +108,20 @@ class RawConn:
 
 
 def blocking_ping(path: Path | str, timeout: float = 10.0) -> Any:
-    """A fresh blocking connection: send memman_ping, return the result (raises on no answer)."""
+    """A fresh blocking connection: send memman_ping, return the result (raises on no answer).
+    A ping is answered while the daemon still loads its data (``blocking_call`` of another
+    method waits for the load)."""
+    return blocking_call(path, "memman_ping", [], timeout)
+
+
+def blocking_call(path: Path | str, method: str, params: list[Any],
+                  timeout: float = 10.0) -> Any:
+    """A fresh blocking connection: one request, its result (raises on no answer)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
         s.connect(str(path))
-        s.sendall(pack_request(7, "memman_ping", []))
+        s.sendall(pack_request(7, method, params))
         unpacker = msgpack.Unpacker(raw=False)
         while True:
             data = s.recv(65536)

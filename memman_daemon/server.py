@@ -152,9 +152,11 @@ class Server:
         for _ in range(early_accepts()):
             try:
                 conn, _addr = await loop.sock_accept(sock)
-            except OSError as exc:  # out of descriptors: the others wait for the load
-                log.warning("accepting while loading stopped: %s", exc.strerror or exc)
-                return
+            except OSError as exc:
+                if exc.errno in _ACCEPT_ERRNOS:  # out of descriptors: the rest wait for the load
+                    log.warning("accepting while loading stopped: %s", exc.strerror or exc)
+                    return
+                continue  # a client gone before it was accepted (counted: no spin)
             conn.setblocking(False)
             try:
                 # shielded: a load that ends meanwhile must not drop an accepted client
@@ -342,6 +344,9 @@ class Server:
 
 
 LOCK_NAME = "memman.lock"
+_ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
 def early_accepts() -> int:
     """How many connections are served while the data loads (ping and the API's description
     at once, every other request once the load is done); more wait in the backlog. A sixteenth
@@ -351,7 +356,6 @@ def early_accepts() -> int:
     if soft == resource.RLIM_INFINITY:
         return 64
     return max(2, min(64, soft // 16))
-_ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 def tune_gc() -> None:

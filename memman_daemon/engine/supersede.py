@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from memman_daemon.engine.facts import STOPWORDS, Candidate, terms
 
@@ -114,7 +115,7 @@ class Supersession:
             self._corrected(entry_id, c.text)
         for i, c in enumerate(cands):
             ref = (entry_id, i, c)
-            for w in set(_WORDS.findall(c.text[:2000].lower())) | set(c.terms):
+            for w in _indexed(c.text) | set(c.terms):
                 self._by_word[w].append(ref)
             self._recent.append(ref)
 
@@ -179,11 +180,30 @@ class Supersession:
                 self.new.append((eid, idx))
 
 
+# The helpers below are pure functions of their strings, kept in bounded caches: the window
+# runs a supersession over the best past entries of every new question (``retrieve.Sources.
+# superseded``), and the same entries' lines come back question after question (their
+# shapes were ~60 % of that run)
+@lru_cache(maxsize=16_384)
+def _indexed(text: str) -> frozenset[str]:
+    """The words and values a candidate is found by (lower case, its head)."""
+    return frozenset(_WORDS.findall(text[:2000].lower()))
+
+
+@lru_cache(maxsize=16_384)
 def _body(text: str) -> str:
     """A line without its leading time stamp and speaker."""
     return _SPEAKER.sub("", _STAMP.sub("", text, count=1), count=1)
 
 
+@lru_cache(maxsize=16_384)
+def _shapes(text: str) -> tuple[tuple[str, str], ...]:
+    """Each word of ``text`` past its first, as (shape, lower case), stop words left out."""
+    return tuple((_shape(w), low) for w in _WORDS.findall(text)[1:]
+                 if (low := w.lower()) not in STOPWORDS)
+
+
+@lru_cache(maxsize=16_384)
 def _same_kind(text: str, new: str) -> bool:
     """``text`` names a value of the new one's kind (past its first word, which any sentence
     capitalizes): "on Thursday" for "Friday"."""
@@ -191,8 +211,7 @@ def _same_kind(text: str, new: str) -> bool:
     if want is None:
         return False
     shape, low = _shape(want), want.lower()
-    return any(_shape(w) == shape and w.lower() != low and w.lower() not in STOPWORDS
-               for w in _WORDS.findall(text)[1:])
+    return any(sh == shape and w != low for sh, w in _shapes(text))
 
 
 def _common_start(a: str, b: str) -> int:
@@ -204,6 +223,7 @@ def _common_start(a: str, b: str) -> int:
     return n
 
 
+@lru_cache(maxsize=65_536)
 def _shape(v: str) -> str:
     """A value's shape: digits, capitals and small letters as classes ("1.22.6" -> "9.9.9")."""
     v = re.sub(r"\d+", "9", v)
@@ -221,8 +241,14 @@ def _named(token: str) -> bool:
             and (bool(_VALUEISH.search(token)) or token[:1].isupper()))
 
 
-def _changes(text: str) -> list[tuple[str | None, str, list[str]]]:
-    """(old token or None, new value, subject words) for each change statement in ``text``."""
+@lru_cache(maxsize=16_384)
+def _changes(text: str) -> tuple[tuple[str | None, str, list[str]], ...]:
+    """(old token or None, new value, subject words) for each change statement in ``text``
+    (kept: callers only read it)."""
+    return tuple(_find_changes(text))
+
+
+def _find_changes(text: str) -> list[tuple[str | None, str, list[str]]]:
     out: list[tuple[str | None, str, list[str]]] = []
     low = text.lower()
     if "renam" in low:

@@ -82,6 +82,7 @@ _WORDS = re.compile(r"[\w][\w.\-/:@+]*[\w%]|\w")
 MAX_VALUE_WORDS = 5  #: a ``key: value`` whose value is longer is a sentence, not a setting
 SCAN = 200  #: earlier candidates one change statement looks at, newest first, per word
 RECENT = 24  #: candidates a bare correction looks back over (the last few entries)
+CACHED = 4096  #: texts whose helpers' answers are kept (``_body``, ``_shapes``, ...)
 
 
 @dataclass
@@ -115,7 +116,7 @@ class Supersession:
             self._corrected(entry_id, c.text)
         for i, c in enumerate(cands):
             ref = (entry_id, i, c)
-            for w in _indexed(c.text) | set(c.terms):
+            for w in set(_WORDS.findall(c.text[:2000].lower())) | set(c.terms):
                 self._by_word[w].append(ref)
             self._recent.append(ref)
 
@@ -180,30 +181,24 @@ class Supersession:
                 self.new.append((eid, idx))
 
 
-# The helpers below are pure functions of their strings, kept in bounded caches: the window
-# runs a supersession over the best past entries of every new question (``retrieve.Sources.
-# superseded``), and the same entries' lines come back question after question (their
-# shapes were ~60 % of that run)
-@lru_cache(maxsize=16_384)
-def _indexed(text: str) -> frozenset[str]:
-    """The words and values a candidate is found by (lower case, its head)."""
-    return frozenset(_WORDS.findall(text[:2000].lower()))
-
-
-@lru_cache(maxsize=16_384)
+# The helpers below are pure functions of their strings, kept in small caches (a few MB): the
+# window runs a supersession over the best past entries of every new question
+# (``retrieve.Sources.superseded``), and the same entries' lines come back question after
+# question (their values' shapes were ~60 % of that run)
+@lru_cache(maxsize=CACHED)
 def _body(text: str) -> str:
     """A line without its leading time stamp and speaker."""
     return _SPEAKER.sub("", _STAMP.sub("", text, count=1), count=1)
 
 
-@lru_cache(maxsize=16_384)
+@lru_cache(maxsize=CACHED)
 def _shapes(text: str) -> tuple[tuple[str, str], ...]:
     """Each word of ``text`` past its first, as (shape, lower case), stop words left out."""
     return tuple((_shape(w), low) for w in _WORDS.findall(text)[1:]
                  if (low := w.lower()) not in STOPWORDS)
 
 
-@lru_cache(maxsize=16_384)
+@lru_cache(maxsize=CACHED)
 def _same_kind(text: str, new: str) -> bool:
     """``text`` names a value of the new one's kind (past its first word, which any sentence
     capitalizes): "on Thursday" for "Friday"."""
@@ -223,7 +218,7 @@ def _common_start(a: str, b: str) -> int:
     return n
 
 
-@lru_cache(maxsize=65_536)
+@lru_cache(maxsize=4 * CACHED)
 def _shape(v: str) -> str:
     """A value's shape: digits, capitals and small letters as classes ("1.22.6" -> "9.9.9")."""
     v = re.sub(r"\d+", "9", v)
@@ -241,7 +236,7 @@ def _named(token: str) -> bool:
             and (bool(_VALUEISH.search(token)) or token[:1].isupper()))
 
 
-@lru_cache(maxsize=16_384)
+@lru_cache(maxsize=CACHED)
 def _changes(text: str) -> tuple[tuple[str | None, str, list[str]], ...]:
     """(old token or None, new value, subject words) for each change statement in ``text``
     (kept: callers only read it)."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from memman_daemon.engine.facts import STOPWORDS, Candidate, terms
 
@@ -81,6 +82,7 @@ _WORDS = re.compile(r"[\w][\w.\-/:@+]*[\w%]|\w")
 MAX_VALUE_WORDS = 5  #: a ``key: value`` whose value is longer is a sentence, not a setting
 SCAN = 200  #: earlier candidates one change statement looks at, newest first, per word
 RECENT = 24  #: candidates a bare correction looks back over (the last few entries)
+CACHED = 4096  #: texts whose helpers' answers are kept (``_body``, ``_shapes``, ...)
 
 
 @dataclass
@@ -179,11 +181,24 @@ class Supersession:
                 self.new.append((eid, idx))
 
 
+# The helpers below are pure functions of their strings, kept in small caches (a few MB): the
+# window runs a supersession over the best past entries of every new question
+# (``retrieve.Sources.superseded``), and the same entries' lines come back question after
+# question (their values' shapes were ~60 % of that run)
+@lru_cache(maxsize=CACHED)
 def _body(text: str) -> str:
     """A line without its leading time stamp and speaker."""
     return _SPEAKER.sub("", _STAMP.sub("", text, count=1), count=1)
 
 
+@lru_cache(maxsize=CACHED)
+def _shapes(text: str) -> tuple[tuple[str, str], ...]:
+    """Each word of ``text`` past its first, as (shape, lower case), stop words left out."""
+    return tuple((_shape(w), low) for w in _WORDS.findall(text)[1:]
+                 if (low := w.lower()) not in STOPWORDS)
+
+
+@lru_cache(maxsize=CACHED)
 def _same_kind(text: str, new: str) -> bool:
     """``text`` names a value of the new one's kind (past its first word, which any sentence
     capitalizes): "on Thursday" for "Friday"."""
@@ -191,8 +206,7 @@ def _same_kind(text: str, new: str) -> bool:
     if want is None:
         return False
     shape, low = _shape(want), want.lower()
-    return any(_shape(w) == shape and w.lower() != low and w.lower() not in STOPWORDS
-               for w in _WORDS.findall(text)[1:])
+    return any(sh == shape and w != low for sh, w in _shapes(text))
 
 
 def _common_start(a: str, b: str) -> int:
@@ -204,6 +218,7 @@ def _common_start(a: str, b: str) -> int:
     return n
 
 
+@lru_cache(maxsize=4 * CACHED)
 def _shape(v: str) -> str:
     """A value's shape: digits, capitals and small letters as classes ("1.22.6" -> "9.9.9")."""
     v = re.sub(r"\d+", "9", v)
@@ -221,8 +236,14 @@ def _named(token: str) -> bool:
             and (bool(_VALUEISH.search(token)) or token[:1].isupper()))
 
 
-def _changes(text: str) -> list[tuple[str | None, str, list[str]]]:
-    """(old token or None, new value, subject words) for each change statement in ``text``."""
+@lru_cache(maxsize=CACHED)
+def _changes(text: str) -> tuple[tuple[str | None, str, list[str]], ...]:
+    """(old token or None, new value, subject words) for each change statement in ``text``
+    (kept: callers only read it)."""
+    return tuple(_find_changes(text))
+
+
+def _find_changes(text: str) -> list[tuple[str | None, str, list[str]]]:
     out: list[tuple[str | None, str, list[str]]] = []
     low = text.lower()
     if "renam" in low:

@@ -255,20 +255,26 @@ def retrieve(index: RecallIndex | None, s: Session, tl: Timeline, query: str,
     out.pending = hits.pending
     out.hits = hits
     rank = 0
-    eids, entry_unit, fused, stand_in = c.eids, tl.entry_unit, hits.fused, hits.stand_in
-    for row in hits.order(mine):
+    eids, entry_unit = c.eids, tl.entry_unit
+    order = hits.order(mine)
+    # the rows' scores and flags read at once (thousands of rows at 10k entries: a numpy
+    # scalar per row cost more than the walk's own steps)
+    idx = np.asarray(order, dtype=np.int64)
+    fused, stand_in = hits.fused[idx].tolist(), hits.stand_in[idx].tolist()
+    unit_rank = out.unit_rank
+    for at, row in enumerate(order):
         eid = eids[row]
         if eid == query_id:
             continue
         u = entry_unit.get(eid)
-        if u is None or u.index in out.unit_rank:
+        if u is None or u.index in unit_rank:
             continue
         rank += 1
         out.units.append(u.index)
-        out.unit_rank[u.index] = rank
+        unit_rank[u.index] = rank
         out.unit_row[u.index] = row
-        out.unit_score[u.index] = float(fused[row])
-        out.stand_ins += bool(stand_in[row])
+        out.unit_score[u.index] = fused[at]
+        out.stand_ins += stand_in[at]
     if not recalls:
         return out
     out.across = (c, others, caller)

@@ -270,20 +270,34 @@ def _select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: An
     # completes it as a candidate of its own, at a share of its score (candidates.completing)
     heap: list[tuple[float, int, int, Any]] = []
     ranked = r.units
-    if importance is not None and len(ranked) > 1:  # ties of the rank: the more important first
+    #: this session's ranked units in the heap's order, taken from the front as the fill
+    #: reaches them (``lazy``): only the recalled entries and queued neighbours are in the
+    #: heap (thousands of units at 10,000 entries, most never reached)
+    lazy = importance is not None and len(ranked) > 1
+    if lazy:  # ties of the rank: the more important first
+        assert importance is not None
         idx = np.asarray(ranked)  # (thousands of units at 60,000 entries: no key per unit)
         score = np.fromiter((r.unit_score[i] for i in ranked), np.float64, len(ranked))
         ranked = idx[np.lexsort((-importance[idx], -score))].tolist()
-    for k, i in enumerate(ranked):
-        heap.append((-r.unit_score[i], k, 0, i))
+    else:
+        for k, i in enumerate(ranked):
+            heap.append((-r.unit_score[i], k, 0, i))
     for k, item in enumerate(r.recalled):
         heap.append((-item.score, k, 1, item))
     heapq.heapify(heap)
     seen: set[str] = set(_texts(c, sel.units))
     because: dict[int, str] = {}  #: neighbours queued: why they would be sent
-    tick = len(heap)
-    while heap and room - sel.used >= 8:
-        neg, _k, kind, x = heapq.heappop(heap)
+    tick = len(ranked) + len(r.recalled)
+    front = 0 if lazy else len(ranked)  #: the next of ``ranked`` not taken (``lazy``)
+    head = (-r.unit_score[ranked[0]], 0, 0, ranked[0]) if lazy else None
+    while (heap or head is not None) and room - sel.used >= 8:
+        if head is not None and (not heap or head < heap[0]):
+            neg, _k, kind, x = head
+            front += 1
+            head = (-r.unit_score[ranked[front]], front, 0, ranked[front]) \
+                if front < len(ranked) else None
+        else:
+            neg, _k, kind, x = heapq.heappop(heap)
         if kind == 1:
             if x.entry.content not in seen and f.add_recalled_together(
                     _with_later(x, replaced_by)):

@@ -7,6 +7,7 @@ Bounded work: at most ``MAX_CHARS`` of one entry are looked at.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,6 +16,33 @@ from memman_daemon.model import Entry
 
 MAX_CHARS = 200_000  #: characters of one entry searched for matching lines
 MAX_LINES = 40
+#: characters of split entries kept (``_split``): a large entry retrieved by question after
+#: question is split and its lines' words read once, not on every request
+SPLIT_CHARS = 4_000_000
+_SPLIT: OrderedDict[tuple[int, bool], tuple[str, list[tuple[str, frozenset[str]]], int]] = \
+    OrderedDict()
+_split_chars = 0
+
+
+def _split(e: Entry) -> list[tuple[str, frozenset[str]]]:
+    """``e``'s lines (``facts.split_candidates``) with their terms, kept per entry while its
+    text is the same (an LRU bounded by ``SPLIT_CHARS`` characters)."""
+    global _split_chars
+    text = (e.content or "")[:MAX_CHARS]
+    key = (e.id, e.role == "tool")
+    got = _SPLIT.get(key)
+    if got is not None and got[0] == text:
+        _SPLIT.move_to_end(key)
+        return got[1]
+    if got is not None:
+        _split_chars -= got[2]
+    lines = [(line, frozenset(facts.terms(line)))
+             for line in facts.split_candidates(text, structured=e.role == "tool")]
+    _SPLIT[key] = (text, lines, len(text))
+    _split_chars += len(text)
+    while _split_chars > SPLIT_CHARS and len(_SPLIT) > 1:
+        _split_chars -= _SPLIT.popitem(last=False)[1][2]
+    return lines
 
 
 def line_candidates(entries: list[Entry], query_terms: set[str]) -> list[tuple[int, str]]:
@@ -27,9 +55,8 @@ def line_candidates(entries: list[Entry], query_terms: set[str]) -> list[tuple[i
     scored: list[tuple[int, int, str]] = []
     k = 0
     for e in entries:
-        text = (e.content or "")[:MAX_CHARS]
-        for line in facts.split_candidates(text, structured=e.role == "tool"):
-            hit = len(query_terms & set(facts.terms(line)))
+        for line, terms in _split(e):
+            hit = len(terms.intersection(query_terms))
             if hit:
                 scored.append((-hit, k, line))
             k += 1

@@ -488,6 +488,9 @@ class RecallIndex(Component):
         self._warm: asyncio.Task[None] | None = None  #: the local models loading (``warm``)
         self._loaded = asyncio.Event()  #: the rows the daemon started with are indexed
         self._damaged = 0  #: stored vectors of the start that could not be read
+        #: while the start loads: its entries whose stored vector is not placed yet (each may
+        #: be waiting for one: ``stats`` counts them as pending until the load has said)
+        self._load_left = 0
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
         #: (corpus, question vector) -> (vec_epoch, rows, rows with a vector, cosines)
         self._cos: OrderedDict[tuple[int, bytes], tuple[int, int, np.ndarray, np.ndarray]] \
@@ -540,6 +543,7 @@ class RecallIndex(Component):
         self._forgot(await self.storage.forgotten())
         for s in self.sessions.by_id.values():
             self.scope_of[s.id] = self.key(s)
+            self._load_left += sum(1 for e in s.entries if indexed(e))
         self._loader = asyncio.get_running_loop().create_task(self._load_rows(),
                                                               name="memman-recall-load")
 
@@ -578,6 +582,7 @@ class RecallIndex(Component):
             log.exception("loading the recall index failed; the rows not loaded are missing "
                           "from recall until the daemon restarts")
         finally:
+            self._load_left = 0
             self._loaded.set()
             if warm is not None:
                 with contextlib.suppress(Exception):  # a model that cannot load says so
@@ -607,6 +612,7 @@ class RecallIndex(Component):
         model = self.embedder.model_id
         late_on = self.embedder.late and self._tok_store is not None
         corpora = list(self.corpora.values())
+        last = "tokens" if late_on else "vectors"
         for kind in ("vectors", "tokens") if model else ():
             if kind == "tokens" and not late_on:
                 break
@@ -654,6 +660,8 @@ class RecallIndex(Component):
                     else:
                         c.set_toks(rows, [b[1] for b in blobs], [b[0] for b in blobs],
                                    usual // late.TOKENS)
+                    if kind == last:  # the row has all it needs, if the kinds before had it
+                        self._load_left -= len(rows)
                 await asyncio.sleep(0)
             if ahead is not None:  # the model changed meanwhile: that read is not used
                 ahead.cancel()
@@ -661,7 +669,8 @@ class RecallIndex(Component):
             log.warning("%d stored recall vectors could not be read; their entries are "
                         "embedded again", self._damaged)
         # rows still without a vector (or token vectors) wait for the background embedder;
-        # the entries that arrived meanwhile are queued already
+        # the entries that arrived meanwhile are queued already (and counted as such)
+        self._load_left = 0
         queued = {(id(c), eid) for c, eid in self._pending.queue}
         for c in corpora:
             n = c.n
@@ -692,8 +701,11 @@ class RecallIndex(Component):
                 # the rows the daemon started with are still being indexed (``_load_rows``)
                 "loading": not self._loaded.is_set(),
                 "entries": sum(c.bm25.live for c in self.corpora.values()),
-                # with embeddings off no vector is coming: nothing is pending
-                "pending_vectors": self.waiting() if self.embedder.enabled else 0,
+                # with embeddings off no vector is coming: nothing is pending; while the start
+                # loads, its entries whose stored vector is not read yet count as pending (a
+                # client waiting for 0 must not stop before the load has said which are)
+                "pending_vectors": self.waiting() + max(self._load_left, 0)
+                if self.embedder.enabled else 0,
                 "embedded": p.embedded,
                 "drain_per_s": round(p.rate, 1), "model": self.embedder.model_id,
                 # with a shared store: this daemon's part of the shared rows

@@ -146,3 +146,29 @@ async def test_a_damaged_stored_vector_is_embedded_again_and_the_rest_load(root:
         await c.session_open("q", {"user_id": "ana"})
         await c.session_add("q", {"role": "user", "content": "Where does my sister live?"})
         assert "Ljubljana" in texts(await c.session_context("q", {"max_tokens": 2000}))
+
+
+async def test_while_the_index_loads_its_entries_count_as_pending_vectors(
+        held: asyncio.Event, root: Path) -> None:
+    """A client that waits for ``pending_vectors`` to reach 0 (a benchmark, a script before
+    it asks) must not stop while the start has not read which entries have a vector: until
+    then each of them counts, and the ones added meanwhile too. Once loaded, only those
+    with no stored vector are left."""
+    p1 = (await _written(root))["p1"]
+    import sqlite3
+
+    with sqlite3.connect(root / "data" / "memman.db") as conn:  # one stored vector lost
+        conn.execute("DELETE FROM recall_vectors WHERE entry_id=?", (p1[2],))
+    held.clear()
+    async with running_daemon(root) as d, d.client() as c:
+        st = (await c.call("memman_stats"))["recall"]
+        assert st["loading"] is True and st["pending_vectors"] == 5  # ana's 4, bob's 1
+        await c.session_add("p1", {"role": "user", "content": "Maja plays the cello."})
+        assert (await c.call("memman_stats"))["recall"]["pending_vectors"] == 6
+        held.set()
+        await d.app.recall.loaded()
+        # the lost vector and the added entry: read from the store, nothing else waits
+        d.app.recall.settle()  # the added entry: indexed by the load already
+        assert d.app.recall.stats()["pending_vectors"] == 2
+        assert await d.app.recall.drained(60)
+        assert (await c.call("memman_stats"))["recall"]["pending_vectors"] == 0

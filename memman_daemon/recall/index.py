@@ -43,7 +43,9 @@ from memman_daemon.model import Entry
 from memman_daemon.recall import updates
 from memman_daemon.scope import Caller, across_mask, corpus_key
 from memman_daemon.search import core, late
+from memman_daemon.search.words import STOPWORDS
 from memman_daemon.search.words import terms as text_terms
+from memman_daemon.search.words import words as said_words
 from memman_daemon.storage.recall import Change, Forgotten, RemoteRow
 
 if TYPE_CHECKING:
@@ -110,6 +112,11 @@ FOLLOW_LOOK = 32  #: ... among this many read at most (the best by those words f
 #: ...each lifted to this share of its row's score (just below it, when not above already)
 FOLLOW_LIFT = 0.99
 ROW_TERMS = 4096  #: rows whose words are kept for that (``_said``)
+#: a ranking's best rows looked at for repeats (``said_again``): a turn whose words the same
+#: speaker said before in a better-ranked row ("how's the weather over there", asked in most
+#: sessions) tells the model nothing that row does not; unchecked, a question that matched
+#: one small-talk line filled a 1k window with 27 copies of two of them
+REPEAT_TOP = 300
 
 
 def entry_text(e: Entry, max_chars: int) -> str:
@@ -149,6 +156,11 @@ _STAMPED = re.compile(rf"^\s*{_STAMP}\s*")
 #: out lost as much on one data set as it won on another, docs/decisions.md)
 _LEAD = re.compile(rf"^\s*(?:{_STAMP}\s*)?"
                    r"(?:[A-ZÀ-ÖØ-Þ][\w'-]{0,23}(?: [A-ZÀ-ÖØ-Þ][\w'-]{0,23}){0,2}:\s)?")
+#: a turn's head in any export's form: a stamp with a digit in it ("12/06/2023, 15:05 - ",
+#: "[Tue 5 Mar 2024 18:41] ", "(3:05 pm, 12 June 2023) ") or none, then the speaker's name
+#: and ": " (a sentence's colon after words with no digit is left alone)
+_TURN_HEAD = re.compile(r"^\s*(?:(?:(?![.!?]\s)[^\n!?]){0,48}?\d(?:(?![.!?]\s)[^\n!?]){0,48}?\s)??"
+                        r"[A-ZÀ-ÖØ-Þ][\w'-]{0,23}(?: [A-ZÀ-ÖØ-Þ][\w'-]{0,23}){0,2}:\s")
 #: ... the name itself
 _NAMED = re.compile(rf"^\s*(?:{_STAMP}\s*)?"
                     r"([A-ZÀ-ÖØ-Þ][\w'-]{0,23}(?: [A-ZÀ-ÖØ-Þ][\w'-]{0,23}){0,2}):\s")
@@ -502,6 +514,9 @@ class RecallIndex(Component):
         self._turns: weakref.WeakKeyDictionary[Corpus, tuple[np.ndarray, np.ndarray]] = \
             weakref.WeakKeyDictionary()
         self._speaker_of: dict[tuple[str, str], int] = {}
+        #: per corpus, each row's words as ``said_again`` compares them (0: not read yet)
+        self._said_keys: weakref.WeakKeyDictionary[Corpus, np.ndarray] = \
+            weakref.WeakKeyDictionary()
         #: (corpus, row) -> (its text, what it says), for ``follow_ups``
         self._row_said: OrderedDict[tuple[int, int], tuple[str, updates.Said]] = OrderedDict()
         self._unsaved: list[tuple[Corpus, int, str, str, np.ndarray]] = []
@@ -1103,7 +1118,42 @@ class RecallIndex(Component):
         # once for the question: the same speaker's later turns on its best rows' subjects
         seen = c.alive() if mask is None else c.alive() & mask[:c.n]
         hits.fused = self.follow_ups(c, hits.fused, seen)
+        hits.fused = self.said_again(c, hits.fused)
         return hits
+
+    def said_again(self, c: Corpus, fused: np.ndarray) -> np.ndarray:
+        """``fused`` with the repeats among its best ``REPEAT_TOP`` rows put below every
+        other of them: a conversation turn whose words (its stamp and name left out, the
+        values kept: "the code is 4417" / "the code is 5512" differ) its speaker said in a
+        better-ranked row. They keep their order among themselves and may still fill what
+        room is left; a turn with no word of its own ("ok", "lol") is never a repeat."""
+        n = c.n
+        top = np.flatnonzero(fused[:n] > 0)
+        if len(top) < 2:
+            return fused
+        if len(top) > REPEAT_TOP:
+            top = top[np.argpartition(-fused[top], REPEAT_TOP)[:REPEAT_TOP]]
+        top = top[np.argsort(-fused[top], kind="stable")]
+        spk = self._speakers(c, top)[0][top].tolist()
+        keys = self._repeat_keys(c, top)[top].tolist()
+        seen: set[tuple[int, int]] = set()
+        again: list[int] = []
+        for r, who, key in zip(top.tolist(), spk, keys, strict=True):
+            if who < 0 or key == 1:  # not a conversation turn, or no word of its own
+                continue
+            if (who, key) in seen:
+                again.append(r)
+            else:
+                seen.add((who, key))
+        if not again:
+            return fused
+        rows = np.array(again, dtype=np.int64)
+        rest = np.setdiff1d(top, rows, assume_unique=True)
+        floor = float(fused[rest].min()) if len(rest) else float(fused[rows].min())
+        out = fused.copy()
+        # below the lowest of the others, in their own order
+        out[rows] = fused[rows] / float(fused[rows].max()) * floor * 0.5
+        return out
 
     def retrieve(self, c: Corpus, query: str, qvecs: tuple[Any, ...],
                  mask: np.ndarray | None = None) -> Hits:
@@ -1312,6 +1362,23 @@ class RecallIndex(Component):
             while len(self._row_said) > ROW_TERMS:
                 self._row_said.popitem(last=False)
         return got[1]
+
+    def _repeat_keys(self, c: Corpus, rows: np.ndarray) -> np.ndarray:
+        """Each row's words as ``said_again`` compares them: a hash of its words in order,
+        lower-cased, its stamp and name left out; 1: no word of its own (stop words only);
+        read for ``rows`` not read before (a row's text never changes)."""
+        got = self._said_keys.get(c)
+        if got is None or len(got) < c.n:
+            keys = np.zeros(max(c.n, 64) * 5 // 4, dtype=np.int64)
+            if got is not None:
+                keys[: len(got)] = got
+            got = self._said_keys[c] = keys
+        for r in np.unique(rows[got[rows] == 0]).tolist():
+            head = _TURN_HEAD.sub("", c.texts[r][:updates.READ_CHARS], count=1)
+            words = said_words(head)  # lower-cased, in order
+            own = any(w not in STOPWORDS for w in words)
+            got[r] = (hash(" ".join(words)) | 2) if own else 1  # never 0 or 1 when own
+        return got
 
     def _speakers(self, c: Corpus, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each row's speaker number (role and name; -2: not a conversation turn) and whether

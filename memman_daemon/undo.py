@@ -14,6 +14,7 @@ expiry, a deleted session) are not the client's actions and are never undone.
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 
 from memman.errors import CONFLICT, MemmanError, not_found
@@ -38,7 +39,7 @@ class Undo:
         self.scratchpad, self.cache = scratchpad, cache
         self.user_memory, self.agent_md = user_memory, agent_md
 
-    async def _candidates(self, client: str, session_id: str | None) -> list[tuple[Any, ...]]:
+    async def _candidates(self, client: str, session_id: str | None) -> list[sqlite3.Row]:
         return await audit_rows.of_client(self.store, client, UNDOABLE, session_id, _SCAN)
 
     async def _undone(self) -> set[int]:

@@ -18,6 +18,7 @@ from memman_daemon.rpc import Call, handles, prechecks
 from memman_daemon.scope import Caller, owner_conflict
 
 if TYPE_CHECKING:
+    from memman.types import ContextAnswer, Preview
     from memman_daemon.app import App
 
 
@@ -123,7 +124,7 @@ async def session_finalize(call: Call, session_id: str, question: str, answer: s
 
 
 @handles(names.SESSION_CONTEXT)
-async def session_context(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
+async def session_context(call: Call, session_id: str, opts: dict[str, Any]) -> ContextAnswer:
     s = _session(call, session_id)
     peek = opts.get("peek", False)
     rest = {k: v for k, v in opts.items() if k != "peek"}
@@ -135,7 +136,7 @@ async def session_context(call: Call, session_id: str, opts: dict[str, Any]) -> 
 
 
 @handles(names.SESSION_PREVIEW)
-async def session_preview(call: Call, session_id: str, opts: dict[str, Any]) -> dict[str, Any]:
+async def session_preview(call: Call, session_id: str, opts: dict[str, Any]) -> Preview:
     return await call.app.engine.preview(_session(call, session_id), opts)
 
 

@@ -68,20 +68,21 @@ def unsubscribe(call: Call, subscription: int) -> dict[str, Any]:
 @handles(names.COUNT_TOKENS)
 def count_tokens(call: Call, messages: list[Any], model: str | dict[str, Any],
                  tools: list[Any] | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(model, dict):
-        opts = model  # the options map {model, tools} (checked by the declaration)
-        if "tools" in opts:
-            tools = opts["tools"]
-        model = opts.get("model", DEFAULT_MODEL)
+    if isinstance(model, dict):  # the options map {model, tools} (checked by the declaration)
+        if "tools" in model:
+            tools = model["tools"]
+        name: str = model.get("model", DEFAULT_MODEL)
+    else:
+        name = model
     if isinstance(tools, dict):
         tools = tools.get("tools") or []
     counter = call.app.tokens
-    message_tokens = counter.count_messages(messages, model)
-    tool_tokens = counter.count_tools(tools, model)
+    message_tokens = counter.count_messages(messages, name)
+    tool_tokens = counter.count_tools(tools, name)
     return {"tokens": message_tokens + tool_tokens, "message_tokens": message_tokens,
             "tool_tokens": tool_tokens,
-            "per_message": [counter.count_message(m, model) for m in messages],
-            "encoding": counter.encoding_name(model), "model": model}
+            "per_message": [counter.count_message(m, name) for m in messages],
+            "encoding": counter.encoding_name(name), "model": name}
 
 
 def _peer_pid(conn: Any) -> int | None:

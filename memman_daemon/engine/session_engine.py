@@ -17,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from memman.errors import CONFLICT, MemmanError, invalid_params, not_found
+from memman.types import Compaction, ContextAnswer, Preview
 from memman_daemon.component import Component
 from memman_daemon.engine import compression, cycles, portability, usage
 from memman_daemon.engine.window.builder import ContextBuilder
@@ -249,10 +250,10 @@ class SessionEngine(Component):
         async with self.lock(s.id):
             if not self._alive(s):
                 raise not_found("session", s.id)
-            last = s.meta.exchanges[-1] if s.meta.exchanges else None
-            again = (last is not None and not cycles.cycle_entries(s) and s.meta.cycle.start_id
-                     and last.question == question and (last.answer == answer or last.summarized)
-                     and last.answer_bytes == len(answer.encode()))
+            prev = s.meta.exchanges[-1] if s.meta.exchanges else None
+            again = (prev is not None and not cycles.cycle_entries(s) and s.meta.cycle.start_id
+                     and prev.question == question and (prev.answer == answer or prev.summarized)
+                     and prev.answer_bytes == len(answer.encode()))
             if s.meta.counters.get("cycles", 0) != cycle_no or again:
                 raise MemmanError(CONFLICT, f"this cycle of session {s.id!r} was already "
                                   "finalized (by a concurrent call with the same question and "
@@ -331,7 +332,7 @@ class SessionEngine(Component):
                 "cycles": m.counters.get("cycles", 0)}
 
     # --- reads -------------------------------------------------------------------
-    async def context(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
+    async def context(self, s: Session, opts: dict[str, Any]) -> ContextAnswer:
         """What the agent sends now; counts it and publishes ``pruned`` when entries were left out."""
         self.maybe_compress(s)
         out = await self.assemble(s, opts)
@@ -359,17 +360,17 @@ class SessionEngine(Component):
         return Request(budget, model, query or "", tool_tokens, cached, cached_tokens, note,
                        recall=recall)
 
-    async def assemble(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
+    async def assemble(self, s: Session, opts: dict[str, Any]) -> ContextAnswer:
         """The context window (history within the budget, plus cached tool results), with no
         side effects: used by ``context`` and by the report."""
         return await self.builder.context(s, self.request(s, opts))
 
-    async def preview(self, s: Session, opts: dict[str, Any]) -> dict[str, Any]:
+    async def preview(self, s: Session, opts: dict[str, Any]) -> Preview:
         out = await self.builder.preview(s, self.request(s, opts))
         out["compaction"] = self.compaction_preview(s)
         return out
 
-    def compaction_preview(self, s: Session) -> dict[str, Any]:
+    def compaction_preview(self, s: Session) -> Compaction:
         """What compression (the compression design) would fold next, and whether it would start by itself."""
         cfg = self.config.compression
         chosen = compression.select(self.timelines.timeline(s), cfg)
@@ -444,8 +445,10 @@ class SessionEngine(Component):
                     return {"removed": None, "summaries": [], "audit_id": None,
                             "session": s.overview()}
                 e = s.entries[-1]
-            elif (e := s.by_id.get(entry_id)) is None:
+            elif (found := s.by_id.get(entry_id)) is None:
                 raise not_found("entry", entry_id)
+            else:
+                e = found
             relinked = [sm for sm in s.summaries.values() if e.id in sm.entry_ids]
             for sm in relinked:
                 sm.entry_ids = [i for i in sm.entry_ids if i != e.id]

@@ -27,6 +27,7 @@ from memman_daemon.storage.sqlite.store import Op, Store
 
 if TYPE_CHECKING:
     from memman.config import Config
+    from memman.types import ContextFigures
     from memman_daemon.clock import Clock
     from memman_daemon.engine.session_engine import SessionEngine
     from memman_daemon.events import EventBus
@@ -119,7 +120,7 @@ class UsageSeries(Component):
     def _budget(self, s: Session) -> int:
         return self.engine.budget(s)
 
-    def record_context(self, s: Session, answer: dict[str, Any]) -> None:
+    def record_context(self, s: Session, answer: ContextFigures) -> None:
         """A context request's answer: what was sent and the whole history, as the daemon
         counted them (``tokens``, ``history_tokens``, ``budget``)."""
         sent, history, budget = (int(answer["tokens"]), int(answer["history_tokens"]),

@@ -168,7 +168,7 @@ class Summarizer(Component):
         self._client, self._retired = None, []
 
     def stats(self) -> dict[str, Any]:
-        c = dict(self.counters)
+        c: dict[str, Any] = dict(self.counters)
         c["latency_mean_s"] = round(c["latency_total_s"] / c["ok"], 4) if c["ok"] else 0.0
         c["latency_total_s"] = round(c["latency_total_s"], 4)
         c["latency_max_s"] = round(c["latency_max_s"], 4)

@@ -256,7 +256,7 @@ class Blocks:
             self[np.asarray(rows, dtype=np.int64)] = np.frombuffer(
                 b"".join(blobs), dtype=stored).reshape(len(rows), *self.row_shape)
             return
-        views = [memoryview(b).cast("B") for b in self.blocks]
+        views = [b.data.cast("B") for b in self.blocks]
         size = self.dtype.itemsize * int(np.prod(self.row_shape))
         for r, blob in zip(rows, blobs, strict=True):
             at = (r % BLOCK) * size
@@ -664,7 +664,8 @@ class RecallIndex(Component):
                     at = [get(eid) for eid, _ in left]
                     hit = [i for i, r in enumerate(at) if r is not None]
                     if hit:
-                        by_corpus.append((c, [at[i] for i in hit], [left[i][1] for i in hit]))
+                        by_corpus.append((c, [r for r in at if r is not None],
+                                          [left[i][1] for i in hit]))
                     if len(hit) < len(left):
                         left = [x for x, r in zip(left, at, strict=True) if r is None]
                     else:
@@ -891,9 +892,9 @@ class RecallIndex(Component):
             for sid in self._carried.pop(said, None) or ():
                 if sid not in self.sessions.by_id:  # deleted meanwhile: its exclusions went
                     continue
-                got = self.excluded.setdefault(sid, set())
-                if r.id not in got:
-                    got.add(r.id)
+                excl = self.excluded.setdefault(sid, set())
+                if r.id not in excl:
+                    excl.add(r.id)
                     ops.append(self.storage.exclude_op(sid, r.id, time.time(), said))
         for key in change.gone:
             got = self._remote_in.pop(key, None)
@@ -1103,9 +1104,9 @@ class RecallIndex(Component):
         (``follow_ups``)."""
         parts = facets(query)
         have = c.has_vec[:c.n] & c.alive()
-        qv = [v[0] for v in vecs if v[0] is not None]
-        if len(qv) > 1 and c.vec is not None and have.any():
-            self._cosines_many(c, qv, have)  # every facet in one pass over the matrix
+        given = [v[0] for v in vecs if v[0] is not None]
+        if len(given) > 1 and c.vec is not None and have.any():
+            self._cosines_many(c, given, have)  # every facet in one pass over the matrix
         hits = self.retrieve(c, query, vecs[0], mask)
         for f, qv in zip(parts[1:], vecs[1:], strict=True):
             more = self.retrieve(c, f, qv, mask)

@@ -51,7 +51,11 @@ class AuditRecord:
     @classmethod
     def from_row(cls, r: Any) -> AuditRecord:
         """From a row of the audit table (either store): ``data`` is its JSON text."""
-        return cls(*r[:10], data=json.loads(r[10]))
+        # the ten columns before ``data`` by position (a checker cannot count a slice's
+        # items, so ``data`` is set apart rather than passed by name after them)
+        rec = cls(*r[:10])
+        rec.data = json.loads(r[10])
+        return rec
 
 
 def select_newest(filt: dict[str, Any], mark: Callable[[int], str]) -> tuple[str, list[Any]]:

@@ -245,7 +245,7 @@ class ToolCache(Component):
         key = _key(tool, params)
         bucket = self.by_session.get(session_id)
         e = bucket.get(key) if bucket else None
-        if e is None:
+        if bucket is None or e is None:
             self._count(session_id, "misses")
             self._publish("miss", session_id, key=key, tool_name=tool)
             return None

@@ -403,14 +403,14 @@ class BusinessDocs(SearchableTier):
         is its ``doc_id``, or the id of one of its chunks (``chunk_id`` in search results):
         the source of that chunk. Removing agent.md removes its content too, and (``follow``)
         each host's file follows."""
-        if isinstance(ref, int) and not isinstance(ref, bool):
-            d = await self.rows.of_chunk(tenant_id, ref)
-            if d is None:
-                raise not_found("chunk", ref)
-        else:  # a doc_id (the schema lets nothing else through)
+        if isinstance(ref, str):
             d = await self.rows.get(tenant_id, ref)
             if d is None:
                 raise not_found("document", ref)
+        else:  # a chunk's id (the schema lets nothing else through: never a bool)
+            d = await self.rows.of_chunk(tenant_id, ref)
+            if d is None:
+                raise not_found("chunk", ref)
         await self.audit.ensure_ids(1)
         rec, aop = self.audit.record(
             "remove", d.title, f"docs:{tenant_id}/{d.doc_id}", "-", client, tenant_id=tenant_id,

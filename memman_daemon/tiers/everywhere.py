@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from memman.config import Config
     from memman.scope import Caller
     from memman_daemon.recall.index import RecallIndex
-    from memman_daemon.tiers.docs import Docs
+    from memman_daemon.tiers.docs import BusinessDocs
     from memman_daemon.tiers.memory import UserMemory
 
 #: the least share of the question's words a hit carries to be returned (``opts.min_coverage``)
@@ -66,7 +66,7 @@ def _stems(text: str) -> set[str]:
 
 
 async def search_everywhere(caller: Caller, query: str, limit: int, floor: float, *,
-                            config: Config, memory: UserMemory, docs: Docs,
+                            config: Config, memory: UserMemory, docs: BusinessDocs,
                             recall: RecallIndex) -> dict[str, Any]:
     """The merged hits of the four sources for ``caller`` (user within tenant), best first."""
     user, tenant = caller.user_id, caller.tenant_id

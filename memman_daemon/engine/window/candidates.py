@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -186,6 +186,19 @@ def day_name(n: int) -> str:
     return got
 
 
+class ScoreParts(TypedDict, total=False):
+    """A recalled entry's retrieval figures (the retriever's ``Hits.parts``), named as
+    ``memman.types.RecalledEntry`` names them."""
+
+    bm25: float
+    bm25_rank: int | None
+    vector: float
+    vector_rank: int | None
+    vector_model: str  #: "search", or "static (pending)" while its vector is pending
+    fused: float
+    supersedes: int  #: brought along: it replaced a value of this entry
+
+
 @dataclass(slots=True)
 class Recalled:
     """An entry of another session of this user, brought back by the retriever."""
@@ -209,12 +222,13 @@ class Recalled:
         self.group = (self.session_id, "" if states_its_date(self.entry.content) else self.date)
 
     @property
-    def parts(self) -> dict[str, Any]:
-        out = self.hits.parts(self.row) if self.hits is not None and self.row >= 0 else {}
+    def parts(self) -> ScoreParts:
+        out: ScoreParts = self.hits.parts(self.row) \
+            if self.hits is not None and self.row >= 0 else {}
         return {**out, "supersedes": self.supersedes} if self.supersedes else out
 
 
-def parts_of(items: list[Recalled]) -> list[dict[str, Any]]:
+def parts_of(items: list[Recalled]) -> list[ScoreParts]:
     """Each item's ``parts``, read from the retriever's arrays at once where they share one."""
     hits = items[0].hits if items else None
     if hits is None or any(r.hits is not hits or r.row < 0 for r in items):

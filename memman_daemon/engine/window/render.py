@@ -12,8 +12,9 @@ newest user message.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
+from memman.types import ContextPart, RecalledSource
 from memman_daemon.engine.window.candidates import (
     Recalled,
     SessionCandidates,
@@ -27,8 +28,18 @@ RECALLED_HEADER = ("[Recalled from this user's earlier sessions, oldest first; w
                    "disagree the newer statement is current]")
 
 
+class _Extra(TypedDict, total=False):
+    """What a part may say besides its figures (``ContextPart``'s fields not always sent)."""
+
+    rank: int | None
+    why: str
+    date: str
+    superseded: bool
+    sources: list[RecalledSource]
+
+
 def part(kind: str, tokens: int, entry_ids: list[int] | None = None, *,
-         score: float | None = None, mark: str = "kept", **extra: Any) -> dict[str, Any]:
+         score: float | None = None, mark: str = "kept", **extra: Unpack[_Extra]) -> ContextPart:
     return {"kind": kind, "tokens": tokens, "entry_ids": entry_ids or [], "summary_id": None,
             "score": None if score is None else round(score, 6), "mark": mark, **extra}
 
@@ -68,7 +79,7 @@ def recalled_text(ordered: list[Recalled]) -> str:
     return "\n".join(lines)
 
 
-def recalled_part(items: list[Recalled], tokens: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def recalled_part(items: list[Recalled], tokens: int) -> tuple[dict[str, Any], ContextPart]:
     """The recalled message and its part; ``tokens``: its measure (the builder's)."""
     ordered = recalled_order(items)
     msg = {"role": "system", "content": recalled_text(ordered)}
@@ -95,15 +106,15 @@ def kind_of(e: Entry, mandatory: str) -> str:
     return "context" if e.type == "context" else "message"
 
 
-def messages(c: SessionCandidates, sel: Selection, *, days: dict[int, str | None],
+def messages(c: SessionCandidates, sel: Selection, *, days: dict[int, str],
              notes: dict[int, str], count: Any, recalled_tokens: int, gap_role: str,
              parts_of: Any,
-             cached: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+             cached: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[ContextPart]]:
     """``count(msg) -> tokens`` (exact, cached by the caller); ``recalled_tokens``: the
     recalled message's (measured from its lines by the caller); ``days[unit]`` the date its
     first entry opens with (dated units only)."""
     msgs: list[dict[str, Any]] = []
-    parts: list[dict[str, Any]] = []
+    parts: list[ContextPart] = []
     recalled_done = not sel.recalled
 
     def put_recalled() -> None:
@@ -143,12 +154,14 @@ def messages(c: SessionCandidates, sel: Selection, *, days: dict[int, str | None
             msg = entry_message(e, day=day, note=note)
             tokens = e.tokens if not (day or note) else count(msg)
             msgs.append(msg)
-            parts.append(part(kind_of(e, u.mandatory), tokens, [e.id],
-                              score=info.get("fused"),
-                              mark="pinned" if u.mandatory == "pinned" else "kept",
-                              rank=info.get("rank"), why=sel.units[i],
-                              **({"date": day} if day else {}),
-                              **({"superseded": True} if note else {})))
+            p = part(kind_of(e, u.mandatory), tokens, [e.id], score=info.get("fused"),
+                     mark="pinned" if u.mandatory == "pinned" else "kept",
+                     rank=info.get("rank"), why=sel.units[i])
+            if day:
+                p["date"] = day
+            if note:
+                p["superseded"] = True
+            parts.append(p)
     if not recalled_done:
         put_recalled()
     if not facts_done:

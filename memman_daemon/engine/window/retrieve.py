@@ -452,11 +452,12 @@ def _superseded(out: Retrieval, index: RecallIndex, c: Any, others: np.ndarray,
     by_item = {r.entry.id: r for r in best}
     hidden: set[int] = set()
     for eid, later in later_of.items():
-        rows = {f.id: (f, sid, row) for f, sid, row in later}
-        new = replacement(out.replaced, eid, rows)
+        later_by_id = {f.id: (f, sid, row) for f, sid, row in later}
+        new = replacement(out.replaced, eid, later_by_id)
         if new is None:
             continue
-        f, sid, row = rows[new]  # (recalled on its own too, maybe: select sends an entry once)
+        # (recalled on its own too, maybe: select sends an entry once)
+        f, sid, row = later_by_id[new]
         if across_entry(index, c, row, caller) is None:
             hidden.add(eid)
             continue

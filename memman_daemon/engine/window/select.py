@@ -285,11 +285,14 @@ def _select(c: SessionCandidates, r: Retrieval, room: int, costs: Costs, cfg: An
     for k, item in enumerate(r.recalled):
         heap.append((-item.score, k, 1, item))
     heapq.heapify(heap)
-    seen: set[str] = set(_texts(c, sel.units))
+    seen = set(_texts(c, sel.units))
     because: dict[int, str] = {}  #: neighbours queued: why they would be sent
     tick = len(ranked) + len(r.recalled)
     front = 0 if lazy else len(ranked)  #: the next of ``ranked`` not taken (``lazy``)
-    head = (-r.unit_score[ranked[0]], 0, 0, ranked[0]) if lazy else None
+    #: the front of ``ranked`` in the heap's shape (-score, order, kind, item): the item is a
+    #: unit here, a unit or (kind 1) a recalled entry in the heap
+    head: tuple[float, int, int, Any] | None = \
+        (-r.unit_score[ranked[0]], 0, 0, ranked[0]) if lazy else None
     while (heap or head is not None) and room - sel.used >= 8:
         if head is not None and (not heap or head < heap[0]):
             neg, _k, kind, x = head

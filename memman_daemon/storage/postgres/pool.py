@@ -305,7 +305,8 @@ class PgStore(Component):
         if self.state == "refused":
             why = self.last_error or "schema refused"
             return SharedUnavailable(f"shared store refused: {why}", self.backoff_max_s)
-        why = self.last_error if exc is None else f"{type(exc).__name__}: {exc}".strip()
+        why = (self.last_error or self.state) if exc is None else \
+            f"{type(exc).__name__}: {exc}".strip()
         return SharedUnavailable(
             f"the shared store {redact(self.dsn)} is unavailable ({why}); nothing was changed. "
             f"memman reconnects by itself: retry in {max(retry, 0.05):.2f}s. Sessions keep "
@@ -388,14 +389,17 @@ class PgStore(Component):
             while self._outbox:
                 payload = self._outbox[0]
                 try:
-                    await self.run(lambda c, p=payload: c.execute("SELECT pg_notify($1, $2)",
-                                                                  CHANNEL, p))
+                    await self._send(payload)
                     self.events_sent += 1
                 except Exception as exc:  # down: the events of the outage are not replayed
                     log.debug("event not sent to other daemons: %s", exc)
                     self._outbox.clear()
                     break
                 self._outbox.popleft()
+
+    async def _send(self, payload: str) -> None:
+        """One event to the other daemons (``pg_notify``, in a transaction of its own)."""
+        await self.run(lambda c: c.execute("SELECT pg_notify($1, $2)", CHANNEL, payload))
 
     def _on_notify(self, conn: Any, pid: int, channel: str, payload: str) -> None:
         self.events_received += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sqlite3
 from typing import Any
 
 from memman_daemon.storage.audit import COLUMNS, AuditRecord, select_newest, select_promotion
@@ -47,7 +48,7 @@ class SqliteAudit:
 
 # --- memman_undo's reads ----------------------------------------------------------------------
 async def of_client(store: Store, client: str, actions: tuple[str, ...], session_id: str | None,
-                    limit: int) -> list[tuple[Any, ...]]:
+                    limit: int) -> list[sqlite3.Row]:
     """The client's newest ``limit`` records of these actions (of one session), newest first."""
     where = ["client=?", f"action IN ({','.join('?' * len(actions))})"]
     params: list[Any] = [client, *actions]

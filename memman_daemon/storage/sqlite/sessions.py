@@ -5,6 +5,7 @@ after a failed commit. ``Sessions`` (memman_daemon/sessions.py) is the only call
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 
 import orjson
@@ -98,7 +99,7 @@ def delete_ops(session_id: str) -> list[Op]:
             ("DELETE FROM recall_exclusions WHERE session_id=?", (session_id,))]
 
 
-async def all_sessions(store: Store) -> list[tuple[Any, ...]]:
+async def all_sessions(store: Store) -> list[sqlite3.Row]:
     return await store.fetchall("SELECT id, meta FROM sessions")
 
 
@@ -106,11 +107,11 @@ async def any_entries(store: Store) -> bool:
     return bool(await store.fetchall("SELECT 1 FROM entries LIMIT 1"))
 
 
-async def all_entries(store: Store) -> list[tuple[Any, ...]]:
+async def all_entries(store: Store) -> list[sqlite3.Row]:
     return await store.fetchall("SELECT id, data, session_id FROM entries ORDER BY id")
 
 
-async def all_summaries(store: Store) -> list[tuple[Any, ...]]:
+async def all_summaries(store: Store) -> list[sqlite3.Row]:
     return await store.fetchall("SELECT id, data, session_id FROM summaries ORDER BY id")
 
 

@@ -269,7 +269,19 @@ class ContextPart(TypedDict):
     sources: NotRequired[list[RecalledSource]]  #: kind ``recalled``: each line's entry
 
 
-class RecalledEntry(TypedDict, total=False):
+class ScoreParts(TypedDict, total=False):
+    """A recalled entry's retrieval figures (the daemon's retriever fills them)."""
+
+    bm25: float
+    bm25_rank: int | None
+    vector: float
+    vector_rank: int | None
+    vector_model: str  #: "search", or "static (pending)" while its vector is pending
+    fused: float
+    supersedes: int  #: brought along: it replaced a value of this entry
+
+
+class RecalledEntry(ScoreParts, total=False):
     """An entry of another of the user's sessions that a window brings back."""
 
     entry_id: int
@@ -283,13 +295,6 @@ class RecalledEntry(TypedDict, total=False):
     decision: str
     score_parts: dict[str, Any]
     rank: int | None
-    bm25: float
-    bm25_rank: int | None
-    vector: float
-    vector_rank: int | None
-    vector_model: str  #: "search", or "static (pending)" while its vector is pending
-    fused: float
-    supersedes: int
 
 
 class Retrieval(TypedDict, total=False):

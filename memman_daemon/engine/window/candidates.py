@@ -10,10 +10,11 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 
+from memman.types import ScoreParts
 from memman_daemon.engine.window.timeline import Timeline, Unit, states_its_date
 from memman_daemon.model import Entry
 from memman_daemon.search import words
@@ -184,19 +185,6 @@ def day_name(n: int) -> str:
             _DAYS.clear()
         got = _DAYS[n] = time.strftime("%Y-%m-%d", time.gmtime(n * 86400))
     return got
-
-
-class ScoreParts(TypedDict, total=False):
-    """A recalled entry's retrieval figures (the retriever's ``Hits.parts``), named as
-    ``memman.types.RecalledEntry`` names them."""
-
-    bm25: float
-    bm25_rank: int | None
-    vector: float
-    vector_rank: int | None
-    vector_model: str  #: "search", or "static (pending)" while its vector is pending
-    fused: float
-    supersedes: int  #: brought along: it replaced a value of this entry
 
 
 @dataclass(slots=True)

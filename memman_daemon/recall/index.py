@@ -1127,7 +1127,8 @@ class RecallIndex(Component):
         other of them: a conversation turn whose words (its stamp and name left out, the
         values kept: "the code is 4417" / "the code is 5512" differ) its speaker said in a
         better-ranked row. They keep their order among themselves and may still fill what
-        room is left; a turn with no word of its own ("ok", "lol") is never a repeat."""
+        room is left; a turn with no word of its own ("ok", "yes": stop words only) is never
+        a repeat."""
         n = c.n
         top = np.flatnonzero(fused[:n] > 0)
         if len(top) < 2:

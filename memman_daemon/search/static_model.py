@@ -38,7 +38,7 @@ import numpy as np
 PACKAGE = "wordllama"  #: the wheel that ships the files (a dependency of memman)
 SHIPPED_DIM = 256  #: the shipped weights' dimension; 128 and 64 are its first columns
 TENSOR = "embedding.weight"  #: the table's name in the safetensors file
-GROUP_CELLS = 1 << 16  #: token rows gathered at once: 64 MiB of float32 at 256 dimensions
+GROUP_CELLS = 1 << 12  #: token rows gathered at once: 4 MiB of float32 at 256 dimensions
 _DTYPES = {"F16": "<f2", "F32": "<f4"}
 
 

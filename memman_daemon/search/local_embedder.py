@@ -17,12 +17,12 @@ WordLlama:
 ``wordllama`` 0.4 ships ``weights/l2_supercat_256.safetensors`` (16 MB, 256 dimensions) and
 its tokenizer file in ``tokenizers/``. ``static_model.py`` reads both straight from the
 installed package's folder, found without importing the package (whose imports, ``requests``
-and ``pydantic`` among them, held the interpreter lock ~0.3-0.5 s at every start), and computes
-the package's ``embed(texts, norm=False)`` itself: the same vectors, bit for bit. Nothing is
-fetched or copied, and a missing file is an error that names it. A text's vector is the
-average of its token vectors, normalized here (unit length), so the dot product of two vectors
-is their cosine similarity. It runs on the CPU in microseconds per text; docs/performance.md
-(## Retrieval) has its RSS and texts/s.
+and ``pydantic`` among them, cost ~0.25 s of CPU under the interpreter lock at every start),
+and computes the package's ``embed(texts, norm=False)`` itself: the same vectors, bit for bit.
+Nothing is fetched or copied, and a missing file is an error that names it. A text's vector is
+the average of its token vectors, normalized here (unit length), so the dot product of two
+vectors is their cosine similarity. It runs on the CPU in microseconds per text;
+docs/performance.md (## Retrieval) has its RSS and texts/s.
 
 Loaded models are shared by every daemon in one process (tests start many), keyed by model
 and dimension.

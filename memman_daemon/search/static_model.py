@@ -3,8 +3,8 @@
 The ``wordllama`` wheel (0.4) ships ``weights/l2_supercat_256.safetensors`` (Llama 2's token
 embedding table distilled to 256 dimensions, float16, 32,000 x 256) and
 ``tokenizers/l2_supercat_tokenizer_config.json`` (Llama 2's BPE tokenizer). Importing the
-package runs its code: ``requests``, ``pydantic``, its training and clustering modules, ~0.3-0.5 s
-of imports that hold the interpreter lock while a restarting daemon reads its session log. So
+package runs its code: ``requests``, ``pydantic``, its config and clustering modules, ~0.25 s
+of CPU under the interpreter lock while a restarting daemon reads its session log. So
 this module finds the package's folder without importing it (``importlib.util.find_spec`` of a
 top-level package does not run it), reads the safetensors file itself (an 8-byte length, a
 JSON header, the raw little-endian array) and the tokenizer with the ``tokenizers`` library,

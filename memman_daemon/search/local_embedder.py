@@ -15,30 +15,30 @@ Two models, for two jobs (docs/decisions.md, "Semantic memory offline"):
 WordLlama:
 
 ``wordllama`` 0.4 ships ``weights/l2_supercat_256.safetensors`` (16 MB, 256 dimensions) and
-its tokenizer file in ``tokenizers/``; its loader looks for the tokenizer under
-``tokenizer/`` and would then try a model hub. So the shipped tokenizer file is copied once
-into ``<data dir>/cache/wordllama/tokenizers/`` and the model is loaded from there with
-downloads disabled: nothing is fetched at run time, and a missing file is an error that says
-so. A text's vector is the average of its token vectors, normalized (unit length), so the dot
-product of two vectors is their cosine similarity. It runs on the CPU in microseconds per
-text; docs/performance.md (## Retrieval) has its RSS and texts/s.
+its tokenizer file in ``tokenizers/``. ``static_model.py`` reads both straight from the
+installed package's folder, found without importing the package (whose imports, ``requests``
+and ``pydantic`` among them, cost ~0.25 s of CPU under the interpreter lock at every start),
+and computes the package's ``embed(texts, norm=False)`` itself: the same vectors, bit for bit.
+Nothing is fetched or copied, and a missing file is an error that names it. A text's vector is
+the average of its token vectors, normalized here (unit length), so the dot product of two
+vectors is their cosine similarity. It runs on the CPU in microseconds per text;
+docs/performance.md (## Retrieval) has its RSS and texts/s.
 
-Loaded models are shared by every daemon in one process (tests start many), keyed by model,
-dimension and cache dir.
+Loaded models are shared by every daemon in one process (tests start many), keyed by model
+and dimension.
 """
 
 from __future__ import annotations
 
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memman_daemon.search import minilm
+from memman_daemon.search import minilm, static_model
 
-SHIPPED_DIM = 256
+SHIPPED_DIM = static_model.SHIPPED_DIM
 DIMS = (64, 128, 256)
 STATIC_MODEL = "l2_supercat"  #: WordLlama's shipped model: the fast one
 MINILM_MODEL = minilm.MODEL
@@ -66,54 +66,23 @@ def model_id(model: str, dim: int) -> str:
     return f"minilm/{model}@{dim}" if model == MINILM_MODEL else f"wordllama/{model}@{dim}"
 
 
-def _prepare_cache(cache_dir: Path, model: str) -> None:
-    """Copy the tokenizer file the wheel ships to where the loader looks without a hub."""
-    import wordllama
-
-    pkg = Path(wordllama.__file__).parent
-    name = f"{model}_tokenizer_config.json"
-    shipped = pkg / "tokenizers" / name
-    target = cache_dir / "tokenizers" / name
-    if target.exists() and target.stat().st_size == shipped.stat().st_size:
-        return
-    if not shipped.exists():
-        raise LocalEmbedderError(f"wordllama does not ship {shipped}; reinstall wordllama "
-                                 "0.4.x or set [embeddings] provider = \"none\"")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        shutil.copyfile(shipped, tmp)
-        tmp.replace(target)
-    except OSError as exc:  # a full or read-only data dir: no model, not a failed request
-        raise LocalEmbedderError(f"cannot copy the tokenizer of {model!r} to {target}: "
-                                 f"{exc}") from exc
-
-
 def load_model(model: str, dim: int, cache_dir: Path) -> Any:
-    """The loaded model (shared per process), or LocalEmbedderError."""
+    """The loaded model (shared per process), or LocalEmbedderError. ``cache_dir`` is the
+    data dir's ``cache/wordllama``: MiniLM makes its int8 file beside it; the static model is
+    read from the wheel's own files and needs no cache."""
     if model == MINILM_MODEL:
         return _load_minilm(dim, cache_dir.parent / "minilm")
     if dim not in DIMS:
         raise LocalEmbedderError(f"[embeddings] dim must be one of {DIMS}; got {dim}")
-    key = (model, dim, str(cache_dir))
+    key = (model, dim, "")
     with _lock:
-        if key in _models:
-            return _models[key]
-        try:
-            from wordllama import WordLlama
-        except ImportError as exc:
-            raise LocalEmbedderError("the local embedder needs the wordllama package "
-                                     "(pip install wordllama)") from exc
-        _prepare_cache(cache_dir, model)
-        try:
-            wl = WordLlama.load(config=model, cache_dir=cache_dir, dim=SHIPPED_DIM,
-                                trunc_dim=None if dim == SHIPPED_DIM else dim,
-                                disable_download=True)
-        except (FileNotFoundError, ValueError, AttributeError) as exc:
-            raise LocalEmbedderError(f"cannot load the local model {model!r} offline: "
-                                     f"{exc}") from exc
-        _models[key] = wl
-        return wl
+        if key not in _models:
+            try:
+                _models[key] = static_model.load(model, dim)
+            except static_model.StaticModelUnavailable as exc:
+                raise LocalEmbedderError(f"cannot load the local model {model!r} offline: "
+                                         f"{exc}") from exc
+        return _models[key]
 
 
 def _load_minilm(dim: int, cache_dir: Path) -> Any:
@@ -167,8 +136,7 @@ class LocalEmbedder:
         if not self.fast:
             return np.asarray(self._wl.embed(texts), dtype=np.float32)
         # an empty text has no tokens (a zero vector): give it a placeholder token
-        vecs = self._wl.embed([t if t.strip() else "." for t in texts], norm=False)
-        vecs = np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1)
+        vecs = self._wl.embed([t if t.strip() else "." for t in texts])
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return vecs / norms

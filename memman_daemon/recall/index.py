@@ -685,8 +685,12 @@ class RecallIndex(Component):
             log.warning("%d stored recall vectors could not be read; their entries are "
                         "embedded again", self._damaged)
         # rows still without a vector (or token vectors) wait for the background embedder;
-        # the entries that arrived meanwhile are queued already (and counted as such)
+        # the entries that arrived meanwhile are queued already (and counted as such); those
+        # the load indexed itself leave the incoming queue (counted once, not twice)
         self._load_left = 0
+        self._incoming = deque(
+            (sess, rest) for sess, arrived in self._incoming
+            if (rest := [e for e in arrived if e.id not in self.corpus_of(sess).row_of]))
         queued = {(id(c), eid) for c, eid in self._pending.queue}
         for c in corpora:
             n = c.n

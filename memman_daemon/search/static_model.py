@@ -5,8 +5,8 @@ embedding table distilled to 256 dimensions, float16, 32,000 x 256) and
 ``tokenizers/l2_supercat_tokenizer_config.json`` (Llama 2's BPE tokenizer). Importing the
 package runs its code: ``requests``, ``pydantic``, its config and clustering modules, ~0.25 s
 of CPU under the interpreter lock while a restarting daemon reads its session log. So
-this module finds the package's folder without importing it (``importlib.util.find_spec`` of a
-top-level package does not run it), reads the safetensors file itself (an 8-byte length, a
+this module finds the package's folder without importing it (``wheels.package_dir``:
+``find_spec`` of a top-level package does not run it), reads the safetensors file itself (an 8-byte length, a
 JSON header, the raw little-endian array) and the tokenizer with the ``tokenizers`` library,
 and computes what ``WordLlama.load(config, dim=256, trunc_dim=d).embed(texts, norm=False)``
 does (``wordllama/inference.py``):
@@ -27,13 +27,14 @@ carried over in the same order.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from memman_daemon.wheels import package_dir
 
 PACKAGE = "wordllama"  #: the wheel that ships the files (a dependency of memman)
 SHIPPED_DIM = 256  #: the shipped weights' dimension; 128 and 64 are its first columns
@@ -46,21 +47,10 @@ class StaticModelUnavailable(RuntimeError):
     """The package with the shipped files is missing, or a file is missing or unreadable."""
 
 
-def package_dir() -> Path | None:
-    """The installed ``wordllama`` folder, found without running its ``__init__``."""
-    try:
-        spec = importlib.util.find_spec(PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
 def shipped_files(model: str) -> tuple[Path, Path]:
     """The weights and tokenizer files the wheel ships for ``model``, or the error naming
     what is missing."""
-    pkg = package_dir()
+    pkg = package_dir(PACKAGE)
     if pkg is None:
         raise StaticModelUnavailable(
             f"the local model {model!r} needs the wordllama package, whose wheel ships its "

@@ -55,7 +55,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Any]:
     from wordllama import WordLlama
 
     cache = tmp_path_factory.mktemp("wordllama")
-    pkg = sm.package_dir()
+    pkg = sm.package_dir(sm.PACKAGE)
     assert pkg is not None
     (cache / "tokenizers").mkdir()
     shutil.copy(pkg / "tokenizers" / f"{MODEL}_tokenizer_config.json", cache / "tokenizers")
@@ -130,7 +130,7 @@ def test_the_daemons_embedder_never_imports_the_package(tmp_path: Path) -> None:
         "from pathlib import Path\n"
         "from memman_daemon.search.local_embedder import LocalEmbedder\n"
         "from memman_daemon.search import static_model\n"
-        "assert static_model.package_dir() is not None\n"
+        "assert static_model.package_dir(static_model.PACKAGE) is not None\n"
         f"e = LocalEmbedder('{MODEL}', 256, Path({str(tmp_path)!r}) / 'wordllama')\n"
         "v = e.embed(['hello world', ''])\n"
         "assert v.shape == (2, 256)\n"
@@ -144,12 +144,12 @@ def test_the_daemons_embedder_never_imports_the_package(tmp_path: Path) -> None:
 
 def _fresh(monkeypatch: pytest.MonkeyPatch, pkg: Path | None) -> None:
     monkeypatch.setattr(le, "_models", {})
-    monkeypatch.setattr(sm, "package_dir", lambda: pkg)
+    monkeypatch.setattr(sm, "package_dir", lambda package: pkg)
 
 
 def test_a_missing_package_or_file_is_an_error_naming_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = sm.package_dir()
+    real = sm.package_dir(sm.PACKAGE)
     assert real is not None
     _fresh(monkeypatch, None)
     with pytest.raises(le.LocalEmbedderError, match="needs the wordllama package"):
@@ -173,7 +173,7 @@ def test_a_missing_package_or_file_is_an_error_naming_it(
 @pytest.mark.parametrize("damage", ["truncated", "header", "dtype", "name"])
 def test_a_broken_weights_file_is_an_error_naming_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
-    real = sm.package_dir()
+    real = sm.package_dir(sm.PACKAGE)
     assert real is not None
     pkg = tmp_path / "wordllama"
     shutil.copytree(real / "tokenizers", pkg / "tokenizers")

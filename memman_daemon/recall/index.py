@@ -1373,12 +1373,7 @@ class RecallIndex(Component):
         """Each row's words as ``said_again`` compares them: a hash of its words in order,
         lower-cased, its stamp and name left out; 1: no word of its own (stop words only);
         read for ``rows`` not read before (a row's text never changes)."""
-        got = self._said_keys.get(c)
-        if got is None or len(got) < c.n:
-            keys = np.zeros(max(c.n, 64) * 5 // 4, dtype=np.int64)
-            if got is not None:
-                keys[: len(got)] = got
-            got = self._said_keys[c] = keys
+        got = self._said_keys[c] = _grown(self._said_keys.get(c), c.n, 0, np.int64)
         for r in np.unique(rows[got[rows] == 0]).tolist():
             head = _TURN_HEAD.sub("", c.texts[r][:updates.READ_CHARS], count=1)
             words = said_words(head)  # lower-cased, in order
@@ -1389,15 +1384,10 @@ class RecallIndex(Component):
     def _speakers(self, c: Corpus, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each row's speaker number (role and name; -2: not a conversation turn) and whether
         it is a short reply, read from the entries of ``rows`` not read before."""
-        n = c.n
-        got = self._turns.get(c)
-        if got is None or len(got[0]) < n:
-            spk = np.full(max(n, 64) * 5 // 4, -1, dtype=np.int32)
-            short = np.zeros(len(spk), dtype=bool)
-            if got is not None:
-                spk[: len(got[0])], short[: len(got[1])] = got
-            got = self._turns[c] = (spk, short)
-        spk, short = got
+        old = self._turns.get(c)
+        spk = _grown(old[0] if old else None, c.n, -1, np.int32)
+        short = _grown(old[1] if old else None, len(spk), False, np.bool_)
+        self._turns[c] = (spk, short)
         for r in np.unique(rows[spk[rows] == -1]).tolist():
             e = self.entry_at(c, r)[0]
             if e is None or e.type != "message" or e.role not in ("user", "assistant") \
@@ -1703,6 +1693,17 @@ class RecallIndex(Component):
                 return False
             await asyncio.sleep(0.02)
         return True
+
+
+def _grown(col: np.ndarray | None, n: int, fill: Any, dtype: Any) -> np.ndarray:
+    """A per-row column read lazily (``fill``: not read yet) holding at least ``n`` rows:
+    ``col`` itself when it does, else a copy of it with room for a quarter more."""
+    if col is not None and len(col) >= n:
+        return col
+    out = np.full(max(n, 64) * 5 // 4, fill, dtype=dtype)
+    if col is not None:
+        out[: len(col)] = col
+    return out
 
 
 def rarity(c: Corpus, words: list[str] | None) -> np.ndarray | None:

@@ -655,6 +655,41 @@ async def test_a_line_said_again_on_other_days_is_sent_once_and_leaves_room() ->
         assert sum("any news about the garden?" in t for t in best) > 3, best
 
 
+async def test_a_line_said_again_is_judged_only_among_what_the_caller_may_see() -> None:
+    # another user's and a private session's copies of the same stamped line (the same name,
+    # the same words, ranked as high) are never seen, never sent, and never make the
+    # caller's own line a "repeat" that goes below the rest
+    def said(day: int, text: str) -> str:
+        return f"{day:02d}/03/2024, 09:{day:02d} - Ana: {text}"
+
+    async with running_daemon() as d, d.client() as c:
+        for day in range(1, 9):  # bob's sessions first: his copies are the older ones
+            await _session(c, f"b{day}", "bob", [
+                ("user", said(day, "any news about the garden?")),
+                ("user", said(day, "the garden gnome was stolen again"))], MARCH + 86400 * day)
+        await c.session_open("p", {"user_id": "ana"})
+        await c.session_add("p", {"role": "user", "content": said(9, "any news about the garden?"),
+                                  "metadata": {"private": True}, "created_at": MARCH + 86400 * 9})
+        await c.session_add("p", {"role": "user", "metadata": {"private": True},
+                                  "content": said(9, "the garden key is under the blue pot"),
+                                  "created_at": MARCH + 86400 * 9 + 60})
+        await _session(c, "a1", "ana", [("user", said(10, "any news about the garden?")),
+                                        ("user", said(10, "the tulips along the fence are up"))],
+                       MARCH + 86400 * 10)
+        await c.session_open("q", {"user_id": "ana"})
+        await c.session_add("q", {"role": "user", "content": "Any news about the garden?"})
+        assert await d.server.app.recall.drained(60)
+        ctx = await c.session_context("q", {"max_tokens": 400})
+        body = texts(ctx)
+        assert "gnome" not in body and "blue pot" not in body  # bob's, and private
+        assert {r["session_id"] for r in ctx["recalled"]} == {"a1"}
+        fused = {r["text"].split(" - Ana: ")[1]: r["fused"] for r in ctx["recalled"]}
+        # not taken for a repeat: a repeat goes below half of the lowest other best row
+        assert fused["any news about the garden?"] > 0.5 * fused[
+            "the tulips along the fence are up"], fused
+        assert body.count("any news about the garden?") == 1
+
+
 async def test_the_index_grows_after_windows_that_looked_for_corrections() -> None:
     """A window looks for later statements that replaced a recalled value (BM25 over the
     recalled entry's rarest words) and keeps those scores while the index is the same; the

@@ -20,6 +20,7 @@ from memman_daemon.config_watch import ConfigWatcher
 from memman_daemon.engine.session_engine import SessionEngine
 from memman_daemon.engine.usage_series import UsageSeries
 from memman_daemon.llm.summarizer import Summarizer
+from memman_daemon.model import Session
 from memman_daemon.recall.index import RecallIndex
 from memman_daemon.search.embed_queue import EmbeddingQueue
 from memman_daemon.search.embeddings import Embedder
@@ -127,6 +128,7 @@ class App:
         self.sessions.on_appended = [self.recall.appended, self.engine.timelines.appended]
         self.engine.timelines.yield_to = self.recall.indexing
         self.engine.builder.learned = self.user_memory.bearing_on
+        self.engine.builder.repeats.state = self._read_state
         self.sessions.on_reset = [self.recall.session_gone]
         self.sessions.on_recall_changed = [self.recall.recall_changed]
         self.embedder.reembed_progress = self.vector_sync.progress
@@ -145,6 +147,15 @@ class App:
         if self.shared_audit is not self.audit:
             self.components.insert(self.components.index(self.audit) + 1, self.shared_audit)
         self.config_watch = ConfigWatcher(config, self.events)
+
+    def _read_state(self, s: Session) -> tuple[int, ...] | None:
+        """What a context answer of ``s`` was built from, as the owners' counters (an
+        answer is sent again only while they are the same: ``engine/window/repeats.py``);
+        None while the timelines' follower or the recall index's start has work left."""
+        timelines, recall = self.engine.timelines.state(), self.recall.state(s)
+        if timelines is None or recall is None:
+            return None
+        return (self.sessions.changes, timelines, *recall, self.events.changes)
 
     async def start(self) -> None:
         await self.store.open()

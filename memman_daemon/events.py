@@ -16,6 +16,10 @@ from typing import Any
 from memman.names import TOPICS
 
 FILTER_KEYS = ("session_id", "user_id", "tenant_id")
+#: events that tell of a read, not a change (a context request's, the stats tick, a cache
+#: lookup): they leave ``EventBus.changes`` as it is
+READS = frozenset({("session", "pruned"), ("session", "series_point"), ("stats", "tick"),
+                   ("stats", "shared_store"), ("cache", "hit"), ("cache", "miss")})
 
 
 @dataclass
@@ -36,6 +40,7 @@ class Subscription:
 class EventBus:
     subscriptions: dict[int, Subscription] = field(default_factory=dict)
     published: int = 0  #: events published since start (all topics)
+    changes: int = 0  #: ...of them, those that tell of a change (not in ``READS``)
     #: in-process observers (daemon components such as the usage series): called with
     #: (topic, kind, data, scope) for every publish; not subscriptions, never counted as clients
     taps: list[Callable[[str, str, Any, dict[str, Any]], None]] = field(default_factory=list)
@@ -65,6 +70,8 @@ class EventBus:
         ``data`` may be a function: it is called only if someone is listening (and once).
         """
         self.published += 1
+        if (topic, kind) not in READS:
+            self.changes += 1
         scope = {"session_id": session_id, "user_id": user_id, "tenant_id": tenant_id}
         for tap in self.taps:
             tap(topic, kind, data, scope)

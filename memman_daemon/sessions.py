@@ -63,6 +63,9 @@ class Sessions:
         self.on_recall_changed: list[Callable[[Session], None]] = []
         self.by_id: dict[str, Session] = {}
         self._ids = itertools.count(1)
+        #: bumped as every commit starts and ends (memory changes on either side of it): a
+        #: context answer sent again is the same only while this is (``Repeats``)
+        self.changes = 0
 
     # --- ids and persistence helpers ------------------------------------------------------
     def next_id(self) -> int:
@@ -88,6 +91,7 @@ class Sessions:
         rollback: if the commit fails, ``session`` is restored in place from the disk (or
         dropped, when the disk has no row for it) and the error re-raised as -32003.
         ``heavy``: statements over many rows, committed off the event loop (``Store.write``)."""
+        self.changes += 1
         try:
             await self.store.write(ops, heavy=heavy)
         except Exception as exc:
@@ -96,6 +100,8 @@ class Sessions:
                 raise
             raise StoreError(f"the change could not be stored ({type(exc).__name__}: {exc}); "
                              "nothing was changed") from exc
+        finally:
+            self.changes += 1
 
     # --- load ----------------------------------------------------------------------------
     async def any_entries(self) -> bool:

@@ -310,6 +310,9 @@ class Corpus:
         self.vec_epoch = 0
         #: ...and when a row's token vectors are: kept MaxSim terms are stale
         self.tok_epoch = 0
+        #: bumped by every change of a row (added, removed, a vector or stand-in set): a
+        #: context answer sent again is the same only while this is (``RecallIndex.state``)
+        self.changes = 0
 
     @property
     def n(self) -> int:
@@ -329,6 +332,7 @@ class Corpus:
 
     def _place(self, e: Entry, text: str, row: int, origin: str) -> int:
         """The row's columns, after its BM25 document."""
+        self.changes += 1
         self.eids.append(e.id)
         self.sids.append(e.session_id)
         code = f"{origin}\x00{e.session_id}" if origin else e.session_id
@@ -356,6 +360,7 @@ class Corpus:
     def remove(self, entry_id: int) -> None:
         row = self.row_of.pop(entry_id, None)
         if row is not None:
+            self.changes += 1
             self.bm25.remove(row)
             self.has_vec[row] = False
             self.has_svec[row] = False
@@ -372,6 +377,7 @@ class Corpus:
         return np.frombuffer(self.bm25._alive, dtype=np.int8, count=self.n) != 0
 
     def set_vec(self, row: int, v: np.ndarray) -> None:
+        self.changes += 1
         if self.vec is None or self.vec.shape[1] != len(v):
             self.vec = Blocks(len(self.has_vec), (len(v),), np.float32)
             self.has_vec[:] = False
@@ -383,6 +389,7 @@ class Corpus:
 
     def set_tok(self, row: int, packed: np.ndarray, n: int) -> None:
         """A row's packed token vectors (``late.pack``)."""
+        self.changes += 1
         if self.tok is None or self.tok.shape[1:] != packed.shape:
             self.tok = Blocks(len(self.has_vec), packed.shape, np.uint8)
             self.tok_n[:] = 0
@@ -395,6 +402,7 @@ class Corpus:
     def set_vecs(self, rows: list[int], blobs: list[bytes], dim: int) -> None:
         """``set_vec`` of many rows at once from their stored bytes (little-endian float32,
         ``dim`` each): a start reading the stored vectors."""
+        self.changes += 1
         if self.vec is None or self.vec.shape[1] != dim:
             self.vec = Blocks(len(self.has_vec), (dim,), np.float32)
             self.has_vec[:] = False
@@ -408,6 +416,7 @@ class Corpus:
                  width: int) -> None:
         """``set_tok`` of many rows at once from their stored bytes (``TOKENS`` x ``width``
         packed values each)."""
+        self.changes += 1
         shape = (late.TOKENS, width)
         if self.tok is None or self.tok.shape[1:] != shape:
             self.tok = Blocks(len(self.has_vec), shape, np.uint8)
@@ -494,6 +503,9 @@ class RecallIndex(Component):
         #: what those entries said (session, created_at, ``forget_digest``): the same statement
         #: under a new id (an import with replace) is forgotten too
         self.forgotten_said: set[tuple[str, float, str]] = set()
+        #: bumped by every change here that is not a row's (an exclusion, a forget, a model
+        #: change, another host's news): ``state``
+        self.changes = 0
         self._pending = _Pending()
         self._trimmed_at = 0  #: entries embedded when the C heap was last trimmed
         self._loader: asyncio.Task[None] | None = None
@@ -538,6 +550,15 @@ class RecallIndex(Component):
     # --- scope ---------------------------------------------------------------------------
     def key(self, s: Session) -> tuple[str, str]:
         return corpus_key(s.meta.user_id, s.meta.tenant_id)
+
+    def state(self, s: Session) -> tuple[int, ...] | None:
+        """What a read for ``s`` depends on here, as numbers that change whenever it does
+        (this index's own changes, the rows waiting to be indexed, its corpus's rows); None
+        while the start loads (every read then may see more)."""
+        if not self._loaded.is_set():
+            return None
+        c = self.corpora.get(self.scope_of.get(s.id, self.key(s)))
+        return (self.changes, len(self._incoming), id(c), c.changes if c is not None else -1)
 
     def corpus_of(self, s: Session) -> Corpus:
         k = self.key(s)
@@ -823,6 +844,7 @@ class RecallIndex(Component):
         return bool(self._incoming) or not self._loaded.is_set()
 
     def removed(self, s: Session, entry_ids: list[int]) -> None:
+        self.changes += 1
         self.settle()
         c = self.corpora.get(self.scope_of.get(s.id, self.key(s)))
         if c is not None:
@@ -845,11 +867,13 @@ class RecallIndex(Component):
         # a person's exclusions stay: they are the session's state, not its rows (cleared or
         # replaced, it still does not recall them); only a deleted session drops them
         self.storage.session_removed(session_id)
+        self.changes += 1
 
     def recall_changed(self, s: Session) -> None:
         """``s``'s recall flag changed (``memman_session_open``): here the window reads the
         flag as it recalls; other hosts learn it from the shared rows (they leave, or come
         back)."""
+        self.changes += 1
         self.settle()
         self.storage.resync()
 
@@ -858,6 +882,7 @@ class RecallIndex(Component):
         it leaves recall on every host (``RecallStorage.forget``; ``ops``: its audit row), and
         this index at once."""
         await self.storage.forget(entry_id, ops)
+        self.changes += 1
         got = self._remote_in.pop(entry_id, None)
         if got is not None:
             got[0].remove(entry_id)
@@ -869,6 +894,7 @@ class RecallIndex(Component):
     def _forgot(self, rows: list[Forgotten]) -> None:
         """This daemon's entries another host forgot for recall (each still the entry that was
         forgotten: its session and time, and what it said when that is recorded)."""
+        self.changes += 1
         for eid, sid, created, digest in rows:
             s = self.sessions.by_id.get(sid)
             if digest:
@@ -887,6 +913,7 @@ class RecallIndex(Component):
         another host forgot leave every other session's recall. Answers the ops to keep:
         a session's exclusion of a removed row, carried to the same statement written again
         under a new id (its session replaced by an import there)."""
+        self.changes += 1
         self._forgot(change.forgotten)
         self._carry_from(change.gone)
         ops: list[Any] = []
@@ -990,9 +1017,11 @@ class RecallIndex(Component):
     async def on_session_deleted(self, session_id: str, client: str = "") -> None:
         """A deleted session: its rows left with ``session_gone``; its exclusions go too (their
         rows left in the delete's transaction)."""
+        self.changes += 1
         self.excluded.pop(session_id, None)
 
     def model_changed(self) -> None:
+        self.changes += 1
         self.settle()
         for c in self.corpora.values():
             c.has_vec[:] = False
@@ -1020,6 +1049,7 @@ class RecallIndex(Component):
         row = self._remote_in.get(entry_id)
         said = said_key(row[1]) if row is not None else ""
         await self.storage.write_exclusion(session_id, entry_id, excluded, at, ops, said)
+        self.changes += 1
         if said and not excluded:  # not brought back excluded under a new id either
             kept = self._carried.get(said)
             if kept is not None and session_id in kept:
@@ -1083,6 +1113,7 @@ class RecallIndex(Component):
         if not len(newest) and c.svec is not None:  # every row has its search vector
             c.svec = None
             c.has_svec[:] = False
+            c.changes += 1
         todo = newest[~c.has_svec[newest]].tolist()
         if not todo:
             return
@@ -1097,6 +1128,7 @@ class RecallIndex(Component):
             if c.texts[r] == t:  # not removed meanwhile
                 c.svec[r] = v
                 c.has_svec[r] = True
+                c.changes += 1
 
     def retrieve_facets(self, c: Corpus, query: str, vecs: list[tuple[Any, ...]],
                         mask: np.ndarray | None = None) -> Hits:
@@ -1524,6 +1556,7 @@ class RecallIndex(Component):
             c.has_svec[:] = False
         c.svec[todo] = vecs
         c.has_svec[todo] = True
+        c.changes += 1
 
     # --- the background embedder -------------------------------------------------------------
     # --- the recall index as a source of the embedding queue (``search/embed_queue.py``) --

@@ -37,6 +37,7 @@ from memman.types import (
 from memman_daemon.engine import facts, scoring
 from memman_daemon.engine.window import candidates as cand
 from memman_daemon.engine.window import render
+from memman_daemon.engine.window.repeats import Repeats
 from memman_daemon.engine.window.request import Request, band_for
 from memman_daemon.engine.window.retrieve import (
     Retrieval,
@@ -115,6 +116,8 @@ class Window:
     notes: dict[int, str]
     tokens: int
     rolling: str = ""  #: what became of the rolling summary
+    #: the daemon's state as the build read it (``Repeats.state``; None: not settled)
+    state: Any = None
 
 
 class ContextBuilder:
@@ -129,8 +132,10 @@ class ContextBuilder:
         #: the user's other sessions as recall reads them (their replaced values cached)
         self.sources = Sources(config, timelines, sessions)
         self._measured: OrderedDict[tuple, int] = OrderedDict()
+        #: the newest answer of each session, sent again while nothing it read has changed
+        self.repeats = Repeats()
         self.counters = {"contexts": 0, "pruned": 0, "emergencies": 0, "over_budget": 0,
-                         "recalled": 0, "trimmed": 0}
+                         "recalled": 0, "trimmed": 0, "sent_again": 0}
 
     # --- exact costs, measured once --------------------------------------------------------
     def _memo(self, key: tuple, measure: Callable[[], int]) -> int:
@@ -302,17 +307,19 @@ class ContextBuilder:
             self._lines_table(costs, c.units, r, big, qterms, max(2 * have, want), model)
 
     # --- the pipeline ------------------------------------------------------------------------
-    async def build(self, s: Session, req: Request) -> Window:
+    async def build(self, s: Session, req: Request,
+                    learned: tuple[dict[str, Any], int] | None) -> Window:
+        """``learned``: the user's lines that bear on the question (``_taught``)."""
         cfg = self.config.context
         model = req.model
         await self.timelines.prepare(s)  # a large backlog in slices, off the others' way
         query, query_id = question(s, req.query)
-        room = max(req.budget - req.tool_tokens - req.cached_tokens - REPLY_PRIMING, 0)
+        room = _room(req)
         # what is awaited comes first: the session grows while a client waits, and every
         # step below reads one timeline and one corpus without a pause
         vecs = await self.recall.question_vectors(query, s) \
             if self.recall is not None and query else None
-        learned = await self._learned(s, query, req, room, model)
+        state = self.repeats.state(s)  # nothing is awaited from here on
         tl = self.timelines.timeline(s)
         c = cand.of_session(tl)
         self.sources.begin()
@@ -417,7 +424,7 @@ class ContextBuilder:
         # definitions alone may pass a tiny budget with no system prompt in the session
         sel.over_budget = sel.over_budget or tokens > req.budget
         return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens,
-                      "included" if rolling is not None else _no_rolling(s, sel))
+                      "included" if rolling is not None else _no_rolling(s, sel), state)
 
     def _facts(self, sel: Selection, tl: Timeline, c: cand.SessionCandidates, r: Retrieval,
                query: str, idf: Callable[[str], float], room: int, model: str) -> None:
@@ -436,6 +443,10 @@ class ContextBuilder:
                 sel.used += tokens
                 return
             text = text.rsplit("\n", 1)[0] if "\n" in text else ""  # a whole line gives way
+
+    async def _taught(self, s: Session, req: Request) -> tuple[dict[str, Any], int] | None:
+        """``_learned`` for the request's question."""
+        return await self._learned(s, question(s, req.query)[0], req, _room(req), req.model)
 
     async def _learned(self, s: Session, query: str, req: Request, room: int,
                        model: str) -> tuple[dict[str, Any], int] | None:
@@ -477,12 +488,24 @@ class ContextBuilder:
         return None
 
     async def context(self, s: Session, req: Request) -> ContextAnswer:
-        w = await self.build(s, req)
+        # the same request of a session that has not changed since its last answer: that
+        # answer (``repeats.py``); the user's taught lines are part of what it was built from
+        learned = await self._taught(s, req)
+        asked = (req.budget, req.model, req.query, req.tool_tokens, req.cached,
+                 req.cached_tokens, req.cached_note, req.recall, learned)
+        out = self.repeats.get(s, asked)
+        if out is not None:
+            self.counters["sent_again"] += 1
+            if self.repeats.check:  # (tests: built again and compared)
+                self.repeats.verify(out, self.answer(await self.build(s, req, learned)))
+        else:
+            w = await self.build(s, req, learned)
+            out = self.answer(w)
+            self.repeats.put(s, w.state, asked, out)
         self.counters["contexts"] += 1
-        self.counters["pruned"] += w.selection.pruned
-        self.counters["over_budget"] += w.selection.over_budget
-        self.counters["recalled"] += len(w.selection.recalled)
-        out = self.answer(w)
+        self.counters["pruned"] += out["pruned"]
+        self.counters["over_budget"] += out["over_budget"]
+        self.counters["recalled"] += len(out["recalled"])
         self.counters["emergencies"] += out["band"] == "emergency"
         return out
 
@@ -541,7 +564,7 @@ class ContextBuilder:
 
     # --- preview: the same window, per entry ----------------------------------------------
     async def preview(self, s: Session, req: Request) -> Preview:
-        w = await self.build(s, req)
+        w = await self.build(s, req, await self._taught(s, req))
         out = self.answer(w)
         c, sel, r = w.cands, w.selection, w.retrieval
         n = len(c.units)
@@ -594,6 +617,12 @@ class ContextBuilder:
                                         if k in out})
         return Preview(**figures, entries=rows, recalled=recalled, summaries=summaries,
                        messages=out["messages"])
+
+
+def _room(req: Request) -> int:
+    """The tokens the window's history may fill: the budget less the tool definitions,
+    the cached tool results and the reply's priming."""
+    return max(req.budget - req.tool_tokens - req.cached_tokens - REPLY_PRIMING, 0)
 
 
 def _mark_recalled(items: list[cand.Recalled], replaced: dict[int, int]) -> bool:

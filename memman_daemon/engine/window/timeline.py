@@ -343,9 +343,21 @@ class Timelines:
         #: set by the app: work that goes first (the recall index's rows of new entries: every
         #: read needs them, the analysis only scores)
         self.yield_to: Callable[[], bool] = lambda: False
+        #: bumped by every step that changes a timeline (units, analysis, a version)
+        self.changes = 0
 
     def invalidate(self, session_id: str) -> None:
         self.versions[session_id] = self.versions.get(session_id, 0) + 1
+        self.changes += 1
+
+    def state(self) -> int | None:
+        """What a read depends on here, as a number that changes whenever it does; None
+        while a session's entries wait for the follower (a read may then analyse some)."""
+        for sid, s in self._follow.items():
+            tl = self._timelines.get(sid)
+            if tl is None or tl.an.session != id(s) or tl.behind(len(s.entries)):
+                return None
+        return self.changes
 
     def forget(self, session_id: str) -> None:
         self._timelines.pop(session_id, None)
@@ -447,6 +459,8 @@ class Timelines:
         """Up to ``units`` more entries into units and ``entries`` more analysed."""
         sc = self.config.scoring
         n = len(s.entries)
+        if (tl.consumed < n and units) or (tl.an.done < n and entries) or tl.an.sup.new:
+            self.changes += 1
         if tl.consumed < n and units:
             extend(tl, s.entries[tl.consumed: tl.consumed + units],
                    self.config.context.keep_system_prompts, sc)
@@ -489,6 +503,7 @@ class Timelines:
             batch: list[Entry] = []
             while todo and time.perf_counter() - t0 < SLICE_S:
                 e = todo.pop()
+                self.changes += 1
                 tl.an.own(e, sc)
                 batch.append(e)
             _restat_entries(tl, batch, sc)

@@ -1,0 +1,136 @@
+"""A context answer sent again (``engine/window/repeats.py``), through the real daemon: the
+same request of an unchanged session gets the same answer without a second build, and every
+change a window reads — of this session, of another session of the user, of who may see
+what — builds it again. ``check`` builds every answer sent again a second time and compares
+the two, so a change that a counter missed fails here."""
+
+from __future__ import annotations
+
+import pytest
+
+from memman_daemon.engine.window.repeats import StaleRepeat
+from tests.helpers import running_daemon
+
+MARCH = 1709373600.0  # 2024-03-02 10:00 UTC
+
+
+def texts(ctx: dict) -> str:
+    return "\n".join(m.get("content") or "" for m in ctx["messages"])
+
+
+async def _session(c, sid: str, user: str, lines: list[str], at: float) -> list[int]:
+    await c.session_open(sid, {"user_id": user})
+    return [(await c.session_add(sid, {"role": ("user", "assistant")[k % 2], "content": t,
+                                       "created_at": at + 60 * k}))["id"]
+            for k, t in enumerate(lines)]
+
+
+def _sent_again(d) -> int:
+    return d.server.app.engine.builder.counters["sent_again"]
+
+
+async def _settled(d) -> None:
+    """The background work a window reads is done (vectors, the timelines' follower)."""
+    app = d.server.app
+    assert await app.recall.drained(60)
+    for _ in range(400):
+        if app.engine.timelines.state() is not None:
+            return
+        await app.engine.timelines.catch_up(app.sessions.get("q"), None)
+    raise AssertionError("the timelines did not settle")
+
+
+async def test_the_same_request_again_is_the_same_answer_without_a_build() -> None:
+    async with running_daemon() as d, d.client() as c:
+        await _session(c, "p", "ana", ["The VPN gateway is vpn-2.corp.example.",
+                                       "Noted, vpn-2 it is."], MARCH)
+        await _session(c, "q", "ana", ["Which VPN gateway do I use?"], MARCH + 86400)
+        await _settled(d)
+        first = await c.session_context("q", {"max_tokens": 800})
+        n = _sent_again(d)
+        again = await c.session_context("q", {"max_tokens": 800})
+        assert again == first and "vpn-2" in texts(again)
+        assert _sent_again(d) == n + 1
+        # another request of the same session is another answer
+        other = await c.session_context("q", {"max_tokens": 600})
+        assert _sent_again(d) == n + 1 and other["budget"] == 600
+        assert (await c.call("memman_stats"))["session_engine"]["context"]["sent_again"] == n + 1
+
+
+async def test_every_change_a_window_reads_builds_it_again() -> None:
+    """Each change below is followed by the same request: with ``check`` on, an answer sent
+    again that a fresh build would not give raises inside the daemon (the call fails)."""
+    async with running_daemon() as d, d.client() as c:
+        d.server.app.engine.builder.repeats.check = True
+        past = await _session(c, "p", "ana", [
+            "The VPN gateway is vpn-2.corp.example.", "Noted, vpn-2 it is.",
+            "My locker code is 4417.", "Noted."], MARCH)
+        await _session(c, "q", "ana", ["Which VPN gateway and locker code do I use?"],
+                       MARCH + 86400)
+        ask = {"max_tokens": 800}
+
+        async def window() -> dict:
+            # (a read that brings another session's timeline up to date keeps nothing: the
+            # next one does, and the one after is sent again, and checked)
+            await _settled(d)
+            n = _sent_again(d)
+            for _ in range(4):
+                got = await c.session_context("q", ask)
+                if _sent_again(d) > n:
+                    return got
+            raise AssertionError("the same request of an unchanged session was built again")
+
+        ctx = await window()
+        assert "vpn-2" in texts(ctx) and "4417" in texts(ctx)
+        # another session of the user says something new
+        await c.session_add("p", {"role": "user", "content": "The VPN gateway is now vpn-7.",
+                                  "created_at": MARCH + 600})
+        assert "vpn-7" in texts(await window())
+        # this session: a new question, a pin
+        await c.session_add("q", {"role": "user", "content": "And the printer queue?"})
+        await window()
+        await c.call("memman_session_pin", "q", (await c.session_get("q"))["entries"][0]["id"],
+                     True)
+        await window()
+        # who may see what: an exclusion, a forget, a session taken out of recall, another
+        # user's session
+        out = await c.call("memman_recall_exclude", "q", past[2])
+        assert out["excluded"]
+        assert "4417" not in texts(await window())
+        await c.call("memman_undo", {"session_id": "q"})
+        assert "4417" in texts(await window())
+        await c.call("memman_memory_forget", "ana", f"entry:p#{past[2]}")
+        assert "4417" not in texts(await window())
+        await c.session_open("p", {"user_id": "ana", "recall": False})
+        assert "vpn-2" not in texts(await window())
+        await c.session_open("p", {"user_id": "ana", "recall": True})
+        assert "vpn-2" in texts(await window())
+        await c.session_open("p", {"user_id": "bob", "reassign": True})
+        assert "vpn-2" not in texts(await window())
+        # what the user taught memman
+        await c.call("memman_memory_learn", "ana", "vpn_rule", "always use the VPN gateway "
+                     "of the nearest office", {})
+        await window()
+        # a change of the config file (reloaded in place)
+        d.server.app.config.context.neighbours = not d.server.app.config.context.neighbours
+        d.server.app.events.publish("stats", "config_reloaded", {"path": "test"})
+        await window()
+
+
+async def test_a_change_the_counters_miss_is_caught_by_the_check() -> None:
+    """The check can fail: with the state read as a constant, a change is missed and the
+    answer sent again differs from the fresh one."""
+    async with running_daemon() as d, d.client() as c:
+        past = await _session(c, "p", "ana", ["My locker code is 4417.", "Noted."], MARCH)
+        await _session(c, "q", "ana", ["What is my locker code?"], MARCH + 86400)
+        await _settled(d)
+        rep = d.server.app.engine.builder.repeats
+        rep.state = lambda s: 1  # a counter that never moves
+        rep.check = True
+        assert "4417" in texts(await c.session_context("q", {"max_tokens": 800}))
+        await c.call("memman_recall_exclude", "q", past[0])
+        with pytest.raises(Exception) as got:
+            await c.session_context("q", {"max_tokens": 800})
+        assert getattr(got.value, "code", None) == -32603
+        with pytest.raises(StaleRepeat):
+            rep.verify({"tokens": 1}, {"tokens": 2})  # type: ignore[typeddict-item]

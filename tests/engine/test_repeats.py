@@ -134,3 +134,24 @@ async def test_a_change_the_counters_miss_is_caught_by_the_check() -> None:
         assert getattr(got.value, "code", None) == -32603
         with pytest.raises(StaleRepeat):
             rep.verify({"tokens": 1}, {"tokens": 2})  # type: ignore[typeddict-item]
+
+
+def test_kept_answers_are_bounded_by_their_tokens_and_a_gone_session_drops_its_own() -> None:
+    from types import SimpleNamespace
+
+    from memman_daemon.engine.window import repeats as R
+
+    rep = R.Repeats()
+    rep.state = lambda s: 7
+    sessions = [SimpleNamespace(id=f"s{k}") for k in range(40)]
+    for s in sessions:
+        rep.put(s, 7, ("ask",), {"tokens": 32_000})  # type: ignore[arg-type,typeddict-item]
+    kept = [s for s in sessions if rep.get(s, ("ask",)) is not None]  # type: ignore[arg-type]
+    assert len(kept) == R.TOKENS_KEPT // 32_000 and kept == sessions[-len(kept):]
+    assert rep._tokens == 32_000 * len(kept)
+    rep.forget(kept[-1].id)
+    assert rep.get(kept[-1], ("ask",)) is None and rep._tokens == 32_000 * (len(kept) - 1)  # type: ignore[arg-type]
+    # another request, or another state, is not the kept answer
+    assert rep.get(kept[0], ("other",)) is None  # type: ignore[arg-type]
+    rep.state = lambda s: 8
+    assert rep.get(kept[0], ("ask",)) is None  # type: ignore[arg-type]

@@ -22,7 +22,8 @@ the cached tool results sent along, the recall flag, and the lines of the user's
 rules and playbook (the memory tier is asked on every request; its search is not counted
 here). An answer is kept only when the state did not change while it was built (a read may
 step a timeline or make stand-in vectors: the next read then builds again). One answer per
-session (its newest), at most ``SESSIONS`` sessions.
+session (its newest); the least recently asked give way past ``TOKENS_KEPT`` tokens of kept
+answers in all (an 8,000-token answer holds ~0.3 MB: ~64 sessions' answers, ~20 MB).
 
 ``check`` (tests; ``MEMMAN_CHECK_REPEATS=1``): every answer sent again is built again too and
 compared; a difference raises (a counter that missed a change).
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     from memman.types import ContextAnswer
     from memman_daemon.model import Session
 
-SESSIONS = 1024  #: sessions whose newest answer is kept
+TOKENS_KEPT = 512_000  #: the kept answers' tokens in all (each counted at least ``FLOOR``)
+FLOOR = 256
 
 
 class StaleRepeat(AssertionError):
@@ -55,6 +57,7 @@ class Repeats:
         #: session id -> ((session object, the request's values), state, answer)
         self._last: OrderedDict[str, tuple[tuple[Any, ...], Hashable, ContextAnswer]] = \
             OrderedDict()
+        self._tokens = 0  #: the kept answers' weight (``_weight``)
 
     def get(self, s: Session, asked: tuple[Any, ...]) -> ContextAnswer | None:
         """The answer kept for ``s`` when ``asked`` (the request's values) is what it was
@@ -73,18 +76,32 @@ class Repeats:
         """Keep ``answer`` of ``s``, built from state ``built_from`` (read by the build once
         nothing more was awaited), when the state is still that after it (the build itself
         changed nothing: a read may step a timeline or make stand-in vectors)."""
+        self._drop(s.id)
         if built_from is None or self.state(s) != built_from:
-            self._last.pop(s.id, None)
             return
         self._last[s.id] = ((id(s), asked), built_from, _copy(answer))
-        self._last.move_to_end(s.id)
-        while len(self._last) > SESSIONS:
-            self._last.popitem(last=False)
+        self._tokens += _weight(answer)
+        while self._tokens > TOKENS_KEPT and len(self._last) > 1:
+            self._drop(next(iter(self._last)))
+
+    def forget(self, session_id: str) -> None:
+        """The session was deleted, cleared or replaced: its answer goes now (not when the
+        others push it out)."""
+        self._drop(session_id)
+
+    def _drop(self, session_id: str) -> None:
+        got = self._last.pop(session_id, None)
+        if got is not None:
+            self._tokens -= _weight(got[2])
 
     def verify(self, again: ContextAnswer, fresh: ContextAnswer) -> None:
         if again != fresh:
             diff = sorted(k for k in {*again, *fresh} if again.get(k) != fresh.get(k))  # type: ignore[misc]
             raise StaleRepeat(f"a context answer sent again differs from a fresh build in {diff}")
+
+
+def _weight(answer: ContextAnswer) -> int:
+    return max(int(answer["tokens"]), FLOOR)
 
 
 def _copy(answer: ContextAnswer) -> ContextAnswer:

@@ -67,6 +67,7 @@ QUERY_CACHE = 256  #: query vectors kept
 #: questions whose cosines against a corpus are kept (``_cosines``): a question asked again
 #: (the next context of the same exchange) costs the rows that changed, not the whole matrix
 COSINE_CACHE = 16  #: (a question's facets are up to 13 vectors)
+LEXICAL_CACHE = 16  #: questions (facets) whose every row's BM25 is kept (``_lexical``)
 #: ...and their MaxSim terms against the rows scored (``late.Kept``): the widening of the
 #: 4-bit token vectors and their products were the largest part of a repeated question's
 #: read; at most this many floats a question (1 MB; 16 MB for ``COSINE_CACHE`` questions)
@@ -522,6 +523,9 @@ class RecallIndex(Component):
         #: (corpus, question vector) -> (vec_epoch, rows, rows with a vector, cosines)
         self._cos: OrderedDict[tuple[int, bytes], tuple[int, int, np.ndarray, np.ndarray]] \
             = OrderedDict()
+        #: (corpus, question) -> ((rows, live rows), every row's BM25): ``_lexical``
+        self._bm25_of: OrderedDict[tuple[int, str], tuple[tuple[int, int], np.ndarray]] = \
+            OrderedDict()
         #: (corpus, question tokens) -> (tok_epoch, its MaxSim terms of the rows scored)
         self._kept_best: OrderedDict[tuple[int, bytes], tuple[int, late.Kept]] = OrderedDict()
         #: corpus -> (each row's speaker number, -1: not read yet, -2: not a turn; whether
@@ -1209,7 +1213,7 @@ class RecallIndex(Component):
         before ranking (rows outside it are in no list)."""
         n = c.n
         # the core's in-memory backends: BM25 postings, one matrix-vector product
-        bm = core.Bm25Lexical(c.bm25, text_terms).scores(query)
+        bm = self._lexical(c, query)
         stand_in = np.zeros(n, dtype=bool)
         alive = c.alive()
         vec, stat = qvecs[0], qvecs[1]
@@ -1252,6 +1256,24 @@ class RecallIndex(Component):
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()))
+
+    def _lexical(self, c: Corpus, query: str) -> np.ndarray:
+        """Every row's BM25 for ``query``, kept while the corpus's rows are the same (rows
+        are only added or removed: their counts name its state) for the last ``LEXICAL_CACHE``
+        questions: a question asked again while vectors arrive (a backlog draining: the
+        answer cannot be sent again) read every posting of its words again, ~10 ms at
+        100,000 rows. Read only: callers never write into it."""
+        b = c.bm25
+        key = (id(c), query)
+        got = self._bm25_of.get(key)
+        if got is not None and got[0] == (b.n, b.live):
+            self._bm25_of.move_to_end(key)
+            return got[1]
+        out = core.Bm25Lexical(b, text_terms).scores(query)
+        self._bm25_of[key] = ((b.n, b.live), out)
+        while len(self._bm25_of) > LEXICAL_CACHE:
+            self._bm25_of.popitem(last=False)
+        return out
 
     def _kept(self, c: Corpus, qtok: np.ndarray | None) -> tuple[late.Kept | None, int]:
         """The MaxSim terms kept for this question's tokens against ``c`` (``late.Kept``),

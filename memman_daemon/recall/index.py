@@ -68,6 +68,7 @@ QUERY_CACHE = 256  #: query vectors kept
 #: (the next context of the same exchange) costs the rows that changed, not the whole matrix
 COSINE_CACHE = 16  #: (a question's facets are up to 13 vectors)
 LEXICAL_CACHE = 16  #: questions (facets) whose every row's BM25 is kept (``_lexical``)
+ASKED_KEPT = 8  #: questions' search-model passes kept for the entry of the same text
 #: ...and their MaxSim terms against the rows scored (``late.Kept``): the widening of the
 #: 4-bit token vectors and their products were the largest part of a repeated question's
 #: read; at most this many floats a question (1 MB; 16 MB for ``COSINE_CACHE`` questions)
@@ -522,6 +523,10 @@ class RecallIndex(Component):
         self._queries: OrderedDict[tuple[str, str], Any] = OrderedDict()
         #: (corpus, question vector) -> (vec_epoch, rows, rows with a vector, cosines)
         self._cos: OrderedDict[tuple[int, bytes], tuple[int, int, np.ndarray, np.ndarray]] \
+            = OrderedDict()
+        #: (model, question) -> its search-model pass (sentence vector, token vectors, word
+        #: pieces), the newest ``ASKED_KEPT``: the entry of that text takes it (``embed_next``)
+        self._asked: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray, list[str]]] \
             = OrderedDict()
         #: (corpus, question) -> ((rows, live rows), every row's BM25): ``_lexical``
         self._bm25_of: OrderedDict[tuple[int, str], tuple[tuple[int, int], np.ndarray]] = \
@@ -1041,6 +1046,7 @@ class RecallIndex(Component):
                 if not self._origin_embeds(c, eid):
                     self._pending.queue.append((c, eid))
         self._queries.clear()
+        self._asked.clear()
         self._cos.clear()
         self._kept_best.clear()
         self._by_text.clear()
@@ -1085,6 +1091,11 @@ class RecallIndex(Component):
                 vec = both[0][0]
                 qtok = late.question_tokens(both[1][0], both[2][0])
                 qwords = late.question_words(both[1][0], both[2][0])
+                # the newest user message is the question, and an entry to embed: its row
+                # takes this pass's outputs (``embed_next``) instead of a second one
+                self._asked[(emb.model_id, query[:2000])] = (vec, both[1][0], both[2][0])
+                while len(self._asked) > ASKED_KEPT:
+                    self._asked.popitem(last=False)
             else:
                 v = await emb.embed([query[:2000]])
                 vec = None if v is None else v[0]
@@ -1625,12 +1636,29 @@ class RecallIndex(Component):
                 p.embedded += 1
                 continue
             batch.append((c, eid, row))
+        p.inflight = len(batch)  # taken off the queue: still pending while it waits
+        if batch:
+            await self._calm()
+        # a text embedded meanwhile, or asked as a question while the batch waited (a user's
+        # message, then the window it asks for), takes that pass
+        todo = []
+        for c, eid, row in batch:
+            if c.row_of.get(eid) != row:
+                continue  # removed meanwhile
+            known = self._known_vector(c.texts[row], tokens) or self._asked_vector(
+                c.texts[row], tokens)
+            if known is None:
+                todo.append((c, eid, row))
+                continue
+            self._set(c, eid, row, self.embedder.model_id, *known)
+            p.embedded += 1
+        batch = todo
         if not batch:
+            p.inflight = 0
             if not p.queue and (self._unsaved or self._unsaved_tok):
                 await self._save()
             return True
-        p.inflight = len(batch)  # taken off the queue: still pending while it waits
-        await self._calm()
+        p.inflight = len(batch)
         model = self.embedder.model_id
         mark = self.background.requests()
         t0 = time.perf_counter()
@@ -1707,6 +1735,17 @@ class RecallIndex(Component):
             return None
         del self._by_text[text]
         return None
+
+    def _asked_vector(self, text: str, tokens: bool
+                      ) -> tuple[np.ndarray, tuple[np.ndarray, int] | None] | None:
+        """The vector (and packed token vectors) of a question whose text is ``text`` as the
+        search model embeds it (``query_vectors`` kept its pass: a user's message is asked as
+        the question of the next window, then embedded as an entry)."""
+        got = self._asked.pop((self.embedder.model_id, embedded(text)), None)
+        if got is None:
+            return None
+        vec, toks, pieces = got
+        return vec.copy(), (_pack_all([toks], [pieces])[0] if tokens else None)
 
     def _remember(self, text: str, c: Corpus, row: int) -> None:
         self._by_text[text] = (c, row)

@@ -24,7 +24,7 @@ here). An answer is kept only when the state did not change while it was built (
 step a timeline or make stand-in vectors: the next read then builds again). One answer per
 request of a session (an agent's and its hook's, a TUI's peek: each keeps its own); the least
 recently asked give way past ``TOKENS_KEPT`` tokens of kept answers in all (an 8,000-token
-answer holds ~0.3 MB: ~64 answers, ~20 MB).
+answer holds ~0.3 MB: ~32 answers, ~10 MB; the daemon keeps under 1 GB at 100,000 entries).
 
 ``check`` (tests; ``MEMMAN_CHECK_REPEATS=1``): every answer sent again is built again too and
 compared; a difference raises (a counter that missed a change).
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from memman.types import ContextAnswer
     from memman_daemon.model import Session
 
-TOKENS_KEPT = 512_000  #: the kept answers' tokens in all (each counted at least ``FLOOR``)
+TOKENS_KEPT = 256_000  #: the kept answers' tokens in all (each counted at least ``FLOOR``)
 FLOOR = 256
 
 

@@ -43,7 +43,7 @@ from memman_daemon.model import Entry
 from memman_daemon.recall import updates
 from memman_daemon.scope import Caller, across_mask, corpus_key
 from memman_daemon.search import core, late
-from memman_daemon.search.words import STOPWORDS
+from memman_daemon.search.words import STOPWORDS, numbered_terms
 from memman_daemon.search.words import terms as text_terms
 from memman_daemon.search.words import words as said_words
 from memman_daemon.storage.recall import Change, Forgotten, RemoteRow
@@ -325,8 +325,9 @@ class Corpus:
 
     def add_many(self, items: list[tuple[Entry, str]]) -> None:
         """``add`` of many rows of this daemon's sessions at once (a start indexes every
-        entry: one BM25 ``add_many`` instead of a document at a time)."""
-        first = self.bm25.add_many([text_terms(text) for _, text in items])
+        entry: its terms numbered for all the rows at once, one BM25 ``add_numbered``)."""
+        from memman_daemon.search.bm25 import MAX_TERMS
+        first = self.bm25.add_numbered(*numbered_terms([text for _, text in items], MAX_TERMS))
         for k, (e, text) in enumerate(items):
             self._place(e, text, first + k, "")
 

@@ -328,8 +328,21 @@ class Corpus:
         entry: its terms numbered for all the rows at once, one BM25 ``add_numbered``)."""
         from memman_daemon.search.bm25 import MAX_TERMS
         first = self.bm25.add_numbered(*numbered_terms([text for _, text in items], MAX_TERMS))
-        for k, (e, text) in enumerate(items):
-            self._place(e, text, first + k, "")
+        # ``_place`` of each row, a column at a time (a start places every entry)
+        n = len(items)
+        self.changes += n
+        es = [e for e, _ in items]
+        ids = [e.id for e in es]
+        sids = [e.session_id for e in es]
+        self.eids.extend(ids)
+        self.sids.extend(sids)
+        code_of = self.code_of
+        self.codes.extend([code_of.setdefault(sid, len(code_of)) for sid in sids])
+        self.at.extend([float(e.created_at) for e in es])
+        self.private.extend([1 if (e.metadata or {}).get("private") is True else 0 for e in es])
+        self.texts.extend([text for _, text in items])
+        self.row_of.update(zip(ids, range(first, first + n), strict=True))
+        self._room(first + n - 1)
 
     def _place(self, e: Entry, text: str, row: int, origin: str) -> int:
         """The row's columns, after its BM25 document."""
@@ -344,10 +357,17 @@ class Corpus:
         self.row_of[e.id] = row
         if origin:
             self.remote[e.id] = e
+        self._room(row)
+        return row
+
+    def _room(self, row: int) -> None:
+        """The per-row arrays hold ``row``."""
         if row >= len(self.has_vec):
             # grown by a quarter: at most that much room unused (a doubling left up to half
             # of ~4.6 KB a row of vectors empty)
-            cap = max(64, len(self.has_vec) + len(self.has_vec) // 4)
+            cap = len(self.has_vec)
+            while cap <= row:
+                cap = max(64, cap + cap // 4)
             self.has_vec = np.concatenate([self.has_vec, np.zeros(cap - len(self.has_vec), bool)])
             self.has_svec = np.concatenate([self.has_svec,
                                             np.zeros(cap - len(self.has_svec), bool)])
@@ -356,7 +376,6 @@ class Corpus:
             for rows in (self.vec, self.tok, self.svec):
                 if rows is not None:
                     rows.ensure(cap)
-        return row
 
     def remove(self, entry_id: int) -> None:
         row = self.row_of.pop(entry_id, None)

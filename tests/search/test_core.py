@@ -194,3 +194,34 @@ def test_numbered_terms_are_the_terms_of_each_text() -> None:
     assert (one.n, one._len, one._total) == (many.n, many._len, many._total)
     assert {t: (list(r), list(one._tfs[t])) for t, r in one._rows.items()} == \
         {t: (list(r), list(many._tfs[t])) for t, r in many._rows.items()}
+
+
+def test_a_corpus_adds_many_rows_as_it_adds_them_one_at_a_time() -> None:
+    """``Corpus.add_many`` (a start's rows, a column at a time) against ``add``: the same
+    columns (entry ids, sessions and their numbers, times, the private mark, texts, the row
+    of each entry, room for vectors) and the same BM25 postings."""
+    import random
+
+    from memman_daemon.model import Entry
+    from memman_daemon.recall.index import Corpus
+    rnd = random.Random(5)
+    one, many = Corpus(), Corpus()
+    eid = 0
+    for size in [1, 2, 63, 64, 65, 300, 7]:
+        part = []
+        for _ in range(size):
+            eid += 1
+            meta = rnd.choice([{}, {"private": True}, {"private": "yes"}, {"x": 1}])
+            e = Entry(eid, rnd.choice(["s1", "s2", "s3"]), "message", "user", "", 3,
+                      1000.0 + eid, metadata=meta)
+            part.append((e, " ".join(rnd.choice(TEXTS).split()[:rnd.randint(0, 6)])))
+        for e, text in part:
+            one.add(e, text)
+        many.add_many(part)
+    assert (list(one.eids), one.sids, list(one.codes), one.code_of, list(one.at),
+            list(one.private), one.texts, one.row_of, one.n) == \
+        (list(many.eids), many.sids, list(many.codes), many.code_of, list(many.at),
+         list(many.private), many.texts, many.row_of, many.n)
+    assert len(one.has_vec) == len(many.has_vec) == len(one.tok_n) == len(many.has_svec)
+    assert {t: (list(r), list(one.bm25._tfs[t])) for t, r in one.bm25._rows.items()} == \
+        {t: (list(r), list(many.bm25._tfs[t])) for t, r in many.bm25._rows.items()}

@@ -148,8 +148,9 @@ class DemoAgent:
         raise ConnectionLost(f"demo agent {self.session_id}: no daemon came back")
 
     async def start(self, max_tokens: int, first_of_tenant: bool) -> None:
-        await self.call(names.SESSION_OPEN, self.session_id,
-                        {"user_id": self.user, "tenant_id": self.tenant, "max_tokens": max_tokens})
+        opened = await self.call(names.SESSION_OPEN, self.session_id,
+                                 {"user_id": self.user, "tenant_id": self.tenant,
+                                  "max_tokens": max_tokens})
         # something in user memory and business context for the memory screen
         await self.call(names.MEMORY_LEARN, self.user, "answer_style",
                         self.rng.choice(["terse, SQL first", "detailed, with charts"]), {})
@@ -159,6 +160,8 @@ class DemoAgent:
                 "content": "Sign-ups are counted per day in UTC. Revenue is reported in EUR. "
                            "The events table is partitioned by day; always filter on day. "
                            "Incidents are written up in incidents/ within two days."})
+        if not (opened or {}).get("created", True):
+            return  # a session of an earlier run: its system prompt is in it already
         await self.call(names.SESSION_ADD, self.session_id, {
             "type": "context", "role": "system", "pinned": True,
             "content": f"[SYSTEM: You are a data analyst agent for tenant {self.tenant}. "

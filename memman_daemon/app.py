@@ -129,7 +129,7 @@ class App:
         self.engine.timelines.yield_to = self.recall.indexing
         self.engine.builder.learned = self.user_memory.bearing_on
         self.engine.builder.repeats.state = self._read_state
-        self.sessions.on_reset = [self.recall.session_gone]
+        self.sessions.on_reset = [self.recall.session_gone, self.engine.builder.repeats.forget]
         self.sessions.on_recall_changed = [self.recall.recall_changed]
         self.embedder.reembed_progress = self.vector_sync.progress
         # what a deleted session takes along with it, in this order

@@ -60,10 +60,15 @@ log = logging.getLogger(__name__)
 
 STATIC_PER_REQUEST = 2000  #: stand-in vectors one request computes at most, in a thread
 STATIC_INLINE = 64  #: ...and on the event loop (rows that arrived while it waited)
+#: ...and as few as this are computed on the event loop before it (~0.2 ms for one short
+#: text, ~0.6 ms for 16: a worker thread's hop cost ~1 ms more, on every new question)
+STATIC_ON_LOOP = 16
 QUERY_CACHE = 256  #: query vectors kept
 #: questions whose cosines against a corpus are kept (``_cosines``): a question asked again
 #: (the next context of the same exchange) costs the rows that changed, not the whole matrix
 COSINE_CACHE = 16  #: (a question's facets are up to 13 vectors)
+LEXICAL_CACHE = 8  #: questions (facets) whose every row's BM25 is kept (``_lexical``: 0.4 MB each at 100k rows)
+ASKED_KEPT = 8  #: questions' search-model passes kept for the entry of the same text
 #: ...and their MaxSim terms against the rows scored (``late.Kept``): the widening of the
 #: 4-bit token vectors and their products were the largest part of a repeated question's
 #: read; at most this many floats a question (1 MB; 16 MB for ``COSINE_CACHE`` questions)
@@ -539,6 +544,13 @@ class RecallIndex(Component):
         #: (corpus, question vector) -> (vec_epoch, rows, rows with a vector, cosines)
         self._cos: OrderedDict[tuple[int, bytes], tuple[int, int, np.ndarray, np.ndarray]] \
             = OrderedDict()
+        #: (model, question) -> its search-model pass (sentence vector, token vectors, word
+        #: pieces), the newest ``ASKED_KEPT``: the entry of that text takes it (``embed_next``)
+        self._asked: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray, list[str]]] \
+            = OrderedDict()
+        #: (corpus, question) -> ((rows, live rows), every row's BM25): ``_lexical``
+        self._bm25_of: OrderedDict[tuple[int, str], tuple[tuple[int, int], np.ndarray]] = \
+            OrderedDict()
         #: (corpus, question tokens) -> (tok_epoch, its MaxSim terms of the rows scored)
         self._kept_best: OrderedDict[tuple[int, bytes], tuple[int, late.Kept]] = OrderedDict()
         #: corpus -> (each row's speaker number, -1: not read yet, -2: not a turn; whether
@@ -1054,6 +1066,7 @@ class RecallIndex(Component):
                 if not self._origin_embeds(c, eid):
                     self._pending.queue.append((c, eid))
         self._queries.clear()
+        self._asked.clear()
         self._cos.clear()
         self._kept_best.clear()
         self._by_text.clear()
@@ -1098,6 +1111,11 @@ class RecallIndex(Component):
                 vec = both[0][0]
                 qtok = late.question_tokens(both[1][0], both[2][0])
                 qwords = late.question_words(both[1][0], both[2][0])
+                # the newest user message is the question, and an entry to embed: its row
+                # takes this pass's outputs (``embed_next``) instead of a second one
+                self._asked[(emb.model_id, query[:2000])] = (vec, both[1][0], both[2][0])
+                while len(self._asked) > ASKED_KEPT:
+                    self._asked.popitem(last=False)
             else:
                 v = await emb.embed([query[:2000]])
                 vec = None if v is None else v[0]
@@ -1125,7 +1143,8 @@ class RecallIndex(Component):
     async def _prepare_stand_ins(self, c: Corpus) -> None:
         """Static vectors for the newest rows still without a search vector, at most
         ``STATIC_PER_REQUEST``, computed off the event loop (after a burst of adds thousands
-        are pending: inline they would hold every other client for a tenth of a second)."""
+        are pending: inline they would hold every other client for a tenth of a second); up
+        to ``STATIC_ON_LOOP`` of them (the new question just added) on it."""
         n = c.stand_in_from = c.n
         # the newest rows still waiting, those of them without a stand-in yet: the next read
         # after this one makes none (the rest rank by BM25 alone until theirs arrive)
@@ -1138,7 +1157,10 @@ class RecallIndex(Component):
         if not todo:
             return
         texts = [c.texts[r] for r in todo]
-        vecs = await self.embedder.relevance(texts)
+        if len(todo) <= STATIC_ON_LOOP and await self.embedder.relevance_ready():
+            vecs = self.embedder.cached(texts)
+        else:
+            vecs = await self.embedder.relevance(texts)
         if vecs is None or not len(vecs):
             return
         if c.svec is None or c.svec.shape[1] != vecs.shape[1]:
@@ -1222,7 +1244,7 @@ class RecallIndex(Component):
         before ranking (rows outside it are in no list)."""
         n = c.n
         # the core's in-memory backends: BM25 postings, one matrix-vector product
-        bm = core.Bm25Lexical(c.bm25, text_terms).scores(query)
+        bm = self._lexical(c, query)
         stand_in = np.zeros(n, dtype=bool)
         alive = c.alive()
         vec, stat = qvecs[0], qvecs[1]
@@ -1265,6 +1287,24 @@ class RecallIndex(Component):
         floor = self.embedder.threshold("similarity", self.config.recall.min_cosine)
         return Hits(c, fused, bm, bm25_rank, cos, vec_rank, stand_in, floor,
                     pending=int((alive & ~have).sum()))
+
+    def _lexical(self, c: Corpus, query: str) -> np.ndarray:
+        """Every row's BM25 for ``query``, kept while the corpus's rows are the same (rows
+        are only added or removed: their counts name its state) for the last ``LEXICAL_CACHE``
+        questions: a question asked again while vectors arrive (a backlog draining: the
+        answer cannot be sent again) read every posting of its words again, ~10 ms at
+        100,000 rows. Read only: callers never write into it."""
+        b = c.bm25
+        key = (id(c), query)
+        got = self._bm25_of.get(key)
+        if got is not None and got[0] == (b.n, b.live):
+            self._bm25_of.move_to_end(key)
+            return got[1]
+        out = core.Bm25Lexical(b, text_terms).scores(query)
+        self._bm25_of[key] = ((b.n, b.live), out)
+        while len(self._bm25_of) > LEXICAL_CACHE:
+            self._bm25_of.popitem(last=False)
+        return out
 
     def _kept(self, c: Corpus, qtok: np.ndarray | None) -> tuple[late.Kept | None, int]:
         """The MaxSim terms kept for this question's tokens against ``c`` (``late.Kept``),
@@ -1616,12 +1656,29 @@ class RecallIndex(Component):
                 p.embedded += 1
                 continue
             batch.append((c, eid, row))
+        p.inflight = len(batch)  # taken off the queue: still pending while it waits
+        if batch:
+            await self._calm()
+        # a text embedded meanwhile, or asked as a question while the batch waited (a user's
+        # message, then the window it asks for), takes that pass
+        todo = []
+        for c, eid, row in batch:
+            if c.row_of.get(eid) != row:
+                continue  # removed meanwhile
+            known = self._known_vector(c.texts[row], tokens) or self._asked_vector(
+                c.texts[row], tokens)
+            if known is None:
+                todo.append((c, eid, row))
+                continue
+            self._set(c, eid, row, self.embedder.model_id, *known)
+            p.embedded += 1
+        batch = todo
         if not batch:
+            p.inflight = 0
             if not p.queue and (self._unsaved or self._unsaved_tok):
                 await self._save()
             return True
-        p.inflight = len(batch)  # taken off the queue: still pending while it waits
-        await self._calm()
+        p.inflight = len(batch)
         model = self.embedder.model_id
         mark = self.background.requests()
         t0 = time.perf_counter()
@@ -1698,6 +1755,17 @@ class RecallIndex(Component):
             return None
         del self._by_text[text]
         return None
+
+    def _asked_vector(self, text: str, tokens: bool
+                      ) -> tuple[np.ndarray, tuple[np.ndarray, int] | None] | None:
+        """The vector (and packed token vectors) of a question whose text is ``text`` as the
+        search model embeds it (``query_vectors`` kept its pass: a user's message is asked as
+        the question of the next window, then embedded as an entry)."""
+        got = self._asked.pop((self.embedder.model_id, embedded(text)), None)
+        if got is None:
+            return None
+        vec, toks, pieces = got
+        return vec.copy(), (_pack_all([toks], [pieces])[0] if tokens else None)
 
     def _remember(self, text: str, c: Corpus, row: int) -> None:
         self._by_text[text] = (c, row)

@@ -43,3 +43,36 @@ def test_supersession_helpers_as_fresh() -> None:
     assert (1, 0) in sup.by
     assert supersede._same_kind("the meeting is on Thursday", "Friday")
     assert not supersede._same_kind("the meeting is on the roof", "Friday")
+
+
+async def test_a_questions_bm25_kept_follows_rows_added_and_removed() -> None:
+    """``RecallIndex._lexical`` keeps a question's every-row BM25 while the corpus's rows are
+    the same: a row added that holds the question's word scores at once, a removed one no
+    longer does, and a kept answer is the fresh one (embeddings off: BM25 alone ranks)."""
+    import numpy as np
+
+    from memman_daemon.recall.index import text_terms
+    from memman_daemon.search import core
+    from tests.helpers import running_daemon
+
+    async with running_daemon(embeddings={"provider": "none"}) as d, d.client() as c:
+        rec = d.server.app.recall
+        await c.session_open("a", {"user_id": "ana"})
+        for k in range(5):
+            await c.session_add("a", {"role": "user", "content": f"note {k} about lunch"})
+        s = d.server.app.sessions.get("a")
+        rec.settle()
+        corpus = rec.corpus_of(s)
+        q = "where is the quokka enclosure"
+        first = rec._lexical(corpus, q)
+        assert not first.any() and rec._lexical(corpus, q) is first  # kept
+        added = await c.session_add("a", {"role": "user",
+                                          "content": "the quokka enclosure is by the gate"})
+        rec.settle()
+        got = rec._lexical(corpus, q)
+        row = corpus.row_of[added["id"]]
+        assert got[row] > 0
+        assert np.array_equal(got, core.Bm25Lexical(corpus.bm25, text_terms).scores(q))
+        await c.call("memman_session_remove", "a", added["id"])
+        again = rec._lexical(corpus, q)
+        assert not again.any()

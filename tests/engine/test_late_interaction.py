@@ -310,3 +310,40 @@ async def test_a_question_about_a_speaker_finds_that_speakers_long_turn() -> Non
                                f"What did {name} say about the cabin?", {"limit": 3})
             top = got["results"][0]["text"]
             assert top.startswith(f"{name}: ") and "cabin" in top, (name, top)
+
+
+async def test_a_question_added_then_asked_is_embedded_once(monkeypatch) -> None:
+    """The newest user message is the next window's question and an entry to embed: the
+    question's search-model pass gives the entry its vector and token vectors (the embedder
+    is not run on the same text twice), and they are the pass's own. (The background embedder
+    listens for a burst before each batch: made longer here, so the question comes first.)"""
+    from memman_daemon.recall import index
+
+    monkeypatch.setattr(index, "CALM_PROBE_S", 0.5)
+    async with running_daemon() as d, d.client() as c:
+        app = d.server.app
+        await c.session_open("s", {"user_id": "ana"})
+        for k, line in enumerate(LINES):
+            await c.session_add("s", {"role": ("user", "assistant")[k % 2], "content": line,
+                                      "created_at": MARCH + 60 * k})
+        assert await app.recall.drained(60)
+        local = app.embedder._local
+        passes: list[str] = []
+        encode = local.encode_tokens
+
+        def counted(texts: list[str]):  # the search model's passes, text by text
+            passes.extend(texts)
+            return encode(texts)
+        local.encode_tokens = counted
+        q = "Who adopted the greyhound from the shelter, and what is its name?"
+        added = await c.session_add("s", {"role": "user", "content": q})
+        await c.session_context("s", {"max_tokens": 400})  # the question's pass
+        assert passes == [q]
+        assert await app.recall.drained(60)
+        assert passes == [q]  # the entry took the question's pass
+        rec = app.recall
+        corpus = rec.corpus_of(app.sessions.get("s"))
+        row = corpus.row_of[added["id"]]
+        vec, _stat, _qtok, _words = await rec.query_vectors(q)
+        assert corpus.has_vec[row] and np.allclose(corpus.vec[row], vec)
+        assert corpus.tok_n[row] > 0

@@ -51,10 +51,14 @@ async def test_the_same_request_again_is_the_same_answer_without_a_build() -> No
         again = await c.session_context("q", {"max_tokens": 800})
         assert again == first and "vpn-2" in texts(again)
         assert _sent_again(d) == n + 1
-        # another request of the same session is another answer
+        # another request of the same session is another answer; each keeps its own (an
+        # agent's and its hook's, a TUI's peek)
         other = await c.session_context("q", {"max_tokens": 600})
         assert _sent_again(d) == n + 1 and other["budget"] == 600
-        assert (await c.call("memman_stats"))["session_engine"]["context"]["sent_again"] == n + 1
+        assert await c.session_context("q", {"max_tokens": 800}) == first
+        assert await c.session_context("q", {"max_tokens": 600, "peek": True}) == other
+        assert _sent_again(d) == n + 3
+        assert (await c.call("memman_stats"))["session_engine"]["context"]["sent_again"] == n + 3
 
 
 async def test_every_change_a_window_reads_builds_it_again() -> None:
@@ -134,3 +138,30 @@ async def test_a_change_the_counters_miss_is_caught_by_the_check() -> None:
         assert getattr(got.value, "code", None) == -32603
         with pytest.raises(StaleRepeat):
             rep.verify({"tokens": 1}, {"tokens": 2})  # type: ignore[typeddict-item]
+
+
+def test_kept_answers_are_bounded_by_their_tokens_and_a_gone_session_drops_its_own() -> None:
+    from types import SimpleNamespace
+
+    from memman_daemon.engine.window import repeats as R
+
+    rep = R.Repeats()
+    rep.state = lambda s: 7
+    sessions = [SimpleNamespace(id=f"s{k}") for k in range(40)]
+    for s in sessions:
+        rep.put(s, 7, ("ask",), {"tokens": 32_000})  # type: ignore[arg-type,typeddict-item]
+    kept = [s for s in sessions if rep.get(s, ("ask",)) is not None]  # type: ignore[arg-type]
+    assert len(kept) == R.TOKENS_KEPT // 32_000 and kept == sessions[-len(kept):]
+    assert rep._tokens == 32_000 * len(kept)
+    rep.put(kept[-1], 7, ("other",), {"tokens": 256})  # type: ignore[arg-type,typeddict-item]
+    assert rep.get(kept[-1], ("other",)) is not None  # type: ignore[arg-type]
+    rep.forget(kept[-1].id)  # both of its answers
+    assert rep.get(kept[-1], ("other",)) is None  # type: ignore[arg-type]
+    assert rep.get(kept[-1], ("ask",)) is None  # type: ignore[arg-type]
+    left = [s for s in sessions if rep.get(s, ("ask",)) is not None]  # type: ignore[arg-type]
+    assert len(left) == len(kept) - 2  # (the oldest gave way to the other answer)
+    assert rep._tokens == 32_000 * len(left)
+    # another request, or another state, is not the kept answer
+    assert rep.get(kept[0], ("other",)) is None  # type: ignore[arg-type]
+    rep.state = lambda s: 8
+    assert rep.get(kept[0], ("ask",)) is None  # type: ignore[arg-type]

@@ -1,4 +1,5 @@
-"""The demo's agents reconnect after a daemon restart and go on with their sessions."""
+"""The demo's agents reconnect after a daemon restart and go on with their sessions; a second run
+on the same data goes on with them too, without a second system prompt."""
 
 from __future__ import annotations
 
@@ -39,6 +40,23 @@ async def test_demo_agents_reconnect_after_a_daemon_restart():
             pass
         assert {"memman-demo-0", "memman-demo-1"} <= names_seen  # both agents came back
         assert after >= before + 4, (before, after)
+
+
+async def test_a_second_demo_run_on_the_same_data_keeps_one_system_prompt_a_session():
+    """`make run` again on the same data dir: the demo's sessions are opened again and go
+    on; their system prompt is not added a second time (it was, once per run: the window
+    then sent it once per run)."""
+    with daemon_process(short_tmpdir()) as d:
+        for _ in range(2):
+            await run_demo(str(d.socket), sessions=2, duration=0.5, rate=20.0, max_tokens=4000,
+                           quiet=True)
+        with SyncClient(d.socket) as c:
+            listed = c.call(names.SESSION_LIST)
+            assert len(listed) == 2
+            for s in listed:
+                entries = c.call(names.SESSION_GET, s["session_id"], {})["entries"]
+                prompts = [e for e in entries if (e.get("content") or "").startswith("[SYSTEM:")]
+                assert len(prompts) == 1, (s["session_id"], len(prompts))
 
 
 def cycles_at(socket) -> int:

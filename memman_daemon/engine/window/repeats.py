@@ -22,7 +22,9 @@ the cached tool results sent along, the recall flag, and the lines of the user's
 rules and playbook (the memory tier is asked on every request; its search is not counted
 here). An answer is kept only when the state did not change while it was built (a read may
 step a timeline or make stand-in vectors: the next read then builds again). One answer per
-session (its newest), at most ``SESSIONS`` sessions.
+request of a session (an agent's and its hook's, a TUI's peek: each keeps its own); the least
+recently asked give way past ``TOKENS_KEPT`` tokens of kept answers in all (an 8,000-token
+answer holds ~0.3 MB: ~32 answers, ~10 MB; the daemon keeps under 1 GB at 100,000 entries).
 
 ``check`` (tests; ``MEMMAN_CHECK_REPEATS=1``): every answer sent again is built again too and
 compared; a difference raises (a counter that missed a change).
@@ -39,7 +41,8 @@ if TYPE_CHECKING:
     from memman.types import ContextAnswer
     from memman_daemon.model import Session
 
-SESSIONS = 1024  #: sessions whose newest answer is kept
+TOKENS_KEPT = 256_000  #: the kept answers' tokens in all (each counted at least ``FLOOR``)
+FLOOR = 256
 
 
 class StaleRepeat(AssertionError):
@@ -52,39 +55,60 @@ class Repeats:
         #: settled, nothing is sent again)
         self.state: Callable[[Session], Hashable | None] = lambda s: None
         self.check = os.environ.get("MEMMAN_CHECK_REPEATS", "") not in ("", "0")
-        #: session id -> ((session object, the request's values), state, answer)
-        self._last: OrderedDict[str, tuple[tuple[Any, ...], Hashable, ContextAnswer]] = \
+        #: (session id, the request's values as text) -> (session object, the request's
+        #: values, state, answer): a few requests of one session (an agent's and a hook's, a
+        #: TUI's peek) each keep theirs
+        self._last: OrderedDict[tuple[str, str],
+                                tuple[int, tuple[Any, ...], Hashable, ContextAnswer]] = \
             OrderedDict()
+        self._tokens = 0  #: the kept answers' weight (``_weight``)
 
     def get(self, s: Session, asked: tuple[Any, ...]) -> ContextAnswer | None:
         """The answer kept for ``s`` when ``asked`` (the request's values) is what it was
         built for and the state is the one it was built from."""
-        got = self._last.get(s.id)
-        if got is None or got[0] != (id(s), asked):
+        key = (s.id, repr(asked))
+        got = self._last.get(key)
+        if got is None or got[0] != id(s) or got[1] != asked:
             return None
         st = self.state(s)
-        if st is None or st != got[1]:
+        if st is None or st != got[2]:
             return None
-        self._last.move_to_end(s.id)
-        return _copy(got[2])
+        self._last.move_to_end(key)
+        return _copy(got[3])
 
     def put(self, s: Session, built_from: Hashable | None, asked: tuple[Any, ...],
             answer: ContextAnswer) -> None:
         """Keep ``answer`` of ``s``, built from state ``built_from`` (read by the build once
         nothing more was awaited), when the state is still that after it (the build itself
         changed nothing: a read may step a timeline or make stand-in vectors)."""
+        key = (s.id, repr(asked))
+        self._drop(key)
         if built_from is None or self.state(s) != built_from:
-            self._last.pop(s.id, None)
             return
-        self._last[s.id] = ((id(s), asked), built_from, _copy(answer))
-        self._last.move_to_end(s.id)
-        while len(self._last) > SESSIONS:
-            self._last.popitem(last=False)
+        self._last[key] = (id(s), asked, built_from, _copy(answer))
+        self._tokens += _weight(answer)
+        while self._tokens > TOKENS_KEPT and len(self._last) > 1:
+            self._drop(next(iter(self._last)))
+
+    def forget(self, session_id: str) -> None:
+        """The session was deleted, cleared or replaced: its answers go now (not when the
+        others push them out)."""
+        for key in [k for k in self._last if k[0] == session_id]:
+            self._drop(key)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        got = self._last.pop(key, None)
+        if got is not None:
+            self._tokens -= _weight(got[3])
 
     def verify(self, again: ContextAnswer, fresh: ContextAnswer) -> None:
         if again != fresh:
             diff = sorted(k for k in {*again, *fresh} if again.get(k) != fresh.get(k))  # type: ignore[misc]
             raise StaleRepeat(f"a context answer sent again differs from a fresh build in {diff}")
+
+
+def _weight(answer: ContextAnswer) -> int:
+    return max(int(answer["tokens"]), FLOOR)
 
 
 def _copy(answer: ContextAnswer) -> ContextAnswer:

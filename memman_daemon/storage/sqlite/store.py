@@ -264,7 +264,7 @@ class Store:
         batch: list[tuple[list[Op], asyncio.Future[None]]] = []
         try:
             await self.checked()
-        except StoreError as exc:  # a damaged file: nothing is written into it
+        except Exception as exc:  # noqa: BLE001 - a damaged file: nothing is written into it
             self.broken = str(exc)
             for _, fut in self._queue:
                 self._fail(fut, exc)

@@ -159,6 +159,16 @@ class App:
 
     async def start(self) -> None:
         await self.store.open()
+        try:
+            await self._load()
+        except Exception:
+            await self.store.checked()  # a damaged file says so first (it may be the cause)
+            raise
+        await self.store.checked()  # the start ends only on a file that passed its check
+        self.tokens.encoding(DEFAULT_MODEL)  # resolved before serving (the server does it first)
+        await self.config_watch.start()
+
+    async def _load(self) -> None:
         if await self.sessions.any_entries():
             self.recall.warm()  # the local models load while the session log is read
         await self.sessions.load()
@@ -174,8 +184,6 @@ class App:
                     "the file aside (the daemon then starts empty) and restore it from a backup, "
                     "or delete the damaged rows with the sqlite3 shell; docs/operations.md (\"A "
                     "damaged database\") has the steps") from exc
-        self.tokens.encoding(DEFAULT_MODEL)  # resolved before serving (the server does it first)
-        await self.config_watch.start()
 
     async def stop(self) -> None:
         await self.config_watch.close()

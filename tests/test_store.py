@@ -60,6 +60,62 @@ def test_corrupt_database_stops_start_up_naming_the_file() -> None:
     assert not (root / "s" / "m.sock").exists()
 
 
+async def _damaged_current(root):
+    """A database of the current schema whose last pages (rows of ``entries``) are damaged."""
+    db = root / "memman.db"
+    store = Store(db)
+    await store.open()
+    await store.write([("INSERT INTO entries(id, session_id, data) VALUES (?,?,?)",
+                        (i, "s", "x" * 900)) for i in range(1, 400)])
+    await store.close()
+    raw = bytearray(db.read_bytes())
+    for off in range(len(raw) - 4096 * 40, len(raw), 4096):  # the header and schema kept
+        raw[off + 8: off + 60] = b"\xff" * 52
+    db.write_bytes(bytes(raw))
+    with sqlite3.connect(db) as conn:
+        assert [r[0] for r in conn.execute("PRAGMA quick_check")] != ["ok"]
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    return db
+
+
+async def test_the_check_beside_the_start_lets_no_write_into_a_damaged_file() -> None:
+    """With nothing to migrate the integrity check runs beside the start (``open`` returns
+    before it): a write queued meanwhile is refused once it fails, nothing is written into the
+    file, and ``checked`` (what the start awaits before it ends) raises naming the file."""
+    root = short_tmpdir()
+    db = await _damaged_current(root)
+    before = db.read_bytes()
+    store = Store(db)
+    await store.open()
+    try:
+        with pytest.raises(StoreError, match="integrity check failed"):
+            await store.write([("INSERT INTO sessions(id, meta) VALUES ('n', '{}')", ())])
+        with pytest.raises(StoreError, match="integrity check failed") as got:
+            await store.checked()
+        assert str(db) in str(got.value) and "backup" in str(got.value)
+        with pytest.raises(StoreError):
+            await store.write([("INSERT INTO sessions(id, meta) VALUES ('m', '{}')", ())])
+    finally:
+        await store.close()
+    assert db.read_bytes() == before
+
+
+async def test_a_damaged_file_of_the_current_schema_stops_start_up_naming_the_file() -> None:
+    """The daemon on such a file (its check beside the start) exits 1 as before, naming the
+    file and what to do, and leaves no socket."""
+    root = short_tmpdir()
+    data = root / "data"
+    data.mkdir()
+    db = await _damaged_current(data)
+    r = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "memman_daemon", "--socket",
+                         str(root / "s" / "m.sock"), "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=60, env=daemon_env(root))
+    assert r.returncode == 1, r.stderr
+    assert str(db) in r.stderr and "backup" in r.stderr
+    assert not (root / "s" / "m.sock").exists()
+
+
 async def test_commits_on_the_loop_and_checkpoints_on_the_writer_thread(monkeypatch) -> None:
     """synchronous = NORMAL: small group commits run inline, the WAL is checkpointed from the
     writer's thread (so it does not grow without bound); FULL: every commit on the thread."""

@@ -43,7 +43,7 @@ from memman_daemon.model import Entry
 from memman_daemon.recall import updates
 from memman_daemon.scope import Caller, across_mask, corpus_key
 from memman_daemon.search import core, late
-from memman_daemon.search.words import STOPWORDS
+from memman_daemon.search.words import STOPWORDS, numbered_terms
 from memman_daemon.search.words import terms as text_terms
 from memman_daemon.search.words import words as said_words
 from memman_daemon.storage.recall import Change, Forgotten, RemoteRow
@@ -330,10 +330,24 @@ class Corpus:
 
     def add_many(self, items: list[tuple[Entry, str]]) -> None:
         """``add`` of many rows of this daemon's sessions at once (a start indexes every
-        entry: one BM25 ``add_many`` instead of a document at a time)."""
-        first = self.bm25.add_many([text_terms(text) for _, text in items])
-        for k, (e, text) in enumerate(items):
-            self._place(e, text, first + k, "")
+        entry: its terms numbered for all the rows at once, one BM25 ``add_numbered``)."""
+        from memman_daemon.search.bm25 import MAX_TERMS
+        first = self.bm25.add_numbered(*numbered_terms([text for _, text in items], MAX_TERMS))
+        # ``_place`` of each row, a column at a time (a start places every entry)
+        n = len(items)
+        self.changes += n
+        es = [e for e, _ in items]
+        ids = [e.id for e in es]
+        sids = [e.session_id for e in es]
+        self.eids.extend(ids)
+        self.sids.extend(sids)
+        code_of = self.code_of
+        self.codes.extend([code_of.setdefault(sid, len(code_of)) for sid in sids])
+        self.at.extend([float(e.created_at) for e in es])
+        self.private.extend([1 if (e.metadata or {}).get("private") is True else 0 for e in es])
+        self.texts.extend([text for _, text in items])
+        self.row_of.update(zip(ids, range(first, first + n), strict=True))
+        self._room(first + n - 1)
 
     def _place(self, e: Entry, text: str, row: int, origin: str) -> int:
         """The row's columns, after its BM25 document."""
@@ -348,10 +362,17 @@ class Corpus:
         self.row_of[e.id] = row
         if origin:
             self.remote[e.id] = e
+        self._room(row)
+        return row
+
+    def _room(self, row: int) -> None:
+        """The per-row arrays hold ``row``."""
         if row >= len(self.has_vec):
             # grown by a quarter: at most that much room unused (a doubling left up to half
             # of ~4.6 KB a row of vectors empty)
-            cap = max(64, len(self.has_vec) + len(self.has_vec) // 4)
+            cap = len(self.has_vec)
+            while cap <= row:
+                cap = max(64, cap + cap // 4)
             self.has_vec = np.concatenate([self.has_vec, np.zeros(cap - len(self.has_vec), bool)])
             self.has_svec = np.concatenate([self.has_svec,
                                             np.zeros(cap - len(self.has_svec), bool)])
@@ -360,7 +381,6 @@ class Corpus:
             for rows in (self.vec, self.tok, self.svec):
                 if rows is not None:
                     rows.ensure(cap)
-        return row
 
     def remove(self, entry_id: int) -> None:
         row = self.row_of.pop(entry_id, None)

@@ -55,25 +55,30 @@ class Bm25:
         return row
 
     def add_many(self, docs: list[list[str]]) -> int:
-        """Index many documents at once (a start indexes every entry); returns the first's
-        row, the others follow in order. The same postings as ``add`` one at a time, built
-        with one sort of (term, row) pairs instead of a dict lookup and two appends per pair."""
-        first = self.n
-        if not docs:
-            return first
+        """Index many documents at once; returns the first's row, the others follow in
+        order. The same postings as ``add`` one at a time."""
         docs = [d[:MAX_TERMS] for d in docs]
-        lens = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
         local: dict[str, int] = {}
         ids = np.fromiter([local.setdefault(t, len(local)) for d in docs for t in d],
-                          dtype=np.int64, count=int(lens.sum()))
-        rows_of = np.repeat(np.arange(first, first + len(docs), dtype=np.int64), lens)
+                          dtype=np.int64)
+        return self.add_numbered(ids, np.fromiter(map(len, docs), dtype=np.int64,
+                                                  count=len(docs)), list(local))
+
+    def add_numbered(self, ids: np.ndarray, lens: np.ndarray, names: list[str]) -> int:
+        """``add_many`` of documents given as term numbers (``words.numbered_terms``: a
+        start indexes every entry): ``ids`` every document's terms (at most ``MAX_TERMS``
+        each) one after another, ``lens`` their counts, ``names`` the terms by number. Built
+        with one sort of (term, row) pairs instead of a dict lookup and two appends per pair."""
+        first = self.n
+        if not len(lens):
+            return first
+        rows_of = np.repeat(np.arange(first, first + len(lens), dtype=np.int64), lens)
         pairs, tf = np.unique(ids << 32 | rows_of, return_counts=True)  # by term, then row
         tid = pairs >> 32
         rb = (pairs & 0xFFFFFFFF).astype(np.int32).tobytes()
         tb = tf.astype(np.float32).tobytes()
         starts = np.flatnonzero(np.diff(tid, prepend=-1))  # each term's first pair
         ends = np.append(starts[1:], len(tid)) if len(tid) else starts
-        names = list(local)
         rows, tfs = self._rows, self._tfs
         for a, b, i in zip((starts * 4).tolist(), (ends * 4).tolist(), tid[starts].tolist(),
                            strict=True):
@@ -86,9 +91,9 @@ class Bm25:
                 r.frombytes(rb[a:b])
                 tfs[t].frombytes(tb[a:b])
         self._len.extend(lens.astype(np.float32).tolist())
-        self._alive.extend(bytes([1]) * len(docs))
-        self.n += len(docs)
-        self.live += len(docs)
+        self._alive.extend(bytes([1]) * len(lens))
+        self.n += len(lens)
+        self.live += len(lens)
         self._total += float(lens.sum())
         return first
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import chain
+
+import numpy as np
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 #: the most of a question (``opts.query``, a search's query, the newest user message) that is
@@ -71,6 +74,72 @@ def _terms_of(w: str) -> tuple[str, ...]:
             if len(lp) >= 2 and lp not in STOPWORDS and lp != lw:
                 out.append(stem(lp))
     return tuple(out)
+
+
+#: bytes of an ASCII-encoded text: a word's character stays, any other becomes a space (what
+#: ``_WORD`` splits on); 0xFF, which no ASCII text holds, stays too: it marks where a text ends
+_SPLIT = bytes(c if 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c == 0xFF else 32
+               for c in range(256))
+_END = b"\xff"
+#: words kept by ``_Numbered`` (one call may add more; the next one starts afresh): ~3 MB
+#: that stay after the start (a log's common words are most of its words)
+NUMBERED_WORDS = 16_384
+
+
+class _Numbered(dict[bytes, tuple[int, ...]]):
+    """A word (ASCII bytes) -> the numbers of its terms, filled as words are met; ``names``
+    the terms by number. ``_END`` is -1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self._number: dict[str, int] = {}
+        self[_END] = (-1,)
+
+    def __missing__(self, w: bytes) -> tuple[int, ...]:
+        out = []
+        for t in _terms_of(w.decode("ascii")):
+            n = self._number.get(t)
+            if n is None:
+                n = self._number[t] = len(self.names)
+                self.names.append(t)
+            out.append(n)
+        got = self[w] = tuple(out)
+        return got
+
+
+_numbered = _Numbered()
+
+
+def numbered_terms(texts: list[str], limit: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``terms`` of many texts at once, as numbers (a start indexes every entry: ``terms``
+    a text at a time was a regex call and a cache lookup per word in Python, here the words
+    are split and looked up in C): each text's first ``limit`` terms' numbers in order, all
+    texts' one after another (int64); each text's count; the terms by number (valid until
+    the next call). The same terms as ``terms`` of each text: its words are ASCII letter and
+    digit runs, so the text is read as ASCII with every other character a space."""
+    global _numbered
+    if not texts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), []
+    if len(_numbered) > NUMBERED_WORDS:
+        _numbered = _Numbered()
+    table = _numbered
+    # each text's words, then the end mark: the words of all texts split in one call
+    joined = b" \xff ".join([t.encode("ascii", "replace") for t in texts] + [b""])
+    flat = np.fromiter(chain.from_iterable(map(table.__getitem__,
+                                               joined.translate(_SPLIT).split())),
+                       dtype=np.int64)
+    ends = np.flatnonzero(flat < 0)  # one a text
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    counts = ends - starts
+    if counts.size and counts.max() > limit:  # a text's first ``limit`` terms only
+        keep = np.ones(len(flat), dtype=bool)
+        keep[ends] = False
+        for s, n in zip(starts[counts > limit].tolist(), counts[counts > limit].tolist(),
+                        strict=True):
+            keep[s + limit:s + n] = False
+        return flat[keep], np.minimum(counts, limit), table.names
+    return np.delete(flat, ends), counts, table.names
 
 
 def excerpt(text: str, limit: int = QUERY_MAX_CHARS) -> str:

@@ -156,3 +156,72 @@ def test_add_many_builds_the_postings_add_builds_one_document_at_a_time() -> Non
             {t: (list(r), list(many._tfs[t])) for t, r in many._rows.items()}
         q = rnd.sample(vocab, 3)
         assert np.array_equal(one.scores(q), many.scores(q))
+
+
+def test_numbered_terms_are_the_terms_of_each_text() -> None:
+    """``words.numbered_terms`` (a start's indexing: every text's words split and looked up
+    at once) against ``terms`` one text at a time: the same terms in the same order, cut at
+    the limit, across scripts other than Latin, characters outside the BMP and lone
+    surrogates, control characters and the byte 0xFF's character, camelCase and snake_case,
+    stop words, digits, empty texts; and BM25 built from them is the one ``add`` builds."""
+    import random
+
+    from memman_daemon.search import words
+    from memman_daemon.search.bm25 import MAX_TERMS
+    rnd = random.Random(11)
+    pieces = ["the", "Deploy", "deployments", "parseHTTPHeader", "snake_case_name", "a.b.c",
+              "x", "42", "v1.2.3", "café", "naïve", "日本語のテキスト", "مرحبا", "emoji🙂👍🏽",
+              "\ud800", "\udfff", "ÿÿ", "\xff", "\x00", "\t", "\n", "  ", "--", "[12:05]",
+              "Ana:", "BenchmarkSlidingAllow", "HTTPServer", "I", "ok", "ids_1234abcd", "😀x"]
+    texts = ["", " ", "\xff", "ÿ"] + [
+        "".join(rnd.choice([" ", "", ", ", "\n"]) + rnd.choice(pieces)
+                for _ in range(rnd.choice([0, 1, 5, 40, MAX_TERMS + 10])))
+        for _ in range(300)]
+    for limit in (MAX_TERMS, 7):
+        for at in range(0, len(texts), 37):
+            part = texts[at:at + 37]
+            ids, lens, names = words.numbered_terms(part, limit)
+            got, k = [], 0
+            for n in lens.tolist():
+                got.append([names[i] for i in ids[k:k + n].tolist()])
+                k += n
+            assert k == len(ids)
+            assert got == [words.terms(t)[:limit] for t in part]
+    one, many = Bm25(), Bm25()
+    for t in texts:
+        one.add(terms(t))
+    assert many.add_numbered(*words.numbered_terms(texts, MAX_TERMS)) == 0
+    assert (one.n, one._len, one._total) == (many.n, many._len, many._total)
+    assert {t: (list(r), list(one._tfs[t])) for t, r in one._rows.items()} == \
+        {t: (list(r), list(many._tfs[t])) for t, r in many._rows.items()}
+
+
+def test_a_corpus_adds_many_rows_as_it_adds_them_one_at_a_time() -> None:
+    """``Corpus.add_many`` (a start's rows, a column at a time) against ``add``: the same
+    columns (entry ids, sessions and their numbers, times, the private mark, texts, the row
+    of each entry, room for vectors) and the same BM25 postings."""
+    import random
+
+    from memman_daemon.model import Entry
+    from memman_daemon.recall.index import Corpus
+    rnd = random.Random(5)
+    one, many = Corpus(), Corpus()
+    eid = 0
+    for size in [1, 2, 63, 64, 65, 300, 7]:
+        part = []
+        for _ in range(size):
+            eid += 1
+            meta = rnd.choice([{}, {"private": True}, {"private": "yes"}, {"x": 1}])
+            e = Entry(eid, rnd.choice(["s1", "s2", "s3"]), "message", "user", "", 3,
+                      1000.0 + eid, metadata=meta)
+            part.append((e, " ".join(rnd.choice(TEXTS).split()[:rnd.randint(0, 6)])))
+        for e, text in part:
+            one.add(e, text)
+        many.add_many(part)
+    assert (list(one.eids), one.sids, list(one.codes), one.code_of, list(one.at),
+            list(one.private), one.texts, one.row_of, one.n) == \
+        (list(many.eids), many.sids, list(many.codes), many.code_of, list(many.at),
+         list(many.private), many.texts, many.row_of, many.n)
+    assert len(one.has_vec) == len(many.has_vec) == len(one.tok_n) == len(many.has_svec)
+    assert {t: (list(r), list(one.bm25._tfs[t])) for t, r in one.bm25._rows.items()} == \
+        {t: (list(r), list(many.bm25._tfs[t])) for t, r in many.bm25._rows.items()}

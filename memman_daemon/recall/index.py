@@ -67,7 +67,8 @@ QUERY_CACHE = 256  #: query vectors kept
 #: questions whose cosines against a corpus are kept (``_cosines``): a question asked again
 #: (the next context of the same exchange) costs the rows that changed, not the whole matrix
 COSINE_CACHE = 16  #: (a question's facets are up to 13 vectors)
-LEXICAL_CACHE = 8  #: questions (facets) whose every row's BM25 is kept (``_lexical``: 0.4 MB each at 100k rows)
+#: questions (facets) whose every row's BM25 is kept (``_lexical``: 0.4 MB each at 100k rows)
+LEXICAL_CACHE = 8
 ASKED_KEPT = 8  #: questions' search-model passes kept for the entry of the same text
 #: ...and their MaxSim terms against the rows scored (``late.Kept``): the widening of the
 #: 4-bit token vectors and their products were the largest part of a repeated question's

@@ -132,7 +132,7 @@ class ContextBuilder:
         #: the user's other sessions as recall reads them (their replaced values cached)
         self.sources = Sources(config, timelines, sessions)
         self._measured: OrderedDict[tuple, int] = OrderedDict()
-        #: the newest answer of each session, sent again while nothing it read has changed
+        #: each request's newest answer of a session, sent again while nothing it read changed
         self.repeats = Repeats()
         self.counters = {"contexts": 0, "pruned": 0, "emergencies": 0, "over_budget": 0,
                          "recalled": 0, "trimmed": 0, "sent_again": 0}

@@ -173,7 +173,12 @@ async def test_gone_connections_leave_nothing_reachable() -> None:
         assert not d.app.events.subscriptions
         gc.collect()
         alive = mine()
-        assert alive == [], f"{len(alive)} closed connections still reachable"
+        # (what holds them, to find it when it happens: 76 of 400 once in a CI run of the
+        # whole suite, never alone or under load here)
+        held = sorted({f"{type(r).__module__}.{type(r).__qualname__}"
+                       for c in alive[:5] for r in gc.get_referrers(c)
+                       if r is not alive and not isinstance(r, type(mine))})
+        assert alive == [], f"{len(alive)} closed connections still reachable, held by {held}"
         # the cycles did reach the daemon: at least the pings (a request whose client closed
         # before the daemon read it may go uncounted on a busy machine, by design)
         assert state.requests >= 80

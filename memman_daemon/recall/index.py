@@ -327,44 +327,36 @@ class Corpus:
     def add(self, e: Entry, text: str, origin: str = "") -> int:
         """A row for ``e``; ``origin``: the other daemon whose session logged it (its session
         is another one than any of this daemon's of the same id)."""
-        return self._place(e, text, self.bm25.add(text_terms(text)), origin)
+        return self._place([e], [text], self.bm25.add(text_terms(text)), origin)
 
     def add_many(self, items: list[tuple[Entry, str]]) -> None:
         """``add`` of many rows of this daemon's sessions at once (a start indexes every
         entry: its terms numbered for all the rows at once, one BM25 ``add_numbered``)."""
         from memman_daemon.search.bm25 import MAX_TERMS
-        first = self.bm25.add_numbered(*numbered_terms([text for _, text in items], MAX_TERMS))
-        # ``_place`` of each row, a column at a time (a start places every entry)
-        n = len(items)
+        texts = [text for _, text in items]
+        first = self.bm25.add_numbered(*numbered_terms(texts, MAX_TERMS))
+        self._place([e for e, _ in items], texts, first, "")
+
+    def _place(self, es: list[Entry], texts: list[str], first: int, origin: str) -> int:
+        """The rows' columns, after their BM25 documents (rows ``first``, ``first + 1``,
+        ...), a column at a time (a start places every entry)."""
+        n = len(es)
         self.changes += n
-        es = [e for e, _ in items]
         ids = [e.id for e in es]
         sids = [e.session_id for e in es]
         self.eids.extend(ids)
         self.sids.extend(sids)
         code_of = self.code_of
-        self.codes.extend([code_of.setdefault(sid, len(code_of)) for sid in sids])
+        codes = [f"{origin}\x00{sid}" for sid in sids] if origin else sids
+        self.codes.extend([code_of.setdefault(code, len(code_of)) for code in codes])
         self.at.extend([float(e.created_at) for e in es])
         self.private.extend([1 if (e.metadata or {}).get("private") is True else 0 for e in es])
-        self.texts.extend([text for _, text in items])
+        self.texts.extend(texts)
         self.row_of.update(zip(ids, range(first, first + n), strict=True))
-        self._room(first + n - 1)
-
-    def _place(self, e: Entry, text: str, row: int, origin: str) -> int:
-        """The row's columns, after its BM25 document."""
-        self.changes += 1
-        self.eids.append(e.id)
-        self.sids.append(e.session_id)
-        code = f"{origin}\x00{e.session_id}" if origin else e.session_id
-        self.codes.append(self.code_of.setdefault(code, len(self.code_of)))
-        self.at.append(float(e.created_at))
-        self.private.append(1 if (e.metadata or {}).get("private") is True else 0)
-        self.texts.append(text)
-        self.row_of[e.id] = row
         if origin:
-            self.remote[e.id] = e
-        self._room(row)
-        return row
+            self.remote.update(zip(ids, es, strict=True))
+        self._room(first + n - 1)
+        return first
 
     def _room(self, row: int) -> None:
         """The per-row arrays hold ``row``."""
@@ -1290,19 +1282,19 @@ class RecallIndex(Component):
                     pending=int((alive & ~have).sum()))
 
     def _lexical(self, c: Corpus, query: str) -> np.ndarray:
-        """Every row's BM25 for ``query``, kept while the corpus's rows are the same (rows
-        are only added or removed: their counts name its state) for the last ``LEXICAL_CACHE``
+        """Every row's BM25 for ``query``, kept while the corpus's rows are the same
+        (``Bm25.state``) for the last ``LEXICAL_CACHE``
         questions: a question asked again while vectors arrive (a backlog draining: the
         answer cannot be sent again) read every posting of its words again, ~10 ms at
         100,000 rows. Read only: callers never write into it."""
         b = c.bm25
         key = (id(c), query)
         got = self._bm25_of.get(key)
-        if got is not None and got[0] == (b.n, b.live):
+        if got is not None and got[0] == b.state:
             self._bm25_of.move_to_end(key)
             return got[1]
         out = core.Bm25Lexical(b, text_terms).scores(query)
-        self._bm25_of[key] = ((b.n, b.live), out)
+        self._bm25_of[key] = (b.state, out)
         while len(self._bm25_of) > LEXICAL_CACHE:
             self._bm25_of.popitem(last=False)
         return out

@@ -34,6 +34,13 @@ class Bm25:
         self.live = 0  #: rows not removed
         self._total = 0.0  #: sum of live lengths
 
+    @property
+    def state(self) -> tuple[int, int]:
+        """Names the index's state: rows are only added or removed, so their counts change
+        with every change (what is kept per state of it: ``RecallIndex._lexical``,
+        ``Sources.bm25_reads``)."""
+        return self.n, self.live
+
     def add(self, terms: list[str]) -> int:
         """Index one document; returns its row."""
         row = self.n

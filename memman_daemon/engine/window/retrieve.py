@@ -170,10 +170,10 @@ class Sources:
 
     def bm25_reads(self, c: Any) -> tuple[dict[str, Any], dict[tuple[str, ...], np.ndarray]]:
         """For corpus ``c`` as it is now: its BM25 terms' parts (``Bm25.term``) and the
-        scores of lists of terms read so far — kept while the index does not change (rows
-        are only added or removed: their counts name its state); at most ``LISTS`` lists."""
+        scores of lists of terms read so far — kept while the index does not change
+        (``Bm25.state``); at most ``LISTS`` lists."""
         b = c.bm25
-        key = (id(b), b.n, b.live)
+        key = (id(b), *b.state)
         if self._bm25 is None or self._bm25[0] != key or len(self._bm25[2]) > LISTS:
             self._bm25 = (key, {}, {})
         return self._bm25[1], self._bm25[2]

@@ -7,7 +7,10 @@ store (one bulk write) to save time, then ``memman_session_context`` is called o
 socket (default 8,000-token budget). Every other call follows an add (not timed) of a new user
 question in the corpus's words, so half the calls rebuild the session's timeline and rank a new
 question, as in a live session ("p50 after an add"); the other half ask the same again ("repeat
-read": the next step of the same exchange, where what was read for the question is kept). Also reports the in-process time of the algorithm alone (again half after an add).
+read": the next step of the same exchange, where what was read for the question is kept). Also
+reports the in-process time of the algorithm alone (again half after an add), and the repeat
+read while another user adds to a session of theirs on another connection ("another user
+adding": a daemon serving many users).
 
 Baseline: the plainest window an agent could build itself, timed in-process on the same
 session — walk the entries from the newest, summing their stored token counts until the
@@ -146,7 +149,9 @@ async def measure(sizes: list[int], calls: int) -> list[dict]:
                 t0 = time.perf_counter()
                 msgs, base_tokens = window(s, budget)
                 base.append((time.perf_counter() - t0) * 1000)
+            busy = await other_user_adding(d, c, sid, calls)
             out.append({"n": n, "rss_mb": rss_mb(), "p50": statistics.median(wire),
+                        "busy_p50": statistics.median(busy),
                         "p95": pct(wire, 0.95),
                         "warm_p50": statistics.median(warm),
                         "cold_p50": statistics.median(after_add) if after_add else 0.0,
@@ -156,6 +161,38 @@ async def measure(sizes: list[int], calls: int) -> list[dict]:
                         "messages": len(r["messages"]), "tokens": r["tokens"],
                         "base_messages": len(msgs), "base_tokens": base_tokens, "calls": calls})
     return out
+
+
+async def other_user_adding(d, c, sid: str, calls: int) -> list[float]:
+    """The session's same request asked again (ms per read) while another user adds to a
+    session of theirs on their own connection, a line every few milliseconds: a daemon
+    serving many users, where a change of one user's leaves the others' answers as they
+    were (``memman_daemon/changes.py``)."""
+    await c.call("memman_session_context", sid, {})  # (the answer kept)
+    stop = asyncio.Event()
+
+    async def other() -> None:
+        async with d.client() as o:
+            other_sid = f"other-{sid}"
+            await o.call("memman_session_open", other_sid, {"user_id": "someone-else"})
+            k = 0
+            while not stop.is_set():
+                await o.call("memman_session_add", other_sid,
+                             {"role": ("user", "assistant")[k % 2],
+                              "content": f"another user's line {k}: {' '.join(WORDS[k % 7:])}"})
+                k += 1
+                await asyncio.sleep(0.005)
+    task = asyncio.create_task(other())
+    await asyncio.sleep(0.05)
+    took = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        await c.call("memman_session_context", sid, {})
+        took.append((time.perf_counter() - t0) * 1000)
+        await asyncio.sleep(0.01)
+    stop.set()
+    await task
+    return took
 
 
 def rss_mb(pid: int | str = "self", key: str = "VmRSS") -> float:
@@ -400,7 +437,8 @@ def rows(quick: bool = False) -> list[dict]:
             "what": f"session_context, {m['n']:,} entries, 8k budget, socket ({m['calls']} calls, "
                     f"every other one right after an add)",
             "value": f"after an add p50 {m['cold_p50']:.2f} ms, p95 {m['cold_p95']:.2f} ms; "
-                     f"repeat read p50 {m['warm_p50']:.2f} ms; all calls p95 {m['p95']:.2f} ms",
+                     f"repeat read p50 {m['warm_p50']:.2f} ms (another user adding: "
+                     f"{m['busy_p50']:.2f} ms); all calls p95 {m['p95']:.2f} ms",
             "baseline": f"newest-first window in-process: p50 {m['base_p50']:.3f} ms, p95 "
                         f"{m['base_p95']:.3f} ms",
             "ratio": f"{m['cold_p50'] / m['base_p50']:.0f}x (after an add, p50)"
@@ -444,13 +482,14 @@ async def main() -> None:
     args = ap.parse_args()
     res = await measure([int(x) for x in args.sizes.split(",") if x], args.calls) \
         if args.sizes else []
-    print("| entries | p50 ms (socket) | p95 ms (socket) | p50 ms repeat read | p50 ms after an add | "
+    print("| entries | p50 ms (socket) | p95 ms (socket) | p50 ms repeat read | p50 ms repeat "
+          "read, another user adding | p50 ms after an add | "
           "p50 ms (in-process) | newest-first window p50 ms | band | messages | tokens | "
           "newest-first messages | newest-first tokens | RSS MB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for m in res:
         print(f"| {m['n']:,} | {m['p50']:.2f} | {m['p95']:.2f} | {m['warm_p50']:.2f} | "
-              f"{m['cold_p50']:.2f} | "
+              f"{m['busy_p50']:.2f} | {m['cold_p50']:.2f} | "
               f"{m['algo_p50']:.2f} | {m['base_p50']:.3f} | {m['band']} | {m['messages']} | "
               f"{m['tokens']} | {m['base_messages']} | {m['base_tokens']} | "
               f"{m['rss_mb']:.0f} |")

@@ -14,6 +14,7 @@ from typing import Any
 from memman import __version__
 from memman.config import DEFAULT_MODEL, Config
 from memman_daemon.background import BackgroundShare
+from memman_daemon.changes import Owner
 from memman_daemon.clock import Clock
 from memman_daemon.component import Component
 from memman_daemon.config_watch import ConfigWatcher
@@ -22,6 +23,7 @@ from memman_daemon.engine.usage_series import UsageSeries
 from memman_daemon.llm.summarizer import Summarizer
 from memman_daemon.model import Session
 from memman_daemon.recall.index import RecallIndex
+from memman_daemon.scope import corpus_key
 from memman_daemon.search.embed_queue import EmbeddingQueue
 from memman_daemon.search.embeddings import Embedder
 from memman_daemon.search.reembed import VectorSync
@@ -129,6 +131,7 @@ class App:
         self.engine.timelines.yield_to = self.recall.indexing
         self.engine.builder.learned = self.user_memory.bearing_on
         self.engine.builder.repeats.state = self._read_state
+        self.events.owner_of = self._owner_of
         self.sessions.on_reset = [self.recall.session_gone, self.engine.builder.repeats.forget]
         self.sessions.on_recall_changed = [self.recall.recall_changed]
         self.embedder.reembed_progress = self.vector_sync.progress
@@ -148,14 +151,22 @@ class App:
             self.components.insert(self.components.index(self.audit) + 1, self.shared_audit)
         self.config_watch = ConfigWatcher(config, self.events)
 
-    def _read_state(self, s: Session) -> tuple[int, ...] | None:
-        """What a context answer of ``s`` was built from, as the owners' counters (an
-        answer is sent again only while they are the same: ``engine/window/repeats.py``);
-        None while the timelines' follower or the recall index's start has work left."""
-        timelines, recall = self.engine.timelines.state(), self.recall.state(s)
+    def _read_state(self, s: Session) -> tuple[Any, ...] | None:
+        """What a context answer of ``s`` was built from, as the components' counters for
+        the session's owner (``changes.py``: another user's changes leave them as they are;
+        an answer is sent again only while they are the same: ``engine/window/repeats.py``);
+        None while the timelines' follower (for this owner) or the recall index's start has
+        work left."""
+        owner = corpus_key(s.meta.user_id, s.meta.tenant_id)
+        timelines, recall = self.engine.timelines.state(owner), self.recall.state(s)
         if timelines is None or recall is None:
             return None
-        return (self.sessions.changes, timelines, *recall, self.events.changes)
+        return (owner, *self.sessions.changes.of(owner), *timelines, *recall,
+                *self.events.changes.of(owner))
+
+    def _owner_of(self, session_id: str) -> Owner | None:
+        s = self.sessions.by_id.get(session_id)
+        return None if s is None else corpus_key(s.meta.user_id, s.meta.tenant_id)
 
     async def start(self) -> None:
         await self.store.open()

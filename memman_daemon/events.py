@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memman.names import TOPICS
+from memman_daemon.changes import Changes, Owner
+from memman_daemon.scope import corpus_key
 
 FILTER_KEYS = ("session_id", "user_id", "tenant_id")
 #: events that tell of a read, not a change (a context request's, the stats tick, a cache
@@ -40,7 +42,10 @@ class Subscription:
 class EventBus:
     subscriptions: dict[int, Subscription] = field(default_factory=dict)
     published: int = 0  #: events published since start (all topics)
-    changes: int = 0  #: ...of them, those that tell of a change (not in ``READS``)
+    #: ...of them, those that tell of a change (not in ``READS``), per owner: the event's
+    #: user within its tenant, or its session's owner (``owner_of``, set by the app)
+    changes: Changes = field(default_factory=Changes)
+    owner_of: Callable[[str], Owner | None] = lambda session_id: None
     #: in-process observers (daemon components such as the usage series): called with
     #: (topic, kind, data, scope) for every publish; not subscriptions, never counted as clients
     taps: list[Callable[[str, str, Any, dict[str, Any]], None]] = field(default_factory=list)
@@ -58,6 +63,14 @@ class EventBus:
         self.subscriptions[sub.id] = sub
         return sub
 
+    def _owner(self, session_id: str | None, user_id: str | None,
+               tenant_id: str | None) -> Owner | None:
+        """Whose change an event tells of: its user within its tenant when it names both,
+        else its session's owner; None (everyone's) when it names neither."""
+        if user_id is not None and tenant_id is not None:
+            return corpus_key(user_id, tenant_id)
+        return self.owner_of(session_id) if session_id is not None else None
+
     def unsubscribe(self, sub_id: int) -> bool:
         return self.subscriptions.pop(sub_id, None) is not None
 
@@ -71,7 +84,7 @@ class EventBus:
         """
         self.published += 1
         if (topic, kind) not in READS:
-            self.changes += 1
+            self.changes.bump(self._owner(session_id, user_id, tenant_id))
         scope = {"session_id": session_id, "user_id": user_id, "tenant_id": tenant_id}
         for tap in self.taps:
             tap(topic, kind, data, scope)

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from memman.errors import STORAGE_ERROR, MemmanError, not_found
 from memman.params import INT64_MAX
 from memman.schemas import DEFAULT_ROLE
+from memman_daemon.changes import Changes
 from memman_daemon.model import Entry, Session, SessionMeta, Summary
+from memman_daemon.scope import corpus_key
 from memman_daemon.storage.sqlite import sessions as rows
 from memman_daemon.storage.sqlite.store import Op, Store, StoreError
 
@@ -63,9 +65,10 @@ class Sessions:
         self.on_recall_changed: list[Callable[[Session], None]] = []
         self.by_id: dict[str, Session] = {}
         self._ids = itertools.count(1)
-        #: bumped as every commit starts and ends (memory changes on either side of it): a
-        #: context answer sent again is the same only while this is (``Repeats``)
-        self.changes = 0
+        #: bumped for the session's owner as every commit starts and ends (memory changes on
+        #: either side of it): a context answer sent again is the same only while this is
+        #: (``Repeats``)
+        self.changes = Changes()
 
     # --- ids and persistence helpers ------------------------------------------------------
     def next_id(self) -> int:
@@ -91,7 +94,7 @@ class Sessions:
         rollback: if the commit fails, ``session`` is restored in place from the disk (or
         dropped, when the disk has no row for it) and the error re-raised as -32003.
         ``heavy``: statements over many rows, committed off the event loop (``Store.write``)."""
-        self.changes += 1
+        self.changes.bump(corpus_key(session.meta.user_id, session.meta.tenant_id))
         try:
             await self.store.write(ops, heavy=heavy)
         except Exception as exc:
@@ -100,8 +103,8 @@ class Sessions:
                 raise
             raise StoreError(f"the change could not be stored ({type(exc).__name__}: {exc}); "
                              "nothing was changed") from exc
-        finally:
-            self.changes += 1
+        finally:  # the owner read again: a move to another user changes it meanwhile
+            self.changes.bump(corpus_key(session.meta.user_id, session.meta.tenant_id))
 
     # --- load ----------------------------------------------------------------------------
     async def any_entries(self) -> bool:

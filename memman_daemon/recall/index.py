@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman_daemon.background import SLICE_S, release_memory
+from memman_daemon.changes import Changes
 from memman_daemon.component import Component, stop_task
 from memman_daemon.model import Entry
 from memman_daemon.recall import updates
@@ -564,6 +565,8 @@ class RecallIndex(Component):
         self._tok_store: Any = storage
         #: (session, entries) appended and not indexed yet (see ``appended``)
         self._incoming: deque[tuple[Session, list[Entry]]] = deque()
+        #: entries queued, per owner (``state``: once indexed, their corpus's rows change)
+        self._arrived = Changes()
         #: other daemons' rows: corpus id -> (its corpus, the row)
         self._remote_in: dict[int, tuple[Corpus, RemoteRow]] = {}
         #: what a removed (or, at start, any excluded) row of another daemon said
@@ -582,8 +585,9 @@ class RecallIndex(Component):
         while the start loads (every read then may see more)."""
         if not self._loaded.is_set():
             return None
-        c = self.corpora.get(self.scope_of.get(s.id, self.key(s)))
-        return (self.changes, len(self._incoming), id(c), c.changes if c is not None else -1)
+        k = self.scope_of.get(s.id, self.key(s))
+        c = self.corpora.get(k)
+        return (self.changes, *self._arrived.of(k), id(c), c.changes if c is not None else -1)
 
     def corpus_of(self, s: Session) -> Corpus:
         k = self.key(s)
@@ -785,6 +789,7 @@ class RecallIndex(Component):
         self.scope_of[s.id] = self.key(s)
         if queue:
             self._incoming.append((s, entries))
+            self._arrived.bump(self.key(s))
             self.queue.wake()
         else:
             self._index(s, entries, queue=False)

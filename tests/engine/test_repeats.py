@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from memman_daemon.engine.window.repeats import StaleRepeat
+from memman_daemon.scope import corpus_key
 from tests.helpers import running_daemon
 
 MARCH = 1709373600.0  # 2024-03-02 10:00 UTC
@@ -29,14 +30,16 @@ def _sent_again(d) -> int:
     return d.server.app.engine.builder.counters["sent_again"]
 
 
-async def _settled(d) -> None:
-    """The background work a window reads is done (vectors, the timelines' follower)."""
+async def _settled(d, sid: str = "q") -> None:
+    """The background work a window of ``sid`` reads is done (vectors, the timelines'
+    follower for its owner)."""
     app = d.server.app
     assert await app.recall.drained(60)
+    s = app.sessions.get(sid)
     for _ in range(400):
-        if app.engine.timelines.state() is not None:
+        if app.engine.timelines.state(corpus_key(s.meta.user_id, s.meta.tenant_id)) is not None:
             return
-        await app.engine.timelines.catch_up(app.sessions.get("q"), None)
+        await app.engine.timelines.catch_up(s, None)
     raise AssertionError("the timelines did not settle")
 
 
@@ -119,6 +122,43 @@ async def test_every_change_a_window_reads_builds_it_again() -> None:
         d.server.app.config.context.neighbours = not d.server.app.config.context.neighbours
         d.server.app.events.publish("stats", "config_reloaded", {"path": "test"})
         await window()
+
+
+async def test_another_users_work_leaves_an_answer_sent_again() -> None:
+    """Every counter is kept per owner (the user within the tenant): another user's adds,
+    their analysis, vectors and events leave ana's answer as it was (sent again, and checked
+    against a fresh build), where a change of ana's own other session builds it again. The
+    same user name in another tenant is another owner."""
+    async with running_daemon() as d, d.client() as c:
+        app = d.server.app
+        app.engine.builder.repeats.check = True
+        await _session(c, "p", "ana", ["The VPN gateway is vpn-2.corp.example.",
+                                       "Noted, vpn-2 it is."], MARCH)
+        await _session(c, "q", "ana", ["Which VPN gateway do I use?"], MARCH + 86400)
+        await _session(c, "b", "bob", ["The VPN gateway is vpn-9.corp.example."], MARCH)
+        await c.session_open("t", {"user_id": "ana", "tenant_id": "acme"})
+        await _settled(d)
+        ask = {"max_tokens": 800}
+        await c.session_context("q", ask)
+        first = await c.session_context("q", ask)
+        for k in range(3):  # bob works: adds, his own windows, his vectors and analysis
+            await c.session_add("b", {"role": ("user", "assistant")[k % 2],
+                                      "content": f"VPN gateway note {k}: vpn-{k}"})
+            await c.session_context("b", ask)
+            await c.session_add("t", {"role": "user", "content": f"acme VPN gateway {k}"})
+            await _settled(d, "b")
+            await _settled(d, "t")
+            n = _sent_again(d)
+            assert await c.session_context("q", ask) == first
+            assert _sent_again(d) == n + 1
+        assert "vpn-9" not in texts(first) and "acme" not in texts(first)
+        # ana's other session says something new: built again, and it is in the answer
+        await c.session_add("p", {"role": "user", "content": "The VPN gateway is now vpn-7.",
+                                  "created_at": MARCH + 600})
+        await _settled(d)
+        n = _sent_again(d)
+        got = await c.session_context("q", ask)
+        assert _sent_again(d) == n and "vpn-7" in texts(got)
 
 
 async def test_a_change_the_counters_miss_is_caught_by_the_check() -> None:

@@ -5,8 +5,9 @@ An agent asks for its window at each step of a turn; a hook and the agent ask in
 turn; a client retries. Each such read built the whole window again (~10 ms at 1,000 entries
 beside 100 past sessions, ~20 ms at 10,000).
 
-"Nothing changed" is read from the owners' own counters (``state``, set by the app), never
-from a clock:
+"Nothing changed" is read from the components' own counters (``state``, set by the app),
+never from a clock, each for the session's owner (``memman_daemon/changes.py``: another
+user's changes leave them as they are):
 
 * the session log: ``Sessions.changes``, bumped as every commit starts and as it ends (memory
   changes on either side of a commit);

@@ -30,10 +30,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memman_daemon.background import SLICE_S
+from memman_daemon.changes import Changes, Owner
 from memman_daemon.component import stop_task
 from memman_daemon.engine import extractive, facts, scoring
 from memman_daemon.engine.supersede import Supersession
 from memman_daemon.model import Entry, Session
+from memman_daemon.scope import corpus_key
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -343,21 +345,25 @@ class Timelines:
         #: set by the app: work that goes first (the recall index's rows of new entries: every
         #: read needs them, the analysis only scores)
         self.yield_to: Callable[[], bool] = lambda: False
-        #: bumped by every step that changes a timeline (units, analysis, a version)
-        self.changes = 0
+        #: bumped for the session's owner by every step that changes its timeline (units,
+        #: analysis); for everyone by a version (a pin, a forget: rare)
+        self.changes = Changes()
 
     def invalidate(self, session_id: str) -> None:
         self.versions[session_id] = self.versions.get(session_id, 0) + 1
-        self.changes += 1
+        self.changes.bump()
 
-    def state(self) -> int | None:
-        """What a read depends on here, as a number that changes whenever it does; None
-        while a session's entries wait for the follower (a read may then analyse some)."""
+    def state(self, owner: Owner) -> tuple[int, int] | None:
+        """What a read of ``owner``'s sessions depends on here, as numbers that change
+        whenever it does; None while one of its sessions' entries wait for the follower (a
+        read may then analyse some)."""
         for sid, s in self._follow.items():
+            if _owner(s) != owner:
+                continue
             tl = self._timelines.get(sid)
             if tl is None or tl.an.session != id(s) or tl.behind(len(s.entries)):
                 return None
-        return self.changes
+        return self.changes.of(owner)
 
     def forget(self, session_id: str) -> None:
         self._timelines.pop(session_id, None)
@@ -460,7 +466,7 @@ class Timelines:
         sc = self.config.scoring
         n = len(s.entries)
         if (tl.consumed < n and units) or (tl.an.done < n and entries) or tl.an.sup.new:
-            self.changes += 1
+            self.changes.bump(_owner(s))
         if tl.consumed < n and units:
             extend(tl, s.entries[tl.consumed: tl.consumed + units],
                    self.config.context.keep_system_prompts, sc)
@@ -503,7 +509,7 @@ class Timelines:
             batch: list[Entry] = []
             while todo and time.perf_counter() - t0 < SLICE_S:
                 e = todo.pop()
-                self.changes += 1
+                self.changes.bump(_owner(s))
                 tl.an.own(e, sc)
                 batch.append(e)
             _restat_entries(tl, batch, sc)
@@ -532,3 +538,7 @@ class Timelines:
 @contextlib.asynccontextmanager
 async def _no_turn() -> AsyncIterator[None]:
     yield
+
+
+def _owner(s: Session) -> Owner:
+    return corpus_key(s.meta.user_id, s.meta.tenant_id)

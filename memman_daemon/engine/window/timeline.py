@@ -426,6 +426,10 @@ class Timelines:
                         self._follow[sid] = s  # to the back: the others get their turn
 
     # --- reads -----------------------------------------------------------------------------
+    def holds(self, s: Session, tl: Timeline) -> bool:
+        """``tl`` is still ``s``'s timeline (no pin, forget or config change since)."""
+        return self._timelines.get(s.id) is tl and tl.key == self._key(s)
+
     def timeline(self, s: Session) -> Timeline:
         """The session's units (at most ``UNITS_INLINE`` more built now), analysed as far as
         the follower has come (a backlog of ``INLINE_ENTRIES`` or fewer, now); what is left is

@@ -92,3 +92,24 @@ async def test_another_users_add_at_the_pause_leaves_the_build_going_on(
         got = texts(await c.session_context("q", {"max_tokens": 700}))
         assert seen and b.counters["built_again"] == again
         assert "4417" in got and "9999" not in got
+
+
+async def test_a_row_of_the_user_indexed_at_the_pause_builds_the_window_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows indexed meanwhile are in none of the ranking's arrays (sized to the rows it
+    ranked): the build starts again (found with the pause forced through the whole suite: a
+    completing turn's row past the ranked ones was read from them, an IndexError)."""
+    monkeypatch.setattr(B, "PAUSE_AFTER_S", 0.0)
+    async with running_daemon() as d, d.client() as c, d.client() as other:
+        await _setup(c)
+        assert await d.server.app.recall.drained(60)
+        b = d.server.app.engine.builder
+
+        async def add_and_index() -> None:
+            await other.session_add("p", {"role": "user", "content": "My bike lock is 8812."})
+            await d.server.app.recall.settle_sliced()
+        seen = _at_pause(d, add_and_index)
+        again = b.counters["built_again"]
+        got = texts(await c.session_context("q", {"max_tokens": 700}))
+        assert seen and b.counters["built_again"] == again + 1
+        assert "4417" in got

@@ -101,19 +101,22 @@ async def test_token_vectors_order_the_candidates_and_are_kept_across_a_restart(
         got = await c.call("memman_memory_search", "ana", "session", question, {"limit": 8})
         order = [r["text"] for r in got["results"]]
         assert order and "greyhound" in order[0]
-        # the order is MaxSim's among the candidates, computed here from the same model
-        # encoded as the daemon does: the question alone, the lines in one batch in the order
-        # they arrived (padding in a batch moves the int8 model's outputs a little)
+        # the order is MaxSim's among the candidates, computed here from the same model: the
+        # question encoded alone, as the daemon does
         _pooled, qt, qp = app.embedder._local.encode_tokens([question])
-        _pooled, lt, _lp = app.embedder._local.encode_tokens(LINES)
         q = late.question_tokens(qt[0], qp[0])
         # each question token weighted by its word's rarity in the user's corpus
         corpus = next(iter(app.recall.corpora.values()))
         w = rarity(corpus, late.question_words(qt[0], qp[0]))
         assert w is not None and len(w) == len(q) and 0 < w.min() <= w.max() <= 1
-        packed = [late.pack(lt[LINES.index(text)]) for text in order]
-        ms = (late.best(q, np.stack([p for p, _ in packed]),
-                        np.array([k for _, k in packed]), q.shape[1]) * w).sum(axis=1)
+        # against the token vectors the daemon stored for those lines (encoded here again,
+        # a line embedded in another batch than its neighbours gives other outputs: under a
+        # loaded suite the daemon's batches follow the adds' timing)
+        rows = np.array([next(r for r in range(corpus.n) if corpus.texts[r].endswith(text))
+                         for text in order], dtype=np.int64)
+        assert corpus.tok is not None and (corpus.tok_n[rows] > 0).all()
+        ms = (late.best(q, corpus.tok, corpus.tok_n[rows].astype(np.int64), q.shape[1],
+                        rows=rows) * w).sum(axis=1)
         assert list(np.argsort(-ms, kind="stable")) == list(range(len(order)))
         # and it is not the fusion's order (the test would otherwise prove nothing): BM25 and
         # cosine ranks fused by RRF, as the parts report them

@@ -205,3 +205,28 @@ def test_kept_answers_are_bounded_by_their_tokens_and_a_gone_session_drops_its_o
     assert rep.get(kept[0], ("other",)) is None  # type: ignore[arg-type]
     rep.state = lambda s: 8
     assert rep.get(kept[0], ("ask",)) is None  # type: ignore[arg-type]
+
+
+async def test_a_question_added_while_the_vectors_are_awaited_is_the_one_answered() -> None:
+    """A user's message added while a build awaits its question's vectors is the question
+    of that build (the state it then reads counts the message: an answer kept under it must
+    be built for it). Found by the whole suite with every build paused (a TUI test)."""
+    async with running_daemon() as d, d.client() as c, d.client() as other:
+        app = d.server.app
+        app.engine.builder.repeats.check = True
+        await _session(c, "p", "ana", ["My locker code is 4417.", "Noted."], MARCH)
+        await _session(c, "q", "ana", ["Which VPN gateway do I use?"], MARCH + 86400)
+        await _settled(d)
+        own = app.recall.question_vectors
+        added: list[int] = []
+
+        async def vectors(query: str, s=None):  # type: ignore[no-untyped-def]
+            if not added:
+                added.append((await other.session_add(
+                    "q", {"role": "user", "content": "What is my locker code?"}))["id"])
+            return await own(query, s)
+        app.recall.question_vectors = vectors  # type: ignore[method-assign]
+        got = await c.session_context("q", {"max_tokens": 800})
+        assert added and got["query"] == "What is my locker code?" and "4417" in texts(got)
+        # asked again: sent again only if it is what a fresh build gives (``check``)
+        assert await c.session_context("q", {"max_tokens": 800}) == got

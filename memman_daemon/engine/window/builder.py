@@ -327,13 +327,20 @@ class ContextBuilder:
         cfg = self.config.context
         model = req.model
         await self.timelines.prepare(s)  # a large backlog in slices, off the others' way
-        query, query_id = question(s, req.query)
         room = _room(req)
         # what is awaited comes first: the session grows while a client waits, and every
         # step below reads one timeline and one corpus without a pause
-        vecs = await self.recall.question_vectors(query, s) \
-            if self.recall is not None and query else None
-        state = self.repeats.state(s)  # nothing is awaited from here on
+        for _ in range(3):
+            query, query_id = question(s, req.query)
+            vecs = await self.recall.question_vectors(query, s) \
+                if self.recall is not None and query else None
+            # a user's message added meanwhile is the question now (the state read next
+            # counts it: an answer kept for it must be built for it)
+            if settled := question(s, req.query) == (query, query_id):
+                break
+        # nothing is awaited from here on (but the pause); questions that kept changing
+        # under the build: its answer is sent, not kept
+        state = self.repeats.state(s) if settled else None
         tl = self.timelines.timeline(s)
         c = cand.of_session(tl)
         self.sources.begin()
@@ -454,10 +461,14 @@ class ContextBuilder:
     def _held(self, s: Session, tl: Timeline) -> tuple[Any, ...]:
         """What a retrieval of ``s`` stays valid with (``build``'s pause): the recall index's
         own changes (an exclusion, a forget, an entry removed, a session cleared, deleted,
-        moved to another user or out of recall, a model change: who may see what), this
-        session's owner, recall flag and entries, its timeline (a pin, a config change)."""
-        return (self.recall.changes if self.recall is not None else 0, s.meta.user_id,
-                s.meta.tenant_id, s.meta.recall, len(s.entries), self.timelines.holds(s, tl))
+        moved to another user or out of recall, a model change: who may see what), the rows
+        of the owner's corpus (a row indexed meanwhile is in none of the ranking's arrays,
+        which ``more`` reads again), this session's owner, recall flag and entries, its
+        timeline (a pin, a config change)."""
+        rows = (self.recall.changes, self.recall.corpus_of(s).n) \
+            if self.recall is not None else ()
+        return (*rows, s.meta.user_id, s.meta.tenant_id, s.meta.recall, len(s.entries),
+                self.timelines.holds(s, tl))
 
     def _facts(self, sel: Selection, tl: Timeline, c: cand.SessionCandidates, r: Retrieval,
                query: str, idf: Callable[[str], float], room: int, model: str) -> None:

@@ -23,7 +23,7 @@ from memman_daemon.engine.usage_series import UsageSeries
 from memman_daemon.llm.summarizer import Summarizer
 from memman_daemon.model import Session
 from memman_daemon.recall.index import RecallIndex
-from memman_daemon.scope import corpus_key
+from memman_daemon.scope import session_owner
 from memman_daemon.search.embed_queue import EmbeddingQueue
 from memman_daemon.search.embeddings import Embedder
 from memman_daemon.search.reembed import VectorSync
@@ -157,7 +157,7 @@ class App:
         an answer is sent again only while they are the same: ``engine/window/repeats.py``);
         None while the timelines' follower (for this owner) or the recall index's start has
         work left."""
-        owner = corpus_key(s.meta.user_id, s.meta.tenant_id)
+        owner = session_owner(s)
         timelines, recall = self.engine.timelines.state(owner), self.recall.state(s)
         if timelines is None or recall is None:
             return None
@@ -166,7 +166,7 @@ class App:
 
     def _owner_of(self, session_id: str) -> Owner | None:
         s = self.sessions.by_id.get(session_id)
-        return None if s is None else corpus_key(s.meta.user_id, s.meta.tenant_id)
+        return None if s is None else session_owner(s)
 
     async def start(self) -> None:
         await self.store.open()

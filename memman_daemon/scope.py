@@ -36,13 +36,19 @@ RecallIndex = Any
 Corpus = Any
 
 __all__ = ["Caller", "across_entry", "across_mask", "caller_of", "corpus_key", "is_private",
-           "owned_session", "owner_conflict"]
+           "owned_session", "owner_conflict", "session_owner"]
 
 
 def corpus_key(user_id: str, tenant_id: str) -> tuple[str, str]:
     """The recall corpus of an owner: the user within the tenant (for every ``[recall]
     scope``: "tenant" never mixes users)."""
     return (tenant_id, user_id)
+
+
+def session_owner(s: Session) -> tuple[str, str]:
+    """``corpus_key`` of the session's owner (it changes when the session is moved to
+    another user)."""
+    return corpus_key(s.meta.user_id, s.meta.tenant_id)
 
 
 def owner_conflict(session_id: str, user_id: str, tenant_id: str,

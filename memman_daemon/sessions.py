@@ -25,7 +25,7 @@ from memman.params import INT64_MAX
 from memman.schemas import DEFAULT_ROLE
 from memman_daemon.changes import Changes
 from memman_daemon.model import Entry, Session, SessionMeta, Summary
-from memman_daemon.scope import corpus_key
+from memman_daemon.scope import session_owner
 from memman_daemon.storage.sqlite import sessions as rows
 from memman_daemon.storage.sqlite.store import Op, Store, StoreError
 
@@ -94,7 +94,7 @@ class Sessions:
         rollback: if the commit fails, ``session`` is restored in place from the disk (or
         dropped, when the disk has no row for it) and the error re-raised as -32003.
         ``heavy``: statements over many rows, committed off the event loop (``Store.write``)."""
-        self.changes.bump(corpus_key(session.meta.user_id, session.meta.tenant_id))
+        self.changes.bump(session_owner(session))
         try:
             await self.store.write(ops, heavy=heavy)
         except Exception as exc:
@@ -104,7 +104,7 @@ class Sessions:
             raise StoreError(f"the change could not be stored ({type(exc).__name__}: {exc}); "
                              "nothing was changed") from exc
         finally:  # the owner read again: a move to another user changes it meanwhile
-            self.changes.bump(corpus_key(session.meta.user_id, session.meta.tenant_id))
+            self.changes.bump(session_owner(session))
 
     # --- load ----------------------------------------------------------------------------
     async def any_entries(self) -> bool:

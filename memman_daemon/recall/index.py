@@ -42,7 +42,7 @@ from memman_daemon.changes import Changes
 from memman_daemon.component import Component, stop_task
 from memman_daemon.model import Entry
 from memman_daemon.recall import updates
-from memman_daemon.scope import Caller, across_mask, corpus_key
+from memman_daemon.scope import Caller, across_mask, corpus_key, session_owner
 from memman_daemon.search import core, late
 from memman_daemon.search.words import STOPWORDS, numbered_terms
 from memman_daemon.search.words import terms as text_terms
@@ -577,7 +577,7 @@ class RecallIndex(Component):
 
     # --- scope ---------------------------------------------------------------------------
     def key(self, s: Session) -> tuple[str, str]:
-        return corpus_key(s.meta.user_id, s.meta.tenant_id)
+        return session_owner(s)
 
     def state(self, s: Session) -> tuple[int, ...] | None:
         """What a read for ``s`` depends on here, as numbers that change whenever it does

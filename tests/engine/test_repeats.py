@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from memman_daemon.engine.window.repeats import StaleRepeat
-from memman_daemon.scope import corpus_key
+from memman_daemon.scope import session_owner
 from tests.helpers import running_daemon
 
 MARCH = 1709373600.0  # 2024-03-02 10:00 UTC
@@ -37,7 +37,7 @@ async def _settled(d, sid: str = "q") -> None:
     assert await app.recall.drained(60)
     s = app.sessions.get(sid)
     for _ in range(400):
-        if app.engine.timelines.state(corpus_key(s.meta.user_id, s.meta.tenant_id)) is not None:
+        if app.engine.timelines.state(session_owner(s)) is not None:
             return
         await app.engine.timelines.catch_up(s, None)
     raise AssertionError("the timelines did not settle")

@@ -35,7 +35,7 @@ from memman_daemon.component import stop_task
 from memman_daemon.engine import extractive, facts, scoring
 from memman_daemon.engine.supersede import Supersession
 from memman_daemon.model import Entry, Session
-from memman_daemon.scope import corpus_key
+from memman_daemon.scope import session_owner
 
 if TYPE_CHECKING:
     from memman.config import Config
@@ -358,7 +358,7 @@ class Timelines:
         whenever it does; None while one of its sessions' entries wait for the follower (a
         read may then analyse some)."""
         for sid, s in self._follow.items():
-            if _owner(s) != owner:
+            if session_owner(s) != owner:
                 continue
             tl = self._timelines.get(sid)
             if tl is None or tl.an.session != id(s) or tl.behind(len(s.entries)):
@@ -470,7 +470,7 @@ class Timelines:
         sc = self.config.scoring
         n = len(s.entries)
         if (tl.consumed < n and units) or (tl.an.done < n and entries) or tl.an.sup.new:
-            self.changes.bump(_owner(s))
+            self.changes.bump(session_owner(s))
         if tl.consumed < n and units:
             extend(tl, s.entries[tl.consumed: tl.consumed + units],
                    self.config.context.keep_system_prompts, sc)
@@ -513,7 +513,7 @@ class Timelines:
             batch: list[Entry] = []
             while todo and time.perf_counter() - t0 < SLICE_S:
                 e = todo.pop()
-                self.changes.bump(_owner(s))
+                self.changes.bump(session_owner(s))
                 tl.an.own(e, sc)
                 batch.append(e)
             _restat_entries(tl, batch, sc)
@@ -542,7 +542,3 @@ class Timelines:
 @contextlib.asynccontextmanager
 async def _no_turn() -> AsyncIterator[None]:
     yield
-
-
-def _owner(s: Session) -> Owner:
-    return corpus_key(s.meta.user_id, s.meta.tenant_id)
